@@ -1,0 +1,593 @@
+#!/usr/bin/env python3
+"""heapsample overhead benchmark (issue 5).
+
+Builds the workloads, then runs every workload under every configuration,
+interleaved round by round (A B C ... then again, the order rotated each
+round) after one warm-up round, and reports medians and paired ratios.
+
+    python3 bench/run.py                # full run: 5 rounds, ~25 min
+    python3 bench/run.py --smoke        # CI: tiny sizes, one run each, < 60 s
+    python3 bench/run.py --callgrind-only   # only the per-operation costs
+    python3 bench/run.py --help
+
+Each run is started through bench/tools/runit.c, a tiny C launcher that forks
+the workload and reports wall time, user+sys CPU time and peak RSS from
+wait4(); the preload variables are set only in the workload's environment.
+Ratios are paired: in each round a configuration's wall (or CPU) time is
+divided by its baseline's in the same round; the median and the min-max of
+those per-round ratios are reported.  Results go to bench/out/results.json
+and bench/out/results.md.  Python 3.11 standard library only.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+OUT = BENCH / "out"
+BIN = OUT / "bin"
+SHIM = ROOT / "target" / "release" / "libheapsample.so"
+JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
+PRELOAD_VARS = ("LD_PRELOAD", "PROF_CONF", "MALLOC_CONF", "PYTHONMALLOC")
+
+
+# --------------------------------------------------------------------------
+# Configurations
+# --------------------------------------------------------------------------
+
+@dataclass
+class Config:
+    """One way of running a workload; `floor` is the config it is also compared to."""
+    name: str
+    kind: str  # none | shim | jemalloc | heaptrack
+    conf: str = ""  # PROF_CONF or MALLOC_CONF value
+    floor: str | None = None
+    missing: str | None = None  # why it cannot run, if it cannot
+
+
+def all_configs() -> list[Config]:
+    return [
+        Config("none", "none"),
+        Config("shim-passthru", "shim", "prof:false"),
+        Config("shim-inactive", "shim", "prof_active:false", floor="shim-passthru"),
+        Config("shim-default", "shim", "", floor="shim-passthru"),
+        Config("shim-lg14", "shim", "lg_prof_sample:14", floor="shim-passthru"),
+        Config("shim-exact", "shim", "prof_exact:true", floor="shim-passthru"),
+        Config("jemalloc", "jemalloc"),
+        Config("jemalloc-prof", "jemalloc", "prof:true", floor="jemalloc"),
+        Config("heaptrack", "heaptrack"),
+    ]
+
+
+def shim_conf(cfg: Config, workload: str) -> str:
+    """PROF_CONF for a shim config; dumps go under bench/out/prof/."""
+    prefix = f"prof_prefix:{OUT / 'prof' / workload}"
+    return ",".join(x for x in (cfg.conf, prefix) if x)
+
+
+def preload_env(cfg: Config, workload: str) -> dict[str, str]:
+    """Variables set only in the workload's environment (not the runner's)."""
+    if cfg.kind == "shim":
+        return {"LD_PRELOAD": str(SHIM), "PROF_CONF": shim_conf(cfg, workload)}
+    if cfg.kind == "jemalloc":
+        env = {"LD_PRELOAD": str(JEMALLOC)}
+        if cfg.conf:
+            env["MALLOC_CONF"] = cfg.conf
+        return env
+    return {}
+
+
+# --------------------------------------------------------------------------
+# Workloads
+# --------------------------------------------------------------------------
+
+@dataclass
+class Workload:
+    """A program and its arguments at full and smoke size."""
+    name: str
+    desc: str
+    argv: list[str]
+    full: list[str]
+    smoke: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    heaptrack: bool = True  # heaptrack is 4-10x slower: only on a subset
+
+
+def python_exe() -> str:
+    """The real CPython binary (not a pyenv shell shim, which would add noise)."""
+    if Path("/usr/bin/python3").exists():
+        return str(Path("/usr/bin/python3").resolve())
+    return str(Path(sys.executable).resolve())
+
+
+def all_workloads() -> list[Workload]:
+    wl = BENCH / "workloads"
+    perl = shutil.which("perl") or "/usr/bin/perl"
+    gcc = shutil.which("gcc") or "/usr/bin/gcc"
+    gcc_argv = [gcc, "-O2", "-c", "-o", str(OUT / "big.o")]
+    return [
+        Workload("pairs", "tight malloc/free loop, 8 sizes 16-480 B",
+                 [str(BIN / "pairs")], ["100000000"], ["1000000"], heaptrack=False),
+        Workload("mixed-1t", "mixed sizes 16 B-64 KiB, 4096 live slots, 1 thread",
+                 [str(BIN / "mixed"), "1"], ["25000000"], ["200000"]),
+        Workload("mixed-Nt", "as mixed-1t, one thread per core",
+                 [str(BIN / "mixed"), "0"], ["12000000"], ["100000"], heaptrack=False),
+        Workload("larson", "ring of threads (one per core, >= 2) freeing each other's blocks",
+                 [str(BIN / "larson"), "0"], ["8000000"], ["50000"], heaptrack=False),
+        Workload("cxx", "C++ std::map/std::string/std::vector churn",
+                 [str(BIN / "cxx_churn")], ["1000"], ["10"]),
+        Workload("python", "python3 object churn, PYTHONMALLOC=malloc",
+                 [python_exe(), str(wl / "churn.py")], ["80"], ["2"],
+                 env={"PYTHONMALLOC": "malloc"}),
+        Workload("perl", "perl nested-hash churn",
+                 [perl, str(wl / "hash.pl")], ["20"], ["1"]),
+        Workload("gcc", "gcc -O2 -c on a generated C file (120 functions; 5 in smoke)",
+                 gcc_argv, [str(OUT / "big-full.c")], [str(OUT / "big-smoke.c")]),
+    ]
+
+
+# --------------------------------------------------------------------------
+# Setup and build
+# --------------------------------------------------------------------------
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def dpkg_installed(pkg: str) -> bool:
+    r = subprocess.run(["dpkg", "-s", pkg], capture_output=True, text=True)
+    return r.returncode == 0 and "Status: install ok installed" in r.stdout
+
+
+def ensure_packages(pkgs: list[str]) -> None:
+    """apt-get install the packages that dpkg says are missing (idempotent)."""
+    if not shutil.which("dpkg"):
+        log("setup: no dpkg; skipping package installation")
+        return
+    missing = [p for p in pkgs if not dpkg_installed(p)]
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        log(f"setup: missing {missing} and not root; those configs will be skipped")
+        return
+    log(f"setup: installing {missing}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-qq"], env=env, check=False)
+    r = subprocess.run(["apt-get", "install", "-y", "-qq", *missing], env=env)
+    if r.returncode != 0:
+        log(f"setup: apt-get install {missing} failed; those configs will be skipped")
+
+
+def compile_c(src: Path, dst: Path, extra: list[str]) -> None:
+    cc = "g++" if src.suffix == ".cpp" else "gcc"
+    cmd = [cc, "-O2", "-g", "-Wall", "-fno-builtin", "-pthread", *extra, "-o", str(dst), str(src)]
+    subprocess.run(cmd, check=True)
+
+
+def build_tools_and_workloads(smoke: bool) -> None:
+    BIN.mkdir(parents=True, exist_ok=True)
+    tools, wl = BENCH / "tools", BENCH / "workloads"
+    compile_c(tools / "runit.c", BIN / "runit", [])
+    compile_c(tools / "alloccount.c", BIN / "alloccount.so", ["-shared", "-fPIC"])
+    for name in ("pairs", "mixed", "larson"):
+        compile_c(wl / f"{name}.c", BIN / name, [])
+    compile_c(wl / "cxx_churn.cpp", BIN / "cxx_churn", [])
+    gen = wl / "gen_c.py"
+    for size, count in (("smoke", 5), ("full", 120)):
+        if size == "smoke" or not smoke:
+            subprocess.run([sys.executable, str(gen), str(count), str(OUT / f"big-{size}.c")],
+                           check=True)
+
+
+def shim_problem() -> str | None:
+    """None if the shim .so exists and exports malloc; else why not."""
+    if not SHIM.exists():
+        return f"{SHIM.relative_to(ROOT)} not built"
+    r = subprocess.run(["nm", "-D", "--defined-only", str(SHIM)], capture_output=True, text=True)
+    if r.returncode == 0 and not re.search(r"\bT malloc$", r.stdout, re.M):
+        return f"{SHIM.relative_to(ROOT)} does not export malloc (placeholder build?)"
+    return None
+
+
+def ensure_shim(build: bool) -> None:
+    if SHIM.exists() or not build:
+        return
+    log("build: cargo build --release -p heapsample-shim")
+    r = subprocess.run(["cargo", "build", "--release", "-p", "heapsample-shim"], cwd=ROOT)
+    if r.returncode != 0:
+        log("build: shim build failed; shim configs will be reported as missing")
+
+
+def mark_missing(configs: list[Config]) -> None:
+    shim = shim_problem()
+    for cfg in configs:
+        if cfg.kind == "shim":
+            cfg.missing = shim
+        elif cfg.kind == "jemalloc" and not JEMALLOC.exists():
+            cfg.missing = f"{JEMALLOC} not installed"
+        elif cfg.kind == "heaptrack" and not shutil.which("heaptrack"):
+            cfg.missing = "heaptrack not installed"
+
+
+# --------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------
+
+def base_env(wl: Workload) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PRELOAD_VARS}
+    env.update(wl.env)
+    return env
+
+
+def command(wl: Workload, cfg: Config, smoke: bool) -> list[str]:
+    argv = wl.argv + (wl.smoke if smoke else wl.full)
+    if cfg.kind == "heaptrack":
+        argv = [shutil.which("heaptrack"), "-o", str(OUT / "heaptrack" / wl.name)] + argv
+    return argv
+
+
+def parse_result(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(-?\d+)", text)}
+
+
+def clean_dumps() -> None:
+    for sub in ("prof", "heaptrack"):
+        shutil.rmtree(OUT / sub, ignore_errors=True)
+        (OUT / sub).mkdir(parents=True, exist_ok=True)
+
+
+def run_once(wl: Workload, cfg: Config, smoke: bool) -> dict:
+    """Run one workload under one config; returns the measurement or an error."""
+    result, log_path = OUT / "tmp" / "result.txt", OUT / "tmp" / "run.log"
+    result.parent.mkdir(parents=True, exist_ok=True)
+    runner = [str(BIN / "runit"), "-o", str(result)]
+    for k, v in preload_env(cfg, wl.name).items():
+        runner += ["-e", f"{k}={v}"]
+    with open(log_path, "w") as logf:
+        subprocess.run(runner + ["--"] + command(wl, cfg, smoke), cwd=OUT, env=base_env(wl),
+                       stdout=logf, stderr=subprocess.STDOUT, check=False)
+    text = log_path.read_text(errors="replace")
+    clean_dumps()
+    res = parse_result(result.read_text()) if result.exists() else {"status": -1}
+    result.unlink(missing_ok=True)
+    return measurement(res, text)
+
+
+def measurement(res: dict[str, int], text: str) -> dict:
+    status = res.get("status", -1)
+    m = {
+        "ok": status == 0,
+        "wall": res.get("wall_ns", 0) / 1e9,
+        "cpu": (res.get("utime_us", 0) + res.get("stime_us", 0)) / 1e6,
+        "rss_mib": res.get("maxrss_kb", 0) / 1024,
+    }
+    ns = re.search(r"ns_per_pair=([\d.]+)", text)
+    if ns:
+        m["ns_per_pair"] = float(ns.group(1))
+    if not m["ok"]:
+        m["error"] = describe_status(status) + "\n" + "\n".join(text.splitlines()[-15:])
+    return m
+
+
+def describe_status(status: int) -> str:
+    if status < 0:
+        return "runner failed"
+    if status & 0x7F:
+        return f"killed by signal {status & 0x7F}"
+    return f"exit status {status >> 8}"
+
+
+def rotated(configs: list[Config], r: int) -> list[Config]:
+    k = r % len(configs)
+    return configs[k:] + configs[:k]
+
+
+def runnable(wl: Workload, configs: list[Config], smoke: bool) -> list[Config]:
+    return [c for c in configs
+            if not c.missing and (c.kind != "heaptrack" or wl.heaptrack or smoke)]
+
+
+def run_workload(wl: Workload, configs: list[Config], rounds: int, warmup: bool,
+                 smoke: bool) -> dict[str, list[dict]]:
+    """All rounds of one workload, interleaved; returns runs per config name."""
+    active = runnable(wl, configs, smoke)
+    runs: dict[str, list[dict]] = {c.name: [] for c in active}
+    schedule = ([-1] if warmup else []) + list(range(rounds))
+    for r in schedule:
+        for cfg in rotated(active, max(r, 0)):
+            m = run_once(wl, cfg, smoke)
+            tag = "warm-up" if r < 0 else f"round {r + 1}"
+            status = "ok" if m["ok"] else "FAILED"
+            log(f"  {wl.name:9} {cfg.name:14} {tag:8} wall {m['wall']:7.3f}s "
+                f"cpu {m['cpu']:7.3f}s rss {m['rss_mib']:7.1f}MiB {status}")
+            if not m["ok"]:
+                log("    " + m["error"].replace("\n", "\n    "))
+            if r >= 0:
+                runs[cfg.name].append(m)
+    return runs
+
+
+def count_allocations(wl: Workload, smoke: bool) -> int | None:
+    """Allocation calls made by one run (all processes), via alloccount.so."""
+    counts = OUT / "tmp" / "allocs.txt"
+    counts.unlink(missing_ok=True)
+    env = {"LD_PRELOAD": str(BIN / "alloccount.so"), "ALLOCCOUNT_FILE": str(counts)}
+    subprocess.run(command(wl, Config("none", "none"), smoke), cwd=OUT,
+                   env=base_env(wl) | env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=False)
+    if not counts.exists():
+        return None
+    return sum(int(n) for n in re.findall(r"allocs=(\d+)", counts.read_text()))
+
+
+# --------------------------------------------------------------------------
+# Statistics and reporting
+# --------------------------------------------------------------------------
+
+def median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def paired(runs: list[dict], base: list[dict], key: str) -> list[float]:
+    """Per-round ratio runs[i][key] / base[i][key], skipping failed rounds."""
+    out = []
+    for a, b in zip(runs, base):
+        if a["ok"] and b["ok"] and b[key] > 0:
+            out.append(a[key] / b[key])
+    return out
+
+
+def ratio_stats(xs: list[float]) -> dict | None:
+    if not xs:
+        return None
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def summarize_config(cfg: Config, runs: dict[str, list[dict]]) -> dict:
+    mine = runs[cfg.name]
+    ok = [m for m in mine if m["ok"]]
+    s = {
+        "runs": len(mine), "failed": len(mine) - len(ok),
+        "wall": median([m["wall"] for m in ok]),
+        "cpu": median([m["cpu"] for m in ok]),
+        "rss_mib": median([m["rss_mib"] for m in ok]),
+        "ns_per_pair": median([m["ns_per_pair"] for m in ok if "ns_per_pair" in m]),
+    }
+    for label, base in (("vs_none", "none"), ("vs_floor", cfg.floor)):
+        if base and base != cfg.name and base in runs:
+            s[label] = {k: ratio_stats(paired(mine, runs[base], k)) for k in ("wall", "cpu")}
+            deltas = [a["rss_mib"] - b["rss_mib"] for a, b in zip(mine, runs[base])
+                      if a["ok"] and b["ok"]]
+            s[label]["rss_delta_mib"] = median(deltas)
+    return s
+
+
+def summarize(configs: list[Config], runs: dict[str, list[dict]]) -> dict:
+    return {c.name: summarize_config(c, runs) for c in configs if c.name in runs}
+
+
+def fmt(x: float | None, spec: str) -> str:
+    return "–" if x is None else format(x, spec)
+
+
+def fmt_ratio(r: dict | None) -> str:
+    if not r:
+        return "–"
+    return f"{r['median']:.3f} [{r['min']:.3f}–{r['max']:.3f}]"
+
+
+def table_rows(summary: dict, configs: list[Config], wl: Workload, smoke: bool) -> list[list[str]]:
+    rows = []
+    for cfg in configs:
+        if cfg.missing:
+            rows.append([cfg.name, f"missing: {cfg.missing}"] + [""] * 7)
+            continue
+        s = summary.get(cfg.name)
+        if s is None:
+            why = "not run (heaptrack: subset only)" if cfg.kind == "heaptrack" else "not run"
+            rows.append([cfg.name, why] + [""] * 7)
+            continue
+        vn, vf = s.get("vs_none", {}), s.get("vs_floor", {})
+        rows.append([
+            cfg.name + (f" ({s['failed']} FAILED)" if s["failed"] else ""),
+            fmt(s["wall"], ".3f"), fmt(s["cpu"], ".3f"), fmt(s["rss_mib"], ".1f"),
+            fmt_ratio(vn.get("wall")), fmt_ratio(vn.get("cpu")),
+            fmt(vn.get("rss_delta_mib"), "+.1f"),
+            fmt_ratio(vf.get("wall")) + (f" vs {cfg.floor}" if vf else ""),
+            fmt(s["ns_per_pair"], ".2f"),
+        ])
+    return rows
+
+
+HEADER = ["config", "wall s", "CPU s", "peak RSS MiB", "wall × none [min–max]",
+          "CPU × none [min–max]", "ΔRSS MiB vs none", "wall × floor [min–max]", "ns/pair"]
+
+
+def markdown_table(rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def workload_heading(wl: Workload, allocs: int | None, summary: dict, smoke: bool) -> str:
+    args = " ".join(Path(a).name for a in (wl.smoke if smoke else wl.full))
+    head = f"### {wl.name}: {wl.desc} (args: {args})"
+    base = summary.get("none", {}).get("wall")
+    if allocs is not None and base:
+        head += f"\n\n{allocs:,} allocations per run, {allocs / base / 1e6:.2f} M allocations/s" \
+                " (count from bench/tools/alloccount.c, over the median no-preload wall time)"
+    return head
+
+
+# --------------------------------------------------------------------------
+# Per-operation cost under callgrind
+# --------------------------------------------------------------------------
+
+CALLGRIND_CONFIGS = ("none", "shim-passthru", "shim-default", "shim-exact",
+                     "jemalloc", "jemalloc-prof")
+
+
+def callgrind_ir(cfg: Config, pairs: int) -> int | None:
+    """Total instructions (Ir) callgrind counts for `pairs pairs`."""
+    env = base_env(Workload("pairs", "", [], [], [])) | preload_env(cfg, "callgrind")
+    out = OUT / "tmp" / "callgrind.out"
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+           str(BIN / "pairs"), str(pairs)]
+    r = subprocess.run(cmd, cwd=OUT, env=env, capture_output=True, text=True)
+    out.unlink(missing_ok=True)
+    clean_dumps()
+    m = re.search(r"Collected\s*:\s*(\d+)", r.stderr)
+    if r.returncode != 0 or not m:
+        log(f"  callgrind {cfg.name}: failed (exit {r.returncode})\n{r.stderr[-800:]}")
+        return None
+    return int(m.group(1))
+
+
+def run_callgrind(configs: list[Config], n: int) -> dict[str, dict]:
+    """Instructions per malloc/free pair: (Ir(2N) - Ir(N)) / N cancels setup."""
+    if not shutil.which("valgrind"):
+        log("callgrind: valgrind not installed; skipped")
+        return {}
+    results = {}
+    for cfg in configs:
+        if cfg.name not in CALLGRIND_CONFIGS:
+            continue
+        if cfg.missing:
+            results[cfg.name] = {"missing": cfg.missing}
+            continue
+        ir1, ir2 = callgrind_ir(cfg, n), callgrind_ir(cfg, 2 * n)
+        per = (ir2 - ir1) / n if ir1 is not None and ir2 is not None else None
+        results[cfg.name] = {"n": n, "ir_n": ir1, "ir_2n": ir2, "ir_per_pair": per}
+        log(f"  callgrind {cfg.name:14} Ir/pair {fmt(per, '.2f')}")
+    return results
+
+
+def callgrind_markdown(results: dict[str, dict]) -> str:
+    if not results:
+        return "callgrind: not run (valgrind missing)"
+    base = results.get("none", {}).get("ir_per_pair")
+    lines = ["| config | Ir(N) | Ir(2N) | instructions per pair | added vs none |",
+             "|---|---|---|---|---|"]
+    for name, r in results.items():
+        if "missing" in r:
+            lines.append(f"| {name} | missing: {r['missing']} | | | |")
+            continue
+        per = r["ir_per_pair"]
+        added = per - base if per is not None and base is not None else None
+        lines.append(f"| {name} | {fmt(r['ir_n'], ',')} | {fmt(r['ir_2n'], ',')} | "
+                     f"{fmt(per, '.2f')} | {fmt(added, '+.2f')} |")
+    n = next((r["n"] for r in results.values() if "n" in r), 0)
+    return f"N = {n:,} pairs (bench/workloads/pairs.c); per pair = (Ir(2N) − Ir(N)) / N\n\n" \
+        + "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny sizes, one run per config, no warm-up; exit 1 on any failure")
+    p.add_argument("--rounds", type=int, default=5, help="measured rounds (default 5)")
+    p.add_argument("--workloads", help="comma-separated subset of workload names")
+    p.add_argument("--configs", help="comma-separated subset of config names")
+    p.add_argument("--no-callgrind", action="store_true", help="skip the callgrind part")
+    p.add_argument("--callgrind-only", action="store_true", help="only the callgrind part")
+    p.add_argument("--callgrind-pairs", type=int, default=None,
+                   help="N for callgrind (default 1,000,000; smoke 20,000)")
+    p.add_argument("--no-setup", action="store_true", help="do not apt-get install anything")
+    p.add_argument("--no-build-shim", action="store_true",
+                   help="do not cargo build the shim when it is missing")
+    return p.parse_args()
+
+
+def select(items: list, names: str | None) -> list:
+    if not names:
+        return items
+    wanted = names.split(",")
+    unknown = set(wanted) - {i.name for i in items}
+    if unknown:
+        sys.exit(f"unknown names: {sorted(unknown)}")
+    return [i for i in items if i.name in wanted]
+
+
+def setup(args: argparse.Namespace) -> list[Config]:
+    if not args.no_setup:
+        pkgs = ["libjemalloc2", "heaptrack", "valgrind", "gcc", "g++", "perl", "binutils"]
+        ensure_packages(pkgs)
+    ensure_shim(not args.no_build_shim)
+    build_tools_and_workloads(args.smoke)
+    clean_dumps()
+    configs = select(all_configs(), args.configs)
+    mark_missing(configs)
+    for c in configs:
+        if c.missing:
+            log(f"config {c.name}: MISSING ({c.missing})")
+    return configs
+
+
+def machine_info() -> dict:
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+        "uname": " ".join(os.uname()),
+        "shim": str(SHIM) if SHIM.exists() else None,
+        "shim_mtime": time.ctime(SHIM.stat().st_mtime) if SHIM.exists() else None,
+    }
+
+
+def main() -> int:
+    args = parse_args()
+    configs = setup(args)
+    rounds = 1 if args.smoke else args.rounds
+    report = {"machine": machine_info(), "smoke": args.smoke, "rounds": rounds,
+              "configs": {c.name: {"kind": c.kind, "conf": c.conf, "floor": c.floor,
+                                   "missing": c.missing} for c in configs},
+              "workloads": {}}
+    md = [f"Run {report['machine']['date']}, {rounds} round(s), "
+          f"{report['machine']['cpus']} CPUs, load at start {report['machine']['loadavg_start']}"]
+    failures = 0
+    if not args.callgrind_only:
+        for wl in select(all_workloads(), args.workloads):
+            log(f"workload {wl.name}")
+            runs = run_workload(wl, configs, rounds, not args.smoke, args.smoke)
+            allocs = count_allocations(wl, args.smoke)
+            summary = summarize(configs, runs)
+            failures += sum(s["failed"] for s in summary.values())
+            report["workloads"][wl.name] = {"desc": wl.desc, "allocs": allocs,
+                                            "summary": summary, "runs": runs}
+            section = workload_heading(wl, allocs, summary, args.smoke) + "\n\n" + \
+                markdown_table(table_rows(summary, configs, wl, args.smoke))
+            print("\n" + section + "\n", flush=True)
+            md.append(section)
+    if not args.no_callgrind:
+        n = args.callgrind_pairs or (20_000 if args.smoke else 1_000_000)
+        log("callgrind: instructions per malloc/free pair")
+        report["callgrind"] = run_callgrind(configs, n)
+        section = "### callgrind instructions per malloc/free pair\n\n" + \
+            callgrind_markdown(report["callgrind"])
+        print("\n" + section + "\n", flush=True)
+        md.append(section)
+    report["machine"]["loadavg_end"] = os.getloadavg()
+    suffix = "-smoke" if args.smoke else ""
+    (OUT / f"results{suffix}.json").write_text(json.dumps(report, indent=1))
+    (OUT / f"results{suffix}.md").write_text("\n\n".join(md) + "\n")
+    log(f"wrote {OUT / f'results{suffix}.json'} and {OUT / f'results{suffix}.md'}")
+    if failures:
+        log(f"{failures} run(s) FAILED")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
