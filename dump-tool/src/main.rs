@@ -1,1 +1,268 @@
-fn main() {}
+//! The `heapdiff` command line: parses arguments, runs the pipeline of the
+//! library (load → symbolize → profile → render → output) and turns every
+//! failure into one line on stderr and exit status 2.
+
+use clap::{Parser, ValueEnum};
+use heapdiff::load::{check_comparable, load_dump};
+use heapdiff::output::{self, Destination};
+use heapdiff::profile::{BuildOptions, Metric, Profile};
+use heapdiff::render::folded::DiffColumns;
+use heapdiff::render::pprof::PprofOptions;
+use heapdiff::render::svg::SvgOptions;
+use heapdiff::render::{self, Base, View};
+use heapdiff::symbolize::{LocationTable, SymbolizeOptions};
+use heapdiff::{Error, Result};
+use heapsample_format::Dump;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Symbolize heapsample dumps offline and render flamegraphs, differential
+/// flamegraphs, folded stacks, text reports or pprof profiles.
+#[derive(Parser, Debug)]
+#[command(name = "heapdiff", version)]
+struct Cli {
+    /// The dump to show (the "new" side of a comparison).
+    dump: PathBuf,
+    /// Compare against this earlier dump: show what grew and what shrank.
+    #[arg(long, value_name = "DUMP")]
+    base: Option<PathBuf>,
+    /// What to measure.
+    #[arg(short, long, value_enum, default_value_t = Metric::InuseSpace)]
+    metric: Metric,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Svg)]
+    format: Format,
+    /// Output file, `-` for stdout. Default: svg and pprof next to the dump
+    /// (`.svg`, `.diff.svg`, `.pb.gz`, `.diff.pb.gz`), text and folded to stdout.
+    #[arg(short, long, value_name = "PATH")]
+    output: Option<PathBuf>,
+    /// Flamegraph title.
+    #[arg(long)]
+    title: Option<String>,
+    /// Draw an icicle graph (roots at the top).
+    #[arg(long)]
+    inverted: bool,
+    /// Omit flamegraph frames narrower than this many pixels.
+    #[arg(long, value_name = "PIXELS")]
+    min_width: Option<f64>,
+    /// Rows per table in the text report.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    top: usize,
+    /// Also look for modules and debug files here (by basename, by
+    /// `.build-id/xx/yyyy.debug`, by `.gnu_debuglink` name). Repeatable.
+    #[arg(long, value_name = "DIR")]
+    debug_dir: Vec<PathBuf>,
+    /// Differential flamegraph sized by the base instead of the new dump, so
+    /// stacks that vanished stay visible (red still means growth).
+    #[arg(long)]
+    negate: bool,
+    /// Folded diff as `stack BASE NEW` (inferno's differential input)
+    /// instead of `stack DELTA`.
+    #[arg(long)]
+    two_column: bool,
+    /// Keep the allocator's own frames (malloc, operator new, __rust_alloc…)
+    /// at the leaf of each stack.
+    #[arg(long)]
+    keep_allocator_frames: bool,
+    /// Compare dumps of different programs anyway.
+    #[arg(long)]
+    allow_mismatch: bool,
+    /// No summary on the terminal after writing a flamegraph or profile.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Svg,
+    Folded,
+    Text,
+    Pprof,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("heapdiff: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn warn(message: String) {
+    eprintln!("heapdiff: warning: {message}");
+}
+
+/// Both dumps, their symbolized locations and corrected profiles.
+struct Loaded {
+    new_dump: Dump,
+    table: LocationTable,
+    new: Profile,
+    base: Option<Profile>,
+}
+
+fn run(cli: &Cli) -> Result<()> {
+    let loaded = load_and_symbolize(cli)?;
+    let new_name = cli.dump.display().to_string();
+    let base_name = cli.base.as_ref().map(|p| p.display().to_string());
+    let view = View {
+        table: &loaded.table,
+        new: &loaded.new,
+        new_name: &new_name,
+        base: loaded
+            .base
+            .as_ref()
+            .zip(base_name.as_deref())
+            .map(|(profile, name)| Base { profile, name }),
+        metric: cli.metric,
+    };
+    let bytes = render_output(cli, &view, &loaded.new_dump)?;
+    let destination = destination(cli);
+    output::write(&destination, &bytes)?;
+    report_written(cli, &view, &destination);
+    Ok(())
+}
+
+fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
+    let new_dump = load_dump(&cli.dump)?;
+    let base_dump = cli.base.as_deref().map(load_dump).transpose()?;
+    if let Some(base) = &base_dump {
+        let compatibility = check_comparable(base, &new_dump, cli.allow_mismatch);
+        compatibility.warnings.into_iter().for_each(warn);
+        if let Some(error) = compatibility.error {
+            return Err(Error::file(&cli.dump, error));
+        }
+    }
+    let mut table = LocationTable::default();
+    let new_stacks = table.intern_dump(&new_dump);
+    let base_stacks = base_dump.as_ref().map(|dump| table.intern_dump(dump));
+    let options = SymbolizeOptions::with_debug_dirs(cli.debug_dir.clone());
+    table.symbolize(&options, &mut warn);
+    let build = BuildOptions {
+        keep_allocator_frames: cli.keep_allocator_frames,
+    };
+    let new = Profile::build(&new_dump, &new_stacks, &table, build);
+    let base = base_dump
+        .as_ref()
+        .zip(base_stacks.as_deref())
+        .map(|(dump, stacks)| Profile::build(dump, stacks, &table, build));
+    Ok(Loaded {
+        new_dump,
+        table,
+        new,
+        base,
+    })
+}
+
+fn render_output(cli: &Cli, view: &View<'_>, new_dump: &Dump) -> Result<Vec<u8>> {
+    let fail = |why: String| Error::file(&cli.dump, why);
+    match cli.format {
+        Format::Svg => {
+            note_vanished_stacks(cli, view);
+            render::svg::render(view, &svg_options(cli)).map_err(fail)
+        }
+        Format::Folded => Ok(render::folded::render(view, diff_columns(cli)).into_bytes()),
+        Format::Text => Ok(render::text::render(view, cli.top).into_bytes()),
+        Format::Pprof => render::pprof::render(view, &pprof_options(cli, new_dump)).map_err(fail),
+    }
+}
+
+fn svg_options(cli: &Cli) -> SvgOptions {
+    SvgOptions {
+        title: cli.title.clone(),
+        inverted: cli.inverted,
+        min_width: cli.min_width,
+        negate: cli.negate,
+    }
+}
+
+fn diff_columns(cli: &Cli) -> DiffColumns {
+    if cli.two_column {
+        DiffColumns::BaseAndNew
+    } else {
+        DiffColumns::Delta
+    }
+}
+
+fn pprof_options(cli: &Cli, new_dump: &Dump) -> PprofOptions {
+    let mut comments = vec![format!("heapdiff of {}", cli.dump.display())];
+    if let Some(base) = &cli.base {
+        comments.push(format!("minus base {} (negated samples)", base.display()));
+    }
+    comments.push(format!("command line: {}", new_dump.command_line.join(" ")));
+    PprofOptions {
+        executable: new_dump.executable.clone(),
+        time_unix_ns: new_dump.time_unix_ns,
+        comments,
+    }
+}
+
+/// Stacks of the base that are gone from the new dump have width 0 in the
+/// default differential flamegraph: say so, and how to see them.
+fn note_vanished_stacks(cli: &Cli, view: &View<'_>) {
+    if cli.negate {
+        return;
+    }
+    let Some(base) = &view.base else { return };
+    let base_stacks = heapdiff::profile::folded(base.profile, view.table, view.metric);
+    let new_stacks = heapdiff::profile::folded(view.new, view.table, view.metric);
+    let vanished: Vec<f64> = heapdiff::profile::diff(&base_stacks, &new_stacks)
+        .values()
+        .filter(|c| render::round(c.base) > 0 && render::round(c.new) <= 0)
+        .map(|c| c.base)
+        .collect();
+    if !vanished.is_empty() {
+        eprintln!(
+            "heapdiff: note: {} stacks ({} {}) of the base are gone and have no width here; --negate sizes the graph by the base to show them",
+            vanished.len(),
+            render::round(vanished.iter().sum()),
+            view.metric.unit()
+        );
+    }
+}
+
+fn destination(cli: &Cli) -> Destination {
+    match &cli.output {
+        Some(path) => Destination::from_arg(path),
+        None => match default_extension(cli) {
+            Some(extension) => Destination::File(path_with_suffix(&cli.dump, extension)),
+            None => Destination::Stdout,
+        },
+    }
+}
+
+/// Svg and pprof go next to the dump by default; text and folded to stdout.
+fn default_extension(cli: &Cli) -> Option<&'static str> {
+    let diff = cli.base.is_some();
+    match (cli.format, diff) {
+        (Format::Svg, false) => Some(".svg"),
+        (Format::Svg, true) => Some(".diff.svg"),
+        (Format::Pprof, false) => Some(".pb.gz"),
+        (Format::Pprof, true) => Some(".diff.pb.gz"),
+        (Format::Folded | Format::Text, _) => None,
+    }
+}
+
+fn path_with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// After writing a file: its path on stderr, and for svg and pprof a short
+/// summary on stdout (on stderr when stdout carries the output).
+fn report_written(cli: &Cli, view: &View<'_>, destination: &Destination) {
+    if let Destination::File(path) = destination {
+        eprintln!("heapdiff: wrote {}", path.display());
+    }
+    if cli.quiet || !matches!(cli.format, Format::Svg | Format::Pprof) {
+        return;
+    }
+    let summary = render::text::summary(view, 10);
+    match destination {
+        Destination::Stdout => eprint!("{summary}"),
+        Destination::File(_) => print!("{summary}"),
+    }
+}

@@ -1,0 +1,17 @@
+//! heapdiff: reads heapsample dumps, symbolizes them offline, corrects the
+//! sampled counts and renders flamegraphs, differential flamegraphs, folded
+//! stacks, text reports and pprof profiles.
+//!
+//! The pipeline is `load` (file → checked [`heapsample_format::Dump`]) →
+//! `symbolize` (addresses → locations with inlined frames) → `profile`
+//! (corrected values per stack, metric, diff) → `render::*` (bytes) →
+//! `output` (atomic write).
+
+pub mod error;
+pub mod load;
+pub mod output;
+pub mod profile;
+pub mod render;
+pub mod symbolize;
+
+pub use error::{Error, Result};

@@ -1,0 +1,92 @@
+//! Reading dump files and checking that two dumps can be compared.
+//!
+//! Owns every check on the input files that happens before symbolization:
+//! I/O errors, format errors (via `heapsample_format::decode`), values that
+//! decode but make no sense, and base/new compatibility.
+
+use crate::{Error, Result};
+use heapsample_format::{Dump, decode};
+use std::path::Path;
+
+/// The largest `lg_sample_period` a dump may carry (2^62 bytes).
+const MAX_LG_SAMPLE_PERIOD: u32 = 62;
+
+/// Read and decode `path`; every failure names the file.
+pub fn load_dump(path: &Path) -> Result<Dump> {
+    let bytes = std::fs::read(path).map_err(|e| Error::file(path, io_reason(&e)))?;
+    let dump = decode(&bytes).map_err(|e| Error::file(path, e))?;
+    validate(&dump).map_err(|why| Error::file(path, why))?;
+    Ok(dump)
+}
+
+fn io_reason(error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        std::io::ErrorKind::IsADirectory => "is a directory, not a dump".to_string(),
+        _ => format!("cannot read: {error}"),
+    }
+}
+
+/// Checks on values that decode fine but that no shim writes.
+fn validate(dump: &Dump) -> std::result::Result<(), String> {
+    if dump.lg_sample_period > MAX_LG_SAMPLE_PERIOD {
+        return Err(format!(
+            "corrupt: sampling period 2^{} is out of range",
+            dump.lg_sample_period
+        ));
+    }
+    Ok(())
+}
+
+/// What to do about two dumps that may not be comparable.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Compatibility {
+    /// Differences worth a warning; the diff is still meaningful.
+    pub warnings: Vec<String>,
+    /// Set when the comparison would be meaningless.
+    pub error: Option<String>,
+}
+
+/// Compare the base and new dumps: different programs are an error (unless
+/// `allow_mismatch`), a rebuilt program or a different sampling period a
+/// warning.
+pub fn check_comparable(base: &Dump, new: &Dump, allow_mismatch: bool) -> Compatibility {
+    let mut result = Compatibility::default();
+    let same_path = base.executable == new.executable;
+    let same_build = main_build_id(base) == main_build_id(new);
+    if !same_path && !same_build {
+        let message = format!(
+            "the base profiles {} but the new dump profiles {}",
+            base.executable, new.executable
+        );
+        if allow_mismatch {
+            result.warnings.push(message);
+        } else {
+            result.error = Some(format!(
+                "{message}: comparing different programs is meaningless (pass --allow-mismatch to compare anyway)"
+            ));
+        }
+    } else if !same_build {
+        result.warnings.push(format!(
+            "{} was rebuilt between the dumps (build-ids differ): stacks may not line up",
+            new.executable
+        ));
+    }
+    if base.lg_sample_period != new.lg_sample_period {
+        result.warnings.push(format!(
+            "sampling periods differ (base 2^{}, new 2^{}): both are corrected, but their noise differs",
+            base.lg_sample_period, new.lg_sample_period
+        ));
+    }
+    result
+}
+
+/// The build-id of the module whose path is the executable, if any.
+fn main_build_id(dump: &Dump) -> Option<&[u8]> {
+    dump.modules
+        .iter()
+        .find(|m| m.path == dump.executable)
+        .map(|m| m.build_id.as_slice())
+        .filter(|id| !id.is_empty())
+}

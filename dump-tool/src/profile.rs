@@ -1,0 +1,367 @@
+//! Corrected per-stack values, metrics, allocator-frame dropping, folding
+//! and diffing.
+//!
+//! ## The sampling correction
+//!
+//! The shim samples an allocation of `s` bytes with probability
+//! `1 - exp(-s/R)`, where `R = 2^lg_sample_period` is the mean sampling
+//! period. For each distinct call stack (summed over threads, as jeprof's
+//! `t*` line does) with `n` sampled objects and `b` sampled bytes, both
+//! numbers are multiplied by
+//!
+//! ```text
+//! scale = 1 / (1 - exp(-(b/n) / R))
+//! ```
+//!
+//! separately for the in-use pair and the allocated pair: the correction of
+//! jeprof (`AdjustSamples`) and pprof (`scaleHeapSample`). With
+//! `lg_prof_sample:0` (R = 1) the scale is exactly 1 and the numbers are
+//! exact. The arithmetic is `heapsample_format::unsample`.
+
+use crate::symbolize::{LocationId, LocationTable};
+use heapsample_format::{Dump, Totals, unsample};
+use std::collections::{BTreeMap, HashMap};
+
+/// What a flamegraph's widths and a report's numbers measure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Metric {
+    /// Bytes still live at the dump.
+    #[default]
+    InuseSpace,
+    /// Objects still live at the dump.
+    InuseObjects,
+    /// Bytes ever allocated.
+    AllocSpace,
+    /// Objects ever allocated.
+    AllocObjects,
+}
+
+impl Metric {
+    /// The value of this metric in `values`.
+    pub fn of(self, values: &Values) -> f64 {
+        match self {
+            Metric::InuseSpace => values.inuse_space,
+            Metric::InuseObjects => values.inuse_objects,
+            Metric::AllocSpace => values.alloc_space,
+            Metric::AllocObjects => values.alloc_objects,
+        }
+    }
+
+    /// `bytes` or `objects`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::InuseSpace | Metric::AllocSpace => "bytes",
+            Metric::InuseObjects | Metric::AllocObjects => "objects",
+        }
+    }
+
+    /// The command-line spelling, e.g. `inuse-space`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::InuseSpace => "inuse-space",
+            Metric::InuseObjects => "inuse-objects",
+            Metric::AllocSpace => "alloc-space",
+            Metric::AllocObjects => "alloc-objects",
+        }
+    }
+}
+
+/// Estimated (corrected) counts of one stack or of a whole profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Values {
+    pub inuse_objects: f64,
+    pub inuse_space: f64,
+    pub alloc_objects: f64,
+    pub alloc_space: f64,
+}
+
+impl Values {
+    fn add(&mut self, other: &Values) {
+        self.inuse_objects += other.inuse_objects;
+        self.inuse_space += other.inuse_space;
+        self.alloc_objects += other.alloc_objects;
+        self.alloc_space += other.alloc_space;
+    }
+}
+
+/// Raw sampled counts of one call stack, summed over threads and epochs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawCounts {
+    pub live_objects: u64,
+    pub live_bytes: u64,
+    pub alloc_objects: u64,
+    pub alloc_bytes: u64,
+}
+
+impl RawCounts {
+    fn add(&mut self, stack: &heapsample_format::Stack) {
+        self.live_objects = self.live_objects.saturating_add(stack.live_objects);
+        self.live_bytes = self.live_bytes.saturating_add(stack.live_bytes);
+        self.alloc_objects = self.alloc_objects.saturating_add(stack.alloc_objects);
+        self.alloc_bytes = self.alloc_bytes.saturating_add(stack.alloc_bytes);
+    }
+
+    /// The correction described in the module documentation.
+    pub fn corrected(&self, period: u64) -> Values {
+        let (inuse_objects, inuse_space) = unsample(self.live_objects, self.live_bytes, period);
+        let (alloc_objects, alloc_space) = unsample(self.alloc_objects, self.alloc_bytes, period);
+        Values {
+            inuse_objects,
+            inuse_space,
+            alloc_objects,
+            alloc_space,
+        }
+    }
+}
+
+/// One function frame of a stack: line `line` of location `location`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FrameRef {
+    pub location: LocationId,
+    pub line: usize,
+}
+
+/// One distinct call stack with its corrected values.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// Function frames, leaf (innermost) first, allocator frames dropped.
+    pub frames: Vec<FrameRef>,
+    pub values: Values,
+}
+
+/// A dump turned into corrected samples.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub samples: Vec<Sample>,
+    /// The mean sampling period R in bytes.
+    pub period: u64,
+    /// Sum of the corrected values of all samples.
+    pub estimated: Values,
+    /// The dump's exact counters.
+    pub totals: Totals,
+}
+
+/// How to turn stacks into frames.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BuildOptions {
+    /// Keep malloc, operator new, `__rust_alloc`… at the leaf.
+    pub keep_allocator_frames: bool,
+}
+
+impl Profile {
+    /// `stacks` are the interned locations of `dump.stacks`, in order.
+    pub fn build(
+        dump: &Dump,
+        stacks: &[Vec<LocationId>],
+        table: &LocationTable,
+        options: BuildOptions,
+    ) -> Profile {
+        let period = dump.sample_period();
+        let mut samples = Vec::new();
+        let mut estimated = Values::default();
+        for (locations, raw) in sum_by_stack(dump, stacks) {
+            let values = raw.corrected(period);
+            estimated.add(&values);
+            let frames = frames_of(&locations, table, options.keep_allocator_frames);
+            samples.push(Sample { frames, values });
+        }
+        Profile {
+            samples,
+            period,
+            estimated,
+            totals: dump.totals.clone(),
+        }
+    }
+}
+
+/// Raw counts per distinct location list, in a deterministic order.
+fn sum_by_stack(dump: &Dump, stacks: &[Vec<LocationId>]) -> BTreeMap<Vec<LocationId>, RawCounts> {
+    let mut sums: BTreeMap<Vec<LocationId>, RawCounts> = BTreeMap::new();
+    for (stack, locations) in dump.stacks.iter().zip(stacks) {
+        sums.entry(locations.clone()).or_default().add(stack);
+    }
+    sums
+}
+
+/// Expand locations (leaf first) into function frames (leaf first,
+/// inlined frames before their caller), dropping the allocator's own
+/// frames at the leaf unless `keep_allocator`.
+pub fn frames_of(
+    locations: &[LocationId],
+    table: &LocationTable,
+    keep_allocator: bool,
+) -> Vec<FrameRef> {
+    let frames: Vec<FrameRef> = locations
+        .iter()
+        .flat_map(|&location| {
+            let count = table.locations.get(location).map_or(0, |l| l.lines.len());
+            (0..count).map(move |line| FrameRef { location, line })
+        })
+        .collect();
+    if keep_allocator {
+        return frames;
+    }
+    let allocator_frames = frames
+        .iter()
+        .take_while(|frame| is_allocator_function(function_name(table, **frame)))
+        .count();
+    // Never drop everything: a stack made only of allocator frames keeps its
+    // outermost one.
+    let keep_from = allocator_frames.min(frames.len().saturating_sub(1));
+    frames[keep_from..].to_vec()
+}
+
+/// The function name of a frame ("??" if the reference is stale).
+pub fn function_name(table: &LocationTable, frame: FrameRef) -> &str {
+    table
+        .locations
+        .get(frame.location)
+        .and_then(|location| location.lines.get(frame.line))
+        .map_or("??", |line| line.function.as_str())
+}
+
+/// Exact names of allocator entry points (C, glibc, jemalloc).
+const ALLOCATOR_NAMES: &[&str] = &[
+    "malloc",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "free",
+    "cfree",
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    "mallocx",
+    "rallocx",
+    "xallocx",
+    "__libc_malloc",
+    "__libc_calloc",
+    "__libc_realloc",
+    "__libc_memalign",
+    "__libc_valloc",
+    "__libc_pvalloc",
+    "__posix_memalign",
+    "_int_malloc",
+];
+
+/// Prefixes of allocator functions and the allocation plumbing of Rust's and
+/// C++'s standard libraries (like pprof's `drop_frames` for heap profiles).
+const ALLOCATOR_PREFIXES: &[&str] = &[
+    "operator new",
+    "operator delete",
+    "__rust_alloc",
+    "__rust_realloc",
+    "__rust_alloc_zeroed",
+    "__rdl_",
+    "__rg_",
+    "alloc::alloc::",
+    "alloc::raw_vec::",
+    "<alloc::alloc::Global as core::alloc::",
+    "<std::alloc::System as core::alloc::",
+    "std::alloc::",
+    "std::sys::alloc::",
+    "std::sys::pal::unix::alloc::",
+    "__gnu_cxx::new_allocator<",
+    "__gnu_cxx::__new_allocator<",
+    "std::__new_allocator<",
+    "std::allocator<",
+    "std::allocator_traits<",
+];
+
+/// True for the allocator's own functions, dropped at the leaf by default.
+pub fn is_allocator_function(name: &str) -> bool {
+    ALLOCATOR_NAMES.contains(&name) || ALLOCATOR_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Make a function name safe as one folded-stack frame: `;` separates frames
+/// and a line break ends the record.
+pub fn folded_frame(name: &str) -> String {
+    name.replace(';', ",").replace(['\n', '\r'], " ")
+}
+
+/// The folded key of a sample: frames root first, joined by `;`.
+pub fn folded_key(sample: &Sample, table: &LocationTable) -> String {
+    if sample.frames.is_empty() {
+        return "[no frames]".to_string();
+    }
+    let names: Vec<String> = sample
+        .frames
+        .iter()
+        .rev()
+        .map(|&frame| folded_frame(function_name(table, frame)))
+        .collect();
+    names.join(";")
+}
+
+/// Metric value per folded stack (root first), summed over samples that
+/// fold to the same names.
+pub fn folded(profile: &Profile, table: &LocationTable, metric: Metric) -> BTreeMap<String, f64> {
+    let mut stacks: BTreeMap<String, f64> = BTreeMap::new();
+    for sample in &profile.samples {
+        *stacks.entry(folded_key(sample, table)).or_default() += metric.of(&sample.values);
+    }
+    stacks
+}
+
+/// A stack's value in the base and in the new profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Change {
+    pub base: f64,
+    pub new: f64,
+}
+
+impl Change {
+    /// new − base: positive means it grew.
+    pub fn delta(&self) -> f64 {
+        self.new - self.base
+    }
+}
+
+/// Per folded stack, base and new values; stacks of either side appear, the
+/// missing side is 0 (so a vanished stack has `new == 0`, a negative delta).
+pub fn diff(base: &BTreeMap<String, f64>, new: &BTreeMap<String, f64>) -> BTreeMap<String, Change> {
+    let mut changes: BTreeMap<String, Change> = BTreeMap::new();
+    for (stack, &value) in base {
+        changes.entry(stack.clone()).or_default().base = value;
+    }
+    for (stack, &value) in new {
+        changes.entry(stack.clone()).or_default().new = value;
+    }
+    changes
+}
+
+/// Self and total value of one function.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FunctionValue {
+    /// Value of stacks whose leaf is this function.
+    pub self_value: f64,
+    /// Value of stacks that contain this function (counted once per stack).
+    pub total: f64,
+}
+
+/// Self and total value per function name.
+pub fn function_values(
+    profile: &Profile,
+    table: &LocationTable,
+    metric: Metric,
+) -> HashMap<String, FunctionValue> {
+    let mut functions: HashMap<String, FunctionValue> = HashMap::new();
+    for sample in &profile.samples {
+        let value = metric.of(&sample.values);
+        let mut seen: Vec<&str> = Vec::new();
+        for (depth, &frame) in sample.frames.iter().enumerate() {
+            let name = function_name(table, frame);
+            let entry = functions.entry(name.to_string()).or_default();
+            if depth == 0 {
+                entry.self_value += value;
+            }
+            if !seen.contains(&name) {
+                seen.push(name);
+                entry.total += value;
+            }
+        }
+    }
+    functions
+}

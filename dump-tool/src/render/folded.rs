@@ -1,0 +1,55 @@
+//! Folded (collapsed) stacks: `root;…;leaf VALUE`, one stack per line,
+//! integer values, the format inferno, flamegraph.pl and speedscope read.
+//!
+//! For a comparison the default is one signed column, new − base (as
+//! `jeprof --collapsed --base` prints); `--two-column` prints `stack BASE NEW`
+//! instead, the input of inferno's differential flamegraph.
+
+use super::{View, round};
+use crate::profile::{diff, folded};
+use std::fmt::Write;
+
+/// How a comparison is folded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DiffColumns {
+    /// `stack DELTA`, signed.
+    #[default]
+    Delta,
+    /// `stack BASE NEW`.
+    BaseAndNew,
+}
+
+/// The folded text of the view.
+pub fn render(view: &View<'_>, columns: DiffColumns) -> String {
+    let new = folded(view.new, view.table, view.metric);
+    let Some(base) = &view.base else {
+        return single(&new);
+    };
+    let base = folded(base.profile, view.table, view.metric);
+    let changes = diff(&base, &new);
+    let mut out = String::new();
+    for (stack, change) in &changes {
+        let (base, new) = (round(change.base), round(change.new));
+        match columns {
+            DiffColumns::Delta if new != base => {
+                let _ = writeln!(out, "{stack} {}", new - base);
+            }
+            DiffColumns::BaseAndNew if base != 0 || new != 0 => {
+                let _ = writeln!(out, "{stack} {base} {new}");
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn single(stacks: &std::collections::BTreeMap<String, f64>) -> String {
+    let mut out = String::new();
+    for (stack, &value) in stacks {
+        let value = round(value);
+        if value != 0 {
+            let _ = writeln!(out, "{stack} {value}");
+        }
+    }
+    out
+}

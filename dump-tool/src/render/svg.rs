@@ -1,0 +1,118 @@
+//! Flamegraphs through inferno.
+//!
+//! One profile: frame widths are the metric. With a base: inferno's
+//! differential flamegraph, widths from the new profile, red where a stack
+//! grew and blue where it shrank. A stack that vanished has width 0 there,
+//! so `--negate` draws the same comparison with widths from the base (the
+//! inputs swapped plus `negate_differentials`, inferno's advice), which keeps
+//! vanished stacks visible while red still means growth.
+
+use super::{View, round};
+use crate::profile::{diff, folded};
+use inferno::flamegraph::color::{BasicPalette, Palette};
+use inferno::flamegraph::{self, Direction, Options};
+
+/// The flamegraph knobs of the command line.
+#[derive(Clone, Debug, Default)]
+pub struct SvgOptions {
+    pub title: Option<String>,
+    pub inverted: bool,
+    /// Omit frames narrower than this many pixels (inferno's `min_width`).
+    pub min_width: Option<f64>,
+    /// Differential only: widths from the base instead of the new profile.
+    pub negate: bool,
+}
+
+/// The SVG document, or why inferno could not draw it.
+pub fn render(view: &View<'_>, options: &SvgOptions) -> Result<Vec<u8>, String> {
+    let lines = match &view.base {
+        None => single_lines(view),
+        Some(_) => differential_lines(view, options.negate),
+    };
+    if lines.is_empty() {
+        return Err(format!(
+            "nothing to draw: no stack has a non-zero {} value",
+            view.metric.name()
+        ));
+    }
+    let mut inferno_options = inferno_options(view, options);
+    let mut svg = Vec::new();
+    flamegraph::from_lines(
+        &mut inferno_options,
+        lines.iter().map(String::as_str),
+        &mut svg,
+    )
+    .map_err(|e| format!("flamegraph rendering failed: {e}"))?;
+    Ok(svg)
+}
+
+fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
+    let mut inferno = Options::default();
+    inferno.title = options
+        .title
+        .clone()
+        .unwrap_or_else(|| default_title(view, options));
+    inferno.subtitle = Some(format!(
+        "{} {}, corrected for sampling (mean period {} bytes)",
+        view.metric.name(),
+        view.metric.unit(),
+        view.new.period
+    ));
+    inferno.count_name = view.metric.unit().to_string();
+    inferno.colors = Palette::Basic(BasicPalette::Mem);
+    if options.inverted {
+        inferno.direction = Direction::Inverted;
+    }
+    if let Some(min_width) = options.min_width {
+        inferno.min_width = min_width;
+    }
+    inferno.negate_differentials = view.base.is_some() && options.negate;
+    inferno
+}
+
+fn default_title(view: &View<'_>, options: &SvgOptions) -> String {
+    match &view.base {
+        None => format!("heapdiff: {} of {}", view.metric.name(), view.new_name),
+        Some(base) if options.negate => format!(
+            "heapdiff: {} from {} to {} (widths: base)",
+            view.metric.name(),
+            base.name,
+            view.new_name
+        ),
+        Some(base) => format!(
+            "heapdiff: {} from {} to {}",
+            view.metric.name(),
+            base.name,
+            view.new_name
+        ),
+    }
+}
+
+fn single_lines(view: &View<'_>) -> Vec<String> {
+    folded(view.new, view.table, view.metric)
+        .into_iter()
+        .map(|(stack, value)| (stack, round(value).max(0)))
+        .filter(|(_, value)| *value > 0)
+        .map(|(stack, value)| format!("{stack} {value}"))
+        .collect()
+}
+
+/// `stack BEFORE AFTER` lines; inferno computes AFTER − BEFORE and sizes by
+/// AFTER. With `negate` the columns are swapped (and inferno negates the
+/// delta back), so widths come from the base.
+fn differential_lines(view: &View<'_>, negate: bool) -> Vec<String> {
+    let Some(base) = &view.base else {
+        return Vec::new();
+    };
+    let base = folded(base.profile, view.table, view.metric);
+    let new = folded(view.new, view.table, view.metric);
+    diff(&base, &new)
+        .into_iter()
+        .map(|(stack, change)| (stack, round(change.base).max(0), round(change.new).max(0)))
+        .filter(|(_, base, new)| *base > 0 || *new > 0)
+        .map(|(stack, base, new)| match negate {
+            false => format!("{stack} {base} {new}"),
+            true => format!("{stack} {new} {base}"),
+        })
+        .collect()
+}
