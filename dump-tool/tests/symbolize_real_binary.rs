@@ -2,8 +2,8 @@
 
 mod common;
 
-use common::{dump, module, stack, Fixture};
-use heapdiff::profile::{folded, BuildOptions, Metric, Profile};
+use common::{Fixture, dump, module, stack};
+use heapdiff::profile::{BuildOptions, Metric, Profile, folded};
 use heapdiff::symbolize::{LocationTable, SymbolizeOptions};
 
 fn symbolize(dump: &heapsample_format::Dump) -> (LocationTable, Profile, Vec<String>) {
@@ -24,7 +24,10 @@ fn non_pie_names_lines_and_inlined_frames() {
         &path,
         0,
         vec![module(&fixture.binary, 0)],
-        vec![stack(fixture.leaf_stack(0), 1, 10), stack(fixture.inline_stack(0), 1, 2)],
+        vec![
+            stack(fixture.leaf_stack(0), 1, 10),
+            stack(fixture.inline_stack(0), 1, 2),
+        ],
     );
     let (table, profile, warnings) = symbolize(&dump);
     assert!(warnings.is_empty(), "{warnings:?}");
@@ -43,8 +46,14 @@ fn non_pie_names_lines_and_inlined_frames() {
         .find(|l| l.lines.first().is_some_and(|f| f.function == "leaf_alloc"))
         .expect("leaf location");
     let line = &leaf.lines[0];
-    assert!(line.file.as_deref().is_some_and(|f| f.ends_with("prog.c")), "{line:?}");
-    assert_eq!(line.line, 6, "malloc call is on line 6 of the program: {line:?}");
+    assert!(
+        line.file.as_deref().is_some_and(|f| f.ends_with("prog.c")),
+        "{line:?}"
+    );
+    assert_eq!(
+        line.line, 6,
+        "malloc call is on line 6 of the program: {line:?}"
+    );
 }
 
 #[test]
@@ -61,7 +70,11 @@ fn pie_with_load_bias() {
     let (table, profile, warnings) = symbolize(&dump);
     assert!(warnings.is_empty(), "{warnings:?}");
     let stacks = folded(&profile, &table, Metric::InuseSpace);
-    assert_eq!(stacks.get("main;calls_leaf;leaf_alloc"), Some(&300.0), "{stacks:?}");
+    assert_eq!(
+        stacks.get("main;calls_leaf;leaf_alloc"),
+        Some(&300.0),
+        "{stacks:?}"
+    );
 }
 
 #[test]
@@ -73,7 +86,10 @@ fn missing_module_gives_offsets_and_one_warning() {
         "/nonexistent/libgone.so",
         0,
         vec![gone],
-        vec![stack(fixture.leaf_stack(0), 1, 10), stack(fixture.inline_stack(0), 1, 2)],
+        vec![
+            stack(fixture.leaf_stack(0), 1, 10),
+            stack(fixture.inline_stack(0), 1, 2),
+        ],
     );
     let (table, profile, warnings) = symbolize(&dump);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
@@ -93,12 +109,20 @@ fn build_id_mismatch_is_detected() {
     let mut wrong = module(&fixture.binary, 0);
     wrong.build_id = vec![0xde, 0xad, 0xbe, 0xef];
     let path = fixture.binary.display().to_string();
-    let dump = dump(&path, 0, vec![wrong], vec![stack(fixture.leaf_stack(0), 1, 10)]);
+    let dump = dump(
+        &path,
+        0,
+        vec![wrong],
+        vec![stack(fixture.leaf_stack(0), 1, 10)],
+    );
     let (table, profile, warnings) = symbolize(&dump);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("build-id mismatch"), "{warnings:?}");
     let stacks = folded(&profile, &table, Metric::InuseSpace);
-    assert!(stacks.keys().all(|k| k.starts_with("prog+0x")), "{stacks:?}");
+    assert!(
+        stacks.keys().all(|k| k.starts_with("prog+0x")),
+        "{stacks:?}"
+    );
 }
 
 #[test]
@@ -107,15 +131,37 @@ fn stripped_binary_with_debug_file_by_build_id() {
     let stripped = fixture.dir.join("stripped");
     let debug_root = fixture.dir.join("debugroot");
     let (build_id, _) = common::build_id_and_text(&fixture.binary);
-    let id_dir = debug_root.join(".build-id").join(format!("{:02x}", build_id[0]));
+    let id_dir = debug_root
+        .join(".build-id")
+        .join(format!("{:02x}", build_id[0]));
     std::fs::create_dir_all(&id_dir).unwrap();
     let rest: String = build_id[1..].iter().map(|b| format!("{b:02x}")).collect();
     let debug_file = id_dir.join(format!("{rest}.debug"));
-    run("objcopy", &["--only-keep-debug", &fixture.binary.display().to_string(), &debug_file.display().to_string()]);
-    run("strip", &["-g", "-o", &stripped.display().to_string(), &fixture.binary.display().to_string()]);
+    run(
+        "objcopy",
+        &[
+            "--only-keep-debug",
+            &fixture.binary.display().to_string(),
+            &debug_file.display().to_string(),
+        ],
+    );
+    run(
+        "strip",
+        &[
+            "-g",
+            "-o",
+            &stripped.display().to_string(),
+            &fixture.binary.display().to_string(),
+        ],
+    );
     let mut m = module(&fixture.binary, 0);
     m.path = stripped.display().to_string();
-    let dump = dump(&m.path.clone(), 0, vec![m], vec![stack(fixture.inline_stack(0), 1, 2)]);
+    let dump = dump(
+        &m.path.clone(),
+        0,
+        vec![m],
+        vec![stack(fixture.inline_stack(0), 1, 2)],
+    );
     let mut table = LocationTable::default();
     let stacks = table.intern_dump(&dump);
     let mut warnings = Vec::new();
@@ -127,8 +173,18 @@ fn stripped_binary_with_debug_file_by_build_id() {
     assert!(warnings.is_empty(), "{warnings:?}");
     let profile = Profile::build(&dump, &stacks, &table, BuildOptions::default());
     let stacks = folded(&profile, &table, Metric::InuseSpace);
-    assert_eq!(stacks.get("main;outer_with_inline;inlined_helper"), Some(&2.0), "{stacks:?}");
-    assert!(table.modules[0].symbols_from.as_ref().unwrap().ends_with(format!("{rest}.debug")));
+    assert_eq!(
+        stacks.get("main;outer_with_inline;inlined_helper"),
+        Some(&2.0),
+        "{stacks:?}"
+    );
+    assert!(
+        table.modules[0]
+            .symbols_from
+            .as_ref()
+            .unwrap()
+            .ends_with(format!("{rest}.debug"))
+    );
 }
 
 #[test]
@@ -138,18 +194,44 @@ fn stripped_binary_with_debuglink() {
     let debug = fixture.dir.join("prog.dbg").display().to_string();
     let linked = fixture.dir.join("linked").display().to_string();
     run("objcopy", &["--only-keep-debug", &binary, &debug]);
-    run("objcopy", &["--strip-debug", &format!("--add-gnu-debuglink={debug}"), &binary, &linked]);
+    run(
+        "objcopy",
+        &[
+            "--strip-debug",
+            &format!("--add-gnu-debuglink={debug}"),
+            &binary,
+            &linked,
+        ],
+    );
     let mut m = module(&fixture.binary, 0);
     m.path = linked.clone();
-    let dump = dump(&linked, 0, vec![m], vec![stack(fixture.leaf_stack(0), 1, 10)]);
+    let dump = dump(
+        &linked,
+        0,
+        vec![m],
+        vec![stack(fixture.leaf_stack(0), 1, 10)],
+    );
     let (table, profile, warnings) = symbolize(&dump);
     assert!(warnings.is_empty(), "{warnings:?}");
     let stacks = folded(&profile, &table, Metric::InuseSpace);
-    assert_eq!(stacks.get("main;calls_leaf;leaf_alloc"), Some(&10.0), "{stacks:?}");
-    assert!(table.modules[0].symbols_from.as_ref().unwrap().ends_with("prog.dbg"));
+    assert_eq!(
+        stacks.get("main;calls_leaf;leaf_alloc"),
+        Some(&10.0),
+        "{stacks:?}"
+    );
+    assert!(
+        table.modules[0]
+            .symbols_from
+            .as_ref()
+            .unwrap()
+            .ends_with("prog.dbg")
+    );
 }
 
 fn run(program: &str, args: &[&str]) {
-    let status = std::process::Command::new(program).args(args).status().expect(program);
+    let status = std::process::Command::new(program)
+        .args(args)
+        .status()
+        .expect(program);
     assert!(status.success(), "{program} {args:?} failed");
 }

@@ -96,7 +96,10 @@ pub fn call_sites(binary: &Path) -> HashMap<String, Vec<(String, u64)>> {
             continue;
         };
         if let Some(callee) = pending_call.take() {
-            sites.entry(function.clone()).or_default().push((callee, address));
+            sites
+                .entry(function.clone())
+                .or_default()
+                .push((callee, address));
         }
         if line.contains("\tcall") {
             pending_call = line
@@ -123,7 +126,11 @@ fn instruction_address(line: &str) -> Option<u64> {
 
 /// The return address in `caller` after its call to a callee whose name
 /// starts with `callee`.
-pub fn return_address(sites: &HashMap<String, Vec<(String, u64)>>, caller: &str, callee: &str) -> u64 {
+pub fn return_address(
+    sites: &HashMap<String, Vec<(String, u64)>>,
+    caller: &str,
+    callee: &str,
+) -> u64 {
     sites
         .get(caller)
         .and_then(|calls| calls.iter().find(|(name, _)| name.starts_with(callee)))
@@ -169,10 +176,18 @@ pub fn stack(frames: Vec<u64>, objects: u64, size: u64) -> Stack {
 
 /// A dump of `executable` with the given modules and stacks, exact totals
 /// summed from the stacks.
-pub fn dump(executable: &str, lg_sample_period: u32, modules: Vec<Module>, stacks: Vec<Stack>) -> Dump {
+pub fn dump(
+    executable: &str,
+    lg_sample_period: u32,
+    modules: Vec<Module>,
+    stacks: Vec<Stack>,
+) -> Dump {
     let totals = Totals {
         allocations: stacks.iter().map(|s| s.alloc_objects).sum(),
-        frees: stacks.iter().map(|s| s.alloc_objects - s.live_objects).sum(),
+        frees: stacks
+            .iter()
+            .map(|s| s.alloc_objects - s.live_objects)
+            .sum(),
         bytes_allocated: stacks.iter().map(|s| s.alloc_bytes).sum(),
         live_usable_bytes: Some(stacks.iter().map(|s| s.live_usable_bytes).sum()),
         samples_taken: stacks.iter().map(|s| s.alloc_objects).sum(),
@@ -234,4 +249,33 @@ impl Fixture {
             self.ret("main", "outer_with_inline") + bias,
         ]
     }
+}
+
+/// A small seeded generator (64-bit LCG, top bits) for bounded property tests.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 11
+    }
+
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
+}
+
+/// Decode a gzipped pprof file written by heapdiff.
+pub fn read_pprof(path: &Path) -> heapdiff::render::pprof::PbProfile {
+    use prost::Message;
+    use std::io::Read;
+    let compressed = std::fs::read(path).expect("read pprof");
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(&compressed[..])
+        .read_to_end(&mut bytes)
+        .expect("gunzip");
+    heapdiff::render::pprof::PbProfile::decode(&bytes[..]).expect("decode profile.proto")
 }
