@@ -1,1 +1,40 @@
-//! placeholder
+//! The profiler behind `libheapsample.so`.
+//!
+//! This library holds every mechanism; the `heapsample` cdylib only exports
+//! the C symbols and calls into [`hooks`]. Keeping the two apart lets the
+//! logic be tested without interposing the test runner.
+//!
+//! What is where:
+//! - [`hooks`]: bodies of malloc, free, calloc, realloc, ... (the hot paths).
+//! - [`next_alloc`]: the next allocator (`dlsym(RTLD_NEXT)`) and the
+//!   bootstrap arena used while looking it up.
+//! - [`tls`]: the 64-byte initial-exec per-thread block and the guard.
+//! - [`sampling`]: the exponential byte countdown and its generator.
+//! - [`profiler`]: start-up, the sample event, exit dump, fork handlers.
+//! - [`threads`]: thread setup, registry, exit flush, exact counters.
+//! - [`backtrace`]: stack capture without the shim's own frames.
+//! - [`stack_table`]: distinct stacks and their sampled counts.
+//! - [`live_table`]: lock-free table of live sampled addresses.
+//! - [`modules`]: loaded objects and their epochs across dlclose.
+//! - [`writer`]: dump assembly, file names, atomic writes.
+//! - [`config`]: PROF_CONF parsing.
+//! - [`warn`]: one-line `<heapsample>:` messages.
+//! - [`spin_lock`], [`sys`]: small building blocks.
+
+pub mod backtrace;
+pub mod config;
+pub mod hooks;
+pub mod live_table;
+pub mod modules;
+pub mod next_alloc;
+pub mod profiler;
+pub mod sampling;
+pub mod spin_lock;
+pub mod stack_table;
+pub mod sys;
+pub mod threads;
+pub mod tls;
+pub mod warn;
+pub mod writer;
+
+pub use profiler::on_library_load;

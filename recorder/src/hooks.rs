@@ -1,0 +1,362 @@
+//! The bodies of the interposed malloc family, called by the thin C exports
+//! in the `heapsample` cdylib.
+//!
+//! Owns the allocator contracts: each function forwards to the next
+//! allocator and counts what happened. The fast paths (one mode load, the
+//! forward, a few TLS adds and one branch) take no lock, make no syscall,
+//! allocate nothing and write no shared cache line; everything else is in
+//! `#[cold]` functions.
+//!
+//! Rules kept here: calloc/reallocarray overflow gives NULL + ENOMEM; free
+//! preserves errno; alignments are passed through to the allocator; malloc(0),
+//! realloc(NULL, n) and realloc(p, 0) do what the allocator underneath does;
+//! a live sample is forgotten before its memory is released; pointers from
+//! the bootstrap arena never reach the real allocator.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::Ordering::Relaxed;
+
+use crate::live_table::LIVE;
+use crate::next_alloc::{self, in_bootstrap_arena};
+use crate::profiler::{self, EXACT, MODE, MODE_PASS_THROUGH, MODE_PROFILING};
+use crate::tls::{self, ThreadState};
+
+/// Count an allocation of `size` requested bytes that returned `pointer`.
+#[inline(always)]
+pub fn after_alloc(pointer: *mut c_void, size: usize) {
+    if pointer.is_null() {
+        return;
+    }
+    let state = tls::current();
+    ThreadState::bump(&state.allocations, 1);
+    if EXACT.load(Relaxed) {
+        // SAFETY: a live allocation of the next allocator.
+        let usable = unsafe { next_alloc::usable_size(pointer) };
+        ThreadState::bump_signed(&state.live_usable_delta, usable as i64);
+    }
+    let remaining = state
+        .bytes_until_sample
+        .load(Relaxed)
+        .wrapping_sub(size as i64);
+    state.bytes_until_sample.store(remaining, Relaxed);
+    if remaining <= 0 {
+        profiler::on_countdown_expired(pointer, size);
+    }
+}
+
+/// Count the release of `pointer` (non-null), before the real free.
+#[inline(always)]
+pub fn before_free(pointer: *mut c_void) {
+    let state = tls::current();
+    ThreadState::bump(&state.frees, 1);
+    if EXACT.load(Relaxed) {
+        // SAFETY: still allocated: the real free comes after.
+        let usable = unsafe { next_alloc::usable_size(pointer) };
+        ThreadState::bump_signed(&state.live_usable_delta, -(usable as i64));
+    }
+    if LIVE.may_contain(pointer as usize) {
+        profiler::on_sampled_free(pointer);
+    }
+}
+
+/// The state is not known yet: start the profiler. Returns false when the
+/// request must be served from the bootstrap arena.
+#[cold]
+fn start_or_bootstrap() -> bool {
+    profiler::start()
+}
+
+/// `malloc`.
+///
+/// # Safety
+/// The C contract of `malloc`.
+#[inline(always)]
+pub unsafe fn malloc(size: usize) -> *mut c_void {
+    match MODE.load(Relaxed) {
+        MODE_PROFILING => {
+            // SAFETY: resolved before MODE was set.
+            let pointer = unsafe { next_alloc::malloc(size) };
+            after_alloc(pointer, size);
+            pointer
+        }
+        // SAFETY: resolved before MODE was set.
+        MODE_PASS_THROUGH => unsafe { next_alloc::malloc(size) },
+        _ if start_or_bootstrap() => unsafe { malloc(size) },
+        _ => next_alloc::bootstrap_alloc(size, 16),
+    }
+}
+
+/// `free`.
+///
+/// # Safety
+/// The C contract of `free`.
+#[inline(always)]
+pub unsafe fn free(pointer: *mut c_void) {
+    if pointer.is_null() || in_bootstrap_arena(pointer) {
+        return;
+    }
+    match MODE.load(Relaxed) {
+        MODE_PROFILING => {
+            before_free(pointer);
+            // SAFETY: a pointer of the next allocator, released once.
+            unsafe { next_alloc::free(pointer) }
+        }
+        // SAFETY: as above.
+        MODE_PASS_THROUGH => unsafe { next_alloc::free(pointer) },
+        _ if start_or_bootstrap() => unsafe { free(pointer) },
+        _ => {}
+    }
+}
+
+/// `calloc`.
+///
+/// # Safety
+/// The C contract of `calloc`.
+#[inline(always)]
+pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
+    match MODE.load(Relaxed) {
+        MODE_PROFILING => {
+            // SAFETY: resolved before MODE was set.
+            let pointer = unsafe { next_alloc::calloc(count, size) };
+            after_alloc(pointer, count.wrapping_mul(size));
+            pointer
+        }
+        // SAFETY: as above.
+        MODE_PASS_THROUGH => unsafe { next_alloc::calloc(count, size) },
+        _ if start_or_bootstrap() => unsafe { calloc(count, size) },
+        _ => match count.checked_mul(size) {
+            Some(bytes) => next_alloc::bootstrap_alloc(bytes, 16),
+            None => enomem(),
+        },
+    }
+}
+
+fn enomem() -> *mut c_void {
+    next_alloc::set_errno(libc::ENOMEM);
+    core::ptr::null_mut()
+}
+
+/// `realloc`.
+///
+/// # Safety
+/// The C contract of `realloc`.
+pub unsafe fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
+    if !pointer.is_null() && in_bootstrap_arena(pointer) {
+        // SAFETY: moving a bootstrap block into the real allocator.
+        return unsafe { realloc_from_bootstrap(pointer, size) };
+    }
+    match MODE.load(Relaxed) {
+        // SAFETY: the C contract, forwarded.
+        MODE_PROFILING => unsafe { realloc_profiled(pointer, size) },
+        // SAFETY: as above.
+        MODE_PASS_THROUGH => unsafe { next_alloc::realloc(pointer, size) },
+        _ if start_or_bootstrap() => unsafe { realloc(pointer, size) },
+        _ if pointer.is_null() => next_alloc::bootstrap_alloc(size, 16),
+        _ => core::ptr::null_mut(),
+    }
+}
+
+unsafe fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut c_void {
+    if pointer.is_null() {
+        // SAFETY: realloc(NULL, n) as the allocator defines it.
+        let result = unsafe { next_alloc::realloc(pointer, size) };
+        after_alloc(result, size);
+        return result;
+    }
+    let old_usable = if EXACT.load(Relaxed) {
+        // SAFETY: a live allocation.
+        unsafe { next_alloc::usable_size(pointer) }
+    } else {
+        0
+    };
+    // A sampled object is forgotten before the allocator may release it.
+    let sampled = if LIVE.may_contain(pointer as usize) {
+        // SAFETY: still allocated.
+        take_live_sample(pointer)
+    } else {
+        None
+    };
+    // SAFETY: the C contract, forwarded.
+    let result = unsafe { next_alloc::realloc(pointer, size) };
+    if result.is_null() && size != 0 {
+        // Failed: the old block is untouched and still sampled.
+        if let Some((sample, _)) = sampled {
+            let _ = LIVE.insert(pointer as usize, sample);
+        }
+        return result;
+    }
+    let state = tls::current();
+    ThreadState::bump(&state.frees, 1);
+    ThreadState::bump_signed(&state.live_usable_delta, -(old_usable as i64));
+    if let Some((sample, usable)) = sampled {
+        if let Some(entry) = crate::stack_table::STACKS.entry(sample.stack_id) {
+            entry.release_sample(sample.size, usable);
+        }
+    }
+    after_alloc(result, size);
+    result
+}
+
+#[cold]
+fn take_live_sample(pointer: *mut c_void) -> Option<(crate::live_table::LiveSample, u64)> {
+    // SAFETY: the pointer is still allocated.
+    let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
+    LIVE.remove(pointer as usize).map(|sample| (sample, usable))
+}
+
+#[cold]
+unsafe fn realloc_from_bootstrap(pointer: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: malloc's contract.
+    let result = unsafe { malloc(size) };
+    if !result.is_null() {
+        let old_size = next_alloc::bootstrap_size(pointer);
+        // SAFETY: both blocks hold at least min(old, new) bytes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(pointer.cast::<u8>(), result.cast(), old_size.min(size))
+        };
+    }
+    result
+}
+
+/// `reallocarray`: realloc with an overflow check (not forwarded: glibc's
+/// own would call back into our realloc and count twice, and jemalloc has
+/// none).
+///
+/// # Safety
+/// The C contract of `reallocarray`.
+pub unsafe fn reallocarray(pointer: *mut c_void, count: usize, size: usize) -> *mut c_void {
+    match count.checked_mul(size) {
+        // SAFETY: realloc's contract.
+        Some(bytes) => unsafe { realloc(pointer, bytes) },
+        None => enomem(),
+    }
+}
+
+/// Bring the profiler up for an aligned allocation; false means "serve from
+/// the bootstrap arena".
+#[inline(always)]
+fn ready() -> bool {
+    MODE.load(Relaxed) != profiler::MODE_UNINIT || start_or_bootstrap()
+}
+
+fn profiling() -> bool {
+    MODE.load(Relaxed) == MODE_PROFILING
+}
+
+/// `posix_memalign`.
+///
+/// # Safety
+/// The C contract of `posix_memalign`.
+pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> c_int {
+    if !ready() {
+        let pointer = next_alloc::bootstrap_alloc(size, alignment);
+        if pointer.is_null() {
+            return libc::ENOMEM;
+        }
+        // SAFETY: `out` is valid per the contract.
+        unsafe { *out = pointer };
+        return 0;
+    }
+    // SAFETY: the C contract, forwarded.
+    let result = unsafe { next_alloc::posix_memalign(out, alignment, size) };
+    if result == 0 && profiling() {
+        // SAFETY: written by a successful posix_memalign.
+        after_alloc(unsafe { *out }, size);
+    }
+    result
+}
+
+/// `aligned_alloc`.
+///
+/// # Safety
+/// The C contract of `aligned_alloc`.
+pub unsafe fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
+    if !ready() {
+        return next_alloc::bootstrap_alloc(size, alignment);
+    }
+    // SAFETY: the C contract, forwarded.
+    let pointer = unsafe { next_alloc::aligned_alloc(alignment, size) };
+    if profiling() {
+        after_alloc(pointer, size);
+    }
+    pointer
+}
+
+/// `memalign`.
+///
+/// # Safety
+/// The C contract of `memalign`.
+pub unsafe fn memalign(alignment: usize, size: usize) -> *mut c_void {
+    if !ready() {
+        return next_alloc::bootstrap_alloc(size, alignment);
+    }
+    // SAFETY: the C contract, forwarded.
+    let pointer = unsafe { next_alloc::memalign(alignment, size) };
+    if profiling() {
+        after_alloc(pointer, size);
+    }
+    pointer
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as usize,
+        _ => 4096,
+    }
+}
+
+/// `valloc`: page-aligned memalign.
+///
+/// # Safety
+/// The C contract of `valloc`.
+pub unsafe fn valloc(size: usize) -> *mut c_void {
+    // SAFETY: memalign's contract.
+    unsafe { memalign(page_size(), size) }
+}
+
+/// `pvalloc`: page-aligned, size rounded up to whole pages (at least one).
+///
+/// # Safety
+/// The C contract of `pvalloc`.
+pub unsafe fn pvalloc(size: usize) -> *mut c_void {
+    let page = page_size();
+    match size.checked_add(page - 1) {
+        // SAFETY: memalign's contract.
+        Some(padded) => unsafe { memalign(page, (padded & !(page - 1)).max(page)) },
+        None => enomem(),
+    }
+}
+
+/// `malloc_usable_size`.
+///
+/// # Safety
+/// The C contract of `malloc_usable_size`.
+pub unsafe fn malloc_usable_size(pointer: *mut c_void) -> usize {
+    if pointer.is_null() {
+        return 0;
+    }
+    if in_bootstrap_arena(pointer) {
+        return next_alloc::bootstrap_size(pointer);
+    }
+    if !ready() {
+        return 0;
+    }
+    // SAFETY: a live allocation of the next allocator.
+    unsafe { next_alloc::usable_size(pointer) }
+}
+
+/// Count an allocation made by an allocator's own `operator new` (one that
+/// does not go through `malloc`).
+pub fn count_external_alloc(pointer: *mut c_void, size: usize) {
+    if profiling() {
+        after_alloc(pointer, size);
+    }
+}
+
+/// Count a release made by an allocator's own `operator delete`, before it.
+pub fn count_external_free(pointer: *mut c_void) {
+    if !pointer.is_null() && profiling() {
+        before_free(pointer);
+    }
+}

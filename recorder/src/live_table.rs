@@ -1,0 +1,295 @@
+//! The live-sample table: which addresses are sampled objects still alive.
+//!
+//! Owns a lock-free open-addressing map from address to (stack id, size),
+//! plus a small counting filter indexed by the hash of the address's page, so
+//! that a free of an unsampled pointer costs one load of a 128 KiB array and
+//! one well-predicted branch. An entry is removed *before* the real free, so
+//! when the allocator hands the same address out again it can never be taken
+//! for the old sample.
+//!
+//! Runs inside malloc and free: no allocation, no locks. Insert and remove
+//! are compare-and-swap on the slot; the table is sized once at start-up and
+//! a sample that finds no slot within the probe limit is dropped (counted).
+
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use crate::sys;
+
+const EMPTY: usize = 0;
+const TOMBSTONE: usize = 1;
+const PROBE_LIMIT: usize = 64;
+const FILTER_BITS: u32 = 15;
+const SIZE_BITS: u32 = 40;
+const SIZE_MASK: u64 = (1 << SIZE_BITS) - 1;
+
+/// The largest stack id an entry can hold.
+pub const MAX_STACK_ID: u32 = (1 << (64 - SIZE_BITS)) - 1;
+
+#[repr(C)]
+struct Slot {
+    address: AtomicUsize,
+    /// `stack_id << 40 | requested size` (sizes above 1 TiB are clamped).
+    value: AtomicU64,
+}
+
+/// What the table remembers about a live sampled object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveSample {
+    pub stack_id: u32,
+    pub size: u64,
+}
+
+impl LiveSample {
+    fn pack(self) -> u64 {
+        u64::from(self.stack_id) << SIZE_BITS | self.size.min(SIZE_MASK)
+    }
+    fn unpack(value: u64) -> LiveSample {
+        LiveSample {
+            stack_id: (value >> SIZE_BITS) as u32,
+            size: value & SIZE_MASK,
+        }
+    }
+}
+
+/// Why an insert failed.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TableFull;
+
+/// The table. One per process, set up by [`LiveTable::init`].
+pub struct LiveTable {
+    slots: AtomicPtr<Slot>,
+    slot_bits: AtomicU32,
+    filter: AtomicPtr<AtomicU32>,
+    live: AtomicU64,
+}
+
+/// The process's live-sample table.
+pub static LIVE: LiveTable = LiveTable::new();
+
+fn page_bucket(address: usize) -> usize {
+    sys::hash_word((address >> 12) as u64, FILTER_BITS)
+}
+
+impl LiveTable {
+    /// An empty, unmapped table (every lookup misses).
+    pub const fn new() -> Self {
+        LiveTable {
+            slots: AtomicPtr::new(core::ptr::null_mut()),
+            slot_bits: AtomicU32::new(0),
+            filter: AtomicPtr::new(core::ptr::null_mut()),
+            live: AtomicU64::new(0),
+        }
+    }
+
+    /// Map a table of 2^`slot_bits` slots. Returns false if memory could not
+    /// be mapped (sampling then stays off).
+    pub fn init(&self, slot_bits: u32) -> bool {
+        let filter = sys::map_zeroed(4 << FILTER_BITS);
+        let slots = sys::map_zeroed(core::mem::size_of::<Slot>() << slot_bits);
+        if filter.is_null() || slots.is_null() {
+            return false;
+        }
+        self.slot_bits.store(slot_bits, Ordering::Relaxed);
+        self.filter.store(filter.cast(), Ordering::Release);
+        self.slots.store(slots.cast(), Ordering::Release);
+        true
+    }
+
+    fn slot(&self, index: usize) -> &Slot {
+        let mask = (1usize << self.slot_bits.load(Ordering::Relaxed)) - 1;
+        // SAFETY: `slots` maps 2^slot_bits slots (init) and the index is masked.
+        unsafe { &*self.slots.load(Ordering::Acquire).add(index & mask) }
+    }
+
+    fn filter_bucket(&self, address: usize) -> Option<&AtomicU32> {
+        let filter = self.filter.load(Ordering::Acquire);
+        // SAFETY: `filter` maps 2^FILTER_BITS counters and page_bucket is in range.
+        (!filter.is_null()).then(|| unsafe { &*filter.add(page_bucket(address)) })
+    }
+
+    fn home(&self, address: usize) -> usize {
+        sys::hash_word(address as u64, self.slot_bits.load(Ordering::Relaxed))
+    }
+
+    /// Cheap pre-check for `free`: false means `address` is certainly not a
+    /// live sample. One load, no writes.
+    #[inline(always)]
+    pub fn may_contain(&self, address: usize) -> bool {
+        match self.filter_bucket(address) {
+            Some(bucket) => bucket.load(Ordering::Relaxed) != 0,
+            None => false,
+        }
+    }
+
+    /// Record a live sample. If the address was already recorded (its free
+    /// was never seen), the old entry is replaced and returned so its counts
+    /// can be released.
+    pub fn insert(
+        &self,
+        address: usize,
+        sample: LiveSample,
+    ) -> Result<Option<LiveSample>, TableFull> {
+        if self.slots.load(Ordering::Acquire).is_null() {
+            return Err(TableFull);
+        }
+        if let Some(slot) = self.find(address) {
+            let old = slot.value.swap(sample.pack(), Ordering::AcqRel);
+            return Ok(Some(LiveSample::unpack(old)));
+        }
+        let Some(bucket) = self.filter_bucket(address) else {
+            return Err(TableFull);
+        };
+        bucket.fetch_add(1, Ordering::AcqRel);
+        let home = self.home(address);
+        for probe in 0..PROBE_LIMIT {
+            let slot = self.slot(home + probe);
+            let current = slot.address.load(Ordering::Acquire);
+            if (current == EMPTY || current == TOMBSTONE)
+                && slot
+                    .address
+                    .compare_exchange(current, address, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                slot.value.store(sample.pack(), Ordering::Release);
+                self.live.fetch_add(1, Ordering::Relaxed);
+                return Ok(None);
+            }
+        }
+        bucket.fetch_sub(1, Ordering::AcqRel);
+        Err(TableFull)
+    }
+
+    fn find(&self, address: usize) -> Option<&Slot> {
+        let home = self.home(address);
+        for probe in 0..PROBE_LIMIT {
+            let slot = self.slot(home + probe);
+            match slot.address.load(Ordering::Acquire) {
+                found if found == address => return Some(slot),
+                EMPTY => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Remove `address` if it is a live sample, returning what was recorded.
+    /// Call before the memory is released.
+    pub fn remove(&self, address: usize) -> Option<LiveSample> {
+        if !self.may_contain(address) {
+            return None;
+        }
+        let slot = self.find(address)?;
+        let value = slot.value.load(Ordering::Acquire);
+        slot.address
+            .compare_exchange(address, TOMBSTONE, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        if let Some(bucket) = self.filter_bucket(address) {
+            bucket.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        Some(LiveSample::unpack(value))
+    }
+
+    /// Forget every entry (for `heapsample_reset`). Concurrent frees of
+    /// forgotten samples simply miss.
+    pub fn clear(&self) {
+        if self.slots.load(Ordering::Acquire).is_null() {
+            return;
+        }
+        let slot_count = 1usize << self.slot_bits.load(Ordering::Relaxed);
+        for index in 0..slot_count {
+            let slot = self.slot(index);
+            let address = slot.address.load(Ordering::Acquire);
+            if address > TOMBSTONE {
+                let _ = self.remove(address);
+            }
+        }
+    }
+
+    /// Sampled objects currently live.
+    pub fn live_count(&self) -> u64 {
+        self.live.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for LiveTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_find_remove() {
+        let table = LiveTable::new();
+        assert!(table.init(10));
+        let sample = LiveSample {
+            stack_id: 7,
+            size: 100,
+        };
+        assert!(!table.may_contain(0x1000));
+        assert_eq!(table.insert(0x1000, sample), Ok(None));
+        assert!(table.may_contain(0x1000));
+        assert_eq!(table.remove(0x2000), None);
+        assert_eq!(table.remove(0x1000), Some(sample));
+        assert_eq!(table.remove(0x1000), None);
+        assert!(!table.may_contain(0x1000));
+        assert_eq!(table.live_count(), 0);
+    }
+
+    #[test]
+    fn reinsert_returns_stale_entry() {
+        let table = LiveTable::new();
+        assert!(table.init(10));
+        let first = LiveSample {
+            stack_id: 1,
+            size: 8,
+        };
+        let second = LiveSample {
+            stack_id: 2,
+            size: 16,
+        };
+        table.insert(0x40, first).unwrap();
+        assert_eq!(table.insert(0x40, second), Ok(Some(first)));
+        assert_eq!(table.remove(0x40), Some(second));
+    }
+
+    #[test]
+    fn many_threads_insert_and_remove() {
+        static TABLE: LiveTable = LiveTable::new();
+        assert!(TABLE.init(16));
+        let threads: Vec<_> = (0..4u32)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for round in 0..50 {
+                        let base = (t as usize) << 32 | round << 20;
+                        for i in 0..1000usize {
+                            let sample = LiveSample {
+                                stack_id: t,
+                                size: i as u64,
+                            };
+                            TABLE.insert(base + i * 16, sample).unwrap();
+                        }
+                        for i in 0..1000usize {
+                            let got = TABLE.remove(base + i * 16).unwrap();
+                            assert_eq!(
+                                got,
+                                LiveSample {
+                                    stack_id: t,
+                                    size: i as u64
+                                }
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_eq!(TABLE.live_count(), 0);
+    }
+}

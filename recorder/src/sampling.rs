@@ -1,0 +1,113 @@
+//! When to sample: the exponential byte countdown.
+//!
+//! Each thread counts down a random number of bytes drawn from a geometric
+//! distribution with mean R = 2^`lg_prof_sample` (jemalloc's scheme); the
+//! allocation that brings the countdown to zero or below is sampled and a new
+//! countdown is drawn. Because the distribution is memoryless, an allocation
+//! of `s` bytes is sampled with probability `1 - (1 - 1/R)^s ≈ 1 - e^(-s/R)`
+//! whatever came before it, which is what the reader's correction assumes.
+//!
+//! The generator is a per-thread SplitMix64 (8 bytes of state so it fits the
+//! 64-byte TLS block; hand-written because the `rand` crate's small
+//! generators need 16–32 bytes). Runs inside malloc: no allocation, no locks.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// log2 of the period; 0 samples every allocation.
+static LG_PERIOD: AtomicU32 = AtomicU32::new(19);
+/// `ln(1 - 1/R)` as f64 bits (negative; unused when R == 1).
+static LN_KEEP: AtomicU64 = AtomicU64::new(0);
+
+/// Set the sampling period to 2^`lg` bytes.
+pub fn set_lg_period(lg: u32) {
+    let period = (1u64 << lg.min(62)) as f64;
+    let ln_keep = (-1.0 / period).ln_1p();
+    LN_KEEP.store(ln_keep.to_bits(), Relaxed);
+    LG_PERIOD.store(lg, Relaxed);
+}
+
+/// log2 of the current period.
+pub fn lg_period() -> u32 {
+    LG_PERIOD.load(Relaxed)
+}
+
+/// The current period in bytes.
+pub fn period() -> u64 {
+    1u64 << lg_period().min(62)
+}
+
+/// Advance a SplitMix64 state and return the next 64 random bits.
+#[inline]
+pub fn next_random(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A uniform number in (0, 1].
+fn uniform_open_closed(state: &mut u64) -> f64 {
+    let bits = next_random(state) >> 11; // 53 bits
+    (bits + 1) as f64 / (1u64 << 53) as f64
+}
+
+/// Draw the bytes until the next sample: geometric with mean R, at least 1;
+/// 0 when every allocation is sampled.
+pub fn draw_interval(state: &mut u64) -> i64 {
+    if lg_period() == 0 {
+        return 0;
+    }
+    let ln_keep = f64::from_bits(LN_KEEP.load(Relaxed));
+    let u = uniform_open_closed(state);
+    let wait = (u.ln() / ln_keep).floor() + 1.0;
+    if wait >= (i64::MAX / 4) as f64 {
+        i64::MAX / 4
+    } else {
+        wait as i64
+    }
+}
+
+/// True with probability `1 - (1 - 1/R)^size`: an independent sampling
+/// decision with the same law as the countdown, used where the countdown
+/// cannot be kept (threads that are exiting).
+pub fn sample_independently(state: &mut u64, size: usize) -> bool {
+    if lg_period() == 0 {
+        return true;
+    }
+    let ln_keep = f64::from_bits(LN_KEEP.load(Relaxed));
+    let keep_probability = (ln_keep * size as f64).exp();
+    uniform_open_closed(state) > keep_probability
+}
+
+/// A seed for a new thread's generator, distinct per thread and per run,
+/// made without allocating or calling the kernel.
+pub fn seed(thread_address: usize, serial: u32) -> u64 {
+    // SAFETY: rdtsc has no preconditions and only reads the time stamp counter.
+    let ticks = unsafe { core::arch::x86_64::_rdtsc() };
+    let mut state = ticks ^ (thread_address as u64).rotate_left(32) ^ u64::from(serial) << 7;
+    next_random(&mut state) | 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_have_the_configured_mean() {
+        set_lg_period(12);
+        let mut state = 12345;
+        let draws = 200_000;
+        let sum: i64 = (0..draws).map(|_| draw_interval(&mut state)).sum();
+        let mean = sum as f64 / draws as f64;
+        // Geometric with mean R = 4096 has sd ≈ R; the mean of n draws has
+        // sd R/sqrt(n) ≈ 9.2; allow 6 sd.
+        assert!(
+            (mean - 4096.0).abs() < 6.0 * 4096.0 / (draws as f64).sqrt(),
+            "mean {mean}"
+        );
+        set_lg_period(0);
+        assert_eq!(draw_interval(&mut state), 0);
+        set_lg_period(19);
+    }
+}

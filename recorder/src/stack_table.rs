@@ -1,0 +1,362 @@
+//! Distinct call stacks and their sampled counts.
+//!
+//! Owns an insert-only table of stacks keyed by (frames, thread, module
+//! epoch). Lookups are lock-free: a hashed index of stack ids over entries
+//! that never move (chunks mapped on demand). Only inserting a stack never
+//! seen before takes a spin lock; counts are atomics updated at sample events
+//! and at frees of sampled objects, never on the allocation fast path.
+//!
+//! Runs inside malloc's slow path: no allocation through malloc (memory comes
+//! from `mmap`), no lock but the insert lock, which is never held while
+//! calling out.
+
+use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use crate::spin_lock::SpinLock;
+use crate::sys;
+
+const ENTRIES_PER_CHUNK: usize = 4096;
+const MAX_CHUNKS: usize = 1024;
+const FRAME_CHUNK_BYTES: usize = 4 << 20;
+
+/// One distinct stack with its counters. Counters are signed so that a
+/// decrement racing with `reset` never wraps to a huge number.
+#[repr(C)]
+pub struct StackEntry {
+    hash: AtomicU64,
+    frames: AtomicPtr<u64>,
+    depth: AtomicU32,
+    thread: AtomicU32,
+    epoch: AtomicU32,
+    pub live_objects: AtomicI64,
+    pub live_bytes: AtomicI64,
+    pub live_usable_bytes: AtomicI64,
+    pub alloc_objects: AtomicI64,
+    pub alloc_bytes: AtomicI64,
+}
+
+/// A copy of a stack's identity and counts, taken for a dump.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StackSnapshot {
+    pub frames: Vec<u64>,
+    pub thread: u32,
+    pub epoch: u32,
+    pub live_objects: u64,
+    pub live_bytes: u64,
+    pub live_usable_bytes: u64,
+    pub alloc_objects: u64,
+    pub alloc_bytes: u64,
+}
+
+struct FrameArena {
+    next: usize,
+    end: usize,
+}
+
+/// The process's stack table.
+pub struct StackTable {
+    chunks: [AtomicPtr<StackEntry>; MAX_CHUNKS],
+    index: AtomicPtr<AtomicU32>,
+    index_bits: AtomicU32,
+    count: AtomicUsize,
+    insert_lock: SpinLock<FrameArena>,
+}
+
+/// The process's stacks.
+pub static STACKS: StackTable = StackTable::new();
+
+/// Hash of a stack key.
+pub fn hash_stack(frames: &[u64], thread: u32, epoch: u32) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64 ^ (u64::from(thread) << 32 | u64::from(epoch));
+    for &frame in frames {
+        hash = (hash.rotate_left(5) ^ frame).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    hash | 1 // never 0
+}
+
+impl StackTable {
+    /// An empty table; [`StackTable::init`] maps its index.
+    pub const fn new() -> Self {
+        StackTable {
+            chunks: [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_CHUNKS],
+            index: AtomicPtr::new(core::ptr::null_mut()),
+            index_bits: AtomicU32::new(0),
+            count: AtomicUsize::new(0),
+            insert_lock: SpinLock::new(FrameArena { next: 0, end: 0 }),
+        }
+    }
+
+    /// Map an index of 2^`index_bits` slots; at most half of them are used.
+    pub fn init(&self, index_bits: u32) -> bool {
+        let index = sys::map_zeroed(4 << index_bits);
+        if index.is_null() {
+            return false;
+        }
+        self.index_bits.store(index_bits, Ordering::Relaxed);
+        self.index.store(index.cast(), Ordering::Release);
+        true
+    }
+
+    fn capacity(&self) -> usize {
+        ((1usize << self.index_bits.load(Ordering::Relaxed)) / 2)
+            .min(ENTRIES_PER_CHUNK * MAX_CHUNKS)
+    }
+
+    /// Number of distinct stacks.
+    pub fn len(&self) -> usize {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// True if no stack was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entry with id `id` (ids are dense, from 0).
+    pub fn entry(&self, id: u32) -> Option<&StackEntry> {
+        if id as usize >= self.len() {
+            return None;
+        }
+        let chunk = self.chunks[id as usize / ENTRIES_PER_CHUNK].load(Ordering::Acquire);
+        // SAFETY: ids below `count` lie in published chunks, fully written
+        // before `count` was raised (release/acquire).
+        (!chunk.is_null()).then(|| unsafe { &*chunk.add(id as usize % ENTRIES_PER_CHUNK) })
+    }
+
+    fn index_slot(&self, position: usize) -> Option<&AtomicU32> {
+        let index = self.index.load(Ordering::Acquire);
+        let mask = (1usize << self.index_bits.load(Ordering::Relaxed)) - 1;
+        // SAFETY: the index maps 2^index_bits slots and the position is masked.
+        (!index.is_null()).then(|| unsafe { &*index.add(position & mask) })
+    }
+
+    fn matches(entry: &StackEntry, hash: u64, frames: &[u64], thread: u32, epoch: u32) -> bool {
+        if entry.hash.load(Ordering::Relaxed) != hash
+            || entry.depth.load(Ordering::Relaxed) as usize != frames.len()
+            || entry.thread.load(Ordering::Relaxed) != thread
+            || entry.epoch.load(Ordering::Relaxed) != epoch
+        {
+            return false;
+        }
+        // SAFETY: an entry's frames were written before it was published and
+        // never change; `depth` of them are valid.
+        let stored = unsafe {
+            core::slice::from_raw_parts(entry.frames.load(Ordering::Relaxed), frames.len())
+        };
+        stored == frames
+    }
+
+    /// Find a stack without inserting: (id or the first free index position).
+    fn lookup(&self, hash: u64, frames: &[u64], thread: u32, epoch: u32) -> Result<u32, usize> {
+        let bits = self.index_bits.load(Ordering::Relaxed);
+        let home = sys::hash_word(hash, bits);
+        let mut position = home;
+        loop {
+            let Some(slot) = self.index_slot(position) else {
+                return Err(usize::MAX);
+            };
+            match slot.load(Ordering::Acquire) {
+                0 => return Err(position),
+                id_plus_one => {
+                    if let Some(entry) = self.entry(id_plus_one - 1) {
+                        if Self::matches(entry, hash, frames, thread, epoch) {
+                            return Ok(id_plus_one - 1);
+                        }
+                    }
+                }
+            }
+            position += 1;
+            if position - home > (1 << bits) {
+                return Err(usize::MAX);
+            }
+        }
+    }
+
+    /// The id of this stack, inserting it if new. None when the table or
+    /// memory is exhausted.
+    pub fn intern(&self, frames: &[u64], thread: u32, epoch: u32) -> Option<u32> {
+        let hash = hash_stack(frames, thread, epoch);
+        if let Ok(id) = self.lookup(hash, frames, thread, epoch) {
+            return Some(id);
+        }
+        let mut arena = self.insert_lock.lock();
+        // Someone may have inserted it while we waited.
+        let position = match self.lookup(hash, frames, thread, epoch) {
+            Ok(id) => return Some(id),
+            Err(usize::MAX) => return None,
+            Err(position) => position,
+        };
+        let id = self.len();
+        if id >= self.capacity() {
+            return None;
+        }
+        let stored_frames = Self::store_frames(&mut arena, frames)?;
+        let entry = self.new_entry(id)?;
+        entry.hash.store(hash, Ordering::Relaxed);
+        entry.frames.store(stored_frames, Ordering::Relaxed);
+        entry.depth.store(frames.len() as u32, Ordering::Relaxed);
+        entry.thread.store(thread, Ordering::Relaxed);
+        entry.epoch.store(epoch, Ordering::Relaxed);
+        self.count.store(id + 1, Ordering::Release);
+        self.index_slot(position)?
+            .store(id as u32 + 1, Ordering::Release);
+        Some(id as u32)
+    }
+
+    fn new_entry(&self, id: usize) -> Option<&StackEntry> {
+        let chunk_slot = &self.chunks[id / ENTRIES_PER_CHUNK];
+        let mut chunk = chunk_slot.load(Ordering::Acquire);
+        if chunk.is_null() {
+            chunk = sys::map_zeroed(ENTRIES_PER_CHUNK * core::mem::size_of::<StackEntry>()).cast();
+            if chunk.is_null() {
+                return None;
+            }
+            chunk_slot.store(chunk, Ordering::Release);
+        }
+        // SAFETY: the chunk holds ENTRIES_PER_CHUNK zeroed entries.
+        Some(unsafe { &*chunk.add(id % ENTRIES_PER_CHUNK) })
+    }
+
+    fn store_frames(arena: &mut FrameArena, frames: &[u64]) -> Option<*mut u64> {
+        let bytes = core::mem::size_of_val(frames).max(8);
+        if arena.next + bytes > arena.end {
+            let chunk = sys::map_zeroed(FRAME_CHUNK_BYTES);
+            if chunk.is_null() {
+                return None;
+            }
+            arena.next = chunk as usize;
+            arena.end = chunk as usize + FRAME_CHUNK_BYTES;
+        }
+        let destination = arena.next as *mut u64;
+        // SAFETY: [next, next + bytes) is inside the current arena chunk and
+        // belongs to no published entry yet.
+        unsafe { core::ptr::copy_nonoverlapping(frames.as_ptr(), destination, frames.len()) };
+        arena.next += bytes;
+        Some(destination)
+    }
+
+    /// Copy every stack that has live objects, or (with `include_freed`) any
+    /// allocations at all.
+    pub fn snapshot(&self, include_freed: bool) -> Vec<StackSnapshot> {
+        let mut out = Vec::new();
+        for id in 0..self.len() as u32 {
+            let Some(entry) = self.entry(id) else {
+                continue;
+            };
+            let read = |counter: &AtomicI64| counter.load(Ordering::Relaxed).max(0) as u64;
+            let live_objects = read(&entry.live_objects);
+            let alloc_objects = read(&entry.alloc_objects);
+            if live_objects == 0 && !(include_freed && alloc_objects > 0) {
+                continue;
+            }
+            let depth = entry.depth.load(Ordering::Relaxed) as usize;
+            // SAFETY: as in `matches`.
+            let frames =
+                unsafe { core::slice::from_raw_parts(entry.frames.load(Ordering::Relaxed), depth) };
+            out.push(StackSnapshot {
+                frames: frames.to_vec(),
+                thread: entry.thread.load(Ordering::Relaxed),
+                epoch: entry.epoch.load(Ordering::Relaxed),
+                live_objects,
+                live_bytes: read(&entry.live_bytes),
+                live_usable_bytes: read(&entry.live_usable_bytes),
+                alloc_objects,
+                alloc_bytes: read(&entry.alloc_bytes),
+            });
+        }
+        out
+    }
+
+    /// Zero every counter (for `heapsample_reset`).
+    pub fn zero_counts(&self) {
+        for id in 0..self.len() as u32 {
+            if let Some(entry) = self.entry(id) {
+                for counter in [
+                    &entry.live_objects,
+                    &entry.live_bytes,
+                    &entry.live_usable_bytes,
+                    &entry.alloc_objects,
+                    &entry.alloc_bytes,
+                ] {
+                    counter.store(0, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Lock out inserts across `fork`.
+    pub fn lock_for_fork(&self) {
+        self.insert_lock.lock_for_fork();
+    }
+
+    /// Undo [`StackTable::lock_for_fork`] in parent or child.
+    ///
+    /// # Safety
+    /// Only from the fork handlers, after `lock_for_fork`.
+    pub unsafe fn unlock_after_fork(&self) {
+        // SAFETY: per the contract, the fork handler owns the lock.
+        unsafe { self.insert_lock.force_unlock() };
+    }
+}
+
+impl Default for StackTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StackEntry {
+    /// Count a sampled allocation of `size` requested and `usable` bytes.
+    pub fn add_sample(&self, size: u64, usable: u64) {
+        self.alloc_objects.fetch_add(1, Ordering::Relaxed);
+        self.alloc_bytes.fetch_add(size as i64, Ordering::Relaxed);
+        self.live_objects.fetch_add(1, Ordering::Relaxed);
+        self.live_bytes.fetch_add(size as i64, Ordering::Relaxed);
+        self.live_usable_bytes
+            .fetch_add(usable as i64, Ordering::Relaxed);
+    }
+
+    /// Count the free of a sampled object.
+    pub fn release_sample(&self, size: u64, usable: u64) {
+        self.live_objects.fetch_sub(1, Ordering::Relaxed);
+        self.live_bytes.fetch_sub(size as i64, Ordering::Relaxed);
+        self.live_usable_bytes
+            .fetch_sub(usable as i64, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interning_is_stable_and_keyed_by_thread_and_epoch() {
+        let table = StackTable::new();
+        assert!(table.init(8));
+        let a = table.intern(&[1, 2, 3], 1, 0).unwrap();
+        let b = table.intern(&[1, 2, 4], 1, 0).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(table.intern(&[1, 2, 3], 1, 0), Some(a));
+        assert_ne!(table.intern(&[1, 2, 3], 2, 0), Some(a));
+        assert_ne!(table.intern(&[1, 2, 3], 1, 1), Some(a));
+        table.entry(a).unwrap().add_sample(10, 16);
+        let snapshot = table.snapshot(false);
+        assert_eq!(snapshot.len(), 1);
+        assert_eq!(snapshot[0].frames, vec![1, 2, 3]);
+        assert_eq!((snapshot[0].live_objects, snapshot[0].live_bytes), (1, 10));
+        table.entry(a).unwrap().release_sample(10, 16);
+        assert!(table.snapshot(false).is_empty());
+        assert_eq!(table.snapshot(true).len(), 1);
+    }
+
+    #[test]
+    fn full_table_refuses() {
+        let table = StackTable::new();
+        assert!(table.init(4)); // 8 stacks at most
+        for i in 0..8u64 {
+            assert!(table.intern(&[i], 0, 0).is_some());
+        }
+        assert_eq!(table.intern(&[99], 0, 0), None);
+        assert!(table.intern(&[3], 0, 0).is_some());
+    }
+}

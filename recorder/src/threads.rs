@@ -1,0 +1,239 @@
+//! Threads: setup on a thread's first allocation, the registry the dump sums
+//! exact counters over, and the flush when a thread exits.
+//!
+//! Owns the per-thread cold state ([`ThreadExt`], pooled so that 1,000
+//! short-lived threads reuse a handful of blocks), the registry of live
+//! threads' hot blocks, the counters of threads that have exited, and the
+//! pthread key whose destructor folds a thread's counters into those.
+//!
+//! Runs in malloc's slow path (setup) and in thread teardown (flush): takes
+//! the registry spin lock, allocates only through the Rust global allocator
+//! (which goes straight to the next allocator), never calls the interposed
+//! functions while holding the lock.
+
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use heapsample_format::ThreadInfo;
+
+use crate::config::MAX_BT_MAX;
+use crate::spin_lock::SpinLock;
+use crate::tls::{self, ThreadState};
+
+/// Cold per-thread state, reached through `ThreadState::ext`.
+pub struct ThreadExt {
+    /// Where a stack is captured before it is interned.
+    pub frames: [u64; MAX_BT_MAX as usize],
+}
+
+/// Counters of threads that have exited (or of a fork parent's threads).
+struct Retired {
+    allocations: AtomicU64,
+    frees: AtomicU64,
+    bytes_allocated: AtomicU64,
+    live_usable_delta: AtomicI64,
+}
+
+static RETIRED: Retired = Retired {
+    allocations: AtomicU64::new(0),
+    frees: AtomicU64::new(0),
+    bytes_allocated: AtomicU64::new(0),
+    live_usable_delta: AtomicI64::new(0),
+};
+
+struct Registry {
+    /// Hot blocks of threads that are set up and have not exited.
+    live: Vec<&'static ThreadState>,
+    /// Every thread ever set up.
+    infos: Vec<ThreadInfo>,
+    /// Cold blocks of exited threads, ready for reuse.
+    spare: Vec<Box<ThreadExt>>,
+}
+
+static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
+    live: Vec::new(),
+    infos: Vec::new(),
+    spare: Vec::new(),
+});
+
+static NEXT_SERIAL: AtomicU32 = AtomicU32::new(1);
+static EXIT_KEY: AtomicU32 = AtomicU32::new(0);
+static EXIT_KEY_READY: AtomicBool = AtomicBool::new(false);
+
+/// How many times a thread's exit flush re-arms itself, to catch frees made
+/// by other keys' destructors in later rounds (glibc runs up to 4 rounds).
+const EXIT_FLUSH_ROUNDS: u32 = 3;
+
+/// Create the pthread key whose destructor flushes an exiting thread.
+pub fn create_exit_key() {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: valid out pointer and a destructor with the C ABI.
+    if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } == 0 {
+        EXIT_KEY.store(key, Relaxed);
+        EXIT_KEY_READY.store(true, Relaxed);
+    }
+}
+
+/// Set up the calling thread: serial number, random seed, cold block,
+/// registration, exit flush. Called under the thread's guard.
+pub fn setup_current(state: &'static ThreadState) {
+    let serial = NEXT_SERIAL.fetch_add(1, Relaxed);
+    state.serial.store(serial, Relaxed);
+    let seed = crate::sampling::seed(state as *const ThreadState as usize, serial);
+    state.rng.store(seed, Relaxed);
+    let info = ThreadInfo {
+        serial,
+        tid: current_tid(),
+        name: current_name(),
+    };
+    let ext = {
+        let mut registry = REGISTRY.lock();
+        registry.live.push(state);
+        registry.infos.push(info);
+        registry.spare.pop()
+    };
+    let ext = ext.unwrap_or_else(|| {
+        Box::new(ThreadExt {
+            frames: [0; MAX_BT_MAX as usize],
+        })
+    });
+    state.ext.store(Box::into_raw(ext), Relaxed);
+    arm_exit_flush(1);
+}
+
+fn arm_exit_flush(round: u32) {
+    if EXIT_KEY_READY.load(Relaxed) {
+        // SAFETY: the key was created; the value only needs to be non-null.
+        unsafe { libc::pthread_setspecific(EXIT_KEY.load(Relaxed), round as usize as *const _) };
+    }
+}
+
+fn current_tid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+fn current_name() -> String {
+    let mut name = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL-terminated.
+    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    String::from_utf8_lossy(&name[..len]).into_owned()
+}
+
+/// Move a thread's counters into the retired totals and zero them.
+fn fold_into_retired(state: &ThreadState) {
+    RETIRED
+        .allocations
+        .fetch_add(state.allocations.swap(0, Relaxed), Relaxed);
+    RETIRED
+        .frees
+        .fetch_add(state.frees.swap(0, Relaxed), Relaxed);
+    RETIRED
+        .bytes_allocated
+        .fetch_add(state.bytes_allocated(), Relaxed);
+    state
+        .bytes_base
+        .store(state.bytes_until_sample.load(Relaxed) as u64, Relaxed);
+    RETIRED
+        .live_usable_delta
+        .fetch_add(state.live_usable_delta.swap(0, Relaxed), Relaxed);
+}
+
+/// The exit flush (pthread key destructor): fold the thread's counters into
+/// the retired totals, unregister it and return its cold block to the pool.
+/// Allocations that happen later in the thread's teardown are still counted
+/// in its block and folded by the next round.
+extern "C" fn on_thread_exit(value: *mut libc::c_void) {
+    let round = value as usize as u32;
+    let state = tls::current();
+    let _guard = tls::Guard::enter();
+    {
+        let mut registry = REGISTRY.lock();
+        fold_into_retired(state);
+        if round == 1 {
+            registry.live.retain(|&live| !core::ptr::eq(live, state));
+            let ext = state.ext.swap(core::ptr::null_mut(), Relaxed);
+            if !ext.is_null() {
+                // SAFETY: `ext` came from Box::into_raw in setup_current and
+                // was just detached from the thread.
+                registry.spare.push(unsafe { Box::from_raw(ext) });
+            }
+            state.set_flag(tls::FLAG_EXITING, true);
+        }
+    }
+    if round < EXIT_FLUSH_ROUNDS {
+        arm_exit_flush(round + 1);
+    }
+}
+
+/// Exact counters summed over live and exited threads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExactCounts {
+    pub allocations: u64,
+    pub frees: u64,
+    pub bytes_allocated: u64,
+    pub live_usable_bytes: i64,
+    pub threads_seen: u64,
+}
+
+/// Sum the exact counters of every thread.
+pub fn exact_counts() -> ExactCounts {
+    let registry = REGISTRY.lock();
+    let mut counts = ExactCounts {
+        allocations: RETIRED.allocations.load(Relaxed),
+        frees: RETIRED.frees.load(Relaxed),
+        bytes_allocated: RETIRED.bytes_allocated.load(Relaxed),
+        live_usable_bytes: RETIRED.live_usable_delta.load(Relaxed),
+        threads_seen: registry.infos.len() as u64,
+    };
+    for state in &registry.live {
+        counts.allocations += state.allocations.load(Relaxed);
+        counts.frees += state.frees.load(Relaxed);
+        counts.bytes_allocated += state.bytes_allocated();
+        counts.live_usable_bytes += state.live_usable_delta.load(Relaxed);
+    }
+    counts
+}
+
+/// Every thread that was set up.
+pub fn thread_infos() -> Vec<ThreadInfo> {
+    REGISTRY.lock().infos.clone()
+}
+
+/// Hold the registry across `fork`.
+pub fn lock_for_fork() {
+    REGISTRY.lock_for_fork();
+}
+
+/// Release the registry in the fork parent.
+///
+/// # Safety
+/// Only from the parent's fork handler after [`lock_for_fork`].
+pub unsafe fn unlock_in_parent() {
+    // SAFETY: per the contract.
+    unsafe { REGISTRY.force_unlock() };
+}
+
+/// In the fork child: only the forking thread survives. The other threads'
+/// counters (copied into the child with their memory) become retired history,
+/// so the child's totals describe its whole heap without counting anything
+/// twice.
+///
+/// # Safety
+/// Only from the child's fork handler after [`lock_for_fork`].
+pub unsafe fn reset_in_child() {
+    // SAFETY: the forking thread held the lock; nobody else exists.
+    unsafe { REGISTRY.force_unlock() };
+    let me = tls::current();
+    let mut registry = REGISTRY.lock();
+    let others: Vec<&'static ThreadState> = registry
+        .live
+        .iter()
+        .copied()
+        .filter(|&state| !core::ptr::eq(state, me))
+        .collect();
+    for state in others {
+        fold_into_retired(state);
+    }
+    registry.live.retain(|&state| core::ptr::eq(state, me));
+}

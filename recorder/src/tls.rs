@@ -1,0 +1,150 @@
+//! Per-thread hot state in initial-exec TLS.
+//!
+//! Owns the 64-byte block every malloc and free touches: the sampling
+//! countdown and the exact counters. It lives in a `.tbss` symbol declared
+//! with `global_asm!` and is reached with `fs:[0] + GOTTPOFF`, so reading it
+//! is two instructions and never calls `__tls_get_addr` (which may allocate
+//! after a `dlopen`, see the research notes). A new thread's block is zero,
+//! and there is no destructor.
+//!
+//! Fields are atomics only so that the dump can read other threads' counters
+//! without a data race; the owning thread updates them with plain relaxed
+//! loads and stores (no read-modify-write instruction, no lock prefix).
+//!
+//! Runs inside malloc: no allocation, no locks, no calls.
+
+use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// The thread is inside the profiler's own machinery: allocations pass
+/// through unsampled.
+pub const FLAG_GUARD: u32 = 1;
+/// The thread has run its exit flush: its counters were folded into the
+/// process totals, so every later allocation takes the slow path.
+pub const FLAG_EXITING: u32 = 2;
+
+/// The thread is resolving the next allocator: nested calls are served
+/// from the bootstrap arena.
+pub const FLAG_RESOLVING: u32 = 4;
+
+/// The countdown given to an exiting thread: always negative, so every
+/// allocation takes the slow path, which counts it in the process totals.
+pub const EXITING_COUNTDOWN: i64 = i64::MIN / 4;
+
+/// The hot per-thread block. Exactly one cache line.
+#[repr(C, align(64))]
+pub struct ThreadState {
+    /// Bytes left before the next sampled allocation; the allocation that
+    /// brings it to zero or below is sampled.
+    pub bytes_until_sample: AtomicI64,
+    /// Bytes allocated by the thread = `bytes_base - bytes_until_sample`
+    /// (saves an add on the fast path; rebased at each sample event).
+    pub bytes_base: AtomicU64,
+    /// Allocation calls that returned memory.
+    pub allocations: AtomicU64,
+    /// Free calls with a non-null pointer.
+    pub frees: AtomicU64,
+    /// Usable bytes allocated minus freed (kept under `prof_exact` only).
+    pub live_usable_delta: AtomicI64,
+    /// State of the thread's random generator (0 until the thread is set up).
+    pub rng: AtomicU64,
+    /// The thread's larger, cold state (frame buffer and so on), or null.
+    pub ext: AtomicPtr<crate::threads::ThreadExt>,
+    /// `FLAG_*` bits.
+    pub flags: AtomicU32,
+    /// The thread's serial number (0 until the thread is set up).
+    pub serial: AtomicU32,
+}
+
+const _: () = assert!(core::mem::size_of::<ThreadState>() == 64);
+
+impl ThreadState {
+    /// Adds to a counter of this thread. Only the owning thread may call it.
+    #[inline(always)]
+    pub fn bump(counter: &AtomicU64, by: u64) {
+        counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
+    }
+
+    /// Adds to a signed counter of this thread. Only the owning thread may call it.
+    #[inline(always)]
+    pub fn bump_signed(counter: &AtomicI64, by: i64) {
+        counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
+    }
+
+    /// Bytes this thread has allocated since it was set up (or last folded).
+    pub fn bytes_allocated(&self) -> u64 {
+        self.bytes_base
+            .load(Relaxed)
+            .wrapping_sub(self.bytes_until_sample.load(Relaxed) as u64)
+    }
+
+    /// True while the thread is inside the profiler.
+    #[inline(always)]
+    pub fn guarded(&self) -> bool {
+        self.flags.load(Relaxed) & FLAG_GUARD != 0
+    }
+
+    /// Sets or clears flag bits. Only the owning thread may call it.
+    pub fn set_flag(&self, flag: u32, on: bool) {
+        let flags = self.flags.load(Relaxed);
+        self.flags
+            .store(if on { flags | flag } else { flags & !flag }, Relaxed);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+core::arch::global_asm!(
+    ".section .tbss.heapsample_thread_state,\"awT\",@nobits",
+    ".p2align 6",
+    ".globl heapsample_thread_state",
+    ".hidden heapsample_thread_state",
+    ".type heapsample_thread_state, @object",
+    ".size heapsample_thread_state, 64",
+    "heapsample_thread_state:",
+    ".zero 64",
+    ".text",
+);
+
+/// The calling thread's hot state.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub fn current() -> &'static ThreadState {
+    let address: *const ThreadState;
+    // SAFETY: reads the thread pointer and the linker-computed offset of our
+    // initial-exec TLS symbol; the sum is this thread's 64-byte block, valid
+    // (and zero-initialised by the loader) for the thread's whole life.
+    unsafe {
+        core::arch::asm!(
+            "mov {addr}, qword ptr fs:[0]",
+            "add {addr}, qword ptr [rip + heapsample_thread_state@GOTTPOFF]",
+            addr = out(reg) address,
+            options(nostack, pure, readonly),
+        );
+        &*address
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+compile_error!("heapsample's initial-exec TLS is written for x86_64 only");
+
+/// A scope that marks the thread as inside the profiler.
+pub struct Guard {
+    was_guarded: bool,
+}
+
+impl Guard {
+    /// Enter the profiler on this thread.
+    pub fn enter() -> Guard {
+        let state = current();
+        let was_guarded = state.guarded();
+        state.set_flag(FLAG_GUARD, true);
+        Guard { was_guarded }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if !self.was_guarded {
+            current().set_flag(FLAG_GUARD, false);
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The profiler's only voice: one line on stderr starting `<heapsample>:`.
+//!
+//! Each kind of failure is reported once per process, so a full disk or an
+//! unwritable directory does not flood the program's stderr. Messages are
+//! formatted into a fixed stack buffer and written with one `write(2)`: no
+//! allocation, no stdio lock, usable from any context but a signal handler.
+
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// Kinds of trouble; each is reported at most once.
+#[derive(Clone, Copy)]
+#[repr(u32)]
+pub enum Kind {
+    /// Something in PROF_CONF (every bad item is reported, not only the first).
+    Config = 0,
+    /// Creating or writing a dump file failed.
+    DumpWrite = 1,
+    /// A dump could not be renamed into place.
+    DumpRename = 2,
+    /// A table filled up; samples are being dropped.
+    TableFull = 3,
+    /// A signal handler was already installed.
+    Signal = 4,
+    /// Anything else, reported every time.
+    Other = 31,
+}
+
+static REPORTED: AtomicU32 = AtomicU32::new(0);
+
+/// One output line, built without allocating.
+struct LineBuffer {
+    bytes: [u8; 512],
+    len: usize,
+}
+
+impl Write for LineBuffer {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.bytes.len() - 1 - self.len; // keep space for '\n'
+        let take = s.len().min(room);
+        self.bytes[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.len += take;
+        Ok(())
+    }
+}
+
+/// Print `<heapsample>: <message>` unless this kind was reported before.
+pub fn warn(kind: Kind, message: fmt::Arguments<'_>) {
+    if !matches!(kind, Kind::Config | Kind::Other) {
+        let bit = 1u32 << (kind as u32);
+        if REPORTED.fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+            return;
+        }
+    }
+    say(message);
+}
+
+/// Print `<heapsample>: <message>` unconditionally (leak summary and the like).
+pub fn say(message: fmt::Arguments<'_>) {
+    let mut line = LineBuffer {
+        bytes: [0; 512],
+        len: 0,
+    };
+    let _ = line.write_str("<heapsample>: ");
+    let _ = line.write_fmt(message);
+    line.bytes[line.len] = b'\n';
+    line.len += 1;
+    // SAFETY: writes an initialised buffer to fd 2; errors are ignored on
+    // purpose (a closed stderr must not disturb the program).
+    unsafe {
+        let errno = *libc::__errno_location();
+        libc::write(2, line.bytes.as_ptr().cast(), line.len);
+        *libc::__errno_location() = errno;
+    }
+}
+
+/// `warn!(Kind::X, "fmt", args...)`.
+#[macro_export]
+macro_rules! warn {
+    ($kind:expr, $($arg:tt)*) => {
+        $crate::warn::warn($kind, format_args!($($arg)*))
+    };
+}

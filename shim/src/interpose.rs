@@ -1,0 +1,102 @@
+//! The malloc family under its C names. Each export is a one-line call into
+//! `heapsample_recorder::hooks`, where the logic and its tests live.
+
+use core::ffi::{c_int, c_void};
+
+use heapsample_recorder::hooks;
+
+/// # Safety
+/// The C contract of `malloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { hooks::malloc(size) }
+}
+
+/// # Safety
+/// The C contract of `free`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free(pointer: *mut c_void) {
+    // SAFETY: same contract.
+    unsafe { hooks::free(pointer) }
+}
+
+/// # Safety
+/// The C contract of `calloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { hooks::calloc(count, size) }
+}
+
+/// # Safety
+/// The C contract of `realloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { hooks::realloc(pointer, size) }
+}
+
+/// # Safety
+/// The C contract of `reallocarray`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn reallocarray(
+    pointer: *mut c_void,
+    count: usize,
+    size: usize,
+) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { hooks::reallocarray(pointer, count, size) }
+}
+
+/// # Safety
+/// The C contract of `posix_memalign`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_memalign(
+    out: *mut *mut c_void,
+    alignment: usize,
+    size: usize,
+) -> c_int {
+    // SAFETY: same contract.
+    unsafe { hooks::posix_memalign(out, alignment, size) }
+}
+
+/// # Safety
+/// The C contract of `aligned_alloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { hooks::aligned_alloc(alignment, size) }
+}
+
+/// # Safety
+/// The C contract of `memalign`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memalign(alignment: usize, size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { hooks::memalign(alignment, size) }
+}
+
+/// # Safety
+/// The C contract of `valloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { hooks::valloc(size) }
+}
+
+/// # Safety
+/// The C contract of `pvalloc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { hooks::pvalloc(size) }
+}
+
+/// # Safety
+/// The C contract of `malloc_usable_size`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc_usable_size(pointer: *mut c_void) -> usize {
+    // SAFETY: same contract.
+    unsafe { hooks::malloc_usable_size(pointer) }
+}
