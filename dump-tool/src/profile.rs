@@ -365,3 +365,168 @@ pub fn function_values(
     }
     functions
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use heapsample_format::{Module, Stack, Trigger};
+
+    #[test]
+    fn period_one_is_exact() {
+        let raw = RawCounts {
+            live_objects: 3,
+            live_bytes: 300,
+            alloc_objects: 7,
+            alloc_bytes: 900,
+        };
+        let values = raw.corrected(1);
+        assert_eq!(
+            values,
+            Values {
+                inuse_objects: 3.0,
+                inuse_space: 300.0,
+                alloc_objects: 7.0,
+                alloc_space: 900.0
+            }
+        );
+    }
+
+    #[test]
+    fn correction_matches_the_formula() {
+        // 4 sampled objects of 1000 bytes each at R = 2^19.
+        let period = 1u64 << 19;
+        let raw = RawCounts {
+            live_objects: 4,
+            live_bytes: 4000,
+            alloc_objects: 2,
+            alloc_bytes: 2 << 20,
+        };
+        let values = raw.corrected(period);
+        let inuse_scale = 1.0 / (1.0 - (-(1000.0 / period as f64)).exp());
+        assert!((values.inuse_objects - 4.0 * inuse_scale).abs() < 1e-6);
+        assert!((values.inuse_space - 4000.0 * inuse_scale).abs() < 1e-3);
+        // The alloc pair has its own mean size (1 MiB): a scale close to 1.
+        let alloc_scale = 1.0 / (1.0 - (-((1u64 << 20) as f64 / period as f64)).exp());
+        assert!((values.alloc_space - (2u64 << 20) as f64 * alloc_scale).abs() < 1e-3);
+        assert!(alloc_scale < 1.2 && inuse_scale > 500.0);
+    }
+
+    #[test]
+    fn zero_objects_are_not_scaled() {
+        let raw = RawCounts {
+            live_objects: 0,
+            live_bytes: 0,
+            alloc_objects: 0,
+            alloc_bytes: 0,
+        };
+        assert_eq!(raw.corrected(1 << 19), Values::default());
+    }
+
+    #[test]
+    fn diff_signs_and_vanished_stacks() {
+        let base = BTreeMap::from([("a;b".to_string(), 100.0), ("a;gone".to_string(), 40.0)]);
+        let new = BTreeMap::from([("a;b".to_string(), 250.0), ("a;fresh".to_string(), 5.0)]);
+        let changes = diff(&base, &new);
+        assert_eq!(changes["a;b"].delta(), 150.0);
+        assert_eq!(
+            changes["a;gone"],
+            Change {
+                base: 40.0,
+                new: 0.0
+            }
+        );
+        assert_eq!(changes["a;gone"].delta(), -40.0);
+        assert_eq!(changes["a;fresh"].delta(), 5.0);
+    }
+
+    #[test]
+    fn allocator_functions() {
+        for name in [
+            "malloc",
+            "calloc",
+            "operator new(unsigned long)",
+            "operator new[](unsigned long)",
+            "__rust_alloc",
+            "__rdl_alloc",
+            "alloc::alloc::alloc",
+            "alloc::raw_vec::RawVecInner<A>::try_allocate_in",
+            "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
+            "std::sys::alloc::unix::<impl core::alloc::global::GlobalAlloc for std::alloc::System>::alloc",
+        ] {
+            assert!(is_allocator_function(name), "{name}");
+        }
+        for name in [
+            "main",
+            "malloc_wrapper",
+            "strdup",
+            "my::alloc::thing",
+            "Vec::push",
+        ] {
+            assert!(!is_allocator_function(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn folded_frames_are_sanitized() {
+        assert_eq!(folded_frame("f<[u8; 4]>\nx"), "f<[u8, 4]> x");
+    }
+
+    /// A dump whose frames map to no module: names are raw addresses, which
+    /// is enough to check stack merging, frame order and allocator dropping.
+    fn unmapped_dump(stacks: Vec<Stack>) -> Dump {
+        Dump {
+            writer: "t".into(),
+            pid: 1,
+            executable: "/x".into(),
+            command_line: vec![],
+            time_unix_ns: 0,
+            trigger: Trigger::Final,
+            seq: 0,
+            trigger_seq: 0,
+            lg_sample_period: 0,
+            config: String::new(),
+            modules: Vec::<Module>::new(),
+            threads: vec![],
+            stacks,
+            totals: Totals::default(),
+        }
+    }
+
+    #[test]
+    fn stacks_of_several_threads_merge_and_fold_root_first() {
+        let stack = |thread, objects| Stack {
+            frames: vec![0x10, 0x20, 0x30],
+            thread,
+            live_objects: objects,
+            live_bytes: objects * 8,
+            alloc_objects: objects,
+            alloc_bytes: objects * 8,
+            ..Stack::default()
+        };
+        let dump = unmapped_dump(vec![stack(1, 2), stack(2, 3)]);
+        let mut table = LocationTable::default();
+        let stacks = table.intern_dump(&dump);
+        table.symbolize(&Default::default(), &mut |w| panic!("{w}"));
+        let profile = Profile::build(&dump, &stacks, &table, BuildOptions::default());
+        assert_eq!(profile.samples.len(), 1);
+        let folded = folded(&profile, &table, Metric::InuseSpace);
+        assert_eq!(folded.get("0x30;0x20;0x10"), Some(&40.0));
+        assert_eq!(profile.estimated.inuse_objects, 5.0);
+    }
+
+    #[test]
+    fn empty_stack_has_a_placeholder_frame() {
+        let dump = unmapped_dump(vec![Stack {
+            live_objects: 1,
+            live_bytes: 8,
+            ..Stack::default()
+        }]);
+        let mut table = LocationTable::default();
+        let stacks = table.intern_dump(&dump);
+        let profile = Profile::build(&dump, &stacks, &table, BuildOptions::default());
+        assert_eq!(
+            folded(&profile, &table, Metric::InuseSpace).get("[no frames]"),
+            Some(&8.0)
+        );
+    }
+}

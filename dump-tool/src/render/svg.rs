@@ -25,10 +25,12 @@ pub struct SvgOptions {
 
 /// The SVG document, or why inferno could not draw it.
 pub fn render(view: &View<'_>, options: &SvgOptions) -> Result<Vec<u8>, String> {
-    let lines = match &view.base {
-        None => single_lines(view),
-        Some(_) => differential_lines(view, options.negate),
+    let counts = match &view.base {
+        None => single_counts(view),
+        Some(_) => differential_counts(view, options.negate),
     };
+    let divisor = divisor_for(&counts);
+    let lines = format_lines(&counts, divisor);
     if lines.is_empty() {
         return Err(format!(
             "nothing to draw: no stack has a non-zero {} value",
@@ -36,6 +38,7 @@ pub fn render(view: &View<'_>, options: &SvgOptions) -> Result<Vec<u8>, String> 
         ));
     }
     let mut inferno_options = inferno_options(view, options);
+    inferno_options.factor = divisor as f64;
     let mut svg = Vec::new();
     flamegraph::from_lines(
         &mut inferno_options,
@@ -88,19 +91,56 @@ fn default_title(view: &View<'_>, options: &SvgOptions) -> String {
     }
 }
 
-fn single_lines(view: &View<'_>) -> Vec<String> {
-    folded(view.new, view.table, view.metric)
-        .into_iter()
-        .map(|(stack, value)| (stack, round(value).max(0)))
-        .filter(|(_, value)| *value > 0)
-        .map(|(stack, value)| format!("{stack} {value}"))
+/// Per folded stack, `[width]` for one profile or `[before, after]` for a
+/// comparison, as non-negative integers.
+type Counts = Vec<(String, Vec<u64>)>;
+
+/// Inferno sums counts in `usize` and multiplies deltas by 150 in `isize`:
+/// keep the total below this, dividing every count (and showing the divisor
+/// as inferno's `factor`) when a dump's estimates are astronomically large.
+const MAX_TOTAL: u64 = 1 << 50;
+
+fn divisor_for(counts: &Counts) -> u64 {
+    let total: f64 = counts
+        .iter()
+        .map(|(_, values)| values.iter().copied().max().unwrap_or(0) as f64)
+        .sum();
+    if total <= MAX_TOTAL as f64 {
+        1
+    } else {
+        (total / MAX_TOTAL as f64).ceil() as u64
+    }
+}
+
+fn format_lines(counts: &Counts, divisor: u64) -> Vec<String> {
+    counts
+        .iter()
+        .filter_map(|(stack, values)| {
+            let scaled: Vec<String> = values
+                .iter()
+                .map(|v| (v / divisor.max(1)).to_string())
+                .collect();
+            let visible = values.iter().any(|v| v / divisor.max(1) > 0);
+            visible.then(|| format!("{stack} {}", scaled.join(" ")))
+        })
         .collect()
 }
 
-/// `stack BEFORE AFTER` lines; inferno computes AFTER − BEFORE and sizes by
+fn non_negative(value: f64) -> u64 {
+    round(value).max(0) as u64
+}
+
+fn single_counts(view: &View<'_>) -> Counts {
+    folded(view.new, view.table, view.metric)
+        .into_iter()
+        .map(|(stack, value)| (stack, vec![non_negative(value)]))
+        .collect()
+}
+
+/// `[BEFORE, AFTER]` per stack; inferno computes AFTER − BEFORE and sizes by
 /// AFTER. With `negate` the columns are swapped (and inferno negates the
 /// delta back), so widths come from the base.
-fn differential_lines(view: &View<'_>, negate: bool) -> Vec<String> {
+fn differential_counts(view: &View<'_>, negate: bool) -> Counts {
     let Some(base) = &view.base else {
         return Vec::new();
     };
@@ -108,11 +148,14 @@ fn differential_lines(view: &View<'_>, negate: bool) -> Vec<String> {
     let new = folded(view.new, view.table, view.metric);
     diff(&base, &new)
         .into_iter()
-        .map(|(stack, change)| (stack, round(change.base).max(0), round(change.new).max(0)))
-        .filter(|(_, base, new)| *base > 0 || *new > 0)
-        .map(|(stack, base, new)| match negate {
-            false => format!("{stack} {base} {new}"),
-            true => format!("{stack} {new} {base}"),
+        .map(|(stack, change)| {
+            let (base, new) = (non_negative(change.base), non_negative(change.new));
+            let columns = if negate {
+                vec![new, base]
+            } else {
+                vec![base, new]
+            };
+            (stack, columns)
         })
         .collect()
 }
