@@ -269,7 +269,7 @@ def measurement(res: dict[str, int], text: str) -> dict:
         "cpu": (res.get("utime_us", 0) + res.get("stime_us", 0)) / 1e6,
         "rss_mib": res.get("maxrss_kb", 0) / 1024,
     }
-    ns = re.search(r"ns_per_pair=([\d.]+)", text)
+    ns = re.search(r"\bns_per_pair=([\d.]+)", text)
     if ns:
         m["ns_per_pair"] = float(ns.group(1))
     if not m["ok"]:
@@ -295,19 +295,30 @@ def runnable(wl: Workload, configs: list[Config], smoke: bool) -> list[Config]:
             if not c.missing and (c.kind != "heaptrack" or wl.heaptrack or smoke)]
 
 
+def wait_for_quiet(max_load: float | None, max_wait: float = 180.0) -> None:
+    """Before a round, wait (at most max_wait s) until the 1-min load average is below max_load."""
+    if max_load is None:
+        return
+    deadline = time.monotonic() + max_wait
+    while os.getloadavg()[0] >= max_load and time.monotonic() < deadline:
+        time.sleep(5)
+
+
 def run_workload(wl: Workload, configs: list[Config], rounds: int, warmup: bool,
-                 smoke: bool) -> dict[str, list[dict]]:
+                 smoke: bool, max_load: float | None = None) -> dict[str, list[dict]]:
     """All rounds of one workload, interleaved; returns runs per config name."""
     active = runnable(wl, configs, smoke)
     runs: dict[str, list[dict]] = {c.name: [] for c in active}
     schedule = ([-1] if warmup else []) + list(range(rounds))
     for r in schedule:
+        wait_for_quiet(max_load)
         for cfg in rotated(active, max(r, 0)):
             m = run_once(wl, cfg, smoke)
+            m["load"] = os.getloadavg()[0]
             tag = "warm-up" if r < 0 else f"round {r + 1}"
             status = "ok" if m["ok"] else "FAILED"
             log(f"  {wl.name:9} {cfg.name:14} {tag:8} wall {m['wall']:7.3f}s "
-                f"cpu {m['cpu']:7.3f}s rss {m['rss_mib']:7.1f}MiB {status}")
+                f"cpu {m['cpu']:7.3f}s rss {m['rss_mib']:7.1f}MiB load {m['load']:4.1f} {status}")
             if not m["ok"]:
                 log("    " + m["error"].replace("\n", "\n    "))
             if r >= 0:
@@ -427,7 +438,7 @@ def workload_heading(wl: Workload, allocs: int | None, summary: dict, smoke: boo
 
 
 def pairs_markdown(configs: list[Config], runs: dict[str, list[dict]]) -> str:
-    """ns per malloc/free pair (loop time measured inside pairs.c), paired per round."""
+    """ns per malloc/free pair (loop thread-CPU time inside pairs.c), paired per round."""
     lines = ["| config | ns/pair (median) | added ns vs none [min–max] | added ns vs floor |",
              "|---|---|---|---|"]
     for cfg in configs:
@@ -521,6 +532,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--callgrind-only", action="store_true", help="only the callgrind part")
     p.add_argument("--callgrind-pairs", type=int, default=None,
                    help="N for callgrind (default 1,000,000; smoke 20,000)")
+    p.add_argument("--max-load", type=float, default=None,
+                   help="before each round wait (up to 3 min) for the 1-min load average "
+                        "to drop below this (e.g. 2.5 on a shared 2-core machine)")
     p.add_argument("--no-setup", action="store_true", help="do not apt-get install anything")
     p.add_argument("--no-build-shim", action="store_true",
                    help="do not cargo build the shim when it is missing")
@@ -579,7 +593,8 @@ def main() -> int:
     else:
         for wl in select(all_workloads(), args.workloads):
             log(f"workload {wl.name}")
-            runs = run_workload(wl, configs, rounds, not args.smoke, args.smoke)
+            runs = run_workload(wl, configs, rounds, not args.smoke, args.smoke,
+                                args.max_load)
             allocs = count_allocations(wl, args.smoke)
             summary = summarize(configs, runs)
             failures += sum(s["failed"] for s in summary.values())
@@ -588,7 +603,7 @@ def main() -> int:
             section = workload_heading(wl, allocs, summary, args.smoke) + "\n\n" + \
                 markdown_table(table_rows(summary, configs, wl, args.smoke))
             if wl.name == "pairs":
-                section += "\n\n#### ns per malloc/free pair (pairs loop, timed inside the process)\n\n" \
+                section += "\n\n#### ns per malloc/free pair (pairs loop, thread CPU time measured inside the process)\n\n" \
                     + pairs_markdown(configs, runs)
             print("\n" + section + "\n", flush=True)
             md.append(section)

@@ -21,6 +21,12 @@ static inline long long now_ns(void) {
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+static inline long long cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* argv[i] as a positive integer, or dflt when absent; 0 means "one per core". */
 static inline long arg_long(int argc, char **argv, int i, long dflt) {
     if (argc <= i) return dflt;
