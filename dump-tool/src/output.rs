@@ -32,12 +32,16 @@ pub fn write(destination: &Destination, bytes: &[u8]) -> Result<()> {
     }
 }
 
+/// A reader that stopped early (`heapdiff -f folded x | head`) is not an
+/// error.
 fn write_stdout(bytes: &[u8]) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(bytes)
-        .and_then(|()| stdout.flush())
-        .map_err(|e| Error::new(format!("cannot write to stdout: {e}")))
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::new(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Write to a temporary file next to `path`, sync it, rename it over `path`.

@@ -21,7 +21,13 @@ pub fn render(view: &View<'_>, top: usize) -> String {
 fn single_report(out: &mut String, view: &View<'_>, top: usize) {
     let functions = function_values(view.new, view.table, view.metric);
     let whole = view.metric.of(&view.new.estimated);
-    let _ = writeln!(out, "heapdiff: {} of {}", view.metric.name(), view.new_name);
+    let _ = writeln!(
+        out,
+        "heapdiff: {} of {} (sampling period {} bytes, values corrected for sampling)",
+        view.metric.name(),
+        view.new_name,
+        view.new.period
+    );
     for (title, key) in [
         (
             "self",

@@ -279,3 +279,11 @@ pub fn read_pprof(path: &Path) -> heapdiff::render::pprof::PbProfile {
         .expect("gunzip");
     heapdiff::render::pprof::PbProfile::decode(&bytes[..]).expect("decode profile.proto")
 }
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if std::env::var_os("HEAPDIFF_TEST_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
