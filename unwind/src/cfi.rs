@@ -1,0 +1,245 @@
+//! Computing the [`Rule`] for one code address from the loaded objects' `.eh_frame`.
+//!
+//! Owns the `_dl_find_object` declaration, the `.eh_frame_hdr` binary search and the
+//! gimli evaluation of one FDE on fixed-size storage (about 4 KiB of stack).
+//!
+//! Runs inside malloc: it must never allocate, lock, make system calls or call
+//! `dl_iterate_phdr`. `_dl_find_object` is documented by glibc as MT-, AS- and
+//! AC-safe and is lock-free. Any input it does not understand becomes
+//! [`Rule::Unsupported`], never a panic.
+
+use core::ffi::{c_int, c_ulonglong, c_void};
+
+use gimli::{
+    BaseAddresses, CfaRule, EhFrame, EhFrameOffset, EndianSlice, LittleEndian, ReaderOffset,
+    Register, RegisterRule, UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow,
+};
+
+use crate::rule::{CfaBase, Rule};
+
+/// glibc 2.35 `struct dl_find_object` (`<dlfcn.h>`).
+#[repr(C)]
+struct DlFindObject {
+    dlfo_flags: c_ulonglong,
+    dlfo_map_start: *mut c_void,
+    dlfo_map_end: *mut c_void,
+    dlfo_link_map: *mut c_void,
+    dlfo_eh_frame: *mut c_void,
+    dlfo_reserved: [c_ulonglong; 7],
+}
+
+unsafe extern "C" {
+    /// glibc ≥ 2.35: finds the object containing `address`; 0 on success, -1 if none.
+    fn _dl_find_object(address: *mut c_void, result: *mut DlFindObject) -> c_int;
+}
+
+/// DWARF register numbers on x86_64.
+const RBP: Register = Register(6);
+const RSP: Register = Register(7);
+const RETURN_ADDRESS: Register = Register(16);
+
+/// `.eh_frame_hdr` encodings the binary search understands (what GNU ld and lld emit).
+const DW_EH_PE_PCREL_SDATA4: u8 = 0x1b;
+const DW_EH_PE_UDATA4: u8 = 0x03;
+const DW_EH_PE_DATAREL_SDATA4: u8 = 0x3b;
+
+/// gimli storage that lives inside `UnwindContext` itself: no heap. 32 register rules
+/// and 4 `DW_CFA_remember_state` levels are plenty for compiler-generated CFI; deeper
+/// programs make gimli return an error, which becomes `Rule::Unsupported`.
+struct FixedStorage;
+
+impl<T: ReaderOffset> UnwindContextStorage<T> for FixedStorage {
+    type Rules = [(Register, RegisterRule<T>); 32];
+    type Stack = [UnwindTableRow<T, Self>; 4];
+}
+
+type Slice = EndianSlice<'static, LittleEndian>;
+
+/// Computes the rule for `address`: an address inside the function whose frame is
+/// being stepped (for a caller frame, its return address minus one).
+pub(crate) fn rule_for_address(address: u64) -> Rule {
+    compute(address).unwrap_or(Rule::Unsupported)
+}
+
+fn compute(address: u64) -> Option<Rule> {
+    let eh_frame_hdr = find_eh_frame_hdr(address)?;
+    let fde_address = find_fde_address(eh_frame_hdr, address)?;
+    // SAFETY: `eh_frame_hdr` was returned by `_dl_find_object` for a loaded object and
+    // its `eh_frame_ptr` field was validated by `find_fde_address`.
+    let eh_frame_start = unsafe { eh_frame_start(eh_frame_hdr) };
+    if fde_address < eh_frame_start {
+        return None;
+    }
+    // SAFETY: `fde_address` comes from the object's own FDE table and points at an FDE
+    // inside its mapped, read-only `.eh_frame`.
+    let fde_length = unsafe { read_u32(fde_address) };
+    if fde_length == 0 || fde_length == u32::MAX {
+        // A terminator, or a 64-bit DWARF length we do not expect in `.eh_frame`.
+        return None;
+    }
+    // In `.eh_frame` an FDE's CIE pointer points backwards, so the CIE lies between
+    // the section start and the FDE: the slice below covers both and nothing past the
+    // FDE's end.
+    let section_length =
+        usize::try_from(fde_address - eh_frame_start + 4 + u64::from(fde_length)).ok()?;
+    // SAFETY: `[eh_frame_start, fde_address + 4 + fde_length)` is part of the object's
+    // `.eh_frame`, mapped read-only for as long as the object is loaded (the profiler
+    // calls `invalidate_all_caches` around `dlclose`, and code being unwound through is
+    // not being unloaded).
+    let section: &'static [u8] =
+        unsafe { core::slice::from_raw_parts(eh_frame_start as *const u8, section_length) };
+    let eh_frame = EhFrame::from(Slice::new(section, LittleEndian));
+    let bases = BaseAddresses::default()
+        .set_eh_frame_hdr(eh_frame_hdr)
+        .set_eh_frame(eh_frame_start);
+    let fde = eh_frame
+        .fde_from_offset(
+            &bases,
+            EhFrameOffset(usize::try_from(fde_address - eh_frame_start).ok()?),
+            EhFrame::cie_from_offset,
+        )
+        .ok()?;
+    if !fde.contains(address) || fde.is_signal_trampoline() {
+        return None;
+    }
+    if fde.cie().return_address_register() != RETURN_ADDRESS {
+        return None;
+    }
+    let mut context = UnwindContext::<usize, FixedStorage>::new_in();
+    let row = fde
+        .unwind_info_for_address(&eh_frame, &bases, &mut context, address)
+        .ok()?;
+    rule_from_row(row)
+}
+
+/// Reduces a CFI row to a [`Rule`], or `None` if the fast path cannot follow it.
+fn rule_from_row(row: &UnwindTableRow<usize, FixedStorage>) -> Option<Rule> {
+    match row.register(RETURN_ADDRESS) {
+        Some(RegisterRule::Offset(-8)) => {}
+        Some(RegisterRule::Undefined) => return Some(Rule::Outermost),
+        _ => return None,
+    }
+    let (cfa_base, cfa_offset) = match *row.cfa() {
+        CfaRule::RegisterAndOffset { register, offset } if register == RSP => {
+            (CfaBase::Rsp, offset)
+        }
+        CfaRule::RegisterAndOffset { register, offset } if register == RBP => {
+            (CfaBase::Rbp, offset)
+        }
+        _ => return None,
+    };
+    let saved_rbp_offset = match row.register(RBP) {
+        None | Some(RegisterRule::SameValue) => None,
+        Some(RegisterRule::Offset(offset)) => Some(i16::try_from(offset).ok()?),
+        Some(_) => return None,
+    };
+    Some(Rule::Step {
+        cfa_base,
+        cfa_offset: i32::try_from(cfa_offset).ok()?,
+        saved_rbp_offset,
+    })
+}
+
+/// The address of the `.eh_frame_hdr` of the object containing `address`.
+fn find_eh_frame_hdr(address: u64) -> Option<u64> {
+    let mut object = core::mem::MaybeUninit::<DlFindObject>::uninit();
+    // SAFETY: `_dl_find_object` only writes the result struct, whose layout matches
+    // glibc 2.35's; it is lock-free and async-signal-safe.
+    let found = unsafe { _dl_find_object(address as *mut c_void, object.as_mut_ptr()) };
+    if found != 0 {
+        return None;
+    }
+    // SAFETY: on success glibc filled in the whole struct.
+    let object = unsafe { object.assume_init() };
+    let eh_frame_hdr = object.dlfo_eh_frame as u64;
+    (eh_frame_hdr != 0).then_some(eh_frame_hdr)
+}
+
+/// Binary-searches the `.eh_frame_hdr` table for the FDE covering `address` and returns
+/// the FDE's address, or `None` if the header uses encodings we do not handle or no
+/// entry starts at or below `address`.
+fn find_fde_address(eh_frame_hdr: u64, address: u64) -> Option<u64> {
+    // SAFETY: `eh_frame_hdr` is the PT_GNU_EH_FRAME segment of a loaded object; its
+    // 12-byte fixed part is always present when the encodings below match.
+    let header = unsafe { read_u32(eh_frame_hdr) }.to_le_bytes();
+    let [
+        version,
+        eh_frame_ptr_encoding,
+        fde_count_encoding,
+        table_encoding,
+    ] = header;
+    if version != 1
+        || eh_frame_ptr_encoding != DW_EH_PE_PCREL_SDATA4
+        || fde_count_encoding != DW_EH_PE_UDATA4
+        || table_encoding != DW_EH_PE_DATAREL_SDATA4
+    {
+        return None;
+    }
+    // SAFETY: as above; the FDE count follows the 4-byte `eh_frame_ptr`.
+    let fde_count = u64::from(unsafe { read_u32(eh_frame_hdr + 8) });
+    let table = eh_frame_hdr + 12;
+    let target = address.wrapping_sub(eh_frame_hdr) as i64;
+    // Entries are (initial location, FDE address), both i32 relative to the header,
+    // sorted by initial location. Find the last entry starting at or below `target`.
+    let entry_start = |index: u64| -> i64 {
+        // SAFETY: `index < fde_count`, and the table holds `fde_count` 8-byte entries.
+        i64::from(unsafe { read_u32(table + index * 8) } as i32)
+    };
+    let (mut low, mut high) = (0u64, fde_count);
+    while low < high {
+        let middle = low + (high - low) / 2;
+        if entry_start(middle) <= target {
+            low = middle + 1;
+        } else {
+            high = middle;
+        }
+    }
+    let index = low.checked_sub(1)?;
+    // SAFETY: `index < fde_count`.
+    let fde_offset = i64::from(unsafe { read_u32(table + index * 8 + 4) } as i32);
+    Some(eh_frame_hdr.wrapping_add_signed(fde_offset))
+}
+
+/// The start of `.eh_frame`, from the header's pc-relative `eh_frame_ptr`.
+///
+/// # Safety
+/// `eh_frame_hdr` must point at a valid `.eh_frame_hdr` whose `eh_frame_ptr` is
+/// encoded as `DW_EH_PE_pcrel | DW_EH_PE_sdata4`.
+unsafe fn eh_frame_start(eh_frame_hdr: u64) -> u64 {
+    let field = eh_frame_hdr + 4;
+    // SAFETY: the caller guarantees the field exists.
+    let offset = unsafe { read_u32(field) } as i32;
+    field.wrapping_add_signed(i64::from(offset))
+}
+
+/// Reads a little-endian u32 at `address`.
+///
+/// # Safety
+/// `address..address + 4` must be readable.
+unsafe fn read_u32(address: u64) -> u32 {
+    // SAFETY: guaranteed by the caller; no alignment is assumed.
+    unsafe { core::ptr::read_unaligned(address as *const u32) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gimli_context_fits_comfortably_on_the_stack() {
+        let size = core::mem::size_of::<UnwindContext<usize, FixedStorage>>();
+        assert!(size <= 8 * 1024, "UnwindContext is {size} bytes");
+    }
+
+    #[test]
+    fn finds_a_step_rule_for_this_function() {
+        let here = finds_a_step_rule_for_this_function as *const () as u64;
+        assert!(matches!(rule_for_address(here + 1), Rule::Step { .. }));
+    }
+
+    #[test]
+    fn unknown_addresses_are_unsupported() {
+        assert_eq!(rule_for_address(0), Rule::Unsupported);
+        assert_eq!(rule_for_address(8), Rule::Unsupported);
+    }
+}

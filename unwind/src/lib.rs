@@ -1,0 +1,138 @@
+//! Stack capture for heapsample that is safe to run inside an interposed `malloc`.
+//!
+//! The profiler records a backtrace for each sampled allocation, from inside `malloc`.
+//! libgcc's `_Unwind_Backtrace` re-parses the DWARF call-frame information (CFI) of
+//! every frame on every call, which costs 2–10 µs per stack. This crate walks the
+//! stack with *cached* per-address unwind rules instead:
+//!
+//! 1. For a return address it has not seen, [`cfi`] asks glibc's lock-free
+//!    `_dl_find_object` for the object's `.eh_frame_hdr`, binary-searches its FDE
+//!    table, evaluates the FDE with gimli on fixed-size storage and reduces the row to
+//!    a compact [`rule::Rule`] (CFA = rsp|rbp + offset, return address at CFA−8,
+//!    saved rbp at CFA+offset).
+//! 2. The rule goes into a caller-owned cache ([`RuleCache`], [`SharedRuleCache`],
+//!    or both), so a warm capture is a few loads per frame.
+//! 3. Whenever the fast walk stops for any reason other than reaching the outermost
+//!    frame (CFA expressions, signal trampolines, code without CFI, unusual register
+//!    rules, implausible stack values), the whole stack is captured again from scratch
+//!    with libgcc's `_Unwind_Backtrace` ([`capture_libgcc`]): correctness beats speed.
+//!
+//! # Contract shared by every `capture*` function
+//!
+//! `frames[0]` is the address the `capture*` call returns to (a return address inside
+//! its caller), `frames[1]` the caller's return address, and so on outwards, exactly as
+//! `_Unwind_GetIP` reports them, minus libgcc's terminal zero entry. At most
+//! `frames.len()` entries are written; the number written is returned.
+//!
+//! Capturing never allocates, takes no lock, makes no system call and never calls
+//! `dl_iterate_phdr`; it may be called inside `malloc`, `free` and signal handlers.
+//! (The libgcc fallback inherits libgcc's own properties: on glibc ≥ 2.35 it also uses
+//! `_dl_find_object` and takes no loader lock, but it takes libgcc's object mutex if a
+//! program registered frames with `__register_frame_info`, e.g. some JITs.)
+//!
+//! # Which cache to use
+//!
+//! * [`RuleCache`] — private to one thread (`&mut`), 64 KiB by default. Fastest.
+//! * [`SharedRuleCache`] — one per process (`&self`, lock-free seqlock buckets),
+//!   256 KiB by default. A new thread starts warm; costs a few ns per frame more.
+//! * [`capture_layered`] — a small private cache backed by a shared one.
+//!
+//! All-zero memory is a valid empty cache of either kind, so caches can live in
+//! `mmap`'d memory, in a `static`, or in a zeroed heap block.
+//!
+//! # Unloading code
+//!
+//! Call [`invalidate_all_caches`] before (or right after) `dlclose` unmaps an object:
+//! every cache, private or shared, stops using rules computed before the call.
+//!
+//! # Requirements
+//!
+//! x86_64 Linux with glibc ≥ 2.35 (`_dl_find_object`) and libgcc_s.
+
+#![cfg(all(target_arch = "x86_64", target_os = "linux"))]
+
+mod cache;
+mod cfi;
+mod libgcc;
+mod rule;
+mod walk;
+
+pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
+
+use cache::{LayeredStore, LocalStore, SharedStore};
+use walk::{Registers, WalkEnd};
+
+/// Captures the current stack using a thread-private rule cache.
+///
+/// See the [crate documentation](crate) for the contract. Never allocates, locks or
+/// makes system calls; safe inside `malloc`.
+#[inline(never)]
+pub fn capture<const BUCKETS: usize>(cache: &mut RuleCache<BUCKETS>, frames: &mut [u64]) -> usize {
+    let regs = Registers::current();
+    let mut store = LocalStore::new(cache);
+    let end = walk::walk(regs, &mut store, frames);
+    if end == WalkEnd::NeedsFallback {
+        store.count_fallback();
+    }
+    finish(end, frames)
+}
+
+/// Captures the current stack using a process-wide rule cache shared by all threads.
+///
+/// See the [crate documentation](crate) for the contract. Never allocates, locks or
+/// makes system calls; safe inside `malloc`.
+#[inline(never)]
+pub fn capture_shared<const BUCKETS: usize>(
+    cache: &SharedRuleCache<BUCKETS>,
+    frames: &mut [u64],
+) -> usize {
+    let regs = Registers::current();
+    let mut store = SharedStore::new(cache);
+    finish(walk::walk(regs, &mut store, frames), frames)
+}
+
+/// Captures the current stack using a thread-private cache backed by a shared one:
+/// rules missing from `local` are looked up in `shared` before they are computed, and
+/// computed rules go into both.
+///
+/// See the [crate documentation](crate) for the contract. Never allocates, locks or
+/// makes system calls; safe inside `malloc`.
+#[inline(never)]
+pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
+    local: &mut RuleCache<LOCAL>,
+    shared: &SharedRuleCache<SHARED>,
+    frames: &mut [u64],
+) -> usize {
+    let regs = Registers::current();
+    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let end = walk::walk(regs, &mut store, frames);
+    if end == WalkEnd::NeedsFallback {
+        store.count_fallback();
+    }
+    finish(end, frames)
+}
+
+/// Captures the current stack with libgcc's `_Unwind_Backtrace` (no caching).
+///
+/// Same contract as [`capture`]; this is the reference the fast path is tested
+/// against and the fallback it uses.
+#[inline(never)]
+pub fn capture_libgcc(frames: &mut [u64]) -> usize {
+    // `libgcc::backtrace` sees its own frame and this one before our caller's.
+    core::hint::black_box(libgcc::backtrace(frames, 2))
+}
+
+/// Turns the fast walk's outcome into the final frame count, redoing the capture with
+/// libgcc when the fast walk could not finish.
+///
+/// Always inlined into the `capture*` functions so that the libgcc call sees exactly
+/// two frames of ours (its own and the `capture*` one) above the caller.
+#[inline(always)]
+fn finish(end: WalkEnd, frames: &mut [u64]) -> usize {
+    match end {
+        WalkEnd::Complete(written) => core::hint::black_box(written),
+        // `black_box` keeps the call from becoming a tail call, which would remove the
+        // `capture*` frame and change the number of frames to skip.
+        WalkEnd::NeedsFallback => core::hint::black_box(libgcc::backtrace(frames, 2)),
+    }
+}

@@ -1,0 +1,83 @@
+//! The libgcc `_Unwind_Backtrace` binding: the reference unwinder and the fallback.
+//!
+//! Owns the ~20-line `extern "C"` declaration of libgcc_s's backtrace API and the
+//! callback that copies instruction pointers into a caller's slice.
+//!
+//! Runs inside malloc: it must never allocate or lock on its own. (libgcc itself finds
+//! FDEs through `_dl_find_object` on glibc ≥ 2.35 and does not allocate.)
+
+use core::ffi::{c_int, c_void};
+
+/// Opaque `struct _Unwind_Context`.
+#[repr(C)]
+struct UnwindContext {
+    _opaque: [u8; 0],
+}
+
+/// `_Unwind_Reason_Code` values used here.
+const URC_NO_REASON: c_int = 0;
+const URC_NORMAL_STOP: c_int = 4;
+
+type TraceFn = extern "C" fn(context: *mut UnwindContext, arg: *mut c_void) -> c_int;
+
+#[link(name = "gcc_s")]
+unsafe extern "C" {
+    fn _Unwind_Backtrace(trace: TraceFn, arg: *mut c_void) -> c_int;
+    fn _Unwind_GetIP(context: *mut UnwindContext) -> usize;
+}
+
+/// What the trace callback needs: where to write, and how many frames to drop first.
+struct TraceState<'a> {
+    frames: &'a mut [u64],
+    written: usize,
+    frames_to_skip: usize,
+}
+
+extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the `&mut TraceState` passed to `_Unwind_Backtrace` by
+    // `backtrace` below, alive and not otherwise borrowed for the whole call.
+    let state = unsafe { &mut *arg.cast::<TraceState<'_>>() };
+    // SAFETY: libgcc passes a valid context for the duration of the callback.
+    let ip = unsafe { _Unwind_GetIP(context) } as u64;
+    if ip == 0 {
+        // libgcc's terminal pseudo-frame after the outermost one.
+        return URC_NORMAL_STOP;
+    }
+    if state.frames_to_skip > 0 {
+        state.frames_to_skip -= 1;
+        return URC_NO_REASON;
+    }
+    let Some(slot) = state.frames.get_mut(state.written) else {
+        return URC_NORMAL_STOP;
+    };
+    *slot = ip;
+    state.written += 1;
+    if state.written == state.frames.len() {
+        URC_NORMAL_STOP
+    } else {
+        URC_NO_REASON
+    }
+}
+
+/// Writes the instruction pointers of the current stack into `frames`, innermost first,
+/// after dropping the first `frames_to_skip` of them. The first IP libgcc reports is
+/// the one inside `backtrace` itself, the second one is inside its caller, and so on.
+///
+/// Returns the number written. Never inlined, so the skip count is predictable.
+#[inline(never)]
+pub(crate) fn backtrace(frames: &mut [u64], frames_to_skip: usize) -> usize {
+    if frames.is_empty() {
+        return 0;
+    }
+    let mut state = TraceState {
+        frames,
+        written: 0,
+        frames_to_skip,
+    };
+    // SAFETY: `record_frame` only dereferences `arg` as the `TraceState` created above,
+    // which outlives the call. The return code only says why the walk stopped.
+    unsafe {
+        _Unwind_Backtrace(record_frame, (&raw mut state).cast::<c_void>());
+    }
+    core::hint::black_box(state.written)
+}

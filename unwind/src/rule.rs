@@ -1,0 +1,121 @@
+//! The compact unwind rule for one code address and its 64-bit cache encoding.
+//!
+//! Owns what the fast path knows how to do with a CFI row: find the CFA from rsp or
+//! rbp plus an offset, read the return address at CFA−8, and optionally restore rbp
+//! from CFA+offset. Everything else is [`Rule::Unsupported`] (use libgcc).
+//!
+//! Pure data: no memory access, no allocation.
+
+/// The register the canonical frame address is computed from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CfaBase {
+    Rsp,
+    Rbp,
+}
+
+/// How to step from a frame to its caller, for one code address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// CFA = `cfa_base` + `cfa_offset`; the return address is at CFA−8; the caller's
+    /// rbp is at CFA + `saved_rbp_offset` if given, otherwise rbp is unchanged.
+    Step {
+        cfa_base: CfaBase,
+        cfa_offset: i32,
+        saved_rbp_offset: Option<i16>,
+    },
+    /// The return address is undefined: this is the outermost frame (`_start`, the
+    /// child side of `clone3`).
+    Outermost,
+    /// The fast path cannot step from here: CFA expressions, signal trampolines, no
+    /// CFI, unusual rules. The capture falls back to libgcc.
+    Unsupported,
+}
+
+// Encoding: bits 0..8 tag, bit 8 "rbp saved", bits 16..32 saved-rbp offset (i16),
+// bits 32..64 CFA offset (i32). Tag 0 never occurs, so 0 means "empty cache slot".
+const TAG_STEP_RSP: u64 = 1;
+const TAG_STEP_RBP: u64 = 2;
+const TAG_OUTERMOST: u64 = 3;
+const TAG_UNSUPPORTED: u64 = 4;
+const RBP_SAVED: u64 = 1 << 8;
+
+impl Rule {
+    /// The cache encoding; never 0.
+    pub(crate) fn encode(self) -> u64 {
+        match self {
+            Rule::Step {
+                cfa_base,
+                cfa_offset,
+                saved_rbp_offset,
+            } => {
+                let tag = match cfa_base {
+                    CfaBase::Rsp => TAG_STEP_RSP,
+                    CfaBase::Rbp => TAG_STEP_RBP,
+                };
+                let rbp = match saved_rbp_offset {
+                    Some(offset) => RBP_SAVED | (u64::from(offset as u16) << 16),
+                    None => 0,
+                };
+                tag | rbp | (u64::from(cfa_offset as u32) << 32)
+            }
+            Rule::Outermost => TAG_OUTERMOST,
+            Rule::Unsupported => TAG_UNSUPPORTED,
+        }
+    }
+
+    /// Decodes a value produced by [`Rule::encode`]; `None` for an empty slot (0) or
+    /// anything else `encode` never produces.
+    pub(crate) fn decode(bits: u64) -> Option<Rule> {
+        let cfa_base = match bits & 0xff {
+            TAG_STEP_RSP => CfaBase::Rsp,
+            TAG_STEP_RBP => CfaBase::Rbp,
+            TAG_OUTERMOST => return Some(Rule::Outermost),
+            TAG_UNSUPPORTED => return Some(Rule::Unsupported),
+            _ => return None,
+        };
+        let saved_rbp_offset = (bits & RBP_SAVED != 0).then_some((bits >> 16) as u16 as i16);
+        Some(Rule::Step {
+            cfa_base,
+            cfa_offset: (bits >> 32) as u32 as i32,
+            saved_rbp_offset,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoding_round_trips() {
+        let rules = [
+            Rule::Outermost,
+            Rule::Unsupported,
+            Rule::Step {
+                cfa_base: CfaBase::Rsp,
+                cfa_offset: 8,
+                saved_rbp_offset: None,
+            },
+            Rule::Step {
+                cfa_base: CfaBase::Rbp,
+                cfa_offset: 16,
+                saved_rbp_offset: Some(-16),
+            },
+            Rule::Step {
+                cfa_base: CfaBase::Rsp,
+                cfa_offset: i32::MAX,
+                saved_rbp_offset: Some(i16::MIN),
+            },
+            Rule::Step {
+                cfa_base: CfaBase::Rbp,
+                cfa_offset: -40,
+                saved_rbp_offset: Some(i16::MAX),
+            },
+        ];
+        for rule in rules {
+            assert_ne!(rule.encode(), 0);
+            assert_eq!(Rule::decode(rule.encode()), Some(rule));
+        }
+        assert_eq!(Rule::decode(0), None);
+    }
+}

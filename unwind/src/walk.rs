@@ -1,0 +1,140 @@
+//! The fast stack walk: start registers, stepping with cached rules, stop conditions.
+//!
+//! Owns the `asm!` that reads rip/rsp/rbp and the loop that applies [`Rule`]s. It
+//! only reads stack memory that the rules point at after checking it lies between the
+//! current stack pointer and a bounded distance above it.
+//!
+//! Runs inside malloc: no allocation, no locks, no system calls. Work is bounded by
+//! `frames.len()` steps.
+
+use crate::cache::RuleStore;
+use crate::cfi;
+use crate::rule::{CfaBase, Rule};
+
+/// A frame larger than this is treated as corrupt unwind state (and handed to libgcc).
+const MAX_FRAME_BYTES: u64 = 64 << 20;
+
+/// The registers the fast path tracks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Registers {
+    /// An address inside the function whose frame this is (exact, not a return address).
+    pc: u64,
+    rsp: u64,
+    rbp: u64,
+}
+
+impl Registers {
+    /// The registers at this point of the function this is inlined into.
+    ///
+    /// Must be inlined into the `capture*` function, so that the frame being described
+    /// is that function's, whose frame stays live (and unchanged above `rsp`) while
+    /// the walk runs.
+    #[inline(always)]
+    pub(crate) fn current() -> Registers {
+        let (pc, rsp, rbp): (u64, u64, u64);
+        // SAFETY: reads three registers into outputs; touches no memory or flags.
+        // rbp is read first; it can never be an operand register.
+        unsafe {
+            core::arch::asm!(
+                "mov {rbp}, rbp",
+                "mov {rsp}, rsp",
+                "lea {pc}, [rip]",
+                rbp = out(reg) rbp,
+                rsp = out(reg) rsp,
+                pc = out(reg) pc,
+                options(nomem, nostack, preserves_flags),
+            );
+        }
+        Registers { pc, rsp, rbp }
+    }
+}
+
+/// How a fast walk ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WalkEnd {
+    /// Reached the outermost frame, a zero return address, or filled `frames`; the
+    /// count of frames written.
+    Complete(usize),
+    /// Stopped somewhere the fast path cannot follow; `frames` holds garbage.
+    NeedsFallback,
+}
+
+/// Walks from `start` (the frame of a `capture*` function) outwards, writing each
+/// return address to `frames`.
+#[inline(never)]
+pub(crate) fn walk<S: RuleStore>(start: Registers, store: &mut S, frames: &mut [u64]) -> WalkEnd {
+    let mut regs = start;
+    // The first frame is described by its exact pc; callers' frames by their return
+    // address minus one, which lies inside the call instruction.
+    let mut lookup_address = regs.pc;
+    let mut written = 0;
+    while written < frames.len() {
+        let rule = match store.get(lookup_address) {
+            Some(rule) => rule,
+            None => {
+                let rule = cfi::rule_for_address(lookup_address);
+                store.put(lookup_address, rule);
+                rule
+            }
+        };
+        let Rule::Step {
+            cfa_base,
+            cfa_offset,
+            saved_rbp_offset,
+        } = rule
+        else {
+            return match rule {
+                Rule::Outermost => WalkEnd::Complete(written),
+                _ => WalkEnd::NeedsFallback,
+            };
+        };
+        let base = match cfa_base {
+            CfaBase::Rsp => regs.rsp,
+            CfaBase::Rbp => regs.rbp,
+        };
+        let cfa = base.wrapping_add_signed(i64::from(cfa_offset));
+        // The CFA is the caller's stack pointer: above ours, 8-aligned, within reach.
+        if cfa % 8 != 0 || cfa < regs.rsp + 8 || cfa - regs.rsp > MAX_FRAME_BYTES {
+            return WalkEnd::NeedsFallback;
+        }
+        // SAFETY: `regs.rsp <= cfa - 8 < cfa`: the slot lies in the live part of the
+        // stack between the stack pointer of a frame we already stepped into (or our own)
+        // and its CFA, as described by the frame's CFI.
+        let return_address = unsafe { read_stack(cfa - 8) };
+        let rbp = match saved_rbp_offset {
+            None => regs.rbp,
+            Some(offset) => {
+                let slot = cfa.wrapping_add_signed(i64::from(offset));
+                if slot < regs.rsp || slot > cfa - 8 || slot % 8 != 0 {
+                    return WalkEnd::NeedsFallback;
+                }
+                // SAFETY: `regs.rsp <= slot < cfa`, as above.
+                unsafe { read_stack(slot) }
+            }
+        };
+        if return_address == 0 {
+            // What libgcc reports as its terminal zero frame.
+            return WalkEnd::Complete(written);
+        }
+        frames[written] = return_address;
+        written += 1;
+        regs = Registers {
+            pc: return_address,
+            rsp: cfa,
+            rbp,
+        };
+        lookup_address = return_address - 1;
+    }
+    WalkEnd::Complete(written)
+}
+
+/// Reads one stack slot.
+///
+/// # Safety
+/// `address` must be 8-aligned and inside a live stack frame of the current thread.
+#[inline(always)]
+unsafe fn read_stack(address: u64) -> u64 {
+    // SAFETY: guaranteed by the caller. Volatile: this memory belongs to frames the
+    // compiler does not know we are looking at.
+    unsafe { core::ptr::read_volatile(address as *const u64) }
+}
