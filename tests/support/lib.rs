@@ -32,8 +32,8 @@ use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use heapsample_format as format;
@@ -103,10 +103,11 @@ pub fn jemalloc_path() -> Option<PathBuf> {
     if let Ok(out) = Command::new("ldconfig").arg("-p").output() {
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let line = line.trim();
-            if line.starts_with("libjemalloc.so.2 ") && line.contains("x86-64") {
-                if let Some((_, path)) = line.rsplit_once("=> ") {
-                    candidates.push(PathBuf::from(path.trim()));
-                }
+            if line.starts_with("libjemalloc.so.2 ")
+                && line.contains("x86-64")
+                && let Some((_, path)) = line.rsplit_once("=> ")
+            {
+                candidates.push(PathBuf::from(path.trim()));
             }
         }
     }
@@ -299,7 +300,8 @@ fn build_cached(source: &str, compiler: &str, args: &[String]) -> PathBuf {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    std::fs::rename(&tmp, &out).unwrap_or_else(|e| panic!("cannot rename to {}: {e}", out.display()));
+    std::fs::rename(&tmp, &out)
+        .unwrap_or_else(|e| panic!("cannot rename to {}: {e}", out.display()));
     out
 }
 
@@ -657,11 +659,7 @@ impl Outcome {
 
     /// Panic unless the process exited with status 0.
     pub fn assert_success(&self) -> &Outcome {
-        assert!(
-            self.status.success(),
-            "process failed\n{}",
-            self.context()
-        );
+        assert!(self.status.success(), "process failed\n{}", self.context());
         self
     }
 
@@ -945,9 +943,7 @@ impl Symbols {
 
     /// The function containing a file address.
     pub fn function_containing(&self, file_address: u64) -> Option<&str> {
-        let idx = self
-            .functions
-            .partition_point(|f| f.start <= file_address);
+        let idx = self.functions.partition_point(|f| f.start <= file_address);
         let f = self.functions.get(idx.checked_sub(1)?)?;
         (file_address < f.end).then_some(f.name.as_str())
     }
@@ -1163,6 +1159,60 @@ pub fn parse_sites(stdout: &str) -> Vec<SiteReport> {
         .collect()
 }
 
+/// Which numbers [`site_mismatches`] compares.
+#[derive(Clone, Copy, Debug)]
+pub struct SiteCheck {
+    /// Compare `live_objects` and `live_bytes` (always exact at lg 0).
+    pub live: bool,
+    /// Compare `alloc_objects` and `alloc_bytes` for sites that report
+    /// `exact_alloc=1` (with `prof_accum`, the default).
+    pub alloc: bool,
+    /// Compare `live_usable_bytes` with the program's `live_usable` where
+    /// it knows it (only meaningful on the allocator the program ran on).
+    pub usable: bool,
+}
+
+/// Compare the raw dump counts per function (`table`, from [`per_function`]
+/// of a dump taken with `lg_prof_sample:0`, where every allocation is
+/// sampled) with the program's own numbers. Returns one message per
+/// mismatch; empty means all equal.
+pub fn site_mismatches(
+    sites: &[SiteReport],
+    table: &BTreeMap<String, Counts>,
+    check: SiteCheck,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for site in sites {
+        let got = table.get(&site.name).copied().unwrap_or_default();
+        let mut compare = |what: &str, expected: u64, actual: u64| {
+            if expected != actual {
+                problems.push(format!(
+                    "{}: {what} is {actual} in the dump, the program says {expected}",
+                    site.name
+                ));
+            }
+        };
+        if check.live {
+            compare("live_objects", site.get("live_objects"), got.live_objects);
+            compare("live_bytes", site.get("live_bytes"), got.live_bytes);
+        }
+        if check.alloc && site.opt("exact_alloc") == Some(1) {
+            compare(
+                "alloc_objects",
+                site.get("alloc_objects"),
+                got.alloc_objects,
+            );
+            compare("alloc_bytes", site.get("alloc_bytes"), got.alloc_bytes);
+        }
+        if check.usable
+            && let Some(usable) = site.opt("live_usable")
+        {
+            compare("live_usable_bytes", usable, got.live_usable_bytes);
+        }
+    }
+    problems
+}
+
 /// Parse lines `<word> <key>=<number>` / `<word> <key>=<value>` printed on a
 /// program's stderr, e.g. fork.c's `pid fork-child=123`: all values of `key`
 /// on lines starting with `word`.
@@ -1242,11 +1292,20 @@ mod tests {
     fn parses_dump_names() {
         let f = DumpFile::parse(Path::new("/x/heapsample.123.4.f.prof")).unwrap();
         assert_eq!(
-            (f.prefix.as_str(), f.pid, f.seq, f.trigger.as_str(), f.trigger_seq),
+            (
+                f.prefix.as_str(),
+                f.pid,
+                f.seq,
+                f.trigger.as_str(),
+                f.trigger_seq
+            ),
             ("heapsample", 123, 4, "f", None)
         );
         let f = DumpFile::parse(Path::new("/x/my.pre.fix.9.10.i3.prof")).unwrap();
-        assert_eq!((f.prefix.as_str(), f.seq, f.trigger_seq), ("my.pre.fix", 10, Some(3)));
+        assert_eq!(
+            (f.prefix.as_str(), f.seq, f.trigger_seq),
+            ("my.pre.fix", 10, Some(3))
+        );
         assert!(DumpFile::parse(Path::new("/x/heapsample.1.2.f.prof.tmp")).is_none());
         assert!(DumpFile::parse(Path::new("/x/heapsample.x.2.f.prof")).is_none());
     }

@@ -1,0 +1,175 @@
+//! Programs behave the same under the shim: identical stdout and exit status
+//! with and without `LD_PRELOAD=libheapsample.so`, nothing from the shim on
+//! stderr unless asked, and a final dump that decodes.
+
+use heapsample_tests::*;
+use std::path::Path;
+
+/// Same behaviour, no `<heapsample>:` lines, and the main process's final
+/// dump present and complete.
+fn check(run: Run) -> (Outcome, Outcome) {
+    let (reference, profiled) = assert_same_behaviour(&run);
+    assert!(
+        profiled.heapsample_lines().is_empty(),
+        "the shim printed warnings nobody asked for: {:?}\n{}",
+        profiled.heapsample_lines(),
+        profiled.context()
+    );
+    if run.ld_preload().is_some() {
+        let (file, dump) = profiled.final_dump();
+        assert_eq!(
+            dump.pid, profiled.pid,
+            "{}: pid inside is {}",
+            file.name, dump.pid
+        );
+    }
+    (reference, profiled)
+}
+
+#[test]
+fn c_program_default_config() {
+    let program = compile_c("alloc_sites.c", &BuildOptions::no_pie());
+    check(Run::program(&program).arg("5").with_shim());
+}
+
+#[test]
+fn c_program_every_allocation_sampled() {
+    let program = compile_c("alloc_sites.c", &BuildOptions::pie());
+    check(
+        Run::program(&program)
+            .with_shim()
+            .prof_conf("lg_prof_sample:0"),
+    );
+}
+
+#[test]
+fn cxx_program() {
+    let program = compile_cxx("cxx.cpp", &BuildOptions::no_pie());
+    check(Run::program(&program).with_shim());
+    check(
+        Run::program(&program)
+            .with_shim()
+            .prof_conf("lg_prof_sample:0"),
+    );
+}
+
+#[test]
+fn rust_program() {
+    let program = compile_rust("rust_prog.rs");
+    check(Run::program(&program).with_shim());
+    check(
+        Run::program(&program)
+            .with_shim()
+            .prof_conf("lg_prof_sample:0"),
+    );
+}
+
+#[test]
+fn multithreaded_program() {
+    let program = compile_c("threads.c", &BuildOptions::no_pie());
+    check(Run::program(&program).with_shim());
+    check(
+        Run::program(&program)
+            .args(["8", "3000"])
+            .with_shim()
+            .prof_conf("lg_prof_sample:0"),
+    );
+}
+
+#[test]
+fn fork_program() {
+    let program = compile_c("fork.c", &BuildOptions::no_pie());
+    check(Run::program(&program).with_shim());
+}
+
+fn python3() -> String {
+    if Path::new("/usr/bin/python3").is_file() {
+        "/usr/bin/python3".to_string()
+    } else {
+        "python3".to_string()
+    }
+}
+
+#[test]
+fn python_with_pythonmalloc_malloc() {
+    let script = programs_dir().join("script.py");
+    let run = Run::new(python3())
+        .arg(&script)
+        .env("PYTHONMALLOC", "malloc")
+        .env("PYTHONHASHSEED", "0")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .with_shim();
+    let (_, profiled) = check(run.clone());
+    let (_, dump) = profiled.final_dump();
+    assert!(
+        dump.totals.allocations > 100_000,
+        "python with PYTHONMALLOC=malloc made only {} allocations through the shim",
+        dump.totals.allocations
+    );
+    check(run.prof_conf("lg_prof_sample:10"));
+}
+
+#[test]
+fn perl_script() {
+    let script = programs_dir().join("script.pl");
+    check(
+        Run::new("perl")
+            .arg(&script)
+            .env("PERL_HASH_SEED", "0")
+            .with_shim(),
+    );
+}
+
+#[test]
+fn sort_command() {
+    let input: String = (0..50_000u64)
+        .map(|i| format!("line {:08}\n", (i * 2_654_435_761) % 1_000_003))
+        .collect();
+    check(
+        Run::new("sort")
+            .env("LC_ALL", "C")
+            .stdin(input.clone())
+            .with_shim(),
+    );
+    check(
+        Run::new("sort")
+            .args(["-r", "-k2"])
+            .env("LC_ALL", "C")
+            .stdin(input)
+            .with_shim()
+            .prof_conf("lg_prof_sample:0"),
+    );
+}
+
+#[test]
+fn gcc_version() {
+    check(Run::new("gcc").arg("--version").with_shim());
+}
+
+/// gcc compiling a file runs cc1 and as and ld (fork+exec of children that
+/// inherit LD_PRELOAD): the output binary works.
+#[test]
+fn gcc_compiles_under_the_shim() {
+    let dir = TempDir::new("gcc-src");
+    let src = dir.path().join("hello.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\nint main(void){puts(\"hello\");return 0;}\n",
+    )
+    .expect("write source");
+    let out = dir.path().join("hello");
+    let outcome = Run::new("gcc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .with_shim()
+        .run();
+    outcome.assert_success();
+    let hello = Run::new(&out).run();
+    hello.assert_success();
+    assert_eq!(hello.stdout, "hello\n");
+    // Every process of the pipeline that left a dump left a complete one.
+    let dumps = outcome.dumps();
+    assert!(!dumps.is_empty(), "gcc left no dump\n{}", outcome.context());
+}

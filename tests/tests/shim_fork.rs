@@ -1,0 +1,139 @@
+//! fork without exec (children allocate and exit), fork+exec, posix_spawn,
+//! with a thread allocating in the parent meanwhile.
+
+use heapsample_tests::*;
+
+/// At lg 0: every process that wrote a dump wrote its own
+/// (`heapsample.<its pid>...`, pid inside matching), the parent's dump has
+/// none of its children's allocations, fork children that wrote a dump have
+/// exactly theirs, and the exec'd copy of the program profiled itself.
+#[test]
+fn fork_and_exec_dumps() {
+    let program = compile_c("fork.c", &BuildOptions::no_pie());
+    let outcome = Run::program(&program)
+        .with_shim()
+        .prof_conf("lg_prof_sample:0")
+        .run();
+    outcome.assert_success();
+    let parent: u32 = tagged_values(&outcome.stderr, "pid", "parent")[0]
+        .parse()
+        .expect("parent pid");
+    assert_eq!(parent, outcome.pid);
+    let fork_children: Vec<u32> = tagged_values(&outcome.stderr, "pid", "fork-child")
+        .iter()
+        .map(|v| v.parse().expect("pid"))
+        .collect();
+    assert_eq!(fork_children.len(), 10, "{}", outcome.context());
+    let exec_self: u32 = tagged_values(&outcome.stderr, "pid", "exec-self")[0]
+        .parse()
+        .expect("pid");
+    let exec_true: u32 = tagged_values(&outcome.stderr, "pid", "exec-true")[0]
+        .parse()
+        .expect("pid");
+
+    let dumps = outcome.dumps();
+    for (file, dump) in &dumps {
+        assert_eq!(
+            file.pid, dump.pid,
+            "{} holds the dump of pid {}",
+            file.name, dump.pid
+        );
+    }
+    let mut names: Vec<(u32, String)> = dumps
+        .iter()
+        .map(|(f, _)| (f.pid, f.trigger.clone()))
+        .collect();
+    names.sort();
+    let before = names.len();
+    names.dedup();
+    assert_eq!(before, names.len(), "two final dumps for one pid");
+
+    let symbols = Symbols::of(&program);
+    let sites = parse_sites(&outcome.stdout);
+    let (_, parent_dump) = outcome.final_dump();
+    let table = per_function(&parent_dump, &symbols);
+    let problems = site_mismatches(
+        &sites
+            .iter()
+            .filter(|s| s.name == "parent_site" || s.name == "child_site")
+            .cloned()
+            .collect::<Vec<_>>(),
+        &table,
+        SiteCheck {
+            live: true,
+            alloc: true,
+            usable: false,
+        },
+    );
+    assert!(
+        problems.is_empty(),
+        "parent's dump:\n{}\n{}",
+        problems.join("\n"),
+        render_per_function(&table)
+    );
+
+    // Fork children: a dump is optional (the profiler may disable itself in
+    // the child), but if written it is the child's own.
+    for (file, dump) in dumps.iter().filter(|(f, _)| fork_children.contains(&f.pid)) {
+        let t = per_function(dump, &symbols);
+        let c = t.get("child_site").copied().unwrap_or_default();
+        assert_eq!(
+            (c.alloc_objects, c.alloc_bytes, c.live_objects, c.live_bytes),
+            (200, 51200, 100, 25600),
+            "{}: child_site counts (as the child printed them)\n{}",
+            file.name,
+            render_per_function(&t)
+        );
+    }
+
+    // The exec'd copy is a fresh process under LD_PRELOAD: it must profile.
+    let (file, dump) = dumps
+        .iter()
+        .find(|(f, _)| f.pid == exec_self)
+        .unwrap_or_else(|| {
+            panic!(
+                "no dump from the exec'd child {exec_self}\n{}",
+                outcome.context()
+            )
+        });
+    let t = per_function(dump, &symbols);
+    let problems = site_mismatches(
+        &sites
+            .iter()
+            .filter(|s| s.name == "exec_child_site")
+            .cloned()
+            .collect::<Vec<_>>(),
+        &t,
+        SiteCheck {
+            live: true,
+            alloc: true,
+            usable: false,
+        },
+    );
+    assert!(
+        problems.is_empty(),
+        "{}: {}",
+        file.name,
+        problems.join("\n")
+    );
+    assert!(
+        dumps.iter().any(|(f, _)| f.pid == exec_true),
+        "/bin/true exec'd under LD_PRELOAD left no dump"
+    );
+}
+
+/// Forking 10 times while another thread allocates must not deadlock any
+/// child, at several periods.
+#[test]
+fn fork_while_another_thread_allocates() {
+    let program = compile_c("fork.c", &BuildOptions::no_pie());
+    for conf in ["lg_prof_sample:19", "lg_prof_sample:4", "lg_prof_sample:0"] {
+        let (_, profiled) = assert_same_behaviour(
+            &Run::program(&program)
+                .with_shim()
+                .prof_conf(conf)
+                .timeout(std::time::Duration::from_secs(40)),
+        );
+        profiled.assert_success();
+    }
+}
