@@ -18,7 +18,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use crate::live_table::LIVE;
 use crate::next_alloc::{self, in_bootstrap_arena};
-use crate::profiler::{self, EXACT, MODE, MODE_PASS_THROUGH, MODE_PROFILING};
+use crate::profiler::{self, EXACT, MODE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_UNINIT};
 use crate::tls::{self, ThreadState};
 
 /// Count an allocation of `size` requested bytes that returned `pointer`.
@@ -62,6 +62,7 @@ pub fn before_free(pointer: *mut c_void) {
 /// The state is not known yet: start the profiler. Returns false when the
 /// request must be served from the bootstrap arena.
 #[cold]
+#[inline(never)]
 fn start_or_bootstrap() -> bool {
     profiler::start()
 }
@@ -72,17 +73,34 @@ fn start_or_bootstrap() -> bool {
 /// The C contract of `malloc`.
 #[inline(always)]
 pub unsafe fn malloc(size: usize) -> *mut c_void {
+    // SAFETY (all arms): the next allocator is resolved before MODE is set.
     match MODE.load(Relaxed) {
-        MODE_PROFILING => {
-            // SAFETY: resolved before MODE was set.
-            let pointer = unsafe { next_alloc::malloc(size) };
-            after_alloc(pointer, size);
-            pointer
-        }
-        // SAFETY: resolved before MODE was set.
         MODE_PASS_THROUGH => unsafe { next_alloc::malloc(size) },
-        _ if start_or_bootstrap() => unsafe { malloc(size) },
-        _ => next_alloc::bootstrap_alloc(size, 16),
+        MODE_PROFILING => unsafe { malloc_profiled(size) },
+        _ => unsafe { malloc_other(size) },
+    }
+}
+
+#[inline(never)]
+unsafe extern "C" fn malloc_profiled(size: usize) -> *mut c_void {
+    // SAFETY: resolved before MODE was set.
+    let pointer = unsafe { next_alloc::malloc(size) };
+    after_alloc(pointer, size);
+    pointer
+}
+
+/// Any mode but the two plain ones: not started, or the arena is in use.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
+    if MODE.load(Relaxed) == MODE_UNINIT && !start_or_bootstrap() {
+        return next_alloc::bootstrap_alloc(size, 16);
+    }
+    // SAFETY (both arms): resolved, mode set.
+    if profiler::profiling() {
+        unsafe { malloc_profiled(size) }
+    } else {
+        unsafe { next_alloc::malloc(size) }
     }
 }
 
@@ -92,19 +110,37 @@ pub unsafe fn malloc(size: usize) -> *mut c_void {
 /// The C contract of `free`.
 #[inline(always)]
 pub unsafe fn free(pointer: *mut c_void) {
-    if pointer.is_null() || in_bootstrap_arena(pointer) {
+    // SAFETY (all arms): a pointer of the next allocator, released once.
+    match MODE.load(Relaxed) {
+        MODE_PASS_THROUGH => unsafe { next_alloc::free(pointer) },
+        MODE_PROFILING => unsafe { free_profiled(pointer) },
+        _ => unsafe { free_other(pointer) },
+    }
+}
+
+#[inline(never)]
+unsafe extern "C" fn free_profiled(pointer: *mut c_void) {
+    if !pointer.is_null() {
+        before_free(pointer);
+    }
+    // SAFETY: a pointer of the next allocator, released once.
+    unsafe { next_alloc::free(pointer) }
+}
+
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn free_other(pointer: *mut c_void) {
+    if in_bootstrap_arena(pointer) {
         return;
     }
-    match MODE.load(Relaxed) {
-        MODE_PROFILING => {
-            before_free(pointer);
-            // SAFETY: a pointer of the next allocator, released once.
-            unsafe { next_alloc::free(pointer) }
-        }
-        // SAFETY: as above.
-        MODE_PASS_THROUGH => unsafe { next_alloc::free(pointer) },
-        _ if start_or_bootstrap() => unsafe { free(pointer) },
-        _ => {}
+    if MODE.load(Relaxed) == MODE_UNINIT && !start_or_bootstrap() {
+        return;
+    }
+    // SAFETY (both arms): resolved, mode set.
+    if profiler::profiling() {
+        unsafe { free_profiled(pointer) }
+    } else {
+        unsafe { next_alloc::free(pointer) }
     }
 }
 
@@ -114,20 +150,36 @@ pub unsafe fn free(pointer: *mut c_void) {
 /// The C contract of `calloc`.
 #[inline(always)]
 pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
+    // SAFETY (all arms): resolved before MODE was set.
     match MODE.load(Relaxed) {
-        MODE_PROFILING => {
-            // SAFETY: resolved before MODE was set.
-            let pointer = unsafe { next_alloc::calloc(count, size) };
-            after_alloc(pointer, count.wrapping_mul(size));
-            pointer
-        }
-        // SAFETY: as above.
         MODE_PASS_THROUGH => unsafe { next_alloc::calloc(count, size) },
-        _ if start_or_bootstrap() => unsafe { calloc(count, size) },
-        _ => match count.checked_mul(size) {
+        MODE_PROFILING => unsafe { calloc_profiled(count, size) },
+        _ => unsafe { calloc_other(count, size) },
+    }
+}
+
+#[inline(never)]
+unsafe extern "C" fn calloc_profiled(count: usize, size: usize) -> *mut c_void {
+    // SAFETY: resolved before MODE was set.
+    let pointer = unsafe { next_alloc::calloc(count, size) };
+    after_alloc(pointer, count.wrapping_mul(size));
+    pointer
+}
+
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn calloc_other(count: usize, size: usize) -> *mut c_void {
+    if MODE.load(Relaxed) == MODE_UNINIT && !start_or_bootstrap() {
+        return match count.checked_mul(size) {
             Some(bytes) => next_alloc::bootstrap_alloc(bytes, 16),
             None => enomem(),
-        },
+        };
+    }
+    // SAFETY (both arms): resolved, mode set.
+    if profiler::profiling() {
+        unsafe { calloc_profiled(count, size) }
+    } else {
+        unsafe { next_alloc::calloc(count, size) }
     }
 }
 
@@ -141,22 +193,37 @@ fn enomem() -> *mut c_void {
 /// # Safety
 /// The C contract of `realloc`.
 pub unsafe fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY (all arms): the C contract, forwarded.
+    match MODE.load(Relaxed) {
+        MODE_PASS_THROUGH => unsafe { next_alloc::realloc(pointer, size) },
+        MODE_PROFILING => unsafe { realloc_profiled(pointer, size) },
+        _ => unsafe { realloc_other(pointer, size) },
+    }
+}
+
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn realloc_other(pointer: *mut c_void, size: usize) -> *mut c_void {
     if !pointer.is_null() && in_bootstrap_arena(pointer) {
         // SAFETY: moving a bootstrap block into the real allocator.
         return unsafe { realloc_from_bootstrap(pointer, size) };
     }
-    match MODE.load(Relaxed) {
-        // SAFETY: the C contract, forwarded.
-        MODE_PROFILING => unsafe { realloc_profiled(pointer, size) },
-        // SAFETY: as above.
-        MODE_PASS_THROUGH => unsafe { next_alloc::realloc(pointer, size) },
-        _ if start_or_bootstrap() => unsafe { realloc(pointer, size) },
-        _ if pointer.is_null() => next_alloc::bootstrap_alloc(size, 16),
-        _ => core::ptr::null_mut(),
+    if MODE.load(Relaxed) == MODE_UNINIT && !start_or_bootstrap() {
+        return if pointer.is_null() {
+            next_alloc::bootstrap_alloc(size, 16)
+        } else {
+            core::ptr::null_mut()
+        };
+    }
+    // SAFETY (both arms): resolved, mode set.
+    if profiler::profiling() {
+        unsafe { realloc_profiled(pointer, size) }
+    } else {
+        unsafe { next_alloc::realloc(pointer, size) }
     }
 }
 
-unsafe fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut c_void {
+unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut c_void {
     if pointer.is_null() {
         // SAFETY: realloc(NULL, n) as the allocator defines it.
         let result = unsafe { next_alloc::realloc(pointer, size) };
@@ -240,7 +307,7 @@ fn ready() -> bool {
 }
 
 fn profiling() -> bool {
-    MODE.load(Relaxed) == MODE_PROFILING
+    profiler::profiling()
 }
 
 /// `posix_memalign`.
@@ -336,7 +403,7 @@ pub unsafe fn malloc_usable_size(pointer: *mut c_void) -> usize {
     if pointer.is_null() {
         return 0;
     }
-    if in_bootstrap_arena(pointer) {
+    if MODE.load(Relaxed) & profiler::MODE_ARENA_IN_USE != 0 && in_bootstrap_arena(pointer) {
         return next_alloc::bootstrap_size(pointer);
     }
     if !ready() {

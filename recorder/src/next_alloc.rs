@@ -247,6 +247,11 @@ fn arena_base() -> usize {
     core::ptr::addr_of!(ARENA) as usize
 }
 
+/// True once the arena handed out anything.
+pub fn bootstrap_used() -> bool {
+    ARENA_USED.load(Ordering::Relaxed) != 0
+}
+
 /// True if `pointer` was handed out by the bootstrap arena.
 #[inline(always)]
 pub fn in_bootstrap_arena(pointer: *mut c_void) -> bool {

@@ -27,6 +27,9 @@ pub const MODE_UNINIT: u8 = 0;
 pub const MODE_PASS_THROUGH: u8 = 1;
 /// Counting and sampling.
 pub const MODE_PROFILING: u8 = 2;
+/// Added to the mode when the bootstrap arena handed out memory: `free` and
+/// `realloc` must then check every pointer against it, on a slower path.
+pub const MODE_ARENA_IN_USE: u8 = 4;
 
 /// What the hooks do; read on every call.
 pub static MODE: AtomicU8 = AtomicU8::new(MODE_UNINIT);
@@ -66,7 +69,10 @@ pub fn start() -> bool {
         }
     }
     let _guard = tls::Guard::enter();
-    let mode = configure();
+    let mut mode = configure();
+    if next_alloc::bootstrap_used() {
+        mode |= MODE_ARENA_IN_USE;
+    }
     MODE.store(mode, Relaxed);
     START.store(STARTED, Relaxed);
     true
@@ -134,12 +140,18 @@ fn table_sizes(lg_sample: u32) -> (u32, u32) {
     (live_bits, stack_bits)
 }
 
+/// True when allocations are counted and sampled.
+#[inline(always)]
+pub fn profiling() -> bool {
+    MODE.load(Relaxed) & !MODE_ARENA_IN_USE == MODE_PROFILING
+}
+
 /// The shim's constructor: start, then register the exit dump and the fork
 /// handlers (here, not in a hook, so the exit dump runs after the program's
 /// own atexit handlers and static destructors).
 pub fn on_library_load() {
     start();
-    if MODE.load(Relaxed) != MODE_PROFILING {
+    if !profiling() {
         return;
     }
     let config = config();
