@@ -68,6 +68,10 @@ impl LocalBucket {
 /// Holds no pointers; all-zero memory is a valid empty cache, so it can live in
 /// `mmap`'d memory (see [`RuleCache::init_in_place`]). Do not build the default size on
 /// a small stack: use [`RuleCache::new_boxed`] or [`RuleCache::init_in_place`].
+///
+/// A capture borrows the cache mutably: a signal handler that interrupts a capture on
+/// the same thread must not capture with the same cache (use a reentrancy guard, or
+/// the [`SharedRuleCache`], which handlers may share).
 #[repr(C)]
 pub struct RuleCache<const BUCKETS: usize = 1024> {
     /// The [`GENERATION`] the entries were computed under.

@@ -80,8 +80,9 @@ fn compute(address: u64) -> Option<Rule> {
     // In `.eh_frame` an FDE's CIE pointer points backwards, so the CIE lies between
     // the section start and the FDE: the slice below covers both and nothing past the
     // FDE's end.
-    let section_length =
-        usize::try_from(fde_address - eh_frame_start + 4 + u64::from(fde_length)).ok()?;
+    let section_length = (fde_address - eh_frame_start)
+        .checked_add(4 + u64::from(fde_length))
+        .and_then(|length| usize::try_from(length).ok())?;
     // SAFETY: `[eh_frame_start, fde_address + 4 + fde_length)` is part of the object's
     // `.eh_frame`, mapped read-only for as long as the object is loaded (the profiler
     // calls `invalidate_all_caches` around `dlclose`, and code being unwound through is

@@ -94,7 +94,7 @@ pub(crate) fn walk<S: RuleStore>(start: Registers, store: &mut S, frames: &mut [
         };
         let cfa = base.wrapping_add_signed(i64::from(cfa_offset));
         // The CFA is the caller's stack pointer: above ours, 8-aligned, within reach.
-        if cfa % 8 != 0 || cfa < regs.rsp + 8 || cfa - regs.rsp > MAX_FRAME_BYTES {
+        if cfa % 8 != 0 || cfa < regs.rsp.saturating_add(8) || cfa - regs.rsp > MAX_FRAME_BYTES {
             return WalkEnd::NeedsFallback;
         }
         // SAFETY: `regs.rsp <= cfa - 8 < cfa`: the slot lies in the live part of the
