@@ -259,6 +259,9 @@ const ALLOCATOR_PREFIXES: &[&str] = &[
     "alloc::alloc::",
     "alloc::raw_vec::",
     "<alloc::alloc::Global as core::alloc::",
+    "<alloc::alloc::Global>::",
+    "<alloc::raw_vec::",
+    "alloc::boxed::box_new_uninit",
     "<std::alloc::System as core::alloc::",
     "std::alloc::",
     "std::sys::alloc::",
@@ -451,6 +454,8 @@ mod tests {
             "alloc::alloc::alloc",
             "alloc::raw_vec::RawVecInner<A>::try_allocate_in",
             "<alloc::alloc::Global as core::alloc::Allocator>::allocate",
+            "<alloc::alloc::Global>::alloc_impl_runtime",
+            "<alloc::raw_vec::RawVecInner>::try_allocate_in",
             "std::sys::alloc::unix::<impl core::alloc::global::GlobalAlloc for std::alloc::System>::alloc",
         ] {
             assert!(is_allocator_function(name), "{name}");

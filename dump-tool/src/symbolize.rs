@@ -141,13 +141,11 @@ impl LocationTable {
     }
 
     fn intern(&mut self, dump: &Dump, address: u64, epoch: u32) -> LocationId {
-        let module = dump
-            .module_for(address, epoch)
-            .map(|m| self.intern_module(m));
-        let file_address = match module {
-            Some(id) => address.wrapping_sub(self.modules[id].load_bias),
-            None => address,
-        };
+        // The file address uses this dump's load bias: the same library sits
+        // elsewhere in another process (ASLR), yet maps to the same location.
+        let found = dump.module_for(address, epoch);
+        let file_address = found.map_or(address, |m| address.wrapping_sub(m.load_bias));
+        let module = found.map(|m| self.intern_module(m));
         let next_id = self.locations.len();
         let id = *self
             .location_index

@@ -235,3 +235,37 @@ fn run(program: &str, args: &[&str]) {
         .expect(program);
     assert!(status.success(), "{program} {args:?} failed");
 }
+
+#[test]
+fn same_module_at_two_load_biases_shares_locations() {
+    let fixture = Fixture::new("aslr", &["-pie", "-fPIE"]);
+    let path = fixture.binary.display().to_string();
+    let (first, second) = (0x5555_5555_4000, 0x5600_0000_0000);
+    let base = dump(
+        &path,
+        0,
+        vec![module(&fixture.binary, first)],
+        vec![stack(fixture.leaf_stack(first), 1, 10)],
+    );
+    let new = dump(
+        &path,
+        0,
+        vec![module(&fixture.binary, second)],
+        vec![stack(fixture.leaf_stack(second), 2, 10)],
+    );
+    let mut table = LocationTable::default();
+    let base_stacks = table.intern_dump(&base);
+    let new_stacks = table.intern_dump(&new);
+    assert_eq!(
+        base_stacks, new_stacks,
+        "same file addresses, same locations"
+    );
+    table.symbolize(&SymbolizeOptions::default(), &mut |w| panic!("{w}"));
+    let profile = Profile::build(&new, &new_stacks, &table, BuildOptions::default());
+    let stacks = folded(&profile, &table, Metric::InuseSpace);
+    assert_eq!(
+        stacks.get("main;calls_leaf;leaf_alloc"),
+        Some(&20.0),
+        "{stacks:?}"
+    );
+}

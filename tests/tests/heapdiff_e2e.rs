@@ -479,8 +479,12 @@ fn go_tool_pprof_reads_totals() {
 }
 
 fn go_pprof_top(profile: &Path, home: &Path, index: &str) -> String {
-    let output = Command::new("go")
-        .args(["tool", "pprof", "-top", "-unit=B"])
+    let mut command = Command::new("go");
+    command.args(["tool", "pprof", "-top"]);
+    if index.ends_with("_space") {
+        command.arg("-unit=B");
+    }
+    let output = command
         .arg(format!("-sample_index={index}"))
         .arg(profile)
         .env("HOME", home)
