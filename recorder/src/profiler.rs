@@ -176,7 +176,7 @@ pub fn on_countdown_expired(pointer: *mut c_void, size: usize) {
     if state.guarded() {
         // The profiler's own allocation: keep the fast path fast until the
         // guard is lifted, without sampling.
-        rearm(state);
+        rearm(state, GUARDED_MIN_INTERVAL);
         return;
     }
     let errno = next_alloc::errno();
@@ -185,7 +185,7 @@ pub fn on_countdown_expired(pointer: *mut c_void, size: usize) {
         next_alloc::set_errno(errno);
         return;
     }
-    rearm(state);
+    rearm(state, 0);
     if ACTIVE.load(Relaxed) {
         record_sample(state, pointer, size as u64);
     }
@@ -205,13 +205,18 @@ fn first_interval_crossed(state: &'static ThreadState) -> bool {
     remaining <= 0
 }
 
-/// Draw a new countdown, keeping `bytes_allocated` unchanged.
-fn rearm(state: &ThreadState) {
+/// The smallest countdown given while the profiler itself allocates, so its
+/// own allocations do not each take the slow path.
+const GUARDED_MIN_INTERVAL: i64 = 4096;
+
+/// Draw a new countdown of at least `minimum` bytes, keeping
+/// `bytes_allocated` unchanged.
+fn rearm(state: &ThreadState, minimum: i64) {
     let mut rng = state.rng.load(Relaxed);
     if rng == 0 {
         rng = sampling::seed(state as *const ThreadState as usize, 0);
     }
-    let interval = sampling::draw_interval(&mut rng).max(if state.guarded() { 4096 } else { 0 });
+    let interval = sampling::draw_interval(&mut rng).max(minimum);
     state.rng.store(rng, Relaxed);
     let remaining = state.bytes_until_sample.load(Relaxed);
     let base = state.bytes_base.load(Relaxed);
