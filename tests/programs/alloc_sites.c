@@ -7,9 +7,12 @@
  * prints one line per site on stdout:
  *
  *   site <function> size=<bytes per object> alloc_objects=N alloc_bytes=B
- *        live_objects=L live_bytes=LB live_usable=U exact_alloc=0|1
+ *        live_objects=L live_bytes=LB exact_alloc=0|1
  *
- * (all on one line). `live_*` are the numbers at the moment the dump is
+ * (all on one line), and on stderr `usable <function> U`: the sum of
+ * malloc_usable_size over its live objects (not for alloc_site_in_atexit; on
+ * stderr because glibc's usable sizes depend on the heap layout, which a
+ * profiler changes). `live_*` are the numbers at the moment the dump is
  * written, i.e. after every atexit handler has run: alloc_site_atexit's
  * objects are freed by an atexit handler, alloc_site_in_atexit allocates
  * inside one. `exact_alloc=0` means the cumulative numbers depend on how a
@@ -212,7 +215,7 @@ int main(int argc, char **argv) {
         unsigned long live = 0, usable = 0;
         if (i == S_IN_ATEXIT) {
             /* allocated later, inside the atexit handler; none freed */
-            live = s->count; /* usable size unknown before it happens */
+            live = s->count; /* allocated later, in the atexit handler */
         } else if (!s->freed_at_exit && i != S_REALLOC_MOVED) {
             for (size_t j = 0; j < s->count; j++) {
                 if (s->ptrs[j]) {
@@ -222,15 +225,13 @@ int main(int argc, char **argv) {
             }
         }
         unsigned long alloc_objects = i == S_IN_ATEXIT ? s->count : s->alloc_objects;
-        char usable_text[32];
-        if (i == S_IN_ATEXIT)
-            snprintf(usable_text, sizeof usable_text, "unknown");
-        else
-            snprintf(usable_text, sizeof usable_text, "%lu", usable);
         printf("site %s size=%zu alloc_objects=%lu alloc_bytes=%lu live_objects=%lu live_bytes=%lu "
-               "live_usable=%s exact_alloc=%d\n",
+               "exact_alloc=%d\n",
                s->name, s->size, alloc_objects, alloc_objects * s->size, live, live * s->size,
-               usable_text, s->exact_alloc);
+               s->exact_alloc);
+        /* glibc's usable sizes depend on the heap layout, which a profiler
+         * changes: stderr, so stdout stays comparable. */
+        if (i != S_IN_ATEXIT) fprintf(stderr, "usable %s %lu\n", s->name, usable);
     }
     fflush(stdout);
     return 0;

@@ -1159,6 +1159,30 @@ pub fn parse_sites(stdout: &str) -> Vec<SiteReport> {
         .collect()
 }
 
+/// [`parse_sites`] of a run's stdout, with `live_usable` filled in from the
+/// `usable <function> <bytes>` lines alloc_sites.c prints on stderr (stderr
+/// because glibc's usable sizes depend on the heap layout, which the shim
+/// changes, so they cannot be part of the compared stdout).
+pub fn sites_with_usable(outcome: &Outcome) -> Vec<SiteReport> {
+    let mut usable: HashMap<String, u64> = HashMap::new();
+    for line in outcome.stderr.lines() {
+        let mut it = line.split_whitespace();
+        if it.next() != Some("usable") {
+            continue;
+        }
+        if let (Some(name), Some(Ok(n))) = (it.next(), it.next().map(str::parse::<u64>)) {
+            usable.insert(name.to_string(), n);
+        }
+    }
+    let mut sites = parse_sites(&outcome.stdout);
+    for site in &mut sites {
+        if let Some(n) = usable.get(&site.name) {
+            site.fields.insert("live_usable".to_string(), *n);
+        }
+    }
+    sites
+}
+
 /// Which numbers [`site_mismatches`] compares.
 #[derive(Clone, Copy, Debug)]
 pub struct SiteCheck {

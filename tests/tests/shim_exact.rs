@@ -139,7 +139,7 @@ fn module_map_matches_the_program() {
 #[test]
 fn usable_bytes_per_site_at_lg_prof_sample_0() {
     let (program, outcome) = run_sites(&BuildOptions::no_pie(), "lg_prof_sample:0");
-    let sites = parse_sites(&outcome.stdout);
+    let sites = sites_with_usable(&outcome);
     let (_, dump) = outcome.final_dump();
     let table = per_function(&dump, &Symbols::of(&program));
     let problems = site_mismatches(
@@ -284,7 +284,7 @@ fn totals_are_consistent_at_lg_prof_sample_0() {
 #[test]
 fn prof_exact_reports_the_live_heap() {
     let (_, outcome) = run_sites(&BuildOptions::no_pie(), "lg_prof_sample:0,prof_exact:true");
-    let sites = parse_sites(&outcome.stdout);
+    let sites = sites_with_usable(&outcome);
     let (_, dump) = outcome.final_dump();
     let exact = dump
         .totals

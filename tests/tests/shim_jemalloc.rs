@@ -57,7 +57,7 @@ fn c_program_on_jemalloc_exact_counts() {
     assert_jemalloc_loaded(&dump);
     let table = per_function(&dump, &Symbols::of(&program));
     let problems = site_mismatches(
-        &parse_sites(&profiled.stdout),
+        &sites_with_usable(&profiled),
         &table,
         SiteCheck {
             live: true,
