@@ -1,13 +1,16 @@
 //! Stack capture for sampled allocations.
 //!
-//! Owns the call into the unwinder and the removal of the shim's own frames.
-//! Uses libgcc's `_Unwind_Backtrace`, which on glibc ≥ 2.35 finds unwind
-//! tables through the lock-free `_dl_find_object` and does not allocate.
+//! Owns the choice of unwinder and the removal of the shim's own frames. The
+//! default is `heapsample-unwind` with one process-wide rule cache (a new
+//! thread starts warm, and 1,000 short-lived threads cost no memory of their
+//! own); `prof_unwind:libgcc` selects libgcc's `_Unwind_Backtrace`, which on
+//! glibc ≥ 2.35 also finds unwind tables through the lock-free
+//! `_dl_find_object` and does not allocate, but costs 2–10 µs per stack.
 //!
 //! Runs inside malloc's slow path: no allocation, no locks of ours.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 #[repr(C)]
 struct DlFindObject {
@@ -21,15 +24,22 @@ struct DlFindObject {
 
 unsafe extern "C" {
     fn _dl_find_object(address: *mut c_void, result: *mut DlFindObject) -> c_int;
-    fn _Unwind_Backtrace(
-        trace: extern "C" fn(*mut c_void, *mut c_void) -> c_int,
-        argument: *mut c_void,
-    ) -> c_int;
-    fn _Unwind_GetIP(context: *mut c_void) -> usize;
 }
 
-const URC_NO_REASON: c_int = 0;
-const URC_END_OF_STACK: c_int = 5;
+/// Rules cached for every thread of the process (256 KiB of zeroed .bss,
+/// touched as used).
+static RULES: heapsample_unwind::SharedRuleCache = heapsample_unwind::SharedRuleCache::new();
+static USE_LIBGCC: AtomicBool = AtomicBool::new(false);
+
+/// Use libgcc's unwinder instead of the cached one.
+pub fn use_libgcc(on: bool) {
+    USE_LIBGCC.store(on, Relaxed);
+}
+
+/// Forget cached unwind rules (around `dlclose`).
+pub fn invalidate() {
+    heapsample_unwind::invalidate_all_caches();
+}
 
 /// The address range of the object that contains the profiler's code.
 static OWN_START: AtomicUsize = AtomicUsize::new(0);
@@ -52,41 +62,29 @@ fn is_own(address: usize) -> bool {
     address >= OWN_START.load(Relaxed) && address < OWN_END.load(Relaxed)
 }
 
-struct Collector<'a> {
-    frames: &'a mut [u64],
-    len: usize,
-}
-
-extern "C" fn collect_frame(context: *mut c_void, argument: *mut c_void) -> c_int {
-    // SAFETY: `argument` is the Collector passed to _Unwind_Backtrace below,
-    // alive for the whole walk.
-    let collector = unsafe { &mut *argument.cast::<Collector>() };
-    // SAFETY: `context` is the unwinder's live frame context.
-    let address = unsafe { _Unwind_GetIP(context) };
-    if address == 0 {
-        return URC_END_OF_STACK;
-    }
-    if is_own(address) {
-        return URC_NO_REASON;
-    }
-    if collector.len == collector.frames.len() {
-        return URC_END_OF_STACK;
-    }
-    collector.frames[collector.len] = address as u64;
-    collector.len += 1;
-    URC_NO_REASON
-}
-
 /// Capture the calling thread's return addresses, innermost first, without
 /// the profiler's own frames. Returns how many were written to `frames`.
 #[inline(never)]
 pub fn capture(frames: &mut [u64]) -> usize {
-    let mut collector = Collector { frames, len: 0 };
-    // SAFETY: the callback only touches the collector we pass.
-    unsafe {
-        _Unwind_Backtrace(collect_frame, (&mut collector as *mut Collector).cast());
+    let captured = if USE_LIBGCC.load(Relaxed) {
+        heapsample_unwind::capture_libgcc(frames)
+    } else {
+        heapsample_unwind::capture_shared(&RULES, frames)
+    };
+    drop_own_frames(&mut frames[..captured])
+}
+
+/// Remove the frames that lie in the profiler's own object, in place.
+fn drop_own_frames(frames: &mut [u64]) -> usize {
+    let mut kept = 0;
+    for index in 0..frames.len() {
+        let address = frames[index];
+        if !is_own(address as usize) {
+            frames[kept] = address;
+            kept += 1;
+        }
     }
-    collector.len
+    kept
 }
 
 /// Start and end of the object containing `address`, lock-free.

@@ -36,6 +36,17 @@ pub struct Config {
     pub prof_gdump_step: GdumpStep,
     /// Signal that triggers a dump (0: none).
     pub prof_signal: i32,
+    /// Which unwinder captures stacks.
+    pub prof_unwind: Unwinder,
+}
+
+/// The stack unwinder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unwinder {
+    /// Cached CFI rules (`heapsample-unwind`), falling back to libgcc.
+    Fast,
+    /// libgcc's `_Unwind_Backtrace` for every stack.
+    Libgcc,
 }
 
 /// How far the live heap must grow past the last high-water dump.
@@ -81,6 +92,7 @@ impl Default for Config {
             prof_gdump: false,
             prof_gdump_step: DEFAULT_GDUMP_STEP,
             prof_signal: 0,
+            prof_unwind: Unwinder::Fast,
         }
     }
 }
@@ -98,7 +110,7 @@ impl Config {
             out,
             "prof:{},prof_active:{},lg_prof_sample:{},prof_accum:{},prof_final:{},prof_leak:{},\
              prof_prefix:{},prof_bt_max:{},prof_exact:{},lg_prof_interval:{},prof_gdump:{},\
-             prof_gdump_step:{},prof_signal:{}",
+             prof_gdump_step:{},prof_signal:{},prof_unwind:{}",
             self.prof,
             self.prof_active,
             self.lg_prof_sample,
@@ -112,6 +124,10 @@ impl Config {
             self.prof_gdump,
             describe_step(self.prof_gdump_step),
             signal_name(self.prof_signal),
+            match self.prof_unwind {
+                Unwinder::Fast => "fast",
+                Unwinder::Libgcc => "libgcc",
+            },
         );
         out
     }
@@ -164,6 +180,17 @@ fn apply(config: &mut Config, key: &str, value: &str) -> Result<(), String> {
         "prof_prefix" => config.prof_prefix = value.to_string(),
         "prof_gdump_step" => config.prof_gdump_step = parse_step(value)?,
         "prof_signal" => config.prof_signal = parse_signal(value)?,
+        "prof_unwind" => {
+            config.prof_unwind = match value {
+                "fast" => Unwinder::Fast,
+                "libgcc" => Unwinder::Libgcc,
+                _ => {
+                    return Err(format!(
+                        "prof_unwind:{value} is not fast or libgcc; using fast"
+                    ));
+                }
+            }
+        }
         _ => return Err(format!("unknown key \"{key}\" ignored")),
     }
     Ok(())

@@ -256,9 +256,7 @@ unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut
     ThreadState::bump(&state.frees, 1);
     ThreadState::bump_signed(&state.live_usable_delta, -(old_usable as i64));
     if let Some((sample, usable)) = sampled {
-        if let Some(entry) = crate::stack_table::STACKS.entry(sample.stack_id) {
-            entry.release_sample(sample.size, usable);
-        }
+        profiler::release(sample, usable);
     }
     after_alloc(result, size);
     result

@@ -17,12 +17,17 @@
 //! - [`live_table`]: lock-free table of live sampled addresses.
 //! - [`modules`]: loaded objects and their epochs across dlclose.
 //! - [`writer`]: dump assembly, file names, atomic writes.
+//! - [`triggers`]: interval, high-water and signal dump triggers.
+//! - [`dumper`]: the background thread that writes triggered dumps.
+//! - [`api`]: `heapsample_dump`, `heapsample_set_active`, `heapsample_reset`.
 //! - [`config`]: PROF_CONF parsing.
 //! - [`warn`]: one-line `<heapsample>:` messages.
 //! - [`spin_lock`], [`sys`]: small building blocks.
 
+pub mod api;
 pub mod backtrace;
 pub mod config;
+pub mod dumper;
 pub mod hooks;
 pub mod live_table;
 pub mod modules;
@@ -34,6 +39,7 @@ pub mod stack_table;
 pub mod sys;
 pub mod threads;
 pub mod tls;
+pub mod triggers;
 pub mod warn;
 pub mod writer;
 

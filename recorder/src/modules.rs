@@ -110,10 +110,14 @@ pub fn refresh() {
 pub fn before_dlclose() {
     refresh();
     EPOCH.fetch_add(1, Relaxed);
+    crate::backtrace::invalidate();
 }
 
 /// Call after the real `dlclose`: closes the epochs of unloaded objects.
 pub fn after_dlclose() {
+    // A capture racing with the unload may have cached rules for the
+    // object's old addresses.
+    crate::backtrace::invalidate();
     refresh();
 }
 

@@ -19,7 +19,7 @@ use crate::live_table::{LIVE, LiveSample, MAX_STACK_ID};
 use crate::stack_table::STACKS;
 use crate::tls::{self, ThreadState};
 use crate::warn::Kind;
-use crate::{backtrace, modules, next_alloc, sampling, threads, writer};
+use crate::{backtrace, dumper, modules, next_alloc, sampling, threads, triggers, writer};
 
 /// Not started yet: the next hook call starts the profiler.
 pub const MODE_UNINIT: u8 = 0;
@@ -118,6 +118,7 @@ fn configure() -> u8 {
     }
     sampling::set_lg_period(config.lg_prof_sample);
     EXACT.store(config.prof_exact, Relaxed);
+    triggers::configure(config);
     ACTIVE.store(config.prof_active, Relaxed);
     let (live_bits, stack_bits) = table_sizes(config.lg_prof_sample);
     if !LIVE.init(live_bits) || !STACKS.init(stack_bits) {
@@ -128,6 +129,7 @@ fn configure() -> u8 {
         return MODE_PASS_THROUGH;
     }
     backtrace::init();
+    backtrace::use_libgcc(config.prof_unwind == config::Unwinder::Libgcc);
     threads::create_exit_key();
     MODE_PROFILING
 }
@@ -162,6 +164,7 @@ pub fn on_library_load() {
         }
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
     }
+    triggers::install_signal_handler();
 }
 
 // ---- the sample event: malloc's slow path ----
@@ -188,6 +191,11 @@ pub fn on_countdown_expired(pointer: *mut c_void, size: usize) {
     rearm(state, 0);
     if ACTIVE.load(Relaxed) {
         record_sample(state, pointer, size as u64);
+    }
+    let ext = state.ext.load(Relaxed);
+    if !ext.is_null() {
+        // SAFETY: the thread's own cold block, used by this thread only.
+        triggers::after_sample_event(state, unsafe { &mut *ext });
     }
     next_alloc::set_errno(errno);
 }
@@ -258,6 +266,7 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
             return drop_sample("the live-sample table is full");
         }
     }
+    triggers::on_live_sample(size, 1);
     SAMPLES_TAKEN.fetch_add(1, Relaxed);
 }
 
@@ -266,10 +275,12 @@ fn drop_sample(why: &str) {
     crate::warn!(Kind::TableFull, "{why}; some allocations are not sampled");
 }
 
-fn release(sample: LiveSample, usable: u64) {
+/// A live sample's object was freed (or its entry replaced).
+pub fn release(sample: LiveSample, usable: u64) {
     if let Some(entry) = STACKS.entry(sample.stack_id) {
         entry.release_sample(sample.size, usable);
     }
+    triggers::on_live_sample(sample.size, -1);
 }
 
 /// `pointer`, about to be freed, may be a live sample: forget it.
@@ -360,5 +371,6 @@ extern "C" fn fork_child() {
         modules::unlock_after_fork();
         writer::unlock_after_fork(true);
     }
+    dumper::reset_in_child();
     tls::current().set_flag(tls::FLAG_GUARD, false);
 }

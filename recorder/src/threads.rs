@@ -23,6 +23,10 @@ use crate::tls::{self, ThreadState};
 pub struct ThreadExt {
     /// Where a stack is captured before it is interned.
     pub frames: [u64; MAX_BT_MAX as usize],
+    /// `bytes_allocated` already handed to the interval trigger.
+    pub bytes_fed: u64,
+    /// `live_usable_delta` already handed to the high-water trigger.
+    pub live_usable_fed: i64,
 }
 
 /// Counters of threads that have exited (or of a fork parent's threads).
@@ -91,11 +95,15 @@ pub fn setup_current(state: &'static ThreadState) {
         registry.infos.push(info);
         registry.spare.pop()
     };
-    let ext = ext.unwrap_or_else(|| {
+    let mut ext = ext.unwrap_or_else(|| {
         Box::new(ThreadExt {
             frames: [0; MAX_BT_MAX as usize],
+            bytes_fed: 0,
+            live_usable_fed: 0,
         })
     });
+    ext.bytes_fed = 0;
+    ext.live_usable_fed = 0;
     state.ext.store(Box::into_raw(ext), Relaxed);
     arm_exit_flush(1);
 }

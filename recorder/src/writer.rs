@@ -60,7 +60,13 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
     let _serial = DUMP_LOCK.lock();
     let config = profiler::config();
     let seq = SEQUENCE.fetch_add(1, Relaxed);
-    let trigger_seq = TRIGGER_SEQUENCE[trigger_index(trigger)].fetch_add(1, Relaxed);
+    // As in jemalloc, a dump to an explicit path does not use up a number of
+    // the automatic names.
+    let trigger_counter = &TRIGGER_SEQUENCE[trigger_index(trigger)];
+    let trigger_seq = match path {
+        Some(_) => trigger_counter.load(Relaxed),
+        None => trigger_counter.fetch_add(1, Relaxed),
+    };
     let pid = std::process::id();
     let target = match path {
         Some(explicit) => explicit.to_string(),

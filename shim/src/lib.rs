@@ -5,12 +5,14 @@
 //! - `cxx.rs`: C++ `operator new`/`delete`, forwarded to the next definition
 //!   and counted only when that definition does not itself call `malloc`.
 //! - `dl.rs`: `dlclose`, so stacks in unloaded libraries still symbolize.
+//! - `api.rs`: `heapsample_dump`, `heapsample_set_active`, `heapsample_reset`.
 //! - `allocator.rs`: the Rust global allocator of the shim's own code, which
 //!   goes straight to the next allocator and is never sampled.
 //!
 //! The constructor starts the profiler and registers the exit dump.
 
 mod allocator;
+mod api;
 mod cxx;
 mod dl;
 mod interpose;

@@ -1,0 +1,161 @@
+//! When to dump while the program runs: every 2^`lg_prof_interval` bytes
+//! allocated, at new high-water marks of the live heap, and on a signal.
+//!
+//! Owns the process-wide accumulators behind those triggers. They are fed
+//! only at sample events (each thread hands over the bytes it allocated since
+//! its previous event, as jemalloc does), so the malloc fast path writes no
+//! shared cache line; a trigger is therefore late by at most about one
+//! sampling period per thread. A trigger only queues a request for the
+//! dumper thread: the allocation that crossed a boundary never writes the
+//! file itself.
+
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering::Relaxed};
+
+use heapsample_format::Trigger;
+
+use crate::config::{Config, GdumpStep};
+use crate::spin_lock::SpinLock;
+use crate::threads::ThreadExt;
+use crate::tls::ThreadState;
+use crate::warn::Kind;
+use crate::{dumper, sampling};
+
+/// Bytes between interval dumps; 0 when off.
+static INTERVAL: AtomicU64 = AtomicU64::new(0);
+/// Bytes allocated process-wide, as fed at sample events.
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+
+static HIGH_WATER_ON: AtomicBool = AtomicBool::new(false);
+static EXACT_LIVE: AtomicBool = AtomicBool::new(false);
+/// The live heap at which the next high-water dump is due.
+static NEXT_HIGH_WATER: AtomicU64 = AtomicU64::new(0);
+static STEP: SpinLock<GdumpStep> = SpinLock::new(crate::config::DEFAULT_GDUMP_STEP);
+
+/// Sampled estimate of the live heap in requested bytes (each live sample
+/// weighs the inverse of its probability of having been sampled).
+static LIVE_ESTIMATE: AtomicI64 = AtomicI64::new(0);
+/// Exact live heap in usable bytes as fed at sample events (`prof_exact`).
+static LIVE_EXACT_FED: AtomicI64 = AtomicI64::new(0);
+
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// Set the triggers up from the configuration (at start-up).
+pub fn configure(config: &Config) {
+    if config.lg_prof_interval >= 0 {
+        INTERVAL.store(1u64 << config.lg_prof_interval, Relaxed);
+    }
+    HIGH_WATER_ON.store(config.prof_gdump, Relaxed);
+    EXACT_LIVE.store(config.prof_exact, Relaxed);
+    *STEP.lock() = config.prof_gdump_step;
+    NEXT_HIGH_WATER.store(config.prof_gdump_step.step_over(0), Relaxed);
+    SIGNAL.store(config.prof_signal, Relaxed);
+}
+
+/// The expected bytes a sampled object of `size` bytes stands for.
+pub fn sample_weight(size: u64) -> i64 {
+    let period = sampling::period();
+    if period <= 1 || size == 0 {
+        return size as i64;
+    }
+    let probability = -(-(size as f64) / period as f64).exp_m1();
+    (size as f64 / probability) as i64
+}
+
+/// A sample of `size` bytes was recorded (`+1`) or its object freed (`-1`).
+pub fn on_live_sample(size: u64, sign: i64) {
+    LIVE_ESTIMATE.fetch_add(sign * sample_weight(size), Relaxed);
+}
+
+/// The live heap the high-water trigger watches.
+pub fn live_heap() -> u64 {
+    let live = if EXACT_LIVE.load(Relaxed) {
+        LIVE_EXACT_FED.load(Relaxed)
+    } else {
+        LIVE_ESTIMATE.load(Relaxed)
+    };
+    live.max(0) as u64
+}
+
+/// Called at each sample event of a thread (after its countdown was
+/// redrawn): hand over what the thread allocated since its last event and
+/// check the triggers.
+pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
+    let allocated = state.bytes_allocated();
+    let new_bytes = allocated.wrapping_sub(ext.bytes_fed);
+    ext.bytes_fed = allocated;
+    let interval = INTERVAL.load(Relaxed);
+    if interval != 0 {
+        let before = ALLOCATED.fetch_add(new_bytes, Relaxed);
+        if (before + new_bytes) / interval != before / interval {
+            dumper::request_and_start(Trigger::Interval);
+        }
+    }
+    if HIGH_WATER_ON.load(Relaxed) {
+        if EXACT_LIVE.load(Relaxed) {
+            let live = state.live_usable_delta.load(Relaxed);
+            LIVE_EXACT_FED.fetch_add(live.wrapping_sub(ext.live_usable_fed), Relaxed);
+            ext.live_usable_fed = live;
+        }
+        check_high_water();
+    }
+}
+
+fn check_high_water() {
+    let live = live_heap();
+    let due = NEXT_HIGH_WATER.load(Relaxed);
+    if live < due {
+        return;
+    }
+    let step = *STEP.lock();
+    let next = live.saturating_add(step.step_over(live));
+    if NEXT_HIGH_WATER
+        .compare_exchange(due, next, Relaxed, Relaxed)
+        .is_ok()
+    {
+        dumper::request_and_start(Trigger::HighWater);
+    }
+}
+
+/// Forget the sampled live-heap estimate (with the samples, on reset).
+pub fn reset_estimate() {
+    LIVE_ESTIMATE.store(0, Relaxed);
+}
+
+extern "C" fn on_signal(_signal: libc::c_int) {
+    // Async-signal-safe: a counter and sem_post; errno is preserved.
+    // SAFETY: __errno_location is async-signal-safe.
+    let errno = unsafe { *libc::__errno_location() };
+    dumper::request(Trigger::Signal);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// Install the dump signal's handler if the signal still has its default
+/// disposition (called from the constructor); otherwise warn once.
+pub fn install_signal_handler() {
+    let signal = SIGNAL.load(Relaxed);
+    if signal == 0 {
+        return;
+    }
+    // SAFETY: querying and setting a disposition with valid structures.
+    unsafe {
+        let mut current: libc::sigaction = core::mem::zeroed();
+        if libc::sigaction(signal, core::ptr::null(), &mut current) != 0 {
+            return;
+        }
+        if current.sa_sigaction != libc::SIG_DFL {
+            crate::warn!(
+                Kind::Signal,
+                "prof_signal: signal {} already has a handler; signal dumps are off",
+                crate::config::signal_name(signal)
+            );
+            return;
+        }
+        let mut action: libc::sigaction = core::mem::zeroed();
+        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(signal, &action, core::ptr::null_mut());
+    }
+    dumper::ensure_started();
+}

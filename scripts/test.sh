@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The project's test command (README, CI). Installs what the tests need
+# beyond gcc/g++/python3 (idempotently), builds everything in release mode,
+# runs every test, checks formatting and lints, and runs the benchmark
+# harness once in smoke mode so it never rots.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+need=()
+dpkg -s libjemalloc2 >/dev/null 2>&1 || need+=(libjemalloc2)
+command -v go >/dev/null 2>&1 || need+=(golang-go)
+command -v heaptrack >/dev/null 2>&1 || need+=(heaptrack)
+command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "== installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+echo "== build"
+cargo build --release --workspace --all-targets
+echo "== tests"
+HEAPSAMPLE_REQUIRE_GO=1 cargo test --release --workspace
+echo "== fmt and clippy"
+cargo fmt --all -- --check
+cargo clippy --release --workspace --all-targets -- -D warnings
+echo "== benchmark smoke run"
+python3 bench/run.py --smoke
