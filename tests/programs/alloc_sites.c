@@ -227,7 +227,8 @@ int main(int argc, char **argv) {
         unsigned long alloc_objects = i == S_IN_ATEXIT ? s->count : s->alloc_objects;
         printf("site %s size=%zu alloc_objects=%lu alloc_bytes=%lu live_objects=%lu live_bytes=%lu "
                "exact_alloc=%d\n",
-               s->name, s->size, alloc_objects, alloc_objects * s->size, live, live * s->size,
+               s->name, s->size, alloc_objects, i == S_IN_ATEXIT ? alloc_objects * s->size : s->alloc_bytes,
+               live, live * s->size,
                s->exact_alloc);
         /* glibc's usable sizes depend on the heap layout, which a profiler
          * changes: stderr, so stdout stays comparable. */

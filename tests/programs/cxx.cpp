@@ -150,6 +150,11 @@ int main() {
     cxx_site_new_deleted();
     unsigned long sum = exceptions();
     sum += containers();
+    // Read what the sites keep, so the compiler cannot drop the allocations.
+    for (Obj *o : keep_new) sum += static_cast<unsigned long>(o->a[0]);
+    for (char *c : keep_array) sum += c ? static_cast<unsigned char>(c[5]) : 1;
+    for (Aligned *a : keep_aligned) sum += static_cast<unsigned char>(a->x[3]);
+    for (Obj *o : keep_nothrow) sum += static_cast<unsigned long>(o->a[2]);
     std::printf("checksum=%lu\n", sum);
     std::printf("site cxx_site_new size=%zu alloc_objects=300 alloc_bytes=%zu live_objects=300 "
                 "live_bytes=%zu live_usable=unknown exact_alloc=1\n",

@@ -107,6 +107,9 @@ int main(int argc, char **argv) {
     pthread_t th;
     if (pthread_create(&th, NULL, churn, NULL) != 0) return 2;
     parent_site();
+    unsigned long kept = 0;
+    for (int i = 0; i < 100; i++) kept += ((unsigned char *)parent_keep[i])[i];
+    printf("parent_site: kept=%lu\n", kept);
     printf("site parent_site size=128 alloc_objects=100 alloc_bytes=12800 live_objects=100 "
            "live_bytes=12800 live_usable=unknown exact_alloc=1\n");
     printf("site child_site size=256 alloc_objects=0 alloc_bytes=0 live_objects=0 live_bytes=0 "
@@ -119,6 +122,7 @@ int main(int argc, char **argv) {
         if (pid < 0) return 2;
         if (pid == 0) {
             unsigned long sum = child_site(round);
+            for (int i = 1; i < 200; i += 2) sum += ((unsigned char *)child_keep[i])[3];
             printf("fork-child %d: sum=%lu\n", round, sum);
             printf("child-site size=256 alloc_objects=200 alloc_bytes=51200 live_objects=100 "
                    "live_bytes=25600\n");
