@@ -64,7 +64,8 @@ impl GdumpStep {
         match self {
             GdumpStep::Bytes(bytes) => bytes.max(1),
             GdumpStep::Percent { percent, floor } => {
-                (previous_high / 100 * u64::from(percent)).max(floor).max(1)
+                let share = u128::from(previous_high) * u128::from(percent) / 100;
+                (share.min(u128::from(u64::MAX)) as u64).max(floor).max(1)
             }
         }
     }
@@ -323,6 +324,7 @@ mod tests {
     fn gdump_steps() {
         assert_eq!(DEFAULT_GDUMP_STEP.step_over(0), 64 << 20);
         assert_eq!(DEFAULT_GDUMP_STEP.step_over(10 << 30), 1 << 30);
+        assert_eq!(DEFAULT_GDUMP_STEP.step_over(u64::MAX), u64::MAX / 10);
         assert_eq!(
             parse_step("25%"),
             Ok(GdumpStep::Percent {

@@ -411,17 +411,60 @@ pub unsafe fn malloc_usable_size(pointer: *mut c_void) -> usize {
     unsafe { next_alloc::usable_size(pointer) }
 }
 
-/// Count an allocation made by an allocator's own `operator new` (one that
-/// does not go through `malloc`).
-pub fn count_external_alloc(pointer: *mut c_void, size: usize) {
-    if profiling() {
+/// What the calling thread had counted before forwarding to an allocator's
+/// own `operator new`/`delete`, to tell afterwards whether that operator
+/// called back into the interposed malloc family (jemalloc's aligned `new`
+/// calls `aligned_alloc` through its PLT) and was therefore counted already.
+pub struct ExternalCall {
+    allocations: u64,
+    frees: u64,
+    usable: i64,
+}
+
+/// Note the thread's counters before forwarding to an external operator.
+pub fn external_call_begin() -> ExternalCall {
+    let state = tls::current();
+    ExternalCall {
+        allocations: state.allocations.load(Relaxed),
+        frees: state.frees.load(Relaxed),
+        usable: 0,
+    }
+}
+
+/// After an allocator's own `operator new` returned `pointer`: count it
+/// unless a nested malloc-family call already did.
+pub fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, size: usize) {
+    if profiling() && tls::current().allocations.load(Relaxed) == call.allocations {
         after_alloc(pointer, size);
     }
 }
 
-/// Count a release made by an allocator's own `operator delete`, before it.
-pub fn count_external_free(pointer: *mut c_void) {
-    if !pointer.is_null() && profiling() {
-        before_free(pointer);
+/// Before an allocator's own `operator delete` releases `pointer`: count the
+/// release and forget a live sample (it must happen before the memory is
+/// released). Pair with [`external_free_end`].
+pub fn external_free_begin(pointer: *mut c_void) -> Option<ExternalCall> {
+    if pointer.is_null() || !profiling() {
+        return None;
+    }
+    let usable = if EXACT.load(Relaxed) {
+        // SAFETY: still allocated: the real delete comes after.
+        unsafe { next_alloc::usable_size(pointer) as i64 }
+    } else {
+        0
+    };
+    before_free(pointer);
+    let mut call = external_call_begin();
+    call.usable = usable;
+    Some(call)
+}
+
+/// After the operator returned: if it called the interposed `free` itself,
+/// that call counted the release again; undo our count.
+pub fn external_free_end(call: Option<ExternalCall>) {
+    let Some(call) = call else { return };
+    let state = tls::current();
+    if state.frees.load(Relaxed) != call.frees {
+        ThreadState::bump(&state.frees, u64::MAX); // -1
+        ThreadState::bump_signed(&state.live_usable_delta, call.usable);
     }
 }

@@ -265,7 +265,8 @@ mod tests {
             .map(|t| {
                 std::thread::spawn(move || {
                     for round in 0..50 {
-                        let base = (t as usize) << 32 | round << 20;
+                        // Real addresses are never 0 (the empty marker) or 1 (a tombstone).
+                        let base = (t as usize + 1) << 32 | round << 20;
                         for i in 0..1000usize {
                             let sample = LiveSample {
                                 stack_id: t,

@@ -2,9 +2,12 @@
 //!
 //! With libstdc++'s definitions these reach the shim through `malloc` and
 //! `free` anyway, so the exports here only forward. jemalloc and tcmalloc
-//! define their own operators, which never call `malloc`; when the next
-//! definition lives in the same object as the next `malloc`, the export
-//! counts the allocation itself. Either way each allocation is counted once.
+//! define their own operators, which mostly do not call `malloc`; when the
+//! next definition lives in the same object as the next `malloc`, the export
+//! counts the allocation itself, unless the operator called back into the
+//! interposed malloc family (jemalloc's aligned `new` calls `aligned_alloc`
+//! through its PLT), which counted it already. Each allocation is counted
+//! once.
 //!
 //! The exports use the "C-unwind" ABI: a throwing `operator new` unwinds
 //! through them to the program's handler.
@@ -98,11 +101,14 @@ macro_rules! operator_new {
             let real = unsafe {
                 core::mem::transmute::<*mut c_void, unsafe extern "C-unwind" fn(usize $(, $ty)*) -> *mut c_void>(address)
             };
+            if !count_here {
+                // SAFETY: forwarding the caller's arguments.
+                return unsafe { real(size $(, $arg)*) };
+            }
+            let call = hooks::external_call_begin();
             // SAFETY: forwarding the caller's arguments.
             let pointer = unsafe { real(size $(, $arg)*) };
-            if count_here {
-                hooks::count_external_alloc(pointer, size);
-            }
+            hooks::count_external_alloc(call, pointer, size);
             pointer
         }
     };
@@ -119,15 +125,18 @@ macro_rules! operator_delete {
                 // SAFETY: memory from the fallback of operator new (malloc).
                 return unsafe { hooks::free(pointer) };
             };
-            if count_here {
-                hooks::count_external_free(pointer);
-            }
             // SAFETY: the next definition of this operator has this signature.
             let real = unsafe {
                 core::mem::transmute::<*mut c_void, unsafe extern "C-unwind" fn(*mut c_void $(, $ty)*)>(address)
             };
+            if !count_here {
+                // SAFETY: forwarding the caller's arguments.
+                return unsafe { real(pointer $(, $arg)*) };
+            }
+            let call = hooks::external_free_begin(pointer);
             // SAFETY: forwarding the caller's arguments.
-            unsafe { real(pointer $(, $arg)*) }
+            unsafe { real(pointer $(, $arg)*) };
+            hooks::external_free_end(call);
         }
     };
 }
