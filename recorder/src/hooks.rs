@@ -22,8 +22,11 @@ use crate::profiler::{self, EXACT, MODE, MODE_PASS_THROUGH, MODE_PROFILING, MODE
 use crate::tls::{self, ThreadState};
 
 /// Count an allocation of `size` requested bytes that returned `pointer`.
+///
+/// # Safety
+/// `pointer` is null or a live allocation of the next allocator.
 #[inline(always)]
-pub fn after_alloc(pointer: *mut c_void, size: usize) {
+pub unsafe fn after_alloc(pointer: *mut c_void, size: usize) {
     if pointer.is_null() {
         return;
     }
@@ -40,13 +43,17 @@ pub fn after_alloc(pointer: *mut c_void, size: usize) {
         .wrapping_sub(size as i64);
     state.bytes_until_sample.store(remaining, Relaxed);
     if remaining <= 0 {
-        profiler::on_countdown_expired(pointer, size);
+        // SAFETY: forwarded from our caller's contract.
+        unsafe { profiler::on_countdown_expired(pointer, size) };
     }
 }
 
 /// Count the release of `pointer` (non-null), before the real free.
+///
+/// # Safety
+/// `pointer` is a live allocation of the next allocator.
 #[inline(always)]
-pub fn before_free(pointer: *mut c_void) {
+pub unsafe fn before_free(pointer: *mut c_void) {
     let state = tls::current();
     ThreadState::bump(&state.frees, 1);
     if EXACT.load(Relaxed) {
@@ -55,7 +62,8 @@ pub fn before_free(pointer: *mut c_void) {
         ThreadState::bump_signed(&state.live_usable_delta, -(usable as i64));
     }
     if LIVE.may_contain(pointer as usize) {
-        profiler::on_sampled_free(pointer);
+        // SAFETY: forwarded from our caller's contract.
+        unsafe { profiler::on_sampled_free(pointer) };
     }
 }
 
@@ -85,7 +93,8 @@ pub unsafe fn malloc(size: usize) -> *mut c_void {
 unsafe extern "C" fn malloc_profiled(size: usize) -> *mut c_void {
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::malloc(size) };
-    after_alloc(pointer, size);
+    // SAFETY: returned by the next allocator just now.
+    unsafe { after_alloc(pointer, size) };
     pointer
 }
 
@@ -121,7 +130,8 @@ pub unsafe fn free(pointer: *mut c_void) {
 #[inline(never)]
 unsafe extern "C" fn free_profiled(pointer: *mut c_void) {
     if !pointer.is_null() {
-        before_free(pointer);
+        // SAFETY: a live allocation, released right after.
+        unsafe { before_free(pointer) };
     }
     // SAFETY: a pointer of the next allocator, released once.
     unsafe { next_alloc::free(pointer) }
@@ -162,7 +172,8 @@ pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
 unsafe extern "C" fn calloc_profiled(count: usize, size: usize) -> *mut c_void {
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::calloc(count, size) };
-    after_alloc(pointer, count.wrapping_mul(size));
+    // SAFETY: returned by the next allocator just now.
+    unsafe { after_alloc(pointer, count.wrapping_mul(size)) };
     pointer
 }
 
@@ -227,7 +238,8 @@ unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut
     if pointer.is_null() {
         // SAFETY: realloc(NULL, n) as the allocator defines it.
         let result = unsafe { next_alloc::realloc(pointer, size) };
-        after_alloc(result, size);
+        // SAFETY: returned by the next allocator just now.
+        unsafe { after_alloc(result, size) };
         return result;
     }
     let old_usable = if EXACT.load(Relaxed) {
@@ -258,7 +270,8 @@ unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut
     if let Some((sample, usable)) = sampled {
         profiler::release(sample, usable);
     }
-    after_alloc(result, size);
+    // SAFETY: returned by the next allocator just now.
+    unsafe { after_alloc(result, size) };
     result
 }
 
@@ -326,7 +339,8 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usiz
     let result = unsafe { next_alloc::posix_memalign(out, alignment, size) };
     if result == 0 && profiling() {
         // SAFETY: written by a successful posix_memalign.
-        after_alloc(unsafe { *out }, size);
+        // SAFETY: returned by the next allocator just now.
+        unsafe { after_alloc(*out, size) };
     }
     result
 }
@@ -342,7 +356,8 @@ pub unsafe fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
     // SAFETY: the C contract, forwarded.
     let pointer = unsafe { next_alloc::aligned_alloc(alignment, size) };
     if profiling() {
-        after_alloc(pointer, size);
+        // SAFETY: returned by the next allocator just now.
+        unsafe { after_alloc(pointer, size) };
     }
     pointer
 }
@@ -358,7 +373,8 @@ pub unsafe fn memalign(alignment: usize, size: usize) -> *mut c_void {
     // SAFETY: the C contract, forwarded.
     let pointer = unsafe { next_alloc::memalign(alignment, size) };
     if profiling() {
-        after_alloc(pointer, size);
+        // SAFETY: returned by the next allocator just now.
+        unsafe { after_alloc(pointer, size) };
     }
     pointer
 }
@@ -433,16 +449,23 @@ pub fn external_call_begin() -> ExternalCall {
 
 /// After an allocator's own `operator new` returned `pointer`: count it
 /// unless a nested malloc-family call already did.
-pub fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, size: usize) {
+///
+/// # Safety
+/// `pointer` is null or a live allocation of the next allocator.
+pub unsafe fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, size: usize) {
     if profiling() && tls::current().allocations.load(Relaxed) == call.allocations {
-        after_alloc(pointer, size);
+        // SAFETY: returned by the next allocator just now.
+        unsafe { after_alloc(pointer, size) };
     }
 }
 
 /// Before an allocator's own `operator delete` releases `pointer`: count the
 /// release and forget a live sample (it must happen before the memory is
 /// released). Pair with [`external_free_end`].
-pub fn external_free_begin(pointer: *mut c_void) -> Option<ExternalCall> {
+///
+/// # Safety
+/// `pointer` is null or a live allocation of the next allocator.
+pub unsafe fn external_free_begin(pointer: *mut c_void) -> Option<ExternalCall> {
     if pointer.is_null() || !profiling() {
         return None;
     }
@@ -452,7 +475,8 @@ pub fn external_free_begin(pointer: *mut c_void) -> Option<ExternalCall> {
     } else {
         0
     };
-    before_free(pointer);
+    // SAFETY: a live allocation, released right after.
+    unsafe { before_free(pointer) };
     let mut call = external_call_begin();
     call.usable = usable;
     Some(call)

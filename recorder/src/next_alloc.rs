@@ -127,6 +127,9 @@ fn resolve_all() {
 // (malloc, free, calloc, realloc) exist in every C library.
 
 /// The next `malloc`.
+///
+/// # Safety
+/// The C contract of the function; the next allocator must be resolved.
 #[inline(always)]
 pub unsafe fn malloc(size: usize) -> *mut c_void {
     // SAFETY: resolved to the next definition of `malloc`, same signature.
@@ -134,6 +137,9 @@ pub unsafe fn malloc(size: usize) -> *mut c_void {
 }
 
 /// The next `free`.
+///
+/// # Safety
+/// The C contract of the function; the next allocator must be resolved.
 #[inline(always)]
 pub unsafe fn free(pointer: *mut c_void) {
     // SAFETY: resolved to the next definition of `free`, same signature.
@@ -141,6 +147,9 @@ pub unsafe fn free(pointer: *mut c_void) {
 }
 
 /// The next `calloc`.
+///
+/// # Safety
+/// The C contract of the function; the next allocator must be resolved.
 #[inline(always)]
 pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
     // SAFETY: resolved to the next definition of `calloc`, same signature.
@@ -148,6 +157,9 @@ pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
 }
 
 /// The next `realloc`.
+///
+/// # Safety
+/// The C contract of the function; the next allocator must be resolved.
 #[inline(always)]
 pub unsafe fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: resolved to the next definition of `realloc`, same signature.
@@ -155,6 +167,9 @@ pub unsafe fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
 }
 
 /// The next `memalign`, or `posix_memalign` where there is no `memalign`.
+///
+/// # Safety
+/// The C contract of the function; the next allocator must be resolved.
 pub unsafe fn memalign(alignment: usize, size: usize) -> *mut c_void {
     let address = NEXT.memalign.address();
     if !address.is_null() {
@@ -175,6 +190,9 @@ pub unsafe fn memalign(alignment: usize, size: usize) -> *mut c_void {
 }
 
 /// The next `posix_memalign`, or `memalign` where there is none.
+///
+/// # Safety
+/// The C contract of the function; the next allocator must be resolved.
 pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> c_int {
     let address = NEXT.posix_memalign.address();
     if !address.is_null() {
@@ -183,7 +201,7 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usiz
             core::mem::transmute::<*mut c_void, PosixMemalignFn>(address)(out, alignment, size)
         };
     }
-    if !alignment.is_power_of_two() || alignment % core::mem::size_of::<usize>() != 0 {
+    if !alignment.is_power_of_two() || !alignment.is_multiple_of(core::mem::size_of::<usize>()) {
         return libc::EINVAL;
     }
     // SAFETY: memalign's next definition exists when posix_memalign's does not
@@ -199,6 +217,9 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usiz
 }
 
 /// The next `aligned_alloc`, or `memalign` where there is none.
+///
+/// # Safety
+/// The C contract of the function; the next allocator must be resolved.
 pub unsafe fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
     let address = NEXT.aligned_alloc.address();
     if address.is_null() {
@@ -210,6 +231,9 @@ pub unsafe fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
 }
 
 /// The next `malloc_usable_size`, or 0 where the allocator has none.
+///
+/// # Safety
+/// The C contract of the function; the next allocator must be resolved.
 #[inline(always)]
 pub unsafe fn usable_size(pointer: *mut c_void) -> usize {
     let address = NEXT.malloc_usable_size.address();

@@ -172,9 +172,12 @@ pub fn on_library_load() {
 /// The countdown of `state` reached zero with the allocation `pointer` of
 /// `size` bytes: set the thread up if new, draw the next countdown, and
 /// record the sample.
+///
+/// # Safety
+/// `pointer` is a live allocation of the next allocator.
 #[cold]
 #[inline(never)]
-pub fn on_countdown_expired(pointer: *mut c_void, size: usize) {
+pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize) {
     let state = tls::current();
     if state.guarded() {
         // The profiler's own allocation: keep the fast path fast until the
@@ -284,9 +287,12 @@ pub fn release(sample: LiveSample, usable: u64) {
 }
 
 /// `pointer`, about to be freed, may be a live sample: forget it.
+///
+/// # Safety
+/// `pointer` is a live allocation of the next allocator.
 #[cold]
 #[inline(never)]
-pub fn on_sampled_free(pointer: *mut c_void) {
+pub unsafe fn on_sampled_free(pointer: *mut c_void) {
     let errno = next_alloc::errno();
     if let Some(sample) = LIVE.remove(pointer as usize) {
         // SAFETY: the pointer is still allocated (the real free comes after).

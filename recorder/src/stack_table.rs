@@ -158,10 +158,10 @@ impl StackTable {
             match slot.load(Ordering::Acquire) {
                 0 => return Err(position),
                 id_plus_one => {
-                    if let Some(entry) = self.entry(id_plus_one - 1) {
-                        if Self::matches(entry, hash, frames, thread, epoch) {
-                            return Ok(id_plus_one - 1);
-                        }
+                    if let Some(entry) = self.entry(id_plus_one - 1)
+                        && Self::matches(entry, hash, frames, thread, epoch)
+                    {
+                        return Ok(id_plus_one - 1);
                     }
                 }
             }

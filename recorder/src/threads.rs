@@ -49,7 +49,9 @@ struct Registry {
     live: Vec<&'static ThreadState>,
     /// Every thread ever set up.
     infos: Vec<ThreadInfo>,
-    /// Cold blocks of exited threads, ready for reuse.
+    /// Cold blocks of exited threads, ready for reuse. Boxed because each
+    /// travels to and from a thread as a raw pointer.
+    #[allow(clippy::vec_box)]
     spare: Vec<Box<ThreadExt>>,
 }
 

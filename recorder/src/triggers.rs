@@ -86,7 +86,8 @@ pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
     let interval = INTERVAL.load(Relaxed);
     if interval != 0 {
         let before = ALLOCATED.fetch_add(new_bytes, Relaxed);
-        if (before + new_bytes) / interval != before / interval {
+        let after = before.wrapping_add(new_bytes);
+        if after.checked_div(interval) != before.checked_div(interval) {
             dumper::request_and_start(Trigger::Interval);
         }
     }

@@ -108,7 +108,8 @@ macro_rules! operator_new {
             let call = hooks::external_call_begin();
             // SAFETY: forwarding the caller's arguments.
             let pointer = unsafe { real(size $(, $arg)*) };
-            hooks::count_external_alloc(call, pointer, size);
+            // SAFETY: just returned by the next operator new.
+            unsafe { hooks::count_external_alloc(call, pointer, size) };
             pointer
         }
     };
@@ -133,7 +134,8 @@ macro_rules! operator_delete {
                 // SAFETY: forwarding the caller's arguments.
                 return unsafe { real(pointer $(, $arg)*) };
             }
-            let call = hooks::external_free_begin(pointer);
+            // SAFETY: the caller's live pointer, released right after.
+            let call = unsafe { hooks::external_free_begin(pointer) };
             // SAFETY: forwarding the caller's arguments.
             unsafe { real(pointer $(, $arg)*) };
             hooks::external_free_end(call);
