@@ -176,7 +176,8 @@ static int limited(const char *set_limit_mb) {
     for (int s = 0; s < 256; s++)
         free(slots[s]);
     dump_fn dump = (dump_fn)dlsym(RTLD_DEFAULT, "heapsample_dump");
-    printf("refused %d bad_errno %d small_ok %ld dump %d\n", refused, bad, ok, dump ? dump(NULL) : -1);
+    printf("refused %d bad_errno %d small_ok %ld\n", refused, bad, ok);
+    fprintf(stderr, "dump %d\n", dump ? dump(NULL) : -1);
     return 0;
 }
 

@@ -27,7 +27,9 @@ pub fn compile_shared(source: &str) -> PathBuf {
         return out;
     }
     std::fs::create_dir_all(&dir).expect("create library dir");
-    let tmp = dir.join(format!(".lib{stem}.{}.tmp", std::process::id()));
+    static UNIQUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = UNIQUE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".lib{stem}.{}.{n}.tmp", std::process::id()));
     let output = Command::new("gcc")
         .args(["-shared", "-fPIC", "-O1", "-g", "-Wall", "-o"])
         .arg(&tmp)
