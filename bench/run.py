@@ -34,7 +34,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 OUT = BENCH / "out"
 BIN = OUT / "bin"
-SHIM = ROOT / "target" / "release" / "libheapsample.so"
+BUILT_SHIM = ROOT / "target" / "release" / "libheapsample.so"
+SHIM = BIN / "libheapsample.so"  # snapshot of BUILT_SHIM taken at start-up
 JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 PRELOAD_VARS = ("LD_PRELOAD", "PROF_CONF", "MALLOC_CONF", "PYTHONMALLOC")
 
@@ -188,22 +189,28 @@ def build_tools_and_workloads(smoke: bool) -> None:
 
 
 def shim_problem() -> str | None:
-    """None if the shim .so exists and exports malloc; else why not."""
+    """None if the shim snapshot exists and exports malloc; else why not."""
+    name = BUILT_SHIM.relative_to(ROOT)
     if not SHIM.exists():
-        return f"{SHIM.relative_to(ROOT)} not built"
+        return f"{name} not built"
     r = subprocess.run(["nm", "-D", "--defined-only", str(SHIM)], capture_output=True, text=True)
     if r.returncode == 0 and not re.search(r"\bT malloc$", r.stdout, re.M):
-        return f"{SHIM.relative_to(ROOT)} does not export malloc (placeholder build?)"
+        return f"{name} does not export malloc (placeholder build?)"
     return None
 
 
 def ensure_shim(build: bool) -> None:
-    if SHIM.exists() or not build:
-        return
-    log("build: cargo build --release -p heapsample-shim")
-    r = subprocess.run(["cargo", "build", "--release", "-p", "heapsample-shim"], cwd=ROOT)
-    if r.returncode != 0:
-        log("build: shim build failed; shim configs will be reported as missing")
+    """Build the shim if missing, then snapshot it so one run uses one build
+    even if target/ is rebuilt meanwhile."""
+    if not BUILT_SHIM.exists() and build:
+        log("build: cargo build --release -p heapsample-shim")
+        r = subprocess.run(["cargo", "build", "--release", "-p", "heapsample-shim"], cwd=ROOT)
+        if r.returncode != 0:
+            log("build: shim build failed; shim configs will be reported as missing")
+    SHIM.unlink(missing_ok=True)
+    if BUILT_SHIM.exists():
+        BIN.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(BUILT_SHIM, SHIM)
 
 
 def mark_missing(configs: list[Config]) -> None:
@@ -535,6 +542,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--max-load", type=float, default=None,
                    help="before each round wait (up to 3 min) for the 1-min load average "
                         "to drop below this (e.g. 2.5 on a shared 2-core machine)")
+    p.add_argument("--results", default="results",
+                   help="base name of the result files in bench/out/ (default results[-smoke])")
     p.add_argument("--no-setup", action="store_true", help="do not apt-get install anything")
     p.add_argument("--no-build-shim", action="store_true",
                    help="do not cargo build the shim when it is missing")
@@ -566,14 +575,21 @@ def setup(args: argparse.Namespace) -> list[Config]:
     return configs
 
 
+def git_head() -> str | None:
+    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                       capture_output=True, text=True)
+    return r.stdout.strip() or None
+
+
 def machine_info() -> dict:
     return {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "cpus": os.cpu_count(),
         "loadavg_start": os.getloadavg(),
         "uname": " ".join(os.uname()),
-        "shim": str(SHIM) if SHIM.exists() else None,
+        "shim": str(BUILT_SHIM) if SHIM.exists() else None,
         "shim_mtime": time.ctime(SHIM.stat().st_mtime) if SHIM.exists() else None,
+        "git_head": git_head(),
     }
 
 
@@ -585,8 +601,10 @@ def main() -> int:
               "configs": {c.name: {"kind": c.kind, "conf": c.conf, "floor": c.floor,
                                    "missing": c.missing} for c in configs},
               "workloads": {}}
-    md = [f"Run {report['machine']['date']}, {rounds} round(s), "
-          f"{report['machine']['cpus']} CPUs, load at start {report['machine']['loadavg_start']}"]
+    mach = report["machine"]
+    md = [f"Run {mach['date']}, {rounds} round(s), {mach['cpus']} CPUs, "
+          f"1-min load at start {mach['loadavg_start'][0]:.1f}, HEAD {mach['git_head']}, "
+          f"shim built {mach['shim_mtime']} (snapshot in bench/out/bin)"]
     failures = 0
     if args.callgrind_only:
         args.no_callgrind = False
@@ -618,10 +636,10 @@ def main() -> int:
         print("\n" + section + "\n", flush=True)
         md.append(section)
     report["machine"]["loadavg_end"] = os.getloadavg()
-    suffix = "-smoke" if args.smoke else ""
-    (OUT / f"results{suffix}.json").write_text(json.dumps(report, indent=1))
-    (OUT / f"results{suffix}.md").write_text("\n\n".join(md) + "\n")
-    log(f"wrote {OUT / f'results{suffix}.json'} and {OUT / f'results{suffix}.md'}")
+    base = OUT / (args.results + ("-smoke" if args.smoke else ""))
+    base.with_suffix(".json").write_text(json.dumps(report, indent=1))
+    base.with_suffix(".md").write_text("\n\n".join(md) + "\n")
+    log(f"wrote {base}.json and {base}.md")
     if failures:
         log(f"{failures} run(s) FAILED")
         return 1
