@@ -129,3 +129,58 @@ fn full_disk_mid_dump() {
     let third = mnt.join(format!("hs.{pid}.2.m2.prof"));
     format::decode(&std::fs::read(&third).unwrap()).unwrap();
 }
+
+struct RemoveOnDrop(std::path::PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Secure execution: a setgid copy of the program run as root gets
+/// AT_SECURE=1. ld.so then ignores LD_PRELOAD entries with a slash, so the
+/// shim is copied (set-user-ID bit on, as ld.so requires) into the trusted
+/// directory under a unique name for the duration of the test. The shim is
+/// loaded, profiles nothing and writes nothing (heapsample_dump returns
+/// ENOTSUP); the same copy without the setgid bit profiles (the control).
+#[test]
+fn secure_execution_profiles_nothing() {
+    // SAFETY: plain syscall.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("CI").is_none(), "secure-execution test needs root in CI");
+        eprintln!("SKIPPED: needs root (setgid copy and the trusted library directory)");
+        return;
+    }
+    let trusted = std::path::Path::new("/usr/lib/x86_64-linux-gnu");
+    let name = format!("libheapsample-sectest-{}.so", std::process::id());
+    let lib = trusted.join(&name);
+    std::fs::copy(shim_path(), &lib).expect("copy the shim into the trusted directory");
+    let _cleanup = RemoveOnDrop(lib.clone());
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let bin_dir = TempDir::new("setgid");
+    let copy = bin_dir.path().join("writer-setgid");
+    std::fs::copy(&program().path, &copy).unwrap();
+    let chgrp = Command::new("chgrp").arg("nogroup").arg(&copy).status().unwrap();
+    assert!(chgrp.success());
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o2755)).unwrap();
+    let secure = Run::new(&copy)
+        .arg("secure")
+        .env("LD_PRELOAD", &name)
+        .env("PROF_CONF", "lg_prof_sample:0,prof_leak:true")
+        .run();
+    secure.assert_success();
+    assert!(secure.stdout.contains("at_secure 1 shim_loaded 1"), "{}", secure.context());
+    assert!(secure.stdout.contains(&format!("dump {}", libc::ENOTSUP)), "{}", secure.context());
+    assert!(secure.stderr.is_empty(), "{}", secure.context());
+    assert!(secure.dir.entries().is_empty(), "{}", secure.context());
+    // Control: without the setgid bit the same setup profiles.
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let control = Run::new(&copy)
+        .arg("secure")
+        .env("LD_PRELOAD", &name)
+        .run();
+    control.assert_success();
+    assert!(control.stdout.contains("at_secure 0 shim_loaded 1"), "{}", control.context());
+    assert!(control.stdout.contains("dump 0"), "{}", control.context());
+    let _ = control.final_dump();
+}
