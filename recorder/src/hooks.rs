@@ -32,11 +32,6 @@ pub unsafe fn after_alloc(pointer: *mut c_void, size: usize) {
     }
     let state = tls::current();
     ThreadState::bump(&state.allocations, 1);
-    if EXACT.load(Relaxed) {
-        // SAFETY: a live allocation of the next allocator.
-        let usable = unsafe { next_alloc::usable_size(pointer) };
-        ThreadState::bump_signed(&state.live_usable_delta, usable as i64);
-    }
     let remaining = state
         .bytes_until_sample
         .load(Relaxed)
@@ -56,15 +51,50 @@ pub unsafe fn after_alloc(pointer: *mut c_void, size: usize) {
 pub unsafe fn before_free(pointer: *mut c_void) {
     let state = tls::current();
     ThreadState::bump(&state.frees, 1);
-    if EXACT.load(Relaxed) {
-        // SAFETY: still allocated: the real free comes after.
-        let usable = unsafe { next_alloc::usable_size(pointer) };
-        ThreadState::bump_signed(&state.live_usable_delta, -(usable as i64));
-    }
     if LIVE.may_contain(pointer as usize) {
         // SAFETY: forwarded from our caller's contract.
         unsafe { profiler::on_sampled_free(pointer) };
     }
+}
+
+/// `prof_exact`: add (`sign` 1) or remove (-1) the usable size of a live
+/// allocation from the thread's exact live heap.
+///
+/// # Safety
+/// `pointer` is a live allocation of the next allocator.
+#[inline(always)]
+unsafe fn count_usable(pointer: *mut c_void, sign: i64) {
+    // SAFETY: per the contract.
+    let usable = unsafe { next_alloc::usable_size(pointer) } as i64;
+    ThreadState::bump_signed(&tls::current().live_usable_delta, sign * usable);
+}
+
+/// [`after_alloc`] for any mode: counts usable bytes under `prof_exact`.
+///
+/// # Safety
+/// As for [`after_alloc`].
+#[inline(always)]
+unsafe fn after_alloc_any(pointer: *mut c_void, size: usize) {
+    if EXACT.load(Relaxed) && !pointer.is_null() {
+        // SAFETY: a live allocation.
+        unsafe { count_usable(pointer, 1) };
+    }
+    // SAFETY: per the contract.
+    unsafe { after_alloc(pointer, size) }
+}
+
+/// [`before_free`] for any mode: counts usable bytes under `prof_exact`.
+///
+/// # Safety
+/// As for [`before_free`].
+#[inline(always)]
+unsafe fn before_free_any(pointer: *mut c_void) {
+    if EXACT.load(Relaxed) {
+        // SAFETY: a live allocation.
+        unsafe { count_usable(pointer, -1) };
+    }
+    // SAFETY: per the contract.
+    unsafe { before_free(pointer) }
 }
 
 /// The state is not known yet: start the profiler. Returns false when the
@@ -107,7 +137,11 @@ unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
     }
     // SAFETY (both arms): resolved, mode set.
     if profiler::profiling() {
-        unsafe { malloc_profiled(size) }
+        unsafe {
+            let pointer = next_alloc::malloc(size);
+            after_alloc_any(pointer, size);
+            pointer
+        }
     } else {
         unsafe { next_alloc::malloc(size) }
     }
@@ -146,12 +180,11 @@ unsafe extern "C" fn free_other(pointer: *mut c_void) {
     if MODE.load(Relaxed) == MODE_UNINIT && !start_or_bootstrap() {
         return;
     }
-    // SAFETY (both arms): resolved, mode set.
-    if profiler::profiling() {
-        unsafe { free_profiled(pointer) }
-    } else {
-        unsafe { next_alloc::free(pointer) }
+    // SAFETY (all arms): resolved, mode set; a live pointer, released once.
+    if profiler::profiling() && !pointer.is_null() {
+        unsafe { before_free_any(pointer) };
     }
+    unsafe { next_alloc::free(pointer) }
 }
 
 /// `calloc`.
@@ -188,7 +221,11 @@ unsafe extern "C" fn calloc_other(count: usize, size: usize) -> *mut c_void {
     }
     // SAFETY (both arms): resolved, mode set.
     if profiler::profiling() {
-        unsafe { calloc_profiled(count, size) }
+        unsafe {
+            let pointer = next_alloc::calloc(count, size);
+            after_alloc_any(pointer, count.wrapping_mul(size));
+            pointer
+        }
     } else {
         unsafe { next_alloc::calloc(count, size) }
     }
@@ -239,7 +276,7 @@ unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut
         // SAFETY: realloc(NULL, n) as the allocator defines it.
         let result = unsafe { next_alloc::realloc(pointer, size) };
         // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc(result, size) };
+        unsafe { after_alloc_any(result, size) };
         return result;
     }
     let old_usable = if EXACT.load(Relaxed) {
@@ -271,7 +308,7 @@ unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut
         profiler::release(sample, usable);
     }
     // SAFETY: returned by the next allocator just now.
-    unsafe { after_alloc(result, size) };
+    unsafe { after_alloc_any(result, size) };
     result
 }
 
@@ -340,7 +377,7 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usiz
     if result == 0 && profiling() {
         // SAFETY: written by a successful posix_memalign.
         // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc(*out, size) };
+        unsafe { after_alloc_any(*out, size) };
     }
     result
 }
@@ -357,7 +394,7 @@ pub unsafe fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
     let pointer = unsafe { next_alloc::aligned_alloc(alignment, size) };
     if profiling() {
         // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc(pointer, size) };
+        unsafe { after_alloc_any(pointer, size) };
     }
     pointer
 }
@@ -374,7 +411,7 @@ pub unsafe fn memalign(alignment: usize, size: usize) -> *mut c_void {
     let pointer = unsafe { next_alloc::memalign(alignment, size) };
     if profiling() {
         // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc(pointer, size) };
+        unsafe { after_alloc_any(pointer, size) };
     }
     pointer
 }
@@ -455,7 +492,7 @@ pub fn external_call_begin() -> ExternalCall {
 pub unsafe fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, size: usize) {
     if profiling() && tls::current().allocations.load(Relaxed) == call.allocations {
         // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc(pointer, size) };
+        unsafe { after_alloc_any(pointer, size) };
     }
 }
 
@@ -476,7 +513,7 @@ pub unsafe fn external_free_begin(pointer: *mut c_void) -> Option<ExternalCall> 
         0
     };
     // SAFETY: a live allocation, released right after.
-    unsafe { before_free(pointer) };
+    unsafe { before_free_any(pointer) };
     let mut call = external_call_begin();
     call.usable = usable;
     Some(call)

@@ -22,6 +22,7 @@
 //! - [`api`]: `heapsample_dump`, `heapsample_set_active`, `heapsample_reset`.
 //! - [`config`]: PROF_CONF parsing.
 //! - [`warn`]: one-line `<heapsample>:` messages.
+//! - [`own_heap`]: the profiler's own memory (mmap), never the profiled allocator.
 //! - [`spin_lock`], [`sys`]: small building blocks.
 
 pub mod api;
@@ -32,6 +33,7 @@ pub mod hooks;
 pub mod live_table;
 pub mod modules;
 pub mod next_alloc;
+pub mod own_heap;
 pub mod profiler;
 pub mod sampling;
 pub mod spin_lock;

@@ -1,9 +1,10 @@
 //! The live-sample table: which addresses are sampled objects still alive.
 //!
 //! Owns a lock-free open-addressing map from address to (stack id, size),
-//! plus a small counting filter indexed by the hash of the address's page, so
-//! that a free of an unsampled pointer costs one load of a 128 KiB array and
-//! one well-predicted branch. An entry is removed *before* the real free, so
+//! plus a small counting filter indexed by the address's page number modulo
+//! 32768 (pages 128 MiB apart share a counter), so that a free of an
+//! unsampled pointer costs one load of a 128 KiB `.bss` array and one
+//! well-predicted branch. Untouched filter pages read as the shared zero page. An entry is removed *before* the real free, so
 //! when the allocator hands the same address out again it can never be taken
 //! for the old sample.
 //!
@@ -59,15 +60,18 @@ pub struct TableFull;
 pub struct LiveTable {
     slots: AtomicPtr<Slot>,
     slot_bits: AtomicU32,
-    filter: AtomicPtr<AtomicU32>,
+    filter: [AtomicU32; FILTER_LEN],
     live: AtomicU64,
 }
+
+const FILTER_LEN: usize = 1 << FILTER_BITS;
 
 /// The process's live-sample table.
 pub static LIVE: LiveTable = LiveTable::new();
 
+#[inline(always)]
 fn page_bucket(address: usize) -> usize {
-    sys::hash_word((address >> 12) as u64, FILTER_BITS)
+    (address >> 12) & (FILTER_LEN - 1)
 }
 
 impl LiveTable {
@@ -76,7 +80,7 @@ impl LiveTable {
         LiveTable {
             slots: AtomicPtr::new(core::ptr::null_mut()),
             slot_bits: AtomicU32::new(0),
-            filter: AtomicPtr::new(core::ptr::null_mut()),
+            filter: [const { AtomicU32::new(0) }; FILTER_LEN],
             live: AtomicU64::new(0),
         }
     }
@@ -84,13 +88,11 @@ impl LiveTable {
     /// Map a table of 2^`slot_bits` slots. Returns false if memory could not
     /// be mapped (sampling then stays off).
     pub fn init(&self, slot_bits: u32) -> bool {
-        let filter = sys::map_zeroed(4 << FILTER_BITS);
         let slots = sys::map_zeroed(core::mem::size_of::<Slot>() << slot_bits);
-        if filter.is_null() || slots.is_null() {
+        if slots.is_null() {
             return false;
         }
         self.slot_bits.store(slot_bits, Ordering::Relaxed);
-        self.filter.store(filter.cast(), Ordering::Release);
         self.slots.store(slots.cast(), Ordering::Release);
         true
     }
@@ -101,10 +103,9 @@ impl LiveTable {
         unsafe { &*self.slots.load(Ordering::Acquire).add(index & mask) }
     }
 
-    fn filter_bucket(&self, address: usize) -> Option<&AtomicU32> {
-        let filter = self.filter.load(Ordering::Acquire);
-        // SAFETY: `filter` maps 2^FILTER_BITS counters and page_bucket is in range.
-        (!filter.is_null()).then(|| unsafe { &*filter.add(page_bucket(address)) })
+    #[inline(always)]
+    fn filter_bucket(&self, address: usize) -> &AtomicU32 {
+        &self.filter[page_bucket(address)]
     }
 
     fn home(&self, address: usize) -> usize {
@@ -115,10 +116,7 @@ impl LiveTable {
     /// live sample. One load, no writes.
     #[inline(always)]
     pub fn may_contain(&self, address: usize) -> bool {
-        match self.filter_bucket(address) {
-            Some(bucket) => bucket.load(Ordering::Relaxed) != 0,
-            None => false,
-        }
+        self.filter_bucket(address).load(Ordering::Relaxed) != 0
     }
 
     /// Record a live sample. If the address was already recorded (its free
@@ -136,9 +134,7 @@ impl LiveTable {
             let old = slot.value.swap(sample.pack(), Ordering::AcqRel);
             return Ok(Some(LiveSample::unpack(old)));
         }
-        let Some(bucket) = self.filter_bucket(address) else {
-            return Err(TableFull);
-        };
+        let bucket = self.filter_bucket(address);
         bucket.fetch_add(1, Ordering::AcqRel);
         let home = self.home(address);
         for probe in 0..PROBE_LIMIT {
@@ -183,9 +179,7 @@ impl LiveTable {
         slot.address
             .compare_exchange(address, TOMBSTONE, Ordering::AcqRel, Ordering::Acquire)
             .ok()?;
-        if let Some(bucket) = self.filter_bucket(address) {
-            bucket.fetch_sub(1, Ordering::AcqRel);
-        }
+        self.filter_bucket(address).fetch_sub(1, Ordering::AcqRel);
         self.live.fetch_sub(1, Ordering::Relaxed);
         Some(LiveSample::unpack(value))
     }
@@ -224,7 +218,7 @@ mod tests {
 
     #[test]
     fn insert_find_remove() {
-        let table = LiveTable::new();
+        let table = Box::new(LiveTable::new());
         assert!(table.init(10));
         let sample = LiveSample {
             stack_id: 7,
@@ -242,7 +236,7 @@ mod tests {
 
     #[test]
     fn reinsert_returns_stale_entry() {
-        let table = LiveTable::new();
+        let table = Box::new(LiveTable::new());
         assert!(table.init(10));
         let first = LiveSample {
             stack_id: 1,

@@ -19,7 +19,9 @@ use crate::live_table::{LIVE, LiveSample, MAX_STACK_ID};
 use crate::stack_table::STACKS;
 use crate::tls::{self, ThreadState};
 use crate::warn::Kind;
-use crate::{backtrace, dumper, modules, next_alloc, sampling, threads, triggers, writer};
+use crate::{
+    backtrace, dumper, modules, next_alloc, own_heap, sampling, threads, triggers, writer,
+};
 
 /// Not started yet: the next hook call starts the profiler.
 pub const MODE_UNINIT: u8 = 0;
@@ -27,6 +29,9 @@ pub const MODE_UNINIT: u8 = 0;
 pub const MODE_PASS_THROUGH: u8 = 1;
 /// Counting and sampling.
 pub const MODE_PROFILING: u8 = 2;
+/// Counting and sampling with the exact live heap (`prof_exact`), on paths
+/// of their own so the common configuration does not test for it.
+pub const MODE_PROFILING_EXACT: u8 = 3;
 /// Added to the mode when the bootstrap arena handed out memory: `free` and
 /// `realloc` must then check every pointer against it, on a slower path.
 pub const MODE_ARENA_IN_USE: u8 = 4;
@@ -101,6 +106,7 @@ fn read_prof_conf() -> String {
 }
 
 fn configure() -> u8 {
+    crate::warn::remember_stderr();
     if in_secure_execution() {
         let _ = CONFIG.set(Config {
             prof: false,
@@ -145,7 +151,10 @@ fn table_sizes(lg_sample: u32) -> (u32, u32) {
 /// True when allocations are counted and sampled.
 #[inline(always)]
 pub fn profiling() -> bool {
-    MODE.load(Relaxed) & !MODE_ARENA_IN_USE == MODE_PROFILING
+    matches!(
+        MODE.load(Relaxed) & !MODE_ARENA_IN_USE,
+        MODE_PROFILING | MODE_PROFILING_EXACT
+    )
 }
 
 /// The shim's constructor: start, then register the exit dump and the fork
@@ -355,11 +364,13 @@ extern "C" fn fork_prepare() {
     modules::lock_for_fork();
     threads::lock_for_fork();
     STACKS.lock_for_fork();
+    own_heap::lock_for_fork();
 }
 
 extern "C" fn fork_parent() {
     // SAFETY: each lock was taken by fork_prepare on this thread.
     unsafe {
+        own_heap::unlock_after_fork();
         STACKS.unlock_after_fork();
         threads::unlock_in_parent();
         modules::unlock_after_fork();
@@ -372,6 +383,7 @@ extern "C" fn fork_child() {
     // SAFETY: the locks were taken by fork_prepare in the parent; only this
     // thread exists in the child.
     unsafe {
+        own_heap::unlock_after_fork();
         STACKS.unlock_after_fork();
         threads::reset_in_child();
         modules::unlock_after_fork();

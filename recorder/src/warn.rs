@@ -4,9 +4,14 @@
 //! unwritable directory does not flood the program's stderr. Messages are
 //! formatted into a fixed stack buffer and written with one `write(2)`: no
 //! allocation, no stdio lock, usable from any context but a signal handler.
+//!
+//! Descriptor 2 is written only while it is still the file it was when the
+//! profiler started: a program that closed stderr and reused descriptor 2 for
+//! its own data must never find our words in it. Profiling may go quiet; the
+//! program's files may not change.
 
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Kinds of trouble; each is reported at most once.
 #[derive(Clone, Copy)]
@@ -27,6 +32,35 @@ pub enum Kind {
 }
 
 static REPORTED: AtomicU32 = AtomicU32::new(0);
+
+/// Device and inode of descriptor 2 at start-up; 0/0 when it was closed.
+static STDERR_DEVICE: AtomicU64 = AtomicU64::new(0);
+static STDERR_INODE: AtomicU64 = AtomicU64::new(0);
+
+fn identify_stderr() -> Option<(u64, u64)> {
+    // SAFETY: fstat with a valid out pointer; fd 2 may be closed (error).
+    unsafe {
+        let mut status: libc::stat = core::mem::zeroed();
+        (libc::fstat(2, &mut status) == 0).then_some((status.st_dev, status.st_ino))
+    }
+}
+
+/// Remember what descriptor 2 is (call once at start-up).
+pub fn remember_stderr() {
+    if let Some((device, inode)) = identify_stderr() {
+        STDERR_DEVICE.store(device, Ordering::Relaxed);
+        STDERR_INODE.store(inode, Ordering::Relaxed);
+    }
+}
+
+/// True while descriptor 2 is the stderr the program started with.
+fn stderr_is_ours() -> bool {
+    let remembered = (
+        STDERR_DEVICE.load(Ordering::Relaxed),
+        STDERR_INODE.load(Ordering::Relaxed),
+    );
+    remembered != (0, 0) && identify_stderr() == Some(remembered)
+}
 
 /// One output line, built without allocating.
 struct LineBuffer {
@@ -55,8 +89,12 @@ pub fn warn(kind: Kind, message: fmt::Arguments<'_>) {
     say(message);
 }
 
-/// Print `<heapsample>: <message>` unconditionally (leak summary and the like).
+/// Print `<heapsample>: <message>` unconditionally (leak summary and the
+/// like), if descriptor 2 is still the program's stderr.
 pub fn say(message: fmt::Arguments<'_>) {
+    if !stderr_is_ours() {
+        return;
+    }
     let mut line = LineBuffer {
         bytes: [0; 512],
         len: 0,
