@@ -36,6 +36,7 @@ OUT = BENCH / "out"
 BIN = OUT / "bin"
 BUILT_SHIM = ROOT / "target" / "release" / "libheapsample.so"
 SHIM = BIN / "libheapsample.so"  # snapshot of BUILT_SHIM taken at start-up
+SCRATCH = OUT / f"run-{os.getpid()}"  # per-invocation: result files, dumps, heaptrack traces
 JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 PRELOAD_VARS = ("LD_PRELOAD", "PROF_CONF", "MALLOC_CONF", "PYTHONMALLOC")
 
@@ -70,7 +71,7 @@ def all_configs() -> list[Config]:
 
 def shim_conf(cfg: Config, workload: str) -> str:
     """PROF_CONF for a shim config; dumps go under bench/out/prof/."""
-    prefix = f"prof_prefix:{OUT / 'prof' / workload}"
+    prefix = f"prof_prefix:{SCRATCH / 'prof' / workload}"
     return ",".join(x for x in (cfg.conf, prefix) if x)
 
 
@@ -168,9 +169,13 @@ def ensure_packages(pkgs: list[str]) -> None:
 
 
 def compile_c(src: Path, dst: Path, extra: list[str]) -> None:
+    """Compile to a scratch file, then rename: binaries in use are never rewritten."""
     cc = "g++" if src.suffix == ".cpp" else "gcc"
-    cmd = [cc, "-O2", "-g", "-Wall", "-fno-builtin", "-pthread", *extra, "-o", str(dst), str(src)]
+    tmp = SCRATCH / dst.name
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [cc, "-O2", "-g", "-Wall", "-fno-builtin", "-pthread", *extra, "-o", str(tmp), str(src)]
     subprocess.run(cmd, check=True)
+    os.replace(tmp, dst)
 
 
 def build_tools_and_workloads(smoke: bool) -> None:
@@ -184,8 +189,9 @@ def build_tools_and_workloads(smoke: bool) -> None:
     gen = wl / "gen_c.py"
     for size, count in (("smoke", 5), ("full", 120)):
         if size == "smoke" or not smoke:
-            subprocess.run([sys.executable, str(gen), str(count), str(OUT / f"big-{size}.c")],
-                           check=True)
+            tmp = SCRATCH / f"big-{size}.c"
+            subprocess.run([sys.executable, str(gen), str(count), str(tmp)], check=True)
+            os.replace(tmp, OUT / f"big-{size}.c")
 
 
 def shim_problem() -> str | None:
@@ -207,10 +213,14 @@ def ensure_shim(build: bool) -> None:
         r = subprocess.run(["cargo", "build", "--release", "-p", "heapsample-shim"], cwd=ROOT)
         if r.returncode != 0:
             log("build: shim build failed; shim configs will be reported as missing")
-    SHIM.unlink(missing_ok=True)
     if BUILT_SHIM.exists():
         BIN.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(BUILT_SHIM, SHIM)
+        tmp = SCRATCH / SHIM.name
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(BUILT_SHIM, tmp)
+        os.replace(tmp, SHIM)  # atomic: a concurrent run never sees a partial file
+    else:
+        SHIM.unlink(missing_ok=True)
 
 
 def mark_missing(configs: list[Config]) -> None:
@@ -237,7 +247,7 @@ def base_env(wl: Workload) -> dict[str, str]:
 def command(wl: Workload, cfg: Config, smoke: bool) -> list[str]:
     argv = wl.argv + (wl.smoke if smoke else wl.full)
     if cfg.kind == "heaptrack":
-        argv = [shutil.which("heaptrack"), "-o", str(OUT / "heaptrack" / wl.name)] + argv
+        argv = [shutil.which("heaptrack"), "-o", str(SCRATCH / "heaptrack" / wl.name)] + argv
     return argv
 
 
@@ -247,13 +257,13 @@ def parse_result(text: str) -> dict[str, int]:
 
 def clean_dumps() -> None:
     for sub in ("prof", "heaptrack"):
-        shutil.rmtree(OUT / sub, ignore_errors=True)
-        (OUT / sub).mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(SCRATCH / sub, ignore_errors=True)
+        (SCRATCH / sub).mkdir(parents=True, exist_ok=True)
 
 
 def run_once(wl: Workload, cfg: Config, smoke: bool) -> dict:
     """Run one workload under one config; returns the measurement or an error."""
-    result, log_path = OUT / "tmp" / "result.txt", OUT / "tmp" / "run.log"
+    result, log_path = SCRATCH / "result.txt", SCRATCH / "run.log"
     result.parent.mkdir(parents=True, exist_ok=True)
     runner = [str(BIN / "runit"), "-o", str(result)]
     for k, v in preload_env(cfg, wl.name).items():
@@ -335,7 +345,7 @@ def run_workload(wl: Workload, configs: list[Config], rounds: int, warmup: bool,
 
 def count_allocations(wl: Workload, smoke: bool) -> int | None:
     """Allocation calls made by one run (all processes), via alloccount.so."""
-    counts = OUT / "tmp" / "allocs.txt"
+    counts = SCRATCH / "allocs.txt"
     counts.unlink(missing_ok=True)
     env = {"LD_PRELOAD": str(BIN / "alloccount.so"), "ALLOCCOUNT_FILE": str(counts)}
     subprocess.run(command(wl, Config("none", "none"), smoke), cwd=OUT,
@@ -473,7 +483,7 @@ CALLGRIND_CONFIGS = ("none", "shim-passthru", "shim-default", "shim-exact",
 def callgrind_ir(cfg: Config, pairs: int) -> int | None:
     """Total instructions (Ir) callgrind counts for `pairs pairs`."""
     env = base_env(Workload("pairs", "", [], [], [])) | preload_env(cfg, "callgrind")
-    out = OUT / "tmp" / "callgrind.out"
+    out = SCRATCH / "callgrind.out"
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
            str(BIN / "pairs"), str(pairs)]
     r = subprocess.run(cmd, cwd=OUT, env=env, capture_output=True, text=True)
@@ -595,6 +605,13 @@ def machine_info() -> dict:
 
 def main() -> int:
     args = parse_args()
+    try:
+        return run(args)
+    finally:
+        shutil.rmtree(SCRATCH, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> int:
     configs = setup(args)
     rounds = 1 if args.smoke else args.rounds
     report = {"machine": machine_info(), "smoke": args.smoke, "rounds": rounds,
