@@ -69,11 +69,12 @@ fn hostile_module_paths() {
     let subdir = dir.path().join("a-directory");
     std::fs::create_dir(&subdir).unwrap();
     for (label, path) in [
-        ("fifo", fifo.to_str().unwrap()),
         ("dev-zero", "/dev/zero"),
         ("directory", subdir.to_str().unwrap()),
         ("sparse-64GiB", sparse.to_str().unwrap()),
         ("dev-stdin", "/dev/stdin"),
+        // Last: the one that hung heapdiff when this test was written.
+        ("fifo", fifo.to_str().unwrap()),
     ] {
         let file = dir.path().join(format!("{label}.prof"));
         std::fs::write(&file, format::encode(&dump_with_module(path))).unwrap();
@@ -126,7 +127,10 @@ fn one_kilobyte_claiming_2_pow_60_stacks() {
     assert_eq!(outcome.status.code(), Some(2), "{}", outcome.context());
     assert!(took < Duration::from_secs(5), "took {took:?}");
     let first = outcome.stderr.lines().next().unwrap_or_default();
-    assert!(first.starts_with("heapdiff: ") && first.contains("huge.prof"), "{first}");
+    assert!(
+        first.starts_with("heapdiff: ") && first.contains("huge.prof"),
+        "{first}"
+    );
     assert!(first.contains("corrupt"), "unclear error: {first}");
 }
 
@@ -135,7 +139,11 @@ fn crc32(bytes: &[u8]) -> u32 {
     for &b in bytes {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc

@@ -27,7 +27,11 @@ fn check_failing_run(outcome: &Outcome) {
     assert_eq!(get(out, "bad_errno"), 0, "{out}");
     assert_eq!(get(out, "realloc_lost"), 0, "{out}");
     assert!(get(out, "realloc_kept") > 0, "{out}");
-    assert!(outcome.heapsample_lines().len() <= 1, "{}", outcome.context());
+    assert!(
+        outcome.heapsample_lines().len() <= 1,
+        "{}",
+        outcome.context()
+    );
     for (_, dump) in outcome.dumps() {
         assert!(dump.totals.allocations > 0);
     }
@@ -84,7 +88,11 @@ fn failing_from_start() {
     assert!(outcome.status.success(), "{}", outcome.context());
     assert!(get(&outcome.stdout, "nulls") > 0, "{}", outcome.context());
     assert_eq!(get(&outcome.stdout, "bad_errno"), 0);
-    assert!(outcome.heapsample_lines().len() <= 1, "{}", outcome.context());
+    assert!(
+        outcome.heapsample_lines().len() <= 1,
+        "{}",
+        outcome.context()
+    );
 }
 
 /// `setrlimit(RLIMIT_AS)` inside the program (after the shim mapped its
@@ -97,9 +105,18 @@ fn address_space_limit_set_by_the_program() {
         .with_shim()
         .prof_conf("lg_prof_sample:12");
     let (reference, profiled) = assert_same_behaviour(&run);
-    assert_eq!(get(&reference.stdout, "refused"), 8, "{}", reference.context());
+    assert_eq!(
+        get(&reference.stdout, "refused"),
+        8,
+        "{}",
+        reference.context()
+    );
     assert_eq!(get(&profiled.stderr, "dump"), 0, "{}", profiled.context());
-    assert!(profiled.heapsample_lines().is_empty(), "{}", profiled.context());
+    assert!(
+        profiled.heapsample_lines().is_empty(),
+        "{}",
+        profiled.context()
+    );
     let _ = profiled.final_dump();
 }
 
@@ -109,11 +126,18 @@ fn address_space_limit_set_by_the_program() {
 /// cannot.
 #[test]
 fn address_space_limit_from_the_start() {
-    if std::process::Command::new("prlimit").arg("--version").output().is_err() {
+    if std::process::Command::new("prlimit")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         panic!("prlimit (util-linux) is needed for this test");
     }
     let program = program();
-    for (limit, conf) in [("400000000", "lg_prof_sample:0"), ("200000000", "lg_prof_sample:12")] {
+    for (limit, conf) in [
+        ("400000000", "lg_prof_sample:0"),
+        ("200000000", "lg_prof_sample:12"),
+    ] {
         let run = Run::new("prlimit")
             .arg(format!("--as={limit}"))
             .arg(&program.path)
@@ -123,7 +147,11 @@ fn address_space_limit_from_the_start() {
         let (_, profiled) = assert_same_behaviour(&run);
         let lines = profiled.heapsample_lines();
         assert!(lines.len() <= 1, "{lines:?}");
-        eprintln!("--as={limit} {conf}: {:?} {}", lines, profiled.stdout.trim());
+        eprintln!(
+            "--as={limit} {conf}: {:?} {}",
+            lines,
+            profiled.stdout.trim()
+        );
         for (_, dump) in profiled.dumps() {
             assert!(dump.totals.allocations > 0);
         }

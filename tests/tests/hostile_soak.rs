@@ -22,7 +22,11 @@ fn sixteen_threads_churn_with_interval_dumps() {
         .timeout(Duration::from_secs(seconds * 3 + 60))
         .run();
     outcome.assert_success();
-    assert!(outcome.heapsample_lines().is_empty(), "{}", outcome.context());
+    assert!(
+        outcome.heapsample_lines().is_empty(),
+        "{}",
+        outcome.context()
+    );
     let rss: Vec<u64> = outcome
         .stderr
         .lines()

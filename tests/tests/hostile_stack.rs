@@ -15,7 +15,11 @@ fn program() -> Program {
 
 fn exact_and_consistent(outcome: &Outcome) -> format::Dump {
     outcome.assert_success();
-    assert!(outcome.heapsample_lines().is_empty(), "{}", outcome.context());
+    assert!(
+        outcome.heapsample_lines().is_empty(),
+        "{}",
+        outcome.context()
+    );
     let (_, dump) = outcome.final_dump();
     assert_eq!(dump.totals.samples_dropped, 0);
     assert_eq!(sampled_objects(&dump), dump.totals.samples_taken);
@@ -35,7 +39,10 @@ fn recursion_deeper_than_bt_max() {
         let symbols = Symbols::of(&program);
         let deep = stacks_in(&dump, &symbols, "bottom_site");
         let objects: u64 = deep.iter().map(|s| s.alloc_objects).sum();
-        assert_eq!(objects, 200, "bottom_site allocations at prof_bt_max:{bt_max}");
+        assert_eq!(
+            objects, 200,
+            "bottom_site allocations at prof_bt_max:{bt_max}"
+        );
         for s in &deep {
             // At most prof_bt_max frames; the shim's own frames (removed after
             // the capture) may use up a few of them.
@@ -47,7 +54,10 @@ fn recursion_deeper_than_bt_max() {
             );
             let names = symbols.frame_functions(&dump, s);
             assert!(
-                names.iter().skip(2).all(|n| n.as_deref() == Some("recurse")),
+                names
+                    .iter()
+                    .skip(2)
+                    .all(|n| n.as_deref() == Some("recurse")),
                 "the kept frames are the innermost ones: {names:?}"
             );
         }
@@ -61,15 +71,27 @@ fn sigaltstack_handlers_allocate() {
         .with_shim()
         .prof_conf("lg_prof_sample:0");
     let (_, profiled) = assert_same_behaviour(&run);
-    assert!(profiled.stdout.contains("altstack handled 500 allocs 4000"), "{}", profiled.stdout);
+    assert!(
+        profiled.stdout.contains("altstack handled 500 allocs 4000"),
+        "{}",
+        profiled.stdout
+    );
     let dump = exact_and_consistent(&profiled);
     let symbols = Symbols::of(&program());
     let in_handler: u64 = stacks_in(&dump, &symbols, "bottom_site")
         .iter()
-        .filter(|s| symbols.frame_functions(&dump, s).iter().any(|n| n.as_deref() == Some("on_usr1")))
+        .filter(|s| {
+            symbols
+                .frame_functions(&dump, s)
+                .iter()
+                .any(|n| n.as_deref() == Some("on_usr1"))
+        })
         .map(|s| s.alloc_objects)
         .sum();
-    assert_eq!(in_handler, 4000, "allocations in the handler, attributed through the signal frame");
+    assert_eq!(
+        in_handler, 4000,
+        "allocations in the handler, attributed through the signal frame"
+    );
 }
 
 #[test]
@@ -111,8 +133,16 @@ fn cxx_exceptions_and_exit_time_allocations() {
         .with_shim()
         .prof_conf("lg_prof_sample:0");
     let (_, profiled) = assert_same_behaviour(&run);
-    assert!(profiled.stdout.contains("thrown 3000 caught 3000"), "{}", profiled.stdout);
-    assert!(profiled.stdout.contains("atexit handler ran 2000"), "{}", profiled.stdout);
+    assert!(
+        profiled.stdout.contains("thrown 3000 caught 3000"),
+        "{}",
+        profiled.stdout
+    );
+    assert!(
+        profiled.stdout.contains("atexit handler ran 2000"),
+        "{}",
+        profiled.stdout
+    );
     let dump = exact_and_consistent(&profiled);
     let symbols = Symbols::of(&program);
     let thrower: u64 = stacks_in(&dump, &symbols, "thrower")

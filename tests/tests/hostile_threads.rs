@@ -15,8 +15,8 @@
 //! prints the measured numbers.
 
 mod hostile_common;
-use hostile_common::*;
 use heapsample_tests::*;
+use hostile_common::*;
 
 const THREADS: u64 = 1000;
 const ALIVE: u64 = 50;
@@ -32,7 +32,11 @@ fn thousand_short_lived_threads_bounded_memory_and_no_lost_sample() {
     plain.assert_success();
     let profiled = run.run();
     profiled.assert_success();
-    assert!(profiled.heapsample_lines().is_empty(), "{}", profiled.context());
+    assert!(
+        profiled.heapsample_lines().is_empty(),
+        "{}",
+        profiled.context()
+    );
     for key in ["threads", "thread_allocations"] {
         assert_eq!(get(&plain.stdout, key), get(&profiled.stdout, key), "{key}");
     }
@@ -51,7 +55,11 @@ fn thousand_short_lived_threads_bounded_memory_and_no_lost_sample() {
         "samples_taken {} < the {thread_allocs} allocations the threads made",
         totals.samples_taken
     );
-    assert!(totals.threads_seen > THREADS, "threads_seen {}", totals.threads_seen);
+    assert!(
+        totals.threads_seen > THREADS,
+        "threads_seen {}",
+        totals.threads_seen
+    );
 
     let dump_len = std::fs::metadata(&file.path).map(|m| m.len()).unwrap_or(0);
     let hwm_plain = get(&plain.stdout, "vmhwm_kb") as u64 * 1024;
@@ -83,8 +91,10 @@ fn thousand_short_lived_threads_bounded_memory_and_no_lost_sample() {
         .run();
     few.assert_success();
     let (_, few_dump) = few.final_dump();
-    let per_thread_mapped =
-        totals.profiler_bytes.saturating_sub(few_dump.totals.profiler_bytes) / (THREADS - 10);
+    let per_thread_mapped = totals
+        .profiler_bytes
+        .saturating_sub(few_dump.totals.profiler_bytes)
+        / (THREADS - 10);
     eprintln!(
         "profiler_bytes: 10 threads {} KiB, 1000 threads {} KiB ({} B per extra thread)",
         few_dump.totals.profiler_bytes >> 10,

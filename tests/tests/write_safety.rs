@@ -16,7 +16,11 @@ fn program() -> Program {
 fn dumps_are_mode_0600_even_with_umask_0() {
     let outcome = Run::program(&program()).arg("umask0").with_shim().run();
     outcome.assert_success();
-    assert!(outcome.stdout.contains("manual dump 0"), "{}", outcome.context());
+    assert!(
+        outcome.stdout.contains("manual dump 0"),
+        "{}",
+        outcome.context()
+    );
     let (file, _) = outcome.final_dump();
     for path in [file.path.clone(), outcome.dir.path().join("manual.prof")] {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
@@ -40,12 +44,20 @@ fn planted_symlinks_are_not_followed() {
         .with_shim()
         .run();
     outcome.assert_success();
-    assert!(outcome.stdout.contains("automatic 0 explicit 0"), "{}", outcome.context());
+    assert!(
+        outcome.stdout.contains("automatic 0 explicit 0"),
+        "{}",
+        outcome.context()
+    );
     assert_eq!(std::fs::read_to_string(&v1).unwrap(), "VICTIM ONE\n");
     assert_eq!(std::fs::read_to_string(&v2).unwrap(), "VICTIM TWO\n");
     assert!(!absent.exists(), "a dangling planted link was followed");
     // The dumps replaced the links with regular files that decode.
-    for name in ["explicit.prof".to_string(), format!("heapsample.{}.0.m0.prof", outcome.pid), format!("heapsample.{}.2.f.prof", outcome.pid)] {
+    for name in [
+        "explicit.prof".to_string(),
+        format!("heapsample.{}.0.m0.prof", outcome.pid),
+        format!("heapsample.{}.2.f.prof", outcome.pid),
+    ] {
         let path = outcome.dir.path().join(&name);
         let meta = std::fs::symlink_metadata(&path).unwrap();
         assert!(meta.file_type().is_file(), "{name} is not a regular file");
@@ -66,7 +78,10 @@ fn missing_prefix_directory_is_not_created() {
     outcome.assert_success();
     let lines = outcome.heapsample_lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
-    assert!(!base.path().join("missing").exists(), "the shim created a directory");
+    assert!(
+        !base.path().join("missing").exists(),
+        "the shim created a directory"
+    );
     assert!(base.entries().is_empty());
 }
 
@@ -93,7 +108,10 @@ fn full_disk_mid_dump() {
         .map(|s| s.success())
         .unwrap_or(false);
     if !mounted {
-        assert!(std::env::var_os("CI").is_none(), "cannot mount a tmpfs in CI");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "cannot mount a tmpfs in CI"
+        );
         eprintln!("SKIPPED: cannot mount a tmpfs here");
         return;
     }
@@ -112,7 +130,9 @@ fn full_disk_mid_dump() {
         .run();
     outcome.assert_success();
     assert!(
-        outcome.stdout.contains("first No space left on device second No space left on device third ok"),
+        outcome
+            .stdout
+            .contains("first No space left on device second No space left on device third ok"),
         "{}",
         outcome.context()
     );
@@ -147,7 +167,10 @@ impl Drop for RemoveOnDrop {
 fn secure_execution_profiles_nothing() {
     // SAFETY: plain syscall.
     if unsafe { libc::geteuid() } != 0 {
-        assert!(std::env::var_os("CI").is_none(), "secure-execution test needs root in CI");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "secure-execution test needs root in CI"
+        );
         eprintln!("SKIPPED: needs root (setgid copy and the trusted library directory)");
         return;
     }
@@ -160,7 +183,11 @@ fn secure_execution_profiles_nothing() {
     let bin_dir = TempDir::new("setgid");
     let copy = bin_dir.path().join("writer-setgid");
     std::fs::copy(&program().path, &copy).unwrap();
-    let chgrp = Command::new("chgrp").arg("nogroup").arg(&copy).status().unwrap();
+    let chgrp = Command::new("chgrp")
+        .arg("nogroup")
+        .arg(&copy)
+        .status()
+        .unwrap();
     assert!(chgrp.success());
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o2755)).unwrap();
     let secure = Run::new(&copy)
@@ -169,18 +196,27 @@ fn secure_execution_profiles_nothing() {
         .env("PROF_CONF", "lg_prof_sample:0,prof_leak:true")
         .run();
     secure.assert_success();
-    assert!(secure.stdout.contains("at_secure 1 shim_loaded 1"), "{}", secure.context());
-    assert!(secure.stdout.contains(&format!("dump {}", libc::ENOTSUP)), "{}", secure.context());
+    assert!(
+        secure.stdout.contains("at_secure 1 shim_loaded 1"),
+        "{}",
+        secure.context()
+    );
+    assert!(
+        secure.stdout.contains(&format!("dump {}", libc::ENOTSUP)),
+        "{}",
+        secure.context()
+    );
     assert!(secure.stderr.is_empty(), "{}", secure.context());
     assert!(secure.dir.entries().is_empty(), "{}", secure.context());
     // Control: without the setgid bit the same setup profiles.
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let control = Run::new(&copy)
-        .arg("secure")
-        .env("LD_PRELOAD", &name)
-        .run();
+    let control = Run::new(&copy).arg("secure").env("LD_PRELOAD", &name).run();
     control.assert_success();
-    assert!(control.stdout.contains("at_secure 0 shim_loaded 1"), "{}", control.context());
+    assert!(
+        control.stdout.contains("at_secure 0 shim_loaded 1"),
+        "{}",
+        control.context()
+    );
     assert!(control.stdout.contains("dump 0"), "{}", control.context());
     let _ = control.final_dump();
 }
