@@ -280,6 +280,7 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
     }
     triggers::on_live_sample(size, 1);
     SAMPLES_TAKEN.fetch_add(1, Relaxed);
+    threads::list_current(state);
 }
 
 fn drop_sample(why: &str) {

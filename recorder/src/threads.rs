@@ -47,7 +47,7 @@ static RETIRED: Retired = Retired {
 struct Registry {
     /// Hot blocks of threads that are set up and have not exited.
     live: Vec<&'static ThreadState>,
-    /// Every thread ever set up.
+    /// Every thread that took a sample.
     infos: Vec<ThreadInfo>,
     /// Cold blocks of exited threads, ready for reuse. Boxed because each
     /// travels to and from a thread as a raw pointer.
@@ -62,6 +62,7 @@ static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
 });
 
 static NEXT_SERIAL: AtomicU32 = AtomicU32::new(1);
+static THREADS_SEEN: AtomicU64 = AtomicU64::new(0);
 static EXIT_KEY: AtomicU32 = AtomicU32::new(0);
 static EXIT_KEY_READY: AtomicBool = AtomicBool::new(false);
 
@@ -86,15 +87,10 @@ pub fn setup_current(state: &'static ThreadState) {
     state.serial.store(serial, Relaxed);
     let seed = crate::sampling::seed(state as *const ThreadState as usize, serial);
     state.rng.store(seed, Relaxed);
-    let info = ThreadInfo {
-        serial,
-        tid: current_tid(),
-        name: current_name(),
-    };
+    THREADS_SEEN.fetch_add(1, Relaxed);
     let ext = {
         let mut registry = REGISTRY.lock();
         registry.live.push(state);
-        registry.infos.push(info);
         registry.spare.pop()
     };
     let mut ext = ext.unwrap_or_else(|| {
@@ -115,6 +111,22 @@ fn arm_exit_flush(round: u32) {
         // SAFETY: the key was created; the value only needs to be non-null.
         unsafe { libc::pthread_setspecific(EXIT_KEY.load(Relaxed), round as usize as *const _) };
     }
+}
+
+/// Record the calling thread in the dump's thread list, once, at its first
+/// sample (so the list holds only threads that appear in stacks, and its
+/// name is the one the program gave it by then).
+pub fn list_current(state: &ThreadState) {
+    if state.flags.load(Relaxed) & tls::FLAG_LISTED != 0 {
+        return;
+    }
+    state.set_flag(tls::FLAG_LISTED, true);
+    let info = ThreadInfo {
+        serial: state.serial.load(Relaxed),
+        tid: current_tid(),
+        name: current_name(),
+    };
+    REGISTRY.lock().infos.push(info);
 }
 
 fn current_tid() -> u32 {
@@ -194,7 +206,7 @@ pub fn exact_counts() -> ExactCounts {
         frees: RETIRED.frees.load(Relaxed),
         bytes_allocated: RETIRED.bytes_allocated.load(Relaxed),
         live_usable_bytes: RETIRED.live_usable_delta.load(Relaxed),
-        threads_seen: registry.infos.len() as u64,
+        threads_seen: THREADS_SEEN.load(Relaxed),
     };
     for state in &registry.live {
         counts.allocations += state.allocations.load(Relaxed);
@@ -205,7 +217,7 @@ pub fn exact_counts() -> ExactCounts {
     counts
 }
 
-/// Every thread that was set up.
+/// Every thread that took a sample.
 pub fn thread_infos() -> Vec<ThreadInfo> {
     REGISTRY.lock().infos.clone()
 }

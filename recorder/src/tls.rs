@@ -26,6 +26,10 @@ pub const FLAG_EXITING: u32 = 2;
 /// from the bootstrap arena.
 pub const FLAG_RESOLVING: u32 = 4;
 
+/// The thread's [`heapsample_format::ThreadInfo`] was recorded (at its
+/// first sample).
+pub const FLAG_LISTED: u32 = 8;
+
 /// The countdown given to an exiting thread: always negative, so every
 /// allocation takes the slow path, which counts it in the process totals.
 pub const EXITING_COUNTDOWN: i64 = i64::MIN / 4;
