@@ -6,17 +6,58 @@
 
 use crate::{Error, Result};
 use heapsample_format::{Dump, decode};
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The largest `lg_sample_period` a dump may carry (2^62 bytes).
 const MAX_LG_SAMPLE_PERIOD: u32 = 62;
 
+/// Open `path` for reading only if it is a regular file. The open itself
+/// does not block (a FIFO or a device named in a dump must not hang the
+/// tool), and only then is the file's type checked.
+pub fn open_regular_file(path: &Path) -> std::result::Result<File, String> {
+    /// O_NONBLOCK on Linux.
+    const OPEN_NONBLOCK: i32 = 0o4000;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OPEN_NONBLOCK)
+        .open(path)
+        .map_err(|e| io_reason(&e))?;
+    let metadata = file.metadata().map_err(|e| io_reason(&e))?;
+    if !metadata.is_file() {
+        return Err(if metadata.is_dir() {
+            "is a directory, not a file".to_string()
+        } else {
+            "not a regular file".to_string()
+        });
+    }
+    Ok(file)
+}
+
 /// Read and decode `path`; every failure names the file.
 pub fn load_dump(path: &Path) -> Result<Dump> {
-    let bytes = std::fs::read(path).map_err(|e| Error::file(path, io_reason(&e)))?;
+    let bytes = read_dump_bytes(path).map_err(|why| Error::file(path, why))?;
     let dump = decode(&bytes).map_err(|e| Error::file(path, e))?;
     validate(&dump).map_err(|why| Error::file(path, why))?;
     Ok(dump)
+}
+
+/// The whole file, if it is a regular file no larger than any dump can be.
+fn read_dump_bytes(path: &Path) -> std::result::Result<Vec<u8>, String> {
+    let mut file = open_regular_file(path)?;
+    let limit = heapsample_format::MAX_BODY_LEN + heapsample_format::HEADER_LEN as u64;
+    let size = file.metadata().map_err(|e| io_reason(&e))?.len();
+    if size > limit {
+        return Err(format!("too large to be a heapsample dump ({size} bytes)"));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.by_ref()
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_reason(&e))?;
+    Ok(bytes)
 }
 
 fn io_reason(error: &std::io::Error) -> String {

@@ -14,7 +14,6 @@
 
 use super::{ModuleRecord, SymbolizeOptions, hex};
 use object::{Object, ObjectSection};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// Where to look for modules and debug files.
@@ -173,7 +172,7 @@ fn verified_object(
 }
 
 fn read_object_info(path: &Path) -> Result<ObjectInfo, String> {
-    let file = File::open(path).map_err(|e| e.to_string())?;
+    let file = crate::load::open_regular_file(path)?;
     // SAFETY: the map is read-only and dropped before this function returns;
     // a file truncated underneath us is the usual mmap caveat that every
     // symbolizer (addr2line's own Loader included) accepts.
