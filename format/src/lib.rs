@@ -279,6 +279,20 @@ fn config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
+/// The most bytes decoding may claim for strings and byte buffers, which
+/// bincode allocates at the length the data announces. Real dumps hold a few
+/// hundred KiB of strings (paths, command line, thread names); the limit
+/// turns a lying length into an error instead of a huge allocation.
+const DECODE_CLAIM_LIMIT: usize = 64 << 20;
+
+fn decode_config() -> bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Varint,
+    bincode::config::Limit<DECODE_CLAIM_LIMIT>,
+> {
+    bincode::config::standard().with_limit::<DECODE_CLAIM_LIMIT>()
+}
+
 /// Serialize a dump into the complete file contents (header and body).
 pub fn encode(dump: &Dump) -> Vec<u8> {
     let mut out = vec![0u8; HEADER_LEN];
@@ -351,10 +365,11 @@ pub fn decode(file: &[u8]) -> Result<Dump, DecodeError> {
 
 /// Decode a body. Memory stays proportional to the body's size: serde
 /// preallocates at most 1 MiB per sequence whatever length the data claims,
-/// and every element consumes at least one input byte, so a lying length runs
-/// out of input (an error) long before it can exhaust memory.
+/// every element consumes at least one input byte, so a lying length runs out
+/// of input (an error) long before it can exhaust memory; strings, which
+/// bincode allocates whole, are capped by [`DECODE_CLAIM_LIMIT`].
 fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
-    let (dump, used) = bincode::serde::decode_from_slice::<Dump, _>(body, config())
+    let (dump, used) = bincode::serde::decode_from_slice::<Dump, _>(body, decode_config())
         .map_err(|e| DecodeError::Body(e.to_string()))?;
     if used != body.len() {
         return Err(DecodeError::Body(format!(
@@ -458,6 +473,32 @@ mod tests {
         let started = std::time::Instant::now();
         assert!(matches!(decode(&file), Err(DecodeError::Body(_))));
         assert!(started.elapsed().as_secs() < 5);
+    }
+
+    #[test]
+    fn huge_string_length_is_an_error_not_an_allocation() {
+        // The body starts with the `writer` string: claim 2^60 bytes for it.
+        let mut body = vec![255u8];
+        body.extend_from_slice(&(1u128 << 60).to_le_bytes());
+        body.extend_from_slice(&[b'x'; 64]);
+        let mut file = Vec::new();
+        file.extend_from_slice(&MAGIC);
+        file.extend_from_slice(&VERSION.to_le_bytes());
+        file.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        file.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        file.extend_from_slice(&body);
+        assert!(matches!(decode(&file), Err(DecodeError::Body(_))));
+        // And 2^40, which would be allocated if it were not for the limit.
+        let mut body = vec![253u8];
+        body.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        body.extend_from_slice(&[b'x'; 64]);
+        let mut file = Vec::new();
+        file.extend_from_slice(&MAGIC);
+        file.extend_from_slice(&VERSION.to_le_bytes());
+        file.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        file.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        file.extend_from_slice(&body);
+        assert!(matches!(decode(&file), Err(DecodeError::Body(_))));
     }
 
     #[test]

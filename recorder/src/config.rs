@@ -148,14 +148,32 @@ pub fn parse(text: &str) -> (Config, Vec<String>) {
     let mut warnings = Vec::new();
     for item in text.split(',').filter(|item| !item.trim().is_empty()) {
         let Some((key, value)) = item.split_once(':') else {
-            warnings.push(format!("PROF_CONF: \"{item}\" is not key:value; ignored"));
+            warnings.push(printable(&format!(
+                "PROF_CONF: \"{item}\" is not key:value; ignored"
+            )));
             continue;
         };
         if let Err(message) = apply(&mut config, key.trim(), value.trim()) {
-            warnings.push(format!("PROF_CONF: {message}"));
+            warnings.push(printable(&format!("PROF_CONF: {message}")));
         }
     }
     (config, warnings)
+}
+
+/// A warning echoes the user's text: escape control characters so that it
+/// stays one line and cannot forge another.
+fn printable(message: &str) -> String {
+    message
+        .chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 fn apply(config: &mut Config, key: &str, value: &str) -> Result<(), String> {
@@ -318,6 +336,13 @@ mod tests {
         assert_eq!(warnings.len(), 5, "{warnings:?}");
         assert_eq!(config, Config::default());
         assert!(warnings[1].contains("lg_prof_sample:banana") && warnings[1].contains("using 19"));
+    }
+
+    #[test]
+    fn warnings_stay_one_line() {
+        let (_, warnings) = parse("prof_leak:x\n<heapsample>: forged");
+        assert_eq!(warnings.len(), 1);
+        assert!(!warnings[0].contains('\n'), "{}", warnings[0]);
     }
 
     #[test]

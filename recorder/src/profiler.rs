@@ -137,7 +137,11 @@ fn configure() -> u8 {
     backtrace::init();
     backtrace::use_libgcc(config.prof_unwind == config::Unwinder::Libgcc);
     threads::create_exit_key();
-    MODE_PROFILING
+    if config.prof_exact {
+        MODE_PROFILING_EXACT
+    } else {
+        MODE_PROFILING
+    }
 }
 
 /// log2 of the live-table and stack-index sizes for a sampling period: a
@@ -196,6 +200,13 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize) {
     }
     let errno = next_alloc::errno();
     let _guard = tls::Guard::enter();
+    if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH != 0 {
+        if threads::after_final_flush(state, size) && ACTIVE.load(Relaxed) {
+            record_sample(state, pointer, size as u64);
+        }
+        next_alloc::set_errno(errno);
+        return;
+    }
     if state.serial.load(Relaxed) == 0 && !first_interval_crossed(state) {
         next_alloc::set_errno(errno);
         return;
@@ -258,8 +269,9 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
         // SAFETY: the thread's own cold block, used by this thread only.
         unsafe { &mut (*ext).frames }
     };
-    let limit = max_frames.min(buffer.len());
-    let depth = backtrace::capture(&mut buffer[..limit]);
+    // Capture a little deeper: the profiler's own frames are dropped after.
+    let limit = (max_frames + threads::OWN_FRAMES_SLACK).min(buffer.len());
+    let depth = backtrace::capture(&mut buffer[..limit]).min(max_frames);
     let thread = state.serial.load(Relaxed);
     let Some(id) = STACKS.intern(&buffer[..depth], thread, modules::current_epoch()) else {
         return drop_sample("the stack table is full");

@@ -21,13 +21,19 @@ use crate::tls::{self, ThreadState};
 
 /// Cold per-thread state, reached through `ThreadState::ext`.
 pub struct ThreadExt {
-    /// Where a stack is captured before it is interned.
-    pub frames: [u64; MAX_BT_MAX as usize],
+    /// Where a stack is captured before it is interned: room for the
+    /// deepest stack kept plus the profiler's own frames, dropped after.
+    pub frames: [u64; FRAME_BUFFER_LEN],
     /// `bytes_allocated` already handed to the interval trigger.
     pub bytes_fed: u64,
     /// `live_usable_delta` already handed to the high-water trigger.
     pub live_usable_fed: i64,
 }
+
+/// Frames the profiler's own code may add at the leaf of a capture.
+pub const OWN_FRAMES_SLACK: usize = 16;
+/// Capacity of a thread's capture buffer.
+pub const FRAME_BUFFER_LEN: usize = MAX_BT_MAX as usize + OWN_FRAMES_SLACK;
 
 /// Counters of threads that have exited (or of a fork parent's threads).
 struct Retired {
@@ -66,9 +72,10 @@ static THREADS_SEEN: AtomicU64 = AtomicU64::new(0);
 static EXIT_KEY: AtomicU32 = AtomicU32::new(0);
 static EXIT_KEY_READY: AtomicBool = AtomicBool::new(false);
 
-/// How many times a thread's exit flush re-arms itself, to catch frees made
-/// by other keys' destructors in later rounds (glibc runs up to 4 rounds).
-const EXIT_FLUSH_ROUNDS: u32 = 3;
+/// How many times a thread's exit flush runs: glibc runs key destructors
+/// for up to PTHREAD_DESTRUCTOR_ITERATIONS (4) rounds, and other keys'
+/// destructors may allocate in each of them.
+const EXIT_FLUSH_ROUNDS: u32 = 4;
 
 /// Create the pthread key whose destructor flushes an exiting thread.
 pub fn create_exit_key() {
@@ -95,7 +102,7 @@ pub fn setup_current(state: &'static ThreadState) {
     };
     let mut ext = ext.unwrap_or_else(|| {
         Box::new(ThreadExt {
-            frames: [0; MAX_BT_MAX as usize],
+            frames: [0; FRAME_BUFFER_LEN],
             bytes_fed: 0,
             live_usable_fed: 0,
         })
@@ -185,7 +192,40 @@ extern "C" fn on_thread_exit(value: *mut libc::c_void) {
     }
     if round < EXIT_FLUSH_ROUNDS {
         arm_exit_flush(round + 1);
+    } else {
+        // No later round will fold what is still to come: from now on every
+        // allocation takes the slow path, which folds at once.
+        state.set_flag(tls::FLAG_FINAL_FLUSH, true);
+        rebase_countdown(state, tls::EXITING_COUNTDOWN);
     }
+}
+
+/// Set the countdown to `countdown`, keeping `bytes_allocated` unchanged.
+fn rebase_countdown(state: &ThreadState, countdown: i64) {
+    let remaining = state.bytes_until_sample.load(Relaxed);
+    let base = state.bytes_base.load(Relaxed);
+    state.bytes_base.store(
+        base.wrapping_sub(remaining as u64)
+            .wrapping_add(countdown as u64),
+        Relaxed,
+    );
+    state.bytes_until_sample.store(countdown, Relaxed);
+}
+
+/// Slow path of an allocation made after the thread's last exit flush:
+/// fold its counters into the process totals right away and keep the
+/// countdown negative. Returns true if the allocation should be sampled
+/// (decided independently, with the countdown's law).
+pub fn after_final_flush(state: &ThreadState, size: usize) -> bool {
+    {
+        let _registry = REGISTRY.lock();
+        fold_into_retired(state);
+    }
+    rebase_countdown(state, tls::EXITING_COUNTDOWN);
+    let mut rng = state.rng.load(Relaxed);
+    let sampled = crate::sampling::sample_independently(&mut rng, size);
+    state.rng.store(rng, Relaxed);
+    sampled
 }
 
 /// Exact counters summed over live and exited threads.

@@ -30,6 +30,9 @@ pub const FLAG_RESOLVING: u32 = 4;
 /// first sample).
 pub const FLAG_LISTED: u32 = 8;
 
+/// The thread ran its last exit flush: later allocations fold at once.
+pub const FLAG_FINAL_FLUSH: u32 = 16;
+
 /// The countdown given to an exiting thread: always negative, so every
 /// allocation takes the slow path, which counts it in the process totals.
 pub const EXITING_COUNTDOWN: i64 = i64::MIN / 4;

@@ -131,6 +131,21 @@ extern "C" fn on_signal(_signal: libc::c_int) {
     unsafe { *libc::__errno_location() = errno };
 }
 
+static HANDLER_INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// The program is changing the disposition of `signal` (its `sigaction` or
+/// `signal` call, interposed): if that is the dump signal, the program's
+/// handler wins and signal dumps stop, with one warning.
+pub fn on_program_sigaction(signal: libc::c_int) {
+    if signal != 0 && signal == SIGNAL.load(Relaxed) && HANDLER_INSTALLED.swap(false, Relaxed) {
+        crate::warn!(
+            Kind::Signal,
+            "prof_signal: the program installed its own handler for signal {}; signal dumps are off",
+            crate::config::signal_name(signal)
+        );
+    }
+}
+
 /// Install the dump signal's handler if the signal still has its default
 /// disposition (called from the constructor); otherwise warn once.
 pub fn install_signal_handler() {
@@ -156,7 +171,10 @@ pub fn install_signal_handler() {
         action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
         action.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut action.sa_mask);
-        libc::sigaction(signal, &action, core::ptr::null_mut());
+        if libc::sigaction(signal, &action, core::ptr::null_mut()) != 0 {
+            return;
+        }
     }
+    HANDLER_INSTALLED.store(true, Relaxed);
     dumper::ensure_started();
 }

@@ -19,19 +19,40 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub enum Kind {
     /// Something in PROF_CONF (every bad item is reported, not only the first).
     Config = 0,
-    /// Creating or writing a dump file failed.
-    DumpWrite = 1,
+    /// A dump could not be written: the directory is missing or not one.
+    DumpNoDirectory = 1,
+    /// A dump could not be written: permission denied or read-only.
+    DumpNotWritable = 2,
+    /// A dump could not be written: the disk or quota is full.
+    DumpDiskFull = 3,
+    /// A dump could not be written: the name is too long.
+    DumpNameTooLong = 4,
+    /// A dump could not be written for another reason.
+    DumpOther = 5,
     /// A dump could not be renamed into place.
-    DumpRename = 2,
+    DumpRename = 6,
     /// A table filled up; samples are being dropped.
-    TableFull = 3,
-    /// A signal handler was already installed.
-    Signal = 4,
+    TableFull = 7,
+    /// The dump signal is not ours (already handled, or taken later).
+    Signal = 8,
     /// Anything else, reported every time.
     Other = 31,
 }
 
 static REPORTED: AtomicU32 = AtomicU32::new(0);
+
+impl Kind {
+    /// The kind of a failed dump write, from its errno.
+    pub fn of_dump_error(errno: i32) -> Kind {
+        match errno {
+            libc::ENOENT | libc::ENOTDIR => Kind::DumpNoDirectory,
+            libc::EACCES | libc::EPERM | libc::EROFS => Kind::DumpNotWritable,
+            libc::ENOSPC | libc::EDQUOT | libc::EFBIG => Kind::DumpDiskFull,
+            libc::ENAMETOOLONG => Kind::DumpNameTooLong,
+            _ => Kind::DumpOther,
+        }
+    }
+}
 
 /// Device and inode of descriptor 2 at start-up; 0/0 when it was closed.
 static STDERR_DEVICE: AtomicU64 = AtomicU64::new(0);

@@ -157,7 +157,7 @@ pub fn write_atomically(target: &str, bytes: &[u8]) -> Result<(), Errno> {
     let temporary = format!("{target}.tmp.{}", std::process::id());
     let (Ok(temporary_c), Ok(target_c)) = (CString::new(temporary), CString::new(target)) else {
         crate::warn!(
-            Kind::DumpWrite,
+            Kind::DumpOther,
             "cannot write dump {target:?}: the name contains a NUL byte"
         );
         return Err(libc::EINVAL);
@@ -166,11 +166,16 @@ pub fn write_atomically(target: &str, bytes: &[u8]) -> Result<(), Errno> {
         // SAFETY: valid NUL-terminated paths.
         match unsafe { libc::rename(temporary_c.as_ptr(), target_c.as_ptr()) } {
             0 => Ok(()),
-            _ => Err((Kind::DumpRename, "rename into place", last_errno())),
+            _ => Err((RENAME_STAGE, last_errno())),
         }
     });
-    let Err((kind, stage, errno)) = result else {
+    let Err((stage, errno)) = result else {
         return Ok(());
+    };
+    let kind = if stage == RENAME_STAGE {
+        Kind::DumpRename
+    } else {
+        Kind::of_dump_error(errno)
     };
     crate::warn!(
         kind,
@@ -182,7 +187,10 @@ pub fn write_atomically(target: &str, bytes: &[u8]) -> Result<(), Errno> {
     Err(errno)
 }
 
-type Failure = (Kind, &'static str, Errno);
+/// What failed ("create", "write", ...) and the errno.
+type Failure = (&'static str, Errno);
+
+const RENAME_STAGE: &str = "rename into place";
 
 fn create_and_write(temporary: &CString, bytes: &[u8]) -> Result<(), Failure> {
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
@@ -197,14 +205,14 @@ fn create_and_write(temporary: &CString, bytes: &[u8]) -> Result<(), Failure> {
         fd = unsafe { libc::open(temporary.as_ptr(), flags, 0o600) };
     }
     if fd < 0 {
-        return Err((Kind::DumpWrite, "create", last_errno()));
+        return Err(("create", last_errno()));
     }
     let written = write_all(fd, bytes);
     // SAFETY: fd is ours and open.
     let closed = unsafe { libc::close(fd) };
     match written {
-        Err(errno) => Err((Kind::DumpWrite, "write", errno)),
-        Ok(()) if closed != 0 => Err((Kind::DumpWrite, "write", last_errno())),
+        Err(errno) => Err(("write", errno)),
+        Ok(()) if closed != 0 => Err(("write", last_errno())),
         Ok(()) => Ok(()),
     }
 }

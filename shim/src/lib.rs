@@ -6,6 +6,7 @@
 //!   and counted only when that definition does not itself call `malloc`.
 //! - `dl.rs`: `dlclose`, so stacks in unloaded libraries still symbolize.
 //! - `api.rs`: `heapsample_dump`, `heapsample_set_active`, `heapsample_reset`.
+//! - `signals.rs`: `sigaction`/`signal`, to notice a program taking the dump signal.
 //! - `allocator.rs`: the Rust global allocator of the shim's own code, which
 //!   goes straight to the next allocator and is never sampled.
 //!
@@ -16,6 +17,7 @@ mod api;
 mod cxx;
 mod dl;
 mod interpose;
+mod signals;
 
 extern "C" fn on_load() {
     heapsample_recorder::on_library_load();

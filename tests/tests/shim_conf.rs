@@ -105,7 +105,7 @@ fn dump_file_name_and_contents() {
     assert_eq!(file.trigger, "f");
     assert_eq!(
         file.name,
-        format!("heapsample.{}.{}.f.prof", outcome.pid, file.seq)
+        format!("heapsample.{}.{:06}.f.prof", outcome.pid, file.seq)
     );
     assert_eq!(dump.pid, outcome.pid);
     assert_eq!(dump.seq, file.seq, "seq in the name and in the dump differ");

@@ -56,7 +56,7 @@ fn planted_symlinks_are_not_followed() {
     for name in [
         "explicit.prof".to_string(),
         format!("heapsample.{}.0.m0.prof", outcome.pid),
-        format!("heapsample.{}.2.f.prof", outcome.pid),
+        format!("heapsample.{}.000002.f.prof", outcome.pid),
     ] {
         let path = outcome.dir.path().join(&name);
         let meta = std::fs::symlink_metadata(&path).unwrap();
