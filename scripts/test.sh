@@ -12,6 +12,10 @@ dpkg -s libjemalloc2 >/dev/null 2>&1 || need+=(libjemalloc2)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v heaptrack >/dev/null 2>&1 || need+=(heaptrack)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
+# CPython's own test modules for tests/tests/suites.rs (Debian 12: 3.11).
+python3 -c 'import test.test_dict, test.test_subprocess' >/dev/null 2>&1 \
+    || /usr/bin/python3 -c 'import test.test_dict, test.test_subprocess' >/dev/null 2>&1 \
+    || need+=(libpython3.11-testsuite)
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
