@@ -22,6 +22,22 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Decode a string by borrowing it from the input first: the decoder then
+/// checks its length against the bytes actually there, instead of
+/// allocating whatever length the data claims.
+fn owned_from_borrowed<'de, D: serde::Deserializer<'de>>(decoder: D) -> Result<String, D::Error> {
+    let borrowed: &'de str = Deserialize::deserialize(decoder)?;
+    Ok(borrowed.to_owned())
+}
+
+/// [`owned_from_borrowed`] for a list of strings.
+fn owned_list_from_borrowed<'de, D: serde::Deserializer<'de>>(
+    decoder: D,
+) -> Result<Vec<String>, D::Error> {
+    let borrowed: Vec<&'de str> = Deserialize::deserialize(decoder)?;
+    Ok(borrowed.into_iter().map(str::to_owned).collect())
+}
+
 /// The first eight bytes of every dump.
 pub const MAGIC: [u8; 8] = *b"HEAPSMPL";
 /// The version written by this crate. Readers accept exactly this version.
@@ -64,6 +80,7 @@ impl Trigger {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Module {
     /// Path of the file as the loader names it; the main executable's real path.
+    #[serde(deserialize_with = "owned_from_borrowed")]
     pub path: String,
     /// The GNU build-id note, empty if the object has none.
     pub build_id: Vec<u8>,
@@ -98,6 +115,7 @@ pub struct ThreadInfo {
     /// The kernel thread id.
     pub tid: u32,
     /// The thread name when it was first seen (`/proc/.../comm`), maybe empty.
+    #[serde(deserialize_with = "owned_from_borrowed")]
     pub name: String,
 }
 
@@ -153,12 +171,15 @@ pub struct Totals {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Dump {
     /// Version of the shim that wrote the dump.
+    #[serde(deserialize_with = "owned_from_borrowed")]
     pub writer: String,
     /// Process id of the profiled process.
     pub pid: u32,
     /// Path of the main executable.
+    #[serde(deserialize_with = "owned_from_borrowed")]
     pub executable: String,
     /// The command line, argument by argument.
+    #[serde(deserialize_with = "owned_list_from_borrowed")]
     pub command_line: Vec<String>,
     /// Wall-clock time of the dump, nanoseconds since the Unix epoch.
     pub time_unix_ns: u64,
@@ -171,6 +192,7 @@ pub struct Dump {
     /// log2 of the mean sampling period in bytes; 0 samples everything.
     pub lg_sample_period: u32,
     /// The effective configuration, as `key:value,...`.
+    #[serde(deserialize_with = "owned_from_borrowed")]
     pub config: String,
     /// Every object loaded at any time the samples cover, with its epochs.
     pub modules: Vec<Module>,
@@ -366,10 +388,12 @@ pub fn decode(file: &[u8]) -> Result<Dump, DecodeError> {
 /// Decode a body. Memory stays proportional to the body's size: serde
 /// preallocates at most 1 MiB per sequence whatever length the data claims,
 /// every element consumes at least one input byte, so a lying length runs out
-/// of input (an error) long before it can exhaust memory; strings, which
-/// bincode allocates whole, are capped by [`DECODE_CLAIM_LIMIT`].
+/// of input (an error) long before it can exhaust memory; strings are
+/// borrowed from the input (their length checked against it) before being
+/// copied, and [`DECODE_CLAIM_LIMIT`] caps anything bincode would still
+/// allocate at a claimed length.
 fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
-    let (dump, used) = bincode::serde::decode_from_slice::<Dump, _>(body, decode_config())
+    let (dump, used) = bincode::serde::borrow_decode_from_slice::<Dump, _>(body, decode_config())
         .map_err(|e| DecodeError::Body(e.to_string()))?;
     if used != body.len() {
         return Err(DecodeError::Body(format!(
