@@ -145,9 +145,12 @@ fn configure() -> u8 {
 }
 
 /// log2 of the live-table and stack-index sizes for a sampling period: a
-/// shorter period keeps more samples live.
+/// shorter period keeps more samples live. Hashing spreads entries over the
+/// whole table, so its size is resident memory once enough samples are
+/// live: 2^16 slots (1 MiB) at the default period holds samples for a
+/// ~16 GiB heap before probes lengthen; 2^18 (4 MiB) at lg 14 for ~2 GiB.
 fn table_sizes(lg_sample: u32) -> (u32, u32) {
-    let live_bits = (35u32.saturating_sub(lg_sample)).clamp(16, 22);
+    let live_bits = (32u32.saturating_sub(lg_sample)).clamp(16, 22);
     let stack_bits = (34u32.saturating_sub(lg_sample)).clamp(16, 22);
     (live_bits, stack_bits)
 }

@@ -40,7 +40,9 @@ fn trigger_index(trigger: Trigger) -> usize {
 pub type Errno = i32;
 
 /// The automatic file name of a dump: `<prefix>.<pid>.<seq>.<t><tseq>.prof`,
-/// or `<prefix>.<pid>.<seq>.f.prof` for the final dump.
+/// or `<prefix>.<pid>.<seq>.f.prof` for the final dump. `<seq>` has six
+/// digits (more past a million) so that `ls` lists a process's dumps in the
+/// order they were written.
 pub fn automatic_name(
     prefix: &str,
     pid: u32,
@@ -49,8 +51,11 @@ pub fn automatic_name(
     trigger_seq: u64,
 ) -> String {
     match trigger {
-        Trigger::Final => format!("{prefix}.{pid}.{seq}.f.prof"),
-        other => format!("{prefix}.{pid}.{seq}.{}{trigger_seq}.prof", other.letter()),
+        Trigger::Final => format!("{prefix}.{pid}.{seq:06}.f.prof"),
+        other => format!(
+            "{prefix}.{pid}.{seq:06}.{}{trigger_seq}.prof",
+            other.letter()
+        ),
     }
 }
 

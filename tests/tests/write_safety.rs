@@ -55,7 +55,7 @@ fn planted_symlinks_are_not_followed() {
     // The dumps replaced the links with regular files that decode.
     for name in [
         "explicit.prof".to_string(),
-        format!("heapsample.{}.0.m0.prof", outcome.pid),
+        format!("heapsample.{}.000000.m0.prof", outcome.pid),
         format!("heapsample.{}.000002.f.prof", outcome.pid),
     ] {
         let path = outcome.dir.path().join(&name);
@@ -144,9 +144,15 @@ fn full_disk_mid_dump() {
         .collect();
     assert!(names.iter().all(|n| !n.contains(".tmp.")), "{names:?}");
     let pid = outcome.pid;
-    assert!(!names.contains(&format!("hs.{pid}.0.m0.prof")), "{names:?}");
-    assert!(!names.contains(&format!("hs.{pid}.1.m1.prof")), "{names:?}");
-    let third = mnt.join(format!("hs.{pid}.2.m2.prof"));
+    assert!(
+        !names.contains(&format!("hs.{pid}.000000.m0.prof")),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&format!("hs.{pid}.000001.m1.prof")),
+        "{names:?}"
+    );
+    let third = mnt.join(format!("hs.{pid}.000002.m2.prof"));
     format::decode(&std::fs::read(&third).unwrap()).unwrap();
 }
 
