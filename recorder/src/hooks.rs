@@ -14,7 +14,7 @@
 //! the bootstrap arena never reach the real allocator.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 use crate::live_table::LIVE;
 use crate::next_alloc::{self, in_bootstrap_arena};
@@ -105,18 +105,55 @@ fn start_or_bootstrap() -> bool {
     profiler::start()
 }
 
+// ---- routes: where each hot hook jumps ----
+//
+// malloc, free, calloc and realloc each jump through a function pointer
+// chosen once the mode is known: straight to the next allocator under
+// `prof:false`, to the `*_profiled` fast paths while profiling, and to the
+// `*_other` paths (start-up, `prof_exact`, bootstrap arena in use) otherwise.
+// One indirect jump replaces a chain of mode compares.
+
+type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
+type FreeFn = unsafe extern "C" fn(*mut c_void);
+type CallocFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
+type ReallocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
+
+static MALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(malloc_other as MallocFn as *mut ());
+static FREE_ROUTE: AtomicPtr<()> = AtomicPtr::new(free_other as FreeFn as *mut ());
+static CALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(calloc_other as CallocFn as *mut ());
+static REALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(realloc_other as ReallocFn as *mut ());
+
+/// Point the hot hooks at the paths for `mode` (called once the mode is set).
+pub fn set_routes(mode: u8) {
+    let (malloc, free, calloc, realloc): (*mut (), *mut (), *mut (), *mut ()) = match mode {
+        MODE_PASS_THROUGH => (
+            next_alloc::NEXT.malloc.address().cast(),
+            next_alloc::NEXT.free.address().cast(),
+            next_alloc::NEXT.calloc.address().cast(),
+            next_alloc::NEXT.realloc.address().cast(),
+        ),
+        MODE_PROFILING => (
+            malloc_profiled as MallocFn as *mut (),
+            free_profiled as FreeFn as *mut (),
+            calloc_profiled as CallocFn as *mut (),
+            realloc_profiled as ReallocFn as *mut (),
+        ),
+        _ => return,
+    };
+    MALLOC_ROUTE.store(malloc, Relaxed);
+    FREE_ROUTE.store(free, Relaxed);
+    CALLOC_ROUTE.store(calloc, Relaxed);
+    REALLOC_ROUTE.store(realloc, Relaxed);
+}
+
 /// `malloc`.
 ///
 /// # Safety
 /// The C contract of `malloc`.
 #[inline(always)]
 pub unsafe fn malloc(size: usize) -> *mut c_void {
-    // SAFETY (all arms): the next allocator is resolved before MODE is set.
-    match MODE.load(Relaxed) {
-        MODE_PASS_THROUGH => unsafe { next_alloc::malloc(size) },
-        MODE_PROFILING => unsafe { malloc_profiled(size) },
-        _ => unsafe { malloc_other(size) },
-    }
+    // SAFETY: a route is always a function with malloc's signature.
+    unsafe { core::mem::transmute::<*mut (), MallocFn>(MALLOC_ROUTE.load(Relaxed))(size) }
 }
 
 #[inline(never)]
@@ -153,20 +190,32 @@ unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
 /// The C contract of `free`.
 #[inline(always)]
 pub unsafe fn free(pointer: *mut c_void) {
-    // SAFETY (all arms): a pointer of the next allocator, released once.
-    match MODE.load(Relaxed) {
-        MODE_PASS_THROUGH => unsafe { next_alloc::free(pointer) },
-        MODE_PROFILING => unsafe { free_profiled(pointer) },
-        _ => unsafe { free_other(pointer) },
-    }
+    // SAFETY: a route is always a function with free's signature.
+    unsafe { core::mem::transmute::<*mut (), FreeFn>(FREE_ROUTE.load(Relaxed))(pointer) }
 }
 
 #[inline(never)]
 unsafe extern "C" fn free_profiled(pointer: *mut c_void) {
     if !pointer.is_null() {
-        // SAFETY: a live allocation, released right after.
-        unsafe { before_free(pointer) };
+        let state = tls::current();
+        ThreadState::bump(&state.frees, 1);
+        if LIVE.may_contain(pointer as usize) {
+            // SAFETY: a live allocation, released by the callee.
+            return unsafe { free_maybe_sampled(pointer) };
+        }
     }
+    // SAFETY: a pointer of the next allocator, released once.
+    unsafe { next_alloc::free(pointer) }
+}
+
+/// The rest of `free_profiled` when the page filter hits: forget the
+/// sample, then release. Out of line (and a tail call) so that the fast
+/// path saves no registers.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn free_maybe_sampled(pointer: *mut c_void) {
+    // SAFETY: a live allocation; the real free comes after.
+    unsafe { profiler::on_sampled_free(pointer) };
     // SAFETY: a pointer of the next allocator, released once.
     unsafe { next_alloc::free(pointer) }
 }
@@ -193,12 +242,8 @@ unsafe extern "C" fn free_other(pointer: *mut c_void) {
 /// The C contract of `calloc`.
 #[inline(always)]
 pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
-    // SAFETY (all arms): resolved before MODE was set.
-    match MODE.load(Relaxed) {
-        MODE_PASS_THROUGH => unsafe { next_alloc::calloc(count, size) },
-        MODE_PROFILING => unsafe { calloc_profiled(count, size) },
-        _ => unsafe { calloc_other(count, size) },
-    }
+    // SAFETY: a route is always a function with calloc's signature.
+    unsafe { core::mem::transmute::<*mut (), CallocFn>(CALLOC_ROUTE.load(Relaxed))(count, size) }
 }
 
 #[inline(never)]
@@ -241,11 +286,9 @@ fn enomem() -> *mut c_void {
 /// # Safety
 /// The C contract of `realloc`.
 pub unsafe fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
-    // SAFETY (all arms): the C contract, forwarded.
-    match MODE.load(Relaxed) {
-        MODE_PASS_THROUGH => unsafe { next_alloc::realloc(pointer, size) },
-        MODE_PROFILING => unsafe { realloc_profiled(pointer, size) },
-        _ => unsafe { realloc_other(pointer, size) },
+    // SAFETY: a route is always a function with realloc's signature.
+    unsafe {
+        core::mem::transmute::<*mut (), ReallocFn>(REALLOC_ROUTE.load(Relaxed))(pointer, size)
     }
 }
 

@@ -79,6 +79,7 @@ pub fn start() -> bool {
         mode |= MODE_ARENA_IN_USE;
     }
     MODE.store(mode, Relaxed);
+    crate::hooks::set_routes(mode);
     START.store(STARTED, Relaxed);
     true
 }
