@@ -439,6 +439,17 @@ mod tests {
         }
     }
 
+    /// A file with a valid header and checksum around any body.
+    fn file_with_body(body: &[u8]) -> Vec<u8> {
+        let mut file = Vec::new();
+        file.extend_from_slice(&MAGIC);
+        file.extend_from_slice(&VERSION.to_le_bytes());
+        file.extend_from_slice(&crc32fast::hash(body).to_le_bytes());
+        file.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        file.extend_from_slice(body);
+        file
+    }
+
     #[test]
     fn round_trip() {
         let dump = sample_dump();
@@ -488,12 +499,7 @@ mod tests {
         body.push(253); // u64 varint marker
         body.extend_from_slice(&(1u64 << 60).to_le_bytes());
         body.extend_from_slice(&[0u8; 1000]);
-        let mut file = Vec::new();
-        file.extend_from_slice(&MAGIC);
-        file.extend_from_slice(&VERSION.to_le_bytes());
-        file.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-        file.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        file.extend_from_slice(&body);
+        let file = file_with_body(&body);
         let started = std::time::Instant::now();
         assert!(matches!(decode(&file), Err(DecodeError::Body(_))));
         assert!(started.elapsed().as_secs() < 5);
@@ -505,23 +511,13 @@ mod tests {
         let mut body = vec![255u8];
         body.extend_from_slice(&(1u128 << 60).to_le_bytes());
         body.extend_from_slice(&[b'x'; 64]);
-        let mut file = Vec::new();
-        file.extend_from_slice(&MAGIC);
-        file.extend_from_slice(&VERSION.to_le_bytes());
-        file.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-        file.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        file.extend_from_slice(&body);
+        let file = file_with_body(&body);
         assert!(matches!(decode(&file), Err(DecodeError::Body(_))));
         // And 2^40, which would be allocated if it were not for the limit.
         let mut body = vec![253u8];
         body.extend_from_slice(&(1u64 << 40).to_le_bytes());
         body.extend_from_slice(&[b'x'; 64]);
-        let mut file = Vec::new();
-        file.extend_from_slice(&MAGIC);
-        file.extend_from_slice(&VERSION.to_le_bytes());
-        file.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-        file.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        file.extend_from_slice(&body);
+        let file = file_with_body(&body);
         assert!(matches!(decode(&file), Err(DecodeError::Body(_))));
     }
 

@@ -1089,6 +1089,25 @@ pub fn stacks_in<'a>(dump: &'a Dump, symbols: &Symbols, function: &str) -> Vec<&
         .collect()
 }
 
+/// Assert that the dump's per-function live and allocated counts equal what
+/// the program reported for each of its sites (`sites`), naming every
+/// mismatch and showing the whole per-function table when one is found.
+/// `context` (e.g. [`Outcome::context`]) is appended to the failure message.
+pub fn assert_sites_match(dump: &Dump, symbols: &Symbols, sites: &[SiteReport], context: &str) {
+    let table = per_function(dump, symbols);
+    let check = SiteCheck {
+        live: true,
+        alloc: true,
+        usable: false,
+    };
+    let problems = site_mismatches(sites, &table, check);
+    assert!(
+        problems.is_empty(),
+        "per-site counts differ from the program's own:\n{problems:#?}\n{}\n{context}",
+        render_per_function(&table)
+    );
+}
+
 /// A readable rendering of the per-function table, for failure messages.
 pub fn render_per_function(table: &BTreeMap<String, Counts>) -> String {
     let mut s = String::from(

@@ -51,22 +51,9 @@ fn threads_dumps_and_forks() {
     }
     let symbols = Symbols::of(&program);
     let (_, final_dump) = outcome.final_dump();
-    let table = per_function(&final_dump, &symbols);
     let sites = parse_sites(&outcome.stdout);
-    let problems = site_mismatches(
-        &sites,
-        &table,
-        SiteCheck {
-            live: true,
-            alloc: true,
-            usable: false,
-        },
-    );
-    assert!(
-        problems.is_empty(),
-        "{problems:#?}\n{}",
-        render_per_function(&table)
-    );
+    let table = per_function(&final_dump, &symbols);
+    assert_sites_match(&final_dump, &symbols, &sites, "");
     assert_eq!(final_dump.totals.samples_dropped, 0);
 
     let extra = |o: &Outcome| -> (i64, i64) {

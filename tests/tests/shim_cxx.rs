@@ -15,22 +15,7 @@ fn cxx_exact_counts_at_lg_prof_sample_0() {
     assert_eq!(sites.len(), 5, "{}", outcome.context());
     let (_, dump) = outcome.final_dump();
     let symbols = Symbols::of(&program);
-    let table = per_function(&dump, &symbols);
-    let problems = site_mismatches(
-        &sites,
-        &table,
-        SiteCheck {
-            live: true,
-            alloc: true,
-            usable: false,
-        },
-    );
-    assert!(
-        problems.is_empty(),
-        "C++ per-site counts differ from the program's:\n{}\n{}",
-        problems.join("\n"),
-        render_per_function(&table)
-    );
+    assert_sites_match(&dump, &symbols, &sites, "");
     // frames[0] is the return address in operator new (libstdc++) or in the
     // site itself: never in the shim.
     for stack in stacks_in(&dump, &symbols, "cxx_site_new") {

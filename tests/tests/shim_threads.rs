@@ -23,22 +23,7 @@ fn cross_thread_frees_at_lg_prof_sample_0() {
     let sites = parse_sites(&outcome.stdout);
     let (_, dump) = outcome.final_dump();
     let symbols = Symbols::of(&program);
-    let table = per_function(&dump, &symbols);
-    let problems = site_mismatches(
-        &sites,
-        &table,
-        SiteCheck {
-            live: true,
-            alloc: true,
-            usable: false,
-        },
-    );
-    assert!(
-        problems.is_empty(),
-        "{}\n{}",
-        problems.join("\n"),
-        render_per_function(&table)
-    );
+    assert_sites_match(&dump, &symbols, &sites, "");
     let mut serials: Vec<u32> = stacks_in(&dump, &symbols, "thread_alloc_site")
         .iter()
         .map(|s| s.thread)
