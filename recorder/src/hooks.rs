@@ -43,15 +43,21 @@ pub unsafe fn after_alloc(pointer: *mut c_void, size: usize) {
     }
 }
 
+/// Count the release of `pointer` (non-null). Returns true if it may be a
+/// live sample, which must then be forgotten before the real free.
+#[inline(always)]
+fn count_free(pointer: *mut c_void) -> bool {
+    ThreadState::bump(&tls::current().frees, 1);
+    LIVE.may_contain(pointer as usize)
+}
+
 /// Count the release of `pointer` (non-null), before the real free.
 ///
 /// # Safety
 /// `pointer` is a live allocation of the next allocator.
 #[inline(always)]
 pub unsafe fn before_free(pointer: *mut c_void) {
-    let state = tls::current();
-    ThreadState::bump(&state.frees, 1);
-    if LIVE.may_contain(pointer as usize) {
+    if count_free(pointer) {
         // SAFETY: forwarded from our caller's contract.
         unsafe { profiler::on_sampled_free(pointer) };
     }
@@ -196,13 +202,9 @@ pub unsafe fn free(pointer: *mut c_void) {
 
 #[inline(never)]
 unsafe extern "C" fn free_profiled(pointer: *mut c_void) {
-    if !pointer.is_null() {
-        let state = tls::current();
-        ThreadState::bump(&state.frees, 1);
-        if LIVE.may_contain(pointer as usize) {
-            // SAFETY: a live allocation, released by the callee.
-            return unsafe { free_maybe_sampled(pointer) };
-        }
+    if !pointer.is_null() && count_free(pointer) {
+        // SAFETY: a live allocation, released by the callee.
+        return unsafe { free_maybe_sampled(pointer) };
     }
     // SAFETY: a pointer of the next allocator, released once.
     unsafe { next_alloc::free(pointer) }
@@ -397,10 +399,6 @@ fn ready() -> bool {
     MODE.load(Relaxed) != profiler::MODE_UNINIT || start_or_bootstrap()
 }
 
-fn profiling() -> bool {
-    profiler::profiling()
-}
-
 /// `posix_memalign`.
 ///
 /// # Safety
@@ -417,7 +415,7 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usiz
     }
     // SAFETY: the C contract, forwarded.
     let result = unsafe { next_alloc::posix_memalign(out, alignment, size) };
-    if result == 0 && profiling() {
+    if result == 0 && profiler::profiling() {
         // SAFETY: written by a successful posix_memalign.
         // SAFETY: returned by the next allocator just now.
         unsafe { after_alloc_any(*out, size) };
@@ -435,7 +433,7 @@ pub unsafe fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
     }
     // SAFETY: the C contract, forwarded.
     let pointer = unsafe { next_alloc::aligned_alloc(alignment, size) };
-    if profiling() {
+    if profiler::profiling() {
         // SAFETY: returned by the next allocator just now.
         unsafe { after_alloc_any(pointer, size) };
     }
@@ -452,7 +450,7 @@ pub unsafe fn memalign(alignment: usize, size: usize) -> *mut c_void {
     }
     // SAFETY: the C contract, forwarded.
     let pointer = unsafe { next_alloc::memalign(alignment, size) };
-    if profiling() {
+    if profiler::profiling() {
         // SAFETY: returned by the next allocator just now.
         unsafe { after_alloc_any(pointer, size) };
     }
@@ -533,7 +531,7 @@ pub fn external_call_begin() -> ExternalCall {
 /// # Safety
 /// `pointer` is null or a live allocation of the next allocator.
 pub unsafe fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, size: usize) {
-    if profiling() && tls::current().allocations.load(Relaxed) == call.allocations {
+    if profiler::profiling() && tls::current().allocations.load(Relaxed) == call.allocations {
         // SAFETY: returned by the next allocator just now.
         unsafe { after_alloc_any(pointer, size) };
     }
@@ -546,7 +544,7 @@ pub unsafe fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, siz
 /// # Safety
 /// `pointer` is null or a live allocation of the next allocator.
 pub unsafe fn external_free_begin(pointer: *mut c_void) -> Option<ExternalCall> {
-    if pointer.is_null() || !profiling() {
+    if pointer.is_null() || !profiler::profiling() {
         return None;
     }
     let usable = if EXACT.load(Relaxed) {
