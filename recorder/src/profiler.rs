@@ -235,8 +235,7 @@ fn first_interval_crossed(state: &'static ThreadState) -> bool {
     let interval = sampling::draw_interval(&mut rng);
     state.rng.store(rng, Relaxed);
     let remaining = state.bytes_until_sample.load(Relaxed) + interval;
-    state.bytes_until_sample.store(remaining, Relaxed);
-    ThreadState::bump(&state.bytes_base, interval as u64);
+    state.set_countdown(remaining);
     remaining <= 0
 }
 
@@ -253,14 +252,7 @@ fn rearm(state: &ThreadState, minimum: i64) {
     }
     let interval = sampling::draw_interval(&mut rng).max(minimum);
     state.rng.store(rng, Relaxed);
-    let remaining = state.bytes_until_sample.load(Relaxed);
-    let base = state.bytes_base.load(Relaxed);
-    state.bytes_base.store(
-        base.wrapping_sub(remaining as u64)
-            .wrapping_add(interval as u64),
-        Relaxed,
-    );
-    state.bytes_until_sample.store(interval, Relaxed);
+    state.set_countdown(interval);
 }
 
 fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {

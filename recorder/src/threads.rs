@@ -196,20 +196,8 @@ extern "C" fn on_thread_exit(value: *mut libc::c_void) {
         // No later round will fold what is still to come: from now on every
         // allocation takes the slow path, which folds at once.
         state.set_flag(tls::FLAG_FINAL_FLUSH, true);
-        rebase_countdown(state, tls::EXITING_COUNTDOWN);
+        state.set_countdown(tls::EXITING_COUNTDOWN);
     }
-}
-
-/// Set the countdown to `countdown`, keeping `bytes_allocated` unchanged.
-fn rebase_countdown(state: &ThreadState, countdown: i64) {
-    let remaining = state.bytes_until_sample.load(Relaxed);
-    let base = state.bytes_base.load(Relaxed);
-    state.bytes_base.store(
-        base.wrapping_sub(remaining as u64)
-            .wrapping_add(countdown as u64),
-        Relaxed,
-    );
-    state.bytes_until_sample.store(countdown, Relaxed);
 }
 
 /// Slow path of an allocation made after the thread's last exit flush:
@@ -221,7 +209,7 @@ pub fn after_final_flush(state: &ThreadState, size: usize) -> bool {
         let _registry = REGISTRY.lock();
         fold_into_retired(state);
     }
-    rebase_countdown(state, tls::EXITING_COUNTDOWN);
+    state.set_countdown(tls::EXITING_COUNTDOWN);
     let mut rng = state.rng.load(Relaxed);
     let sampled = crate::sampling::sample_independently(&mut rng, size);
     state.rng.store(rng, Relaxed);

@@ -84,6 +84,20 @@ impl ThreadState {
             .wrapping_sub(self.bytes_until_sample.load(Relaxed) as u64)
     }
 
+    /// Start a new countdown of `countdown` bytes, keeping
+    /// [`ThreadState::bytes_allocated`] unchanged. Only the owning thread may
+    /// call it.
+    pub fn set_countdown(&self, countdown: i64) {
+        let remaining = self.bytes_until_sample.load(Relaxed);
+        let base = self.bytes_base.load(Relaxed);
+        self.bytes_base.store(
+            base.wrapping_sub(remaining as u64)
+                .wrapping_add(countdown as u64),
+            Relaxed,
+        );
+        self.bytes_until_sample.store(countdown, Relaxed);
+    }
+
     /// True while the thread is inside the profiler.
     #[inline(always)]
     pub fn guarded(&self) -> bool {
