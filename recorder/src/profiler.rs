@@ -173,12 +173,9 @@ pub fn on_library_load() {
     if !profiling() {
         return;
     }
-    let config = config();
     // SAFETY: registering handlers with the C ABI and no captured state.
     unsafe {
-        if config.prof_final || config.prof_leak {
-            libc::atexit(at_exit);
-        }
+        libc::atexit(at_exit);
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
     }
     triggers::install_signal_handler();
@@ -325,9 +322,12 @@ pub unsafe fn on_sampled_free(pointer: *mut c_void) {
 extern "C" fn at_exit() {
     let _guard = tls::Guard::enter();
     let config = config();
+    // The exit dump is the last one: writing it (or closing, without one)
+    // refuses every dump that other threads might still start.
     let written = if config.prof_final && !config.prof_prefix.is_empty() {
         writer::write_dump(Trigger::Final, None).ok()
     } else {
+        writer::close();
         None
     };
     if config.prof_leak {

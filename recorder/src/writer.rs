@@ -23,8 +23,11 @@ use crate::{modules, profiler, stack_table::STACKS, sys, threads};
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 /// Dumps per trigger, indexed by [`trigger_index`].
 static TRIGGER_SEQUENCE: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
-/// Serializes dumps (and keeps fork from copying a half-written one).
-static DUMP_LOCK: SpinLock<()> = SpinLock::new(());
+/// Serializes dumps (and keeps fork from copying a half-written one); holds
+/// true once the process is exiting and no dump may start any more (a dump
+/// begun after the exit dump could be cut short by the process ending and
+/// leave its temporary file behind).
+static DUMP_LOCK: SpinLock<bool> = SpinLock::new(false);
 
 fn trigger_index(trigger: Trigger) -> usize {
     match trigger {
@@ -62,7 +65,13 @@ pub fn automatic_name(
 /// Write a dump now. `path` overrides the automatic name. Returns the path
 /// written and the dump itself.
 pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump), Errno> {
-    let _serial = DUMP_LOCK.lock();
+    let mut closed = DUMP_LOCK.lock();
+    if *closed {
+        return Err(libc::ECANCELED);
+    }
+    if trigger == Trigger::Final {
+        *closed = true;
+    }
     let config = profiler::config();
     let seq = SEQUENCE.fetch_add(1, Relaxed);
     // As in jemalloc, a dump to an explicit path does not use up a number of
@@ -239,6 +248,12 @@ fn write_all(fd: i32, mut bytes: &[u8]) -> Result<(), Errno> {
         bytes = &bytes[n as usize..];
     }
     Ok(())
+}
+
+/// Refuse every later dump (the process is exiting), after any dump being
+/// written now has finished.
+pub fn close() {
+    *DUMP_LOCK.lock() = true;
 }
 
 /// Hold the dump lock across `fork`.

@@ -27,7 +27,8 @@ extern "C" {
  * The file is written to a temporary name and renamed into place.
  * Returns 0, or an errno value: e.g. EACCES or ENOENT for an unwritable
  * path, ENOSPC for a full disk, ENOTSUP when profiling is off (prof:false),
- * EINVAL for NULL with an empty prof_prefix. */
+ * EINVAL for NULL with an empty prof_prefix, ECANCELED once the process is
+ * exiting (after the exit dump no dump may start). */
 int heapsample_dump(const char *path);
 
 /* Turn sampling on (on != 0) or off, like jemalloc's prof.active. Exact

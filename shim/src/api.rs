@@ -7,7 +7,8 @@ use heapsample_recorder::api;
 /// Write a dump now: to `path`, or to the automatic name
 /// `<prof_prefix>.<pid>.<seq>.m<mseq>.prof` when `path` is NULL.
 /// Returns 0, or an errno value (e.g. EACCES, ENOENT, ENOSPC; ENOTSUP when
-/// profiling is off; EINVAL for a NULL path with an empty `prof_prefix`).
+/// profiling is off; EINVAL for a NULL path with an empty `prof_prefix`;
+/// ECANCELED once the process is exiting).
 ///
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.
