@@ -26,9 +26,15 @@ fi
 echo "== build"
 cargo build --release --workspace --all-targets
 echo "== tests"
-HEAPSAMPLE_REQUIRE_GO=1 cargo test --release --workspace
+test_log=$(mktemp)
+trap 'rm -f "$test_log"' EXIT
+HEAPSAMPLE_REQUIRE_GO=1 cargo test --release --workspace 2>&1 | tee "$test_log"
 echo "== fmt and clippy"
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 echo "== benchmark smoke run"
 python3 bench/run.py --smoke
+# One closing line for the whole suite (cargo's last block is a doc-test
+# crate with nothing to run).
+awk '/^test result:/ { passed += $4; failed += $6 }
+     END { printf "tests: %d passed, %d failed\n", passed, failed }' "$test_log"
