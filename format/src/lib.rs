@@ -148,6 +148,8 @@ pub struct Stack {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
     /// Calls that allocated (malloc, calloc, realloc, new, ...), all threads.
+    /// While memory is exhausted, a small `malloc` that failed may be
+    /// counted too (the fast path counts before forwarding).
     pub allocations: u64,
     /// Calls that released a non-null pointer.
     pub frees: u64,

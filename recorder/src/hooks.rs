@@ -162,8 +162,34 @@ pub unsafe fn malloc(size: usize) -> *mut c_void {
     unsafe { core::mem::transmute::<*mut (), MallocFn>(MALLOC_ROUTE.load(Relaxed))(size) }
 }
 
+/// Counts before forwarding, so the common case ends in a tail call to the
+/// next allocator with nothing to do after it. An allocation that would
+/// cross the countdown (every huge request among them) goes to
+/// [`malloc_crossing`], which sees the result. The price: when memory is
+/// exhausted, a small failing call that did not cross the countdown is
+/// counted as an allocation.
 #[inline(never)]
 unsafe extern "C" fn malloc_profiled(size: usize) -> *mut c_void {
+    let state = tls::current();
+    let remaining = state
+        .bytes_until_sample
+        .load(Relaxed)
+        .wrapping_sub(size as i64);
+    if remaining <= 0 {
+        // SAFETY: same contract.
+        return unsafe { malloc_crossing(size) };
+    }
+    state.bytes_until_sample.store(remaining, Relaxed);
+    ThreadState::bump(&state.allocations, 1);
+    // SAFETY: resolved before MODE was set.
+    unsafe { next_alloc::malloc(size) }
+}
+
+/// The allocation that crosses the countdown: allocate, then count (and
+/// sample) only if it succeeded.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn malloc_crossing(size: usize) -> *mut c_void {
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::malloc(size) };
     // SAFETY: returned by the next allocator just now.
