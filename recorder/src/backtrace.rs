@@ -9,22 +9,7 @@
 //!
 //! Runs inside malloc's slow path: no allocation, no locks of ours.
 
-use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
-
-#[repr(C)]
-struct DlFindObject {
-    flags: u64,
-    map_start: *mut c_void,
-    map_end: *mut c_void,
-    link_map: *mut c_void,
-    eh_frame: *mut c_void,
-    reserved: [u64; 7],
-}
-
-unsafe extern "C" {
-    fn _dl_find_object(address: *mut c_void, result: *mut DlFindObject) -> c_int;
-}
 
 /// Rules cached for every thread of the process (256 KiB of zeroed .bss,
 /// touched as used).
@@ -48,14 +33,9 @@ static OWN_END: AtomicUsize = AtomicUsize::new(0);
 /// Learn the profiler's own address range, so its frames can be dropped.
 pub fn init() {
     if let Some((start, end)) = object_range(init as fn() as usize) {
-        set_own_range(start, end);
+        OWN_START.store(start, Relaxed);
+        OWN_END.store(end, Relaxed);
     }
-}
-
-/// Set the range whose frames are dropped (tests use this to keep their own).
-pub fn set_own_range(start: usize, end: usize) {
-    OWN_START.store(start, Relaxed);
-    OWN_END.store(end, Relaxed);
 }
 
 fn is_own(address: usize) -> bool {
@@ -89,15 +69,6 @@ fn drop_own_frames(frames: &mut [u64]) -> usize {
 
 /// Start and end of the object containing `address`, lock-free.
 pub fn object_range(address: usize) -> Option<(usize, usize)> {
-    let mut found = DlFindObject {
-        flags: 0,
-        map_start: core::ptr::null_mut(),
-        map_end: core::ptr::null_mut(),
-        link_map: core::ptr::null_mut(),
-        eh_frame: core::ptr::null_mut(),
-        reserved: [0; 7],
-    };
-    // SAFETY: as in init.
-    (unsafe { _dl_find_object(address as *mut c_void, &mut found) } == 0)
-        .then_some((found.map_start as usize, found.map_end as usize))
+    heapsample_unwind::object_range(address as u64)
+        .map(|(start, end)| (start as usize, end as usize))
 }

@@ -442,8 +442,7 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usiz
     // SAFETY: the C contract, forwarded.
     let result = unsafe { next_alloc::posix_memalign(out, alignment, size) };
     if result == 0 && profiler::profiling() {
-        // SAFETY: written by a successful posix_memalign.
-        // SAFETY: returned by the next allocator just now.
+        // SAFETY: written by a successful posix_memalign just now.
         unsafe { after_alloc_any(*out, size) };
     }
     result
@@ -454,16 +453,8 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usiz
 /// # Safety
 /// The C contract of `aligned_alloc`.
 pub unsafe fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
-    if !ready() {
-        return next_alloc::bootstrap_alloc(size, alignment);
-    }
-    // SAFETY: the C contract, forwarded.
-    let pointer = unsafe { next_alloc::aligned_alloc(alignment, size) };
-    if profiler::profiling() {
-        // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc_any(pointer, size) };
-    }
-    pointer
+    // SAFETY: same contract.
+    unsafe { allocate_aligned(next_alloc::aligned_alloc, alignment, size) }
 }
 
 /// `memalign`.
@@ -471,11 +462,25 @@ pub unsafe fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
 /// # Safety
 /// The C contract of `memalign`.
 pub unsafe fn memalign(alignment: usize, size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { allocate_aligned(next_alloc::memalign, alignment, size) }
+}
+
+/// An aligned allocation through `forward` (the next `aligned_alloc` or
+/// `memalign`), counted when profiling.
+///
+/// # Safety
+/// The C contract of `forward`.
+unsafe fn allocate_aligned(
+    forward: unsafe fn(usize, usize) -> *mut c_void,
+    alignment: usize,
+    size: usize,
+) -> *mut c_void {
     if !ready() {
         return next_alloc::bootstrap_alloc(size, alignment);
     }
     // SAFETY: the C contract, forwarded.
-    let pointer = unsafe { next_alloc::memalign(alignment, size) };
+    let pointer = unsafe { forward(alignment, size) };
     if profiler::profiling() {
         // SAFETY: returned by the next allocator just now.
         unsafe { after_alloc_any(pointer, size) };

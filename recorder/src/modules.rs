@@ -32,7 +32,8 @@ struct Loaded {
     ranges: Vec<(u64, u64)>,
 }
 
-fn main_executable() -> String {
+/// The real path of the main executable (empty if it cannot be read).
+pub fn main_executable() -> String {
     std::fs::read_link("/proc/self/exe")
         .map(|path| path.to_string_lossy().into_owned())
         .unwrap_or_default()

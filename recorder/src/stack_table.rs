@@ -12,6 +12,8 @@
 
 use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use heapsample_format::Stack;
+
 use crate::spin_lock::SpinLock;
 use crate::sys;
 
@@ -33,19 +35,6 @@ pub struct StackEntry {
     pub live_usable_bytes: AtomicI64,
     pub alloc_objects: AtomicI64,
     pub alloc_bytes: AtomicI64,
-}
-
-/// A copy of a stack's identity and counts, taken for a dump.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StackSnapshot {
-    pub frames: Vec<u64>,
-    pub thread: u32,
-    pub epoch: u32,
-    pub live_objects: u64,
-    pub live_bytes: u64,
-    pub live_usable_bytes: u64,
-    pub alloc_objects: u64,
-    pub alloc_bytes: u64,
 }
 
 struct FrameArena {
@@ -237,7 +226,7 @@ impl StackTable {
 
     /// Copy every stack that has live objects, or (with `include_freed`) any
     /// allocations at all.
-    pub fn snapshot(&self, include_freed: bool) -> Vec<StackSnapshot> {
+    pub fn snapshot(&self, include_freed: bool) -> Vec<Stack> {
         let mut out = Vec::new();
         for id in 0..self.len() as u32 {
             let Some(entry) = self.entry(id) else {
@@ -253,7 +242,7 @@ impl StackTable {
             // SAFETY: as in `matches`.
             let frames =
                 unsafe { core::slice::from_raw_parts(entry.frames.load(Ordering::Relaxed), depth) };
-            out.push(StackSnapshot {
+            out.push(Stack {
                 frames: frames.to_vec(),
                 thread: entry.thread.load(Ordering::Relaxed),
                 epoch: entry.epoch.load(Ordering::Relaxed),

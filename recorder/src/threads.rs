@@ -187,7 +187,6 @@ extern "C" fn on_thread_exit(value: *mut libc::c_void) {
                 // was just detached from the thread.
                 registry.spare.push(unsafe { Box::from_raw(ext) });
             }
-            state.set_flag(tls::FLAG_EXITING, true);
         }
     }
     if round < EXIT_FLUSH_ROUNDS {

@@ -18,10 +18,6 @@ use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering::R
 /// The thread is inside the profiler's own machinery: allocations pass
 /// through unsampled.
 pub const FLAG_GUARD: u32 = 1;
-/// The thread has run its exit flush: its counters were folded into the
-/// process totals, so every later allocation takes the slow path.
-pub const FLAG_EXITING: u32 = 2;
-
 /// The thread is resolving the next allocator: nested calls are served
 /// from the bootstrap arena.
 pub const FLAG_RESOLVING: u32 = 4;

@@ -97,26 +97,11 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
 pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
     let config = profiler::config();
     let exact = threads::exact_counts();
-    let stacks = STACKS
-        .snapshot(config.prof_accum)
-        .into_iter()
-        .map(|s| heapsample_format::Stack {
-            frames: s.frames,
-            thread: s.thread,
-            epoch: s.epoch,
-            live_objects: s.live_objects,
-            live_bytes: s.live_bytes,
-            live_usable_bytes: s.live_usable_bytes,
-            alloc_objects: s.alloc_objects,
-            alloc_bytes: s.alloc_bytes,
-        })
-        .collect();
+    let stacks = STACKS.snapshot(config.prof_accum);
     Dump {
         writer: concat!("heapsample ", env!("CARGO_PKG_VERSION")).to_string(),
         pid: std::process::id(),
-        executable: std::fs::read_link("/proc/self/exe")
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        executable: modules::main_executable(),
         command_line: command_line(),
         time_unix_ns: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

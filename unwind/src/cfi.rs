@@ -141,18 +141,25 @@ fn rule_from_row(row: &UnwindTableRow<usize, FixedStorage>) -> Option<Rule> {
     })
 }
 
-/// The address of the `.eh_frame_hdr` of the object containing `address`.
-fn find_eh_frame_hdr(address: u64) -> Option<u64> {
+/// The loaded object containing `address`, from glibc's lock-free lookup.
+fn find_object(address: u64) -> Option<DlFindObject> {
     let mut object = core::mem::MaybeUninit::<DlFindObject>::uninit();
     // SAFETY: `_dl_find_object` only writes the result struct, whose layout matches
     // glibc 2.35's; it is lock-free and async-signal-safe.
     let found = unsafe { _dl_find_object(address as *mut c_void, object.as_mut_ptr()) };
-    if found != 0 {
-        return None;
-    }
     // SAFETY: on success glibc filled in the whole struct.
-    let object = unsafe { object.assume_init() };
-    let eh_frame_hdr = object.dlfo_eh_frame as u64;
+    (found == 0).then(|| unsafe { object.assume_init() })
+}
+
+/// `[start, end)` of the mapping of the object containing `address`.
+pub(crate) fn object_range(address: u64) -> Option<(u64, u64)> {
+    let object = find_object(address)?;
+    Some((object.dlfo_map_start as u64, object.dlfo_map_end as u64))
+}
+
+/// The address of the `.eh_frame_hdr` of the object containing `address`.
+fn find_eh_frame_hdr(address: u64) -> Option<u64> {
+    let eh_frame_hdr = find_object(address)?.dlfo_eh_frame as u64;
     (eh_frame_hdr != 0).then_some(eh_frame_hdr)
 }
 

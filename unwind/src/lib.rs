@@ -123,6 +123,13 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     finish(end, frames)
 }
 
+/// `[start, end)` of the mapping of the loaded object containing `address`
+/// (glibc's lock-free `_dl_find_object`), or `None` if no object maps it.
+/// Safe inside `malloc` and signal handlers.
+pub fn object_range(address: u64) -> Option<(u64, u64)> {
+    cfi::object_range(address)
+}
+
 /// Captures the current stack with libgcc's `_Unwind_Backtrace` (no caching).
 ///
 /// Same contract as [`capture`]; this is the reference the fast path is tested
