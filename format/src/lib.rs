@@ -41,7 +41,7 @@ fn owned_list_from_borrowed<'de, D: serde::Deserializer<'de>>(
 /// The first eight bytes of every dump.
 pub const MAGIC: [u8; 8] = *b"HEAPSMPL";
 /// The version written by this crate. Readers accept exactly this version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Size of the fixed header in front of the body.
 pub const HEADER_LEN: usize = 24;
 /// The largest body a reader accepts (1 GiB): anything larger is not a dump
@@ -151,8 +151,10 @@ pub struct Totals {
     /// While memory is exhausted, a small `malloc` that failed may be
     /// counted too (the fast path counts before forwarding).
     pub allocations: u64,
-    /// Calls that released a non-null pointer.
-    pub frees: u64,
+    /// Calls that released a non-null pointer, present under
+    /// `prof_exact:true` (the default free path counts nothing, to stay one
+    /// load and one branch).
+    pub frees: Option<u64>,
     /// Bytes requested by all allocations.
     pub bytes_allocated: u64,
     /// Exact live heap in usable bytes, present under `prof_exact:true`.

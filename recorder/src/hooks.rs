@@ -16,6 +16,7 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
+use crate::fast_path;
 use crate::live_table::LIVE;
 use crate::next_alloc::{self, in_bootstrap_arena};
 use crate::profiler::{self, EXACT, MODE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_UNINIT};
@@ -43,21 +44,15 @@ pub unsafe fn after_alloc(pointer: *mut c_void, size: usize) {
     }
 }
 
-/// Count the release of `pointer` (non-null). Returns true if it may be a
-/// live sample, which must then be forgotten before the real free.
-#[inline(always)]
-fn count_free(pointer: *mut c_void) -> bool {
-    ThreadState::bump(&tls::current().frees, 1);
-    LIVE.may_contain(pointer as usize)
-}
-
-/// Count the release of `pointer` (non-null), before the real free.
+/// Forget `pointer` (non-null) if it is a live sample, before the real free.
+/// Releases are counted only under `prof_exact` (see [`before_free_any`]):
+/// the default free path touches no per-thread state.
 ///
 /// # Safety
 /// `pointer` is a live allocation of the next allocator.
 #[inline(always)]
 pub unsafe fn before_free(pointer: *mut c_void) {
-    if count_free(pointer) {
+    if LIVE.may_contain(pointer as usize) {
         // SAFETY: forwarded from our caller's contract.
         unsafe { profiler::on_sampled_free(pointer) };
     }
@@ -89,13 +84,15 @@ unsafe fn after_alloc_any(pointer: *mut c_void, size: usize) {
     unsafe { after_alloc(pointer, size) }
 }
 
-/// [`before_free`] for any mode: counts usable bytes under `prof_exact`.
+/// [`before_free`] for any mode: counts the release and its usable bytes
+/// under `prof_exact`.
 ///
 /// # Safety
 /// As for [`before_free`].
 #[inline(always)]
 unsafe fn before_free_any(pointer: *mut c_void) {
     if EXACT.load(Relaxed) {
+        ThreadState::bump(&tls::current().frees, 1);
         // SAFETY: a live allocation.
         unsafe { count_usable(pointer, -1) };
     }
@@ -115,19 +112,24 @@ fn start_or_bootstrap() -> bool {
 //
 // malloc, free, calloc and realloc each jump through a function pointer
 // chosen once the mode is known: straight to the next allocator under
-// `prof:false`, to the `*_profiled` fast paths while profiling, and to the
-// `*_other` paths (start-up, `prof_exact`, bootstrap arena in use) otherwise.
-// One indirect jump replaces a chain of mode compares.
+// `prof:false`, to the `*_profiled` fast paths while profiling (malloc and
+// free in `fast_path`, in assembly), and to the `*_other` paths (start-up,
+// `prof_exact`, bootstrap arena in use) otherwise. The exported symbols in
+// the cdylib are a single `jmp` through these statics.
 
 type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
 type FreeFn = unsafe extern "C" fn(*mut c_void);
 type CallocFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
 type ReallocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
 
-static MALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(malloc_other as MallocFn as *mut ());
-static FREE_ROUTE: AtomicPtr<()> = AtomicPtr::new(free_other as FreeFn as *mut ());
-static CALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(calloc_other as CallocFn as *mut ());
-static REALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(realloc_other as ReallocFn as *mut ());
+/// Where `malloc` goes now.
+pub static MALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(malloc_other as MallocFn as *mut ());
+/// Where `free` goes now.
+pub static FREE_ROUTE: AtomicPtr<()> = AtomicPtr::new(free_other as FreeFn as *mut ());
+/// Where `calloc` goes now.
+pub static CALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(calloc_other as CallocFn as *mut ());
+/// Where `realloc` goes now.
+pub static REALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(realloc_other as ReallocFn as *mut ());
 
 /// Point the hot hooks at the paths for `mode` (called once the mode is set).
 pub fn set_routes(mode: u8) {
@@ -139,8 +141,8 @@ pub fn set_routes(mode: u8) {
             next_alloc::NEXT.realloc.address().cast(),
         ),
         MODE_PROFILING => (
-            malloc_profiled as MallocFn as *mut (),
-            free_profiled as FreeFn as *mut (),
+            fast_path::malloc_profiled as MallocFn as *mut (),
+            fast_path::free_profiled as FreeFn as *mut (),
             calloc_profiled as CallocFn as *mut (),
             realloc_profiled as ReallocFn as *mut (),
         ),
@@ -162,34 +164,15 @@ pub unsafe fn malloc(size: usize) -> *mut c_void {
     unsafe { core::mem::transmute::<*mut (), MallocFn>(MALLOC_ROUTE.load(Relaxed))(size) }
 }
 
-/// Counts before forwarding, so the common case ends in a tail call to the
-/// next allocator with nothing to do after it. An allocation that would
-/// cross the countdown (every huge request among them) goes to
-/// [`malloc_crossing`], which sees the result. The price: when memory is
-/// exhausted, a small failing call that did not cross the countdown is
-/// counted as an allocation.
-#[inline(never)]
-unsafe extern "C" fn malloc_profiled(size: usize) -> *mut c_void {
-    let state = tls::current();
-    let remaining = state
-        .bytes_until_sample
-        .load(Relaxed)
-        .wrapping_sub(size as i64);
-    if remaining <= 0 {
-        // SAFETY: same contract.
-        return unsafe { malloc_crossing(size) };
-    }
-    state.bytes_until_sample.store(remaining, Relaxed);
-    ThreadState::bump(&state.allocations, 1);
-    // SAFETY: resolved before MODE was set.
-    unsafe { next_alloc::malloc(size) }
-}
-
-/// The allocation that crosses the countdown: allocate, then count (and
-/// sample) only if it succeeded.
+/// The slow path of [`fast_path::malloc_profiled`], for the allocation that
+/// crosses the countdown: allocate, then count (and sample) only if it
+/// succeeded.
+///
+/// # Safety
+/// The C contract of `malloc`; the next allocator is resolved.
 #[cold]
 #[inline(never)]
-unsafe extern "C" fn malloc_crossing(size: usize) -> *mut c_void {
+pub unsafe extern "C" fn malloc_crossing(size: usize) -> *mut c_void {
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::malloc(size) };
     // SAFETY: returned by the next allocator just now.
@@ -226,24 +209,18 @@ pub unsafe fn free(pointer: *mut c_void) {
     unsafe { core::mem::transmute::<*mut (), FreeFn>(FREE_ROUTE.load(Relaxed))(pointer) }
 }
 
-#[inline(never)]
-unsafe extern "C" fn free_profiled(pointer: *mut c_void) {
-    if !pointer.is_null() && count_free(pointer) {
-        // SAFETY: a live allocation, released by the callee.
-        return unsafe { free_maybe_sampled(pointer) };
-    }
-    // SAFETY: a pointer of the next allocator, released once.
-    unsafe { next_alloc::free(pointer) }
-}
-
-/// The rest of `free_profiled` when the page filter hits: forget the
-/// sample, then release. Out of line (and a tail call) so that the fast
-/// path saves no registers.
+/// The slow path of [`fast_path::free_profiled`] when the page filter hits:
+/// forget the sample, then release.
+///
+/// # Safety
+/// The C contract of `free`; the next allocator is resolved.
 #[cold]
 #[inline(never)]
-unsafe extern "C" fn free_maybe_sampled(pointer: *mut c_void) {
-    // SAFETY: a live allocation; the real free comes after.
-    unsafe { profiler::on_sampled_free(pointer) };
+pub unsafe extern "C" fn free_maybe_sampled(pointer: *mut c_void) {
+    if !pointer.is_null() {
+        // SAFETY: a live allocation; the real free comes after.
+        unsafe { profiler::on_sampled_free(pointer) };
+    }
     // SAFETY: a pointer of the next allocator, released once.
     unsafe { next_alloc::free(pointer) }
 }
@@ -372,9 +349,11 @@ unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut
         }
         return result;
     }
-    let state = tls::current();
-    ThreadState::bump(&state.frees, 1);
-    ThreadState::bump_signed(&state.live_usable_delta, -(old_usable as i64));
+    if EXACT.load(Relaxed) {
+        let state = tls::current();
+        ThreadState::bump(&state.frees, 1);
+        ThreadState::bump_signed(&state.live_usable_delta, -(old_usable as i64));
+    }
     if let Some((sample, usable)) = sampled {
         profiler::release(sample, usable);
     }

@@ -5,7 +5,9 @@
 //! logic be tested without interposing the test runner.
 //!
 //! What is where:
-//! - [`hooks`]: bodies of malloc, free, calloc, realloc, ... (the hot paths).
+//! - [`hooks`]: bodies of malloc, free, calloc, realloc, ... and the routes
+//!   the exported symbols jump through.
+//! - [`fast_path`]: malloc's and free's profiled fast paths, in assembly.
 //! - [`next_alloc`]: the next allocator (`dlsym(RTLD_NEXT)`) and the
 //!   bootstrap arena used while looking it up.
 //! - [`tls`]: the 64-byte initial-exec per-thread block and the guard.
@@ -29,6 +31,7 @@ pub mod api;
 pub mod backtrace;
 pub mod config;
 pub mod dumper;
+pub mod fast_path;
 pub mod hooks;
 pub mod live_table;
 pub mod modules;

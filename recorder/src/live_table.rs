@@ -57,6 +57,7 @@ impl LiveSample {
 pub struct TableFull;
 
 /// The table. One per process, set up by [`LiveTable::init`].
+#[repr(C)]
 pub struct LiveTable {
     slots: AtomicPtr<Slot>,
     slot_bits: AtomicU32,
@@ -66,12 +67,25 @@ pub struct LiveTable {
 
 const FILTER_LEN: usize = 1 << FILTER_BITS;
 
+/// Addresses share a filter counter per page of this many bytes (log2).
+pub const FILTER_PAGE_SHIFT: u32 = 12;
+
+/// The mask that turns a page number into a filter index.
+pub const FILTER_INDEX_MASK: usize = FILTER_LEN - 1;
+
+/// Byte offset of the filter's first counter in a [`LiveTable`] (the
+/// assembly free path indexes it directly).
+pub const FILTER_OFFSET: usize = core::mem::offset_of!(LiveTable, filter);
+
+/// Size in bytes of one filter counter.
+pub const FILTER_COUNTER_BYTES: usize = core::mem::size_of::<AtomicU32>();
+
 /// The process's live-sample table.
 pub static LIVE: LiveTable = LiveTable::new();
 
 #[inline(always)]
 fn page_bucket(address: usize) -> usize {
-    (address >> 12) & (FILTER_LEN - 1)
+    (address >> FILTER_PAGE_SHIFT) & FILTER_INDEX_MASK
 }
 
 impl LiveTable {

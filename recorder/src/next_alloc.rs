@@ -23,7 +23,9 @@ type MemalignFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
 type PosixMemalignFn = unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> c_int;
 type UsableSizeFn = unsafe extern "C" fn(*mut c_void) -> usize;
 
-/// A lazily resolved function pointer.
+/// A lazily resolved function pointer (transparent: the assembly fast paths
+/// jump through it as a plain code pointer).
+#[repr(transparent)]
 pub struct NextFn {
     address: AtomicPtr<c_void>,
 }

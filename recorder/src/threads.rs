@@ -201,7 +201,7 @@ extern "C" fn on_thread_exit(value: *mut libc::c_void) {
 
 /// Slow path of an allocation made after the thread's last exit flush:
 /// fold its counters into the process totals right away and keep the
-/// countdown negative. Returns true if the allocation should be sampled
+/// countdown at zero. Returns true if the allocation should be sampled
 /// (decided independently, with the countdown's law).
 pub fn after_final_flush(state: &ThreadState, size: usize) -> bool {
     {

@@ -29,22 +29,24 @@ pub const FLAG_LISTED: u32 = 8;
 /// The thread ran its last exit flush: later allocations fold at once.
 pub const FLAG_FINAL_FLUSH: u32 = 16;
 
-/// The countdown given to an exiting thread: always negative, so every
-/// allocation takes the slow path, which counts it in the process totals.
-pub const EXITING_COUNTDOWN: i64 = i64::MIN / 4;
+/// The countdown given to an exiting thread: zero, so every allocation takes
+/// the slow path, which counts it in the process totals.
+pub const EXITING_COUNTDOWN: i64 = 0;
 
 /// The hot per-thread block. Exactly one cache line.
 #[repr(C, align(64))]
 pub struct ThreadState {
     /// Bytes left before the next sampled allocation; the allocation that
-    /// brings it to zero or below is sampled.
+    /// brings it to zero or below is sampled. At rest it is positive, or 0
+    /// for a thread not set up yet or past its exit flush (the assembly fast
+    /// path compares it unsigned, so 0 always takes the slow path).
     pub bytes_until_sample: AtomicI64,
     /// Bytes allocated by the thread = `bytes_base - bytes_until_sample`
     /// (saves an add on the fast path; rebased at each sample event).
     pub bytes_base: AtomicU64,
     /// Allocation calls that returned memory.
     pub allocations: AtomicU64,
-    /// Free calls with a non-null pointer.
+    /// Free calls with a non-null pointer (kept under `prof_exact` only).
     pub frees: AtomicU64,
     /// Usable bytes allocated minus freed (kept under `prof_exact` only).
     pub live_usable_delta: AtomicI64,

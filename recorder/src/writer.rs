@@ -117,7 +117,7 @@ pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
         stacks,
         totals: Totals {
             allocations: exact.allocations,
-            frees: exact.frees,
+            frees: config.prof_exact.then_some(exact.frees),
             bytes_allocated: exact.bytes_allocated,
             live_usable_bytes: config
                 .prof_exact

@@ -1,7 +1,10 @@
 //! C++ `operator new` / `operator delete`.
 //!
 //! With libstdc++'s definitions these reach the shim through `malloc` and
-//! `free` anyway, so the exports here only forward. jemalloc and tcmalloc
+//! `free` anyway, so the exports here only forward: each export is a single
+//! `jmp` through its route, which starts at a resolver and, once the next
+//! definition is known to need no counting, points straight at it (like a
+//! lazily bound PLT slot). jemalloc and tcmalloc
 //! define their own operators, which mostly do not call `malloc`; when the
 //! next definition lives in the same object as the next `malloc`, the export
 //! counts the allocation itself, unless the operator called back into the
@@ -14,6 +17,11 @@
 
 use core::ffi::{CStr, c_void};
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+
+/// Where an operator's export jumps: its resolving (and, when needed,
+/// counting) wrapper at first, the next definition once nothing is left to
+/// count.
+type Route = AtomicPtr<()>;
 
 use heapsample_recorder::{backtrace, hooks, next_alloc, profiler};
 
@@ -83,34 +91,48 @@ macro_rules! operator_new {
     ($export:ident ( $($arg:ident : $ty:ty),* ), nothrow: $nothrow:expr, aligned: $align:expr) => {
         /// # Safety
         /// The C++ contract of this operator.
+        #[unsafe(naked)]
         #[unsafe(no_mangle)]
         pub unsafe extern "C-unwind" fn $export(size: usize $(, $arg: $ty)*) -> *mut c_void {
+            core::arch::naked_asm!("jmp qword ptr [rip + {route}]", route = sym $export::ROUTE)
+        }
+
+        #[allow(non_snake_case)]
+        mod $export {
+            use super::*;
+
+            type Signature = unsafe extern "C-unwind" fn(usize $(, $ty)*) -> *mut c_void;
+            pub static ROUTE: Route = Route::new(wrapper as Signature as *mut ());
             static NEXT: CxxSymbol = CxxSymbol::new(concat!(stringify!($export), "\0"));
-            let Some((address, count_here)) = NEXT.get() else {
-                let alignment: usize = $align;
-                // SAFETY: plain C allocation as a fallback.
-                let pointer = unsafe {
-                    if alignment > 16 { hooks::memalign(alignment, size) } else { hooks::malloc(size) }
+
+            /// Resolve, then forward (and count, when the next definition
+            /// does not reach the interposed malloc family).
+            unsafe extern "C-unwind" fn wrapper(size: usize $(, $arg: $ty)*) -> *mut c_void {
+                let Some((address, count_here)) = NEXT.get() else {
+                    let alignment: usize = $align;
+                    // SAFETY: plain C allocation as a fallback.
+                    let pointer = unsafe {
+                        if alignment > 16 { hooks::memalign(alignment, size) } else { hooks::malloc(size) }
+                    };
+                    if pointer.is_null() && !$nothrow {
+                        out_of_memory();
+                    }
+                    return pointer;
                 };
-                if pointer.is_null() && !$nothrow {
-                    out_of_memory();
+                // SAFETY: the next definition of this operator has this signature.
+                let real = unsafe { core::mem::transmute::<*mut c_void, Signature>(address) };
+                if !count_here || !profiler::profiling() {
+                    ROUTE.store(address.cast(), Ordering::Release);
+                    // SAFETY: forwarding the caller's arguments.
+                    return unsafe { real(size $(, $arg)*) };
                 }
-                return pointer;
-            };
-            // SAFETY: the next definition of this operator has this signature.
-            let real = unsafe {
-                core::mem::transmute::<*mut c_void, unsafe extern "C-unwind" fn(usize $(, $ty)*) -> *mut c_void>(address)
-            };
-            if !count_here {
+                let call = hooks::external_call_begin();
                 // SAFETY: forwarding the caller's arguments.
-                return unsafe { real(size $(, $arg)*) };
+                let pointer = unsafe { real(size $(, $arg)*) };
+                // SAFETY: just returned by the next operator new.
+                unsafe { hooks::count_external_alloc(call, pointer, size) };
+                pointer
             }
-            let call = hooks::external_call_begin();
-            // SAFETY: forwarding the caller's arguments.
-            let pointer = unsafe { real(size $(, $arg)*) };
-            // SAFETY: just returned by the next operator new.
-            unsafe { hooks::count_external_alloc(call, pointer, size) };
-            pointer
         }
     };
 }
@@ -119,26 +141,40 @@ macro_rules! operator_delete {
     ($export:ident ( $($arg:ident : $ty:ty),* )) => {
         /// # Safety
         /// The C++ contract of this operator.
+        #[unsafe(naked)]
         #[unsafe(no_mangle)]
         pub unsafe extern "C-unwind" fn $export(pointer: *mut c_void $(, $arg: $ty)*) {
+            core::arch::naked_asm!("jmp qword ptr [rip + {route}]", route = sym $export::ROUTE)
+        }
+
+        #[allow(non_snake_case)]
+        mod $export {
+            use super::*;
+
+            type Signature = unsafe extern "C-unwind" fn(*mut c_void $(, $ty)*);
+            pub static ROUTE: Route = Route::new(wrapper as Signature as *mut ());
             static NEXT: CxxSymbol = CxxSymbol::new(concat!(stringify!($export), "\0"));
-            let Some((address, count_here)) = NEXT.get() else {
-                // SAFETY: memory from the fallback of operator new (malloc).
-                return unsafe { hooks::free(pointer) };
-            };
-            // SAFETY: the next definition of this operator has this signature.
-            let real = unsafe {
-                core::mem::transmute::<*mut c_void, unsafe extern "C-unwind" fn(*mut c_void $(, $ty)*)>(address)
-            };
-            if !count_here {
+
+            /// Resolve, then forward (and count, when the next definition
+            /// does not reach the interposed malloc family).
+            unsafe extern "C-unwind" fn wrapper(pointer: *mut c_void $(, $arg: $ty)*) {
+                let Some((address, count_here)) = NEXT.get() else {
+                    // SAFETY: memory from the fallback of operator new (malloc).
+                    return unsafe { hooks::free(pointer) };
+                };
+                // SAFETY: the next definition of this operator has this signature.
+                let real = unsafe { core::mem::transmute::<*mut c_void, Signature>(address) };
+                if !count_here || !profiler::profiling() {
+                    ROUTE.store(address.cast(), Ordering::Release);
+                    // SAFETY: forwarding the caller's arguments.
+                    return unsafe { real(pointer $(, $arg)*) };
+                }
+                // SAFETY: the caller's live pointer, released right after.
+                let call = unsafe { hooks::external_free_begin(pointer) };
                 // SAFETY: forwarding the caller's arguments.
-                return unsafe { real(pointer $(, $arg)*) };
+                unsafe { real(pointer $(, $arg)*) };
+                hooks::external_free_end(call);
             }
-            // SAFETY: the caller's live pointer, released right after.
-            let call = unsafe { hooks::external_free_begin(pointer) };
-            // SAFETY: forwarding the caller's arguments.
-            unsafe { real(pointer $(, $arg)*) };
-            hooks::external_free_end(call);
         }
     };
 }

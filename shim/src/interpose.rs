@@ -1,5 +1,7 @@
 //! The malloc family under its C names. Each export is a one-line call into
-//! `heapsample_recorder::hooks`, where the logic and its tests live.
+//! `heapsample_recorder::hooks`, where the logic and its tests live; malloc,
+//! free, calloc and realloc are a single `jmp` through the hook's route (the
+//! next allocator itself under `prof:false`).
 
 use core::ffi::{c_int, c_void};
 
@@ -7,34 +9,46 @@ use heapsample_recorder::hooks;
 
 /// # Safety
 /// The C contract of `malloc`.
+#[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    // SAFETY: same contract.
-    unsafe { hooks::malloc(size) }
+    core::arch::naked_asm!(
+        "jmp qword ptr [rip + {route}]",
+        route = sym hooks::MALLOC_ROUTE,
+    )
 }
 
 /// # Safety
 /// The C contract of `free`.
+#[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(pointer: *mut c_void) {
-    // SAFETY: same contract.
-    unsafe { hooks::free(pointer) }
+    core::arch::naked_asm!(
+        "jmp qword ptr [rip + {route}]",
+        route = sym hooks::FREE_ROUTE,
+    )
 }
 
 /// # Safety
 /// The C contract of `calloc`.
+#[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
-    // SAFETY: same contract.
-    unsafe { hooks::calloc(count, size) }
+    core::arch::naked_asm!(
+        "jmp qword ptr [rip + {route}]",
+        route = sym hooks::CALLOC_ROUTE,
+    )
 }
 
 /// # Safety
 /// The C contract of `realloc`.
+#[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
-    // SAFETY: same contract.
-    unsafe { hooks::realloc(pointer, size) }
+    core::arch::naked_asm!(
+        "jmp qword ptr [rip + {route}]",
+        route = sym hooks::REALLOC_ROUTE,
+    )
 }
 
 /// # Safety

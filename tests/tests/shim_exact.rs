@@ -234,10 +234,6 @@ fn totals_are_consistent_at_lg_prof_sample_0() {
         .collect();
     let program_allocs: u64 = exact.iter().map(|s| s.get("alloc_objects")).sum();
     let program_bytes: u64 = exact.iter().map(|s| s.get("alloc_bytes")).sum();
-    let program_frees: u64 = exact
-        .iter()
-        .map(|s| s.get("alloc_objects") - s.get("live_objects"))
-        .sum();
     assert!(
         t.allocations >= program_allocs,
         "totals.allocations {} < the program's own {program_allocs}",
@@ -248,15 +244,7 @@ fn totals_are_consistent_at_lg_prof_sample_0() {
         "totals.bytes_allocated {} < the program's own {program_bytes}",
         t.bytes_allocated
     );
-    assert!(
-        t.frees >= program_frees,
-        "totals.frees {} < the program's own {program_frees}",
-        t.frees
-    );
-    assert!(
-        t.frees <= t.allocations,
-        "more frees than allocations: {t:?}"
-    );
+    assert_eq!(t.frees, None, "frees are counted under prof_exact only");
     let stack_allocs: u64 = dump.stacks.iter().map(|s| s.alloc_objects).sum();
     let stack_live: u64 = dump.stacks.iter().map(|s| s.live_objects).sum();
     assert_eq!(t.samples_dropped, 0, "samples dropped: {t:?}");
@@ -300,6 +288,21 @@ fn prof_exact_reports_the_live_heap() {
         exact >= program_live,
         "exact live heap {exact} < the program's own live usable bytes {program_live}"
     );
+    // Frees are counted too: at least the program's own (realloc sites,
+    // exact_alloc=0, count their own way and are left out), never more than
+    // the allocations.
+    let t = &dump.totals;
+    let frees = t.frees.expect("prof_exact:true counts frees");
+    let program_frees: u64 = sites
+        .iter()
+        .filter(|s| s.opt("exact_alloc") == Some(1))
+        .map(|s| s.get("alloc_objects") - s.get("live_objects"))
+        .sum();
+    assert!(
+        frees >= program_frees,
+        "totals.frees {frees} < the program's own {program_frees}"
+    );
+    assert!(frees <= t.allocations, "more frees than allocations: {t:?}");
     let sampled: u64 = dump.stacks.iter().map(|s| s.live_usable_bytes).sum();
     // Slack for objects allocated before the shim could sample (bootstrap).
     let slack = 64 * 1024;

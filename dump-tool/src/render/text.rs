@@ -182,18 +182,17 @@ fn totals_lines(out: &mut String, label: &str, profile: &Profile) {
         round(estimated.alloc_space),
         round(estimated.alloc_objects)
     );
+    let frees = exact
+        .frees
+        .map_or_else(|| "frees not counted".to_string(), |n| format!("{n} frees"));
     let live = exact.live_usable_bytes.map_or_else(
         || "not recorded".to_string(),
         |b| format!("{b} usable bytes"),
     );
     let _ = writeln!(
         out,
-        "{label}totals: exact counters:   allocated {} bytes in {} allocations, {} frees, live heap {live}, {} samples taken, {} dropped",
-        exact.bytes_allocated,
-        exact.allocations,
-        exact.frees,
-        exact.samples_taken,
-        exact.samples_dropped
+        "{label}totals: exact counters:   allocated {} bytes in {} allocations, {frees}, live heap {live}, {} samples taken, {} dropped",
+        exact.bytes_allocated, exact.allocations, exact.samples_taken, exact.samples_dropped
     );
 }
 

@@ -184,10 +184,12 @@ pub fn dump(
 ) -> Dump {
     let totals = Totals {
         allocations: stacks.iter().map(|s| s.alloc_objects).sum(),
-        frees: stacks
-            .iter()
-            .map(|s| s.alloc_objects - s.live_objects)
-            .sum(),
+        frees: Some(
+            stacks
+                .iter()
+                .map(|s| s.alloc_objects - s.live_objects)
+                .sum(),
+        ),
         bytes_allocated: stacks.iter().map(|s| s.alloc_bytes).sum(),
         live_usable_bytes: Some(stacks.iter().map(|s| s.live_usable_bytes).sum()),
         samples_taken: stacks.iter().map(|s| s.alloc_objects).sum(),
