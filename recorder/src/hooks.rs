@@ -16,10 +16,11 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
-use crate::fast_path;
 use crate::live_table::LIVE;
 use crate::next_alloc::{self, in_bootstrap_arena};
-use crate::profiler::{self, EXACT, MODE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_UNINIT};
+use crate::profiler::{
+    self, EXACT, MODE, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_UNINIT,
+};
 use crate::tls::{self, ThreadState};
 
 /// Count an allocation of `size` requested bytes that returned `pointer`.
@@ -76,12 +77,35 @@ unsafe fn count_usable(pointer: *mut c_void, sign: i64) {
 /// As for [`after_alloc`].
 #[inline(always)]
 unsafe fn after_alloc_any(pointer: *mut c_void, size: usize) {
-    if EXACT.load(Relaxed) && !pointer.is_null() {
-        // SAFETY: a live allocation.
-        unsafe { count_usable(pointer, 1) };
+    if EXACT.load(Relaxed) {
+        // SAFETY: per the contract.
+        return unsafe { after_alloc_exact(pointer, size) };
     }
     // SAFETY: per the contract.
     unsafe { after_alloc(pointer, size) }
+}
+
+/// [`after_alloc`] under `prof_exact`, where every allocation must reach
+/// this slow path: the fast path's countdown stays 0 and the real one is
+/// kept in `exact_countdown`, swapped in around the usual logic. (A nested
+/// call from inside the profiler finds 0 there and draws afresh, which the
+/// memoryless countdown allows.)
+///
+/// # Safety
+/// As for [`after_alloc`].
+#[cold]
+unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize) {
+    if !pointer.is_null() {
+        // SAFETY: a live allocation.
+        unsafe { count_usable(pointer, 1) };
+    }
+    let state = tls::current();
+    state.set_countdown(state.exact_countdown.swap(0, Relaxed));
+    // SAFETY: per the contract.
+    unsafe { after_alloc(pointer, size) };
+    let remaining = state.bytes_until_sample.load(Relaxed);
+    state.set_countdown(0);
+    state.exact_countdown.store(remaining, Relaxed);
 }
 
 /// [`before_free`] for any mode: counts the release and its usable bytes
@@ -108,14 +132,15 @@ fn start_or_bootstrap() -> bool {
     profiler::start()
 }
 
-// ---- routes: where each hot hook jumps ----
+// ---- routes: where each hook goes ----
 //
-// malloc, free, calloc and realloc each jump through a function pointer
-// chosen once the mode is known: straight to the next allocator under
-// `prof:false`, to the `*_profiled` fast paths while profiling (malloc and
-// free in `fast_path`, in assembly), and to the `*_other` paths (start-up,
-// `prof_exact`, bootstrap arena in use) otherwise. The exported symbols in
-// the cdylib are a single `jmp` through these statics.
+// Each of malloc, free, calloc and realloc has a route, a function pointer
+// chosen once the mode is known. malloc and free take it only when their
+// assembly fast path (`fast_path`) declines: malloc's route is then the
+// crossing allocation while profiling, the next malloc under `prof:false`;
+// free's is the possibly sampled free, the next free under `prof:false`.
+// The exported calloc and realloc always jump through theirs. Start-up and
+// `prof_exact` use the `*_other` paths.
 
 type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
 type FreeFn = unsafe extern "C" fn(*mut c_void);
@@ -131,42 +156,72 @@ pub static CALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(calloc_other as CallocFn
 /// Where `realloc` goes now.
 pub static REALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(realloc_other as ReallocFn as *mut ());
 
-/// Point the hot hooks at the paths for `mode` (called once the mode is set).
+/// Point the hooks at the paths for `mode` (called once the mode is set).
+/// Once the bootstrap arena has served a block, a free or realloc may
+/// receive an arena pointer: those keep paths that recognise it.
 pub fn set_routes(mode: u8) {
-    let (malloc, free, calloc, realloc): (*mut (), *mut (), *mut (), *mut ()) = match mode {
-        MODE_PASS_THROUGH => (
-            next_alloc::NEXT.malloc.address().cast(),
-            next_alloc::NEXT.free.address().cast(),
-            next_alloc::NEXT.calloc.address().cast(),
-            next_alloc::NEXT.realloc.address().cast(),
-        ),
-        MODE_PROFILING => (
-            fast_path::malloc_profiled as MallocFn as *mut (),
-            fast_path::free_profiled as FreeFn as *mut (),
-            calloc_profiled as CallocFn as *mut (),
-            realloc_profiled as ReallocFn as *mut (),
-        ),
-        _ => return,
-    };
+    let arena_in_use = mode & MODE_ARENA_IN_USE != 0;
+    let next = &next_alloc::NEXT;
+    let (free_other, realloc_other): (*mut (), *mut ()) = (
+        free_other as FreeFn as *mut (),
+        realloc_other as ReallocFn as *mut (),
+    );
+    let (malloc, free, calloc, realloc): (*mut (), *mut (), *mut (), *mut ()) =
+        match mode & !MODE_ARENA_IN_USE {
+            MODE_PASS_THROUGH if arena_in_use => (
+                next.malloc.address().cast(),
+                free_other,
+                next.calloc.address().cast(),
+                realloc_other,
+            ),
+            MODE_PASS_THROUGH => (
+                next.malloc.address().cast(),
+                next.free.address().cast(),
+                next.calloc.address().cast(),
+                next.realloc.address().cast(),
+            ),
+            MODE_PROFILING => (
+                malloc_crossing as MallocFn as *mut (),
+                free_maybe_sampled as FreeFn as *mut (),
+                calloc_profiled as CallocFn as *mut (),
+                if arena_in_use {
+                    realloc_other
+                } else {
+                    realloc_profiled as ReallocFn as *mut ()
+                },
+            ),
+            _ => return,
+        };
     MALLOC_ROUTE.store(malloc, Relaxed);
     FREE_ROUTE.store(free, Relaxed);
     CALLOC_ROUTE.store(calloc, Relaxed);
     REALLOC_ROUTE.store(realloc, Relaxed);
 }
 
-/// `malloc`.
+/// `malloc` for callers inside the shim: what the exported `malloc`
+/// (`fast_path::malloc_entry!`) does, in Rust.
 ///
 /// # Safety
 /// The C contract of `malloc`.
-#[inline(always)]
 pub unsafe fn malloc(size: usize) -> *mut c_void {
+    let state = tls::current();
+    let countdown = state.bytes_until_sample.load(Relaxed) as u64;
+    if countdown > size as u64 {
+        state
+            .bytes_until_sample
+            .store((countdown - size as u64) as i64, Relaxed);
+        ThreadState::bump(&state.allocations, 1);
+        // SAFETY: a positive countdown means the profiler is running, so the
+        // next allocator is resolved.
+        return unsafe { next_alloc::malloc(size) };
+    }
     // SAFETY: a route is always a function with malloc's signature.
     unsafe { core::mem::transmute::<*mut (), MallocFn>(MALLOC_ROUTE.load(Relaxed))(size) }
 }
 
-/// The slow path of [`fast_path::malloc_profiled`], for the allocation that
-/// crosses the countdown: allocate, then count (and sample) only if it
-/// succeeded.
+/// malloc's route while profiling, for the allocation that crosses the
+/// countdown (or finds it at 0): allocate, then count (and sample) only if
+/// it succeeded.
 ///
 /// # Safety
 /// The C contract of `malloc`; the next allocator is resolved.
@@ -199,35 +254,46 @@ unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
     }
 }
 
-/// `free`.
+/// `free` for callers inside the shim: what the exported `free`
+/// (`fast_path::free_entry!`) does, in Rust.
 ///
 /// # Safety
 /// The C contract of `free`.
-#[inline(always)]
 pub unsafe fn free(pointer: *mut c_void) {
-    // SAFETY: a route is always a function with free's signature.
-    unsafe { core::mem::transmute::<*mut (), FreeFn>(FREE_ROUTE.load(Relaxed))(pointer) }
+    if LIVE.may_contain(pointer as usize) {
+        // SAFETY: a route is always a function with free's signature.
+        unsafe { core::mem::transmute::<*mut (), FreeFn>(FREE_ROUTE.load(Relaxed))(pointer) }
+    } else {
+        // SAFETY: the next free, or `free_other` until it is resolved.
+        unsafe { next_alloc::free(pointer) }
+    }
 }
 
-/// The slow path of [`fast_path::free_profiled`] when the page filter hits:
-/// forget the sample, then release.
+/// free's route while profiling, taken when the page filter hits: forget
+/// the sample, then release. Arena blocks are never released.
 ///
 /// # Safety
 /// The C contract of `free`; the next allocator is resolved.
 #[cold]
 #[inline(never)]
 pub unsafe extern "C" fn free_maybe_sampled(pointer: *mut c_void) {
-    if !pointer.is_null() {
-        // SAFETY: a live allocation; the real free comes after.
-        unsafe { profiler::on_sampled_free(pointer) };
+    if pointer.is_null() || in_bootstrap_arena(pointer) {
+        return;
     }
+    // SAFETY: a live allocation; the real free comes after.
+    unsafe { profiler::on_sampled_free(pointer) };
     // SAFETY: a pointer of the next allocator, released once.
     unsafe { next_alloc::free(pointer) }
 }
 
+/// free's route at start-up, under `prof_exact`, and with the arena in use
+/// under `prof:false`; also the next `free` until that is resolved.
+///
+/// # Safety
+/// The C contract of `free`.
 #[cold]
 #[inline(never)]
-unsafe extern "C" fn free_other(pointer: *mut c_void) {
+pub unsafe extern "C" fn free_other(pointer: *mut c_void) {
     if in_bootstrap_arena(pointer) {
         return;
     }

@@ -10,7 +10,7 @@
 //! - [`fast_path`]: malloc's and free's profiled fast paths, in assembly.
 //! - [`next_alloc`]: the next allocator (`dlsym(RTLD_NEXT)`) and the
 //!   bootstrap arena used while looking it up.
-//! - [`tls`]: the 64-byte initial-exec per-thread block and the guard.
+//! - [`tls`]: the initial-exec per-thread block and the guard.
 //! - [`sampling`]: the exponential byte countdown and its generator.
 //! - [`profiler`]: start-up, the sample event, exit dump, fork handlers.
 //! - [`threads`]: thread setup, registry, exit flush, exact counters.

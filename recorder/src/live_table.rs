@@ -4,7 +4,10 @@
 //! plus a small counting filter indexed by the address's page number modulo
 //! 32768 (pages 128 MiB apart share a counter), so that a free of an
 //! unsampled pointer costs one load of a 128 KiB `.bss` array and one
-//! well-predicted branch. Untouched filter pages read as the shared zero page. An entry is removed *before* the real free, so
+//! well-predicted branch (the assembly in `fast_path` reads it directly).
+//! Untouched filter pages read as the shared zero page. Counters can also be
+//! pinned: the bootstrap arena's pages, and all of them under `prof_exact`,
+//! so that those frees take the slow path too. An entry is removed *before* the real free, so
 //! when the allocator hands the same address out again it can never be taken
 //! for the old sample.
 //!
@@ -126,6 +129,23 @@ impl LiveTable {
         sys::hash_word(address as u64, self.slot_bits.load(Ordering::Relaxed))
     }
 
+    /// Make every free in `[start, start + len)` take free's route (the
+    /// bootstrap arena). Pins stay for the process's life.
+    pub fn pin_pages(&self, start: usize, len: usize) {
+        let pages = (len >> FILTER_PAGE_SHIFT).clamp(1, FILTER_LEN);
+        for page in 0..pages {
+            self.filter_bucket(start + (page << FILTER_PAGE_SHIFT))
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Make every free take free's route (`prof_exact`, which counts each).
+    pub fn pin_all(&self) {
+        for bucket in &self.filter {
+            bucket.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Cheap pre-check for `free`: false means `address` is certainly not a
     /// live sample. One load, no writes.
     #[inline(always)]
@@ -170,6 +190,9 @@ impl LiveTable {
     }
 
     fn find(&self, address: usize) -> Option<&Slot> {
+        if self.slots.load(Ordering::Acquire).is_null() {
+            return None;
+        }
         let home = self.home(address);
         for probe in 0..PROBE_LIMIT {
             let slot = self.slot(home + probe);

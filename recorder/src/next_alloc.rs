@@ -11,7 +11,7 @@
 //! program could hold: concurrent first callers spin until it is done.
 
 use core::ffi::{CStr, c_int, c_void};
-use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 use crate::tls;
 
@@ -34,6 +34,13 @@ impl NextFn {
     const fn unresolved() -> Self {
         NextFn {
             address: AtomicPtr::new(core::ptr::null_mut()),
+        }
+    }
+
+    /// Unresolved, but already callable: `until_resolved` stands in.
+    const fn standing_in(until_resolved: *mut c_void) -> Self {
+        NextFn {
+            address: AtomicPtr::new(until_resolved),
         }
     }
 
@@ -66,7 +73,9 @@ pub struct NextAllocator {
 /// Resolved once; read-only afterwards.
 pub static NEXT: NextAllocator = NextAllocator {
     malloc: NextFn::unresolved(),
-    free: NextFn::unresolved(),
+    // The exported free jumps here whenever the filter misses, even
+    // before anything is resolved.
+    free: NextFn::standing_in(crate::hooks::free_other as FreeFn as *mut c_void),
     calloc: NextFn::unresolved(),
     realloc: NextFn::unresolved(),
     memalign: NextFn::unresolved(),
@@ -268,6 +277,8 @@ struct Arena([u8; ARENA_SIZE]);
 
 static mut ARENA: Arena = Arena([0; ARENA_SIZE]);
 static ARENA_USED: AtomicUsize = AtomicUsize::new(0);
+/// The arena's pages are pinned in the live-sample filter (first use).
+static ARENA_PINNED: AtomicBool = AtomicBool::new(false);
 
 fn arena_base() -> usize {
     core::ptr::addr_of!(ARENA) as usize
@@ -287,6 +298,11 @@ pub fn in_bootstrap_arena(pointer: *mut c_void) -> bool {
 /// Allocate zeroed memory from the arena (never reused, so always zero).
 /// Each block is preceded by its size. Returns null when the arena is full.
 pub fn bootstrap_alloc(size: usize, alignment: usize) -> *mut c_void {
+    if !ARENA_PINNED.swap(true, Ordering::Relaxed) {
+        // From now on a free of any arena page takes free's route, which
+        // recognises arena blocks and never passes them on.
+        crate::live_table::LIVE.pin_pages(arena_base(), ARENA_SIZE);
+    }
     let alignment = alignment.max(ARENA_ALIGN);
     let mut used = ARENA_USED.load(Ordering::Relaxed);
     loop {

@@ -135,6 +135,10 @@ fn configure() -> u8 {
         );
         return MODE_PASS_THROUGH;
     }
+    if config.prof_exact {
+        // Every free must reach the exact path.
+        LIVE.pin_all();
+    }
     backtrace::init();
     backtrace::use_libgcc(config.prof_unwind == config::Unwinder::Libgcc);
     threads::create_exit_key();

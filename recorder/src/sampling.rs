@@ -8,7 +8,7 @@
 //! whatever came before it, which is what the reader's correction assumes.
 //!
 //! The generator is a per-thread SplitMix64 (8 bytes of state so it fits the
-//! 64-byte TLS block; hand-written because the `rand` crate's small
+//! hot line of the TLS block; hand-written because the `rand` crate's small
 //! generators need 16–32 bytes). Runs inside malloc: no allocation, no locks.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};

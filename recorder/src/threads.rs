@@ -196,6 +196,7 @@ extern "C" fn on_thread_exit(value: *mut libc::c_void) {
         // allocation takes the slow path, which folds at once.
         state.set_flag(tls::FLAG_FINAL_FLUSH, true);
         state.set_countdown(tls::EXITING_COUNTDOWN);
+        state.exact_countdown.store(tls::EXITING_COUNTDOWN, Relaxed);
     }
 }
 

@@ -1,7 +1,8 @@
 //! Per-thread hot state in initial-exec TLS.
 //!
-//! Owns the 64-byte block every malloc and free touches: the sampling
-//! countdown and the exact counters. It lives in a `.tbss` symbol declared
+//! Owns the block every malloc touches: the sampling countdown and the exact
+//! counters. The fast path reads and writes only its first cache line; the
+//! second holds what only `prof_exact` uses. It lives in a `.tbss` symbol declared
 //! with `global_asm!` and is reached with `fs:[0] + GOTTPOFF`, so reading it
 //! is two instructions and never calls `__tls_get_addr` (which may allocate
 //! after a `dlopen`, see the research notes). A new thread's block is zero,
@@ -33,7 +34,7 @@ pub const FLAG_FINAL_FLUSH: u32 = 16;
 /// the slow path, which counts it in the process totals.
 pub const EXITING_COUNTDOWN: i64 = 0;
 
-/// The hot per-thread block. Exactly one cache line.
+/// The hot per-thread block: two cache lines, the first one hot.
 #[repr(C, align(64))]
 pub struct ThreadState {
     /// Bytes left before the next sampled allocation; the allocation that
@@ -58,9 +59,17 @@ pub struct ThreadState {
     pub flags: AtomicU32,
     /// The thread's serial number (0 until the thread is set up).
     pub serial: AtomicU32,
+    // ---- second line: `prof_exact` only ----
+    /// Under `prof_exact` the sampling countdown lives here and
+    /// `bytes_until_sample` stays 0, so that every allocation takes the
+    /// slow path (see `hooks::after_alloc_exact`).
+    pub exact_countdown: AtomicI64,
 }
 
-const _: () = assert!(core::mem::size_of::<ThreadState>() == 64);
+/// Size of [`ThreadState`] in bytes.
+pub const THREAD_STATE_BYTES: usize = core::mem::size_of::<ThreadState>();
+const _: () = assert!(THREAD_STATE_BYTES == 128);
+const _: () = assert!(core::mem::offset_of!(ThreadState, serial) < 64);
 
 impl ThreadState {
     /// Adds to a counter of this thread. Only the owning thread may call it.
@@ -117,10 +126,11 @@ core::arch::global_asm!(
     ".globl heapsample_thread_state",
     ".hidden heapsample_thread_state",
     ".type heapsample_thread_state, @object",
-    ".size heapsample_thread_state, 64",
+    ".size heapsample_thread_state, {size}",
     "heapsample_thread_state:",
-    ".zero 64",
+    ".zero {size}",
     ".text",
+    size = const THREAD_STATE_BYTES,
 );
 
 /// The calling thread's hot state.
@@ -129,7 +139,7 @@ core::arch::global_asm!(
 pub fn current() -> &'static ThreadState {
     let address: *const ThreadState;
     // SAFETY: reads the thread pointer and the linker-computed offset of our
-    // initial-exec TLS symbol; the sum is this thread's 64-byte block, valid
+    // initial-exec TLS symbol; the sum is this thread's block, valid
     // (and zero-initialised by the loader) for the thread's whole life.
     unsafe {
         core::arch::asm!(

@@ -1,7 +1,8 @@
 //! The malloc family under its C names. Each export is a one-line call into
-//! `heapsample_recorder::hooks`, where the logic and its tests live; malloc,
-//! free, calloc and realloc are a single `jmp` through the hook's route (the
-//! next allocator itself under `prof:false`).
+//! `heapsample_recorder::hooks`, where the logic and its tests live. malloc
+//! and free are the recorder's assembly fast paths themselves
+//! (`heapsample_recorder::fast_path`); calloc and realloc are a single `jmp`
+//! through the hook's route (the next allocator itself under `prof:false`).
 
 use core::ffi::{c_int, c_void};
 
@@ -12,10 +13,7 @@ use heapsample_recorder::hooks;
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    core::arch::naked_asm!(
-        "jmp qword ptr [rip + {route}]",
-        route = sym hooks::MALLOC_ROUTE,
-    )
+    heapsample_recorder::malloc_entry!()
 }
 
 /// # Safety
@@ -23,10 +21,7 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(pointer: *mut c_void) {
-    core::arch::naked_asm!(
-        "jmp qword ptr [rip + {route}]",
-        route = sym hooks::FREE_ROUTE,
-    )
+    heapsample_recorder::free_entry!()
 }
 
 /// # Safety
