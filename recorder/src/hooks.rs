@@ -100,6 +100,15 @@ unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize) {
         unsafe { count_usable(pointer, 1) };
     }
     let state = tls::current();
+    let countdown = state.exact_countdown.load(Relaxed);
+    if !pointer.is_null() && countdown > size as i64 {
+        // Not crossing: count here (bytes_allocated = bytes_base while the
+        // fast path's countdown is 0).
+        state.exact_countdown.store(countdown - size as i64, Relaxed);
+        ThreadState::bump(&state.allocations, 1);
+        ThreadState::bump(&state.bytes_base, size as u64);
+        return;
+    }
     state.set_countdown(state.exact_countdown.swap(0, Relaxed));
     // SAFETY: per the contract.
     unsafe { after_alloc(pointer, size) };
@@ -260,7 +269,7 @@ unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
 /// # Safety
 /// The C contract of `free`.
 pub unsafe fn free(pointer: *mut c_void) {
-    if LIVE.may_contain(pointer as usize) {
+    if LIVE.free_takes_route(pointer as usize) {
         // SAFETY: a route is always a function with free's signature.
         unsafe { core::mem::transmute::<*mut (), FreeFn>(FREE_ROUTE.load(Relaxed))(pointer) }
     } else {

@@ -70,6 +70,12 @@ pub struct LiveTable {
 
 const FILTER_LEN: usize = 1 << FILTER_BITS;
 
+/// A filter counter holds its live entries in the low 24 bits and its pins
+/// in the high 8: the assembly free path tests the whole word, the table's
+/// own lookups only the entries.
+const PIN: u32 = 1 << 24;
+const ENTRIES_MASK: u32 = PIN - 1;
+
 /// Addresses share a filter counter per page of this many bytes (log2).
 pub const FILTER_PAGE_SHIFT: u32 = 12;
 
@@ -135,22 +141,29 @@ impl LiveTable {
         let pages = (len >> FILTER_PAGE_SHIFT).clamp(1, FILTER_LEN);
         for page in 0..pages {
             self.filter_bucket(start + (page << FILTER_PAGE_SHIFT))
-                .fetch_add(1, Ordering::Relaxed);
+                .fetch_add(PIN, Ordering::Relaxed);
         }
     }
 
     /// Make every free take free's route (`prof_exact`, which counts each).
     pub fn pin_all(&self) {
         for bucket in &self.filter {
-            bucket.fetch_add(1, Ordering::Relaxed);
+            bucket.fetch_add(PIN, Ordering::Relaxed);
         }
+    }
+
+    /// What the exported `free` tests: false means the free of `address`
+    /// needs nothing from the profiler (not sampled, not pinned).
+    #[inline(always)]
+    pub fn free_takes_route(&self, address: usize) -> bool {
+        self.filter_bucket(address).load(Ordering::Relaxed) != 0
     }
 
     /// Cheap pre-check for `free`: false means `address` is certainly not a
     /// live sample. One load, no writes.
     #[inline(always)]
     pub fn may_contain(&self, address: usize) -> bool {
-        self.filter_bucket(address).load(Ordering::Relaxed) != 0
+        self.filter_bucket(address).load(Ordering::Relaxed) & ENTRIES_MASK != 0
     }
 
     /// Record a live sample. If the address was already recorded (its free
@@ -269,6 +282,26 @@ mod tests {
         assert_eq!(table.remove(0x1000), None);
         assert!(!table.may_contain(0x1000));
         assert_eq!(table.live_count(), 0);
+    }
+
+    #[test]
+    fn pins_route_frees_but_hold_no_entries() {
+        let table = Box::new(LiveTable::new());
+        assert!(table.init(10));
+        table.pin_pages(0x10_0000, 0x2000);
+        assert!(table.free_takes_route(0x10_0000) && table.free_takes_route(0x10_1fff));
+        assert!(!table.free_takes_route(0x10_2000));
+        assert!(!table.may_contain(0x10_0000));
+        let sample = LiveSample {
+            stack_id: 3,
+            size: 24,
+        };
+        table.insert(0x10_0040, sample).unwrap();
+        assert!(table.may_contain(0x10_0040));
+        assert_eq!(table.remove(0x10_0040), Some(sample));
+        assert!(!table.may_contain(0x10_0040) && table.free_takes_route(0x10_0040));
+        table.pin_all();
+        assert!(table.free_takes_route(0x7000_0000) && !table.may_contain(0x7000_0000));
     }
 
     #[test]
