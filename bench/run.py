@@ -538,6 +538,85 @@ def callgrind_markdown(results: dict[str, dict]) -> str:
 # Main
 # --------------------------------------------------------------------------
 
+# --------------------------------------------------------------------------
+# Dump pause and per-sample cost
+# --------------------------------------------------------------------------
+
+PAUSE_FIELDS = ("max_ns", "p999_ns", "p99_ns", "p50_ns")
+
+
+def run_pause(smoke: bool, rounds: int) -> list[dict]:
+    """tests/programs/trig_pause.c under the shim at lg 0: one thread times
+    every malloc+free pair while another writes dumps of STACKS distinct
+    stacks; the pair latencies during dumps vs between them."""
+    src = ROOT / "tests" / "programs" / "trig_pause.c"
+    exe = BIN / "trig_pause"
+    compile_c(src, exe, ["-O1", "-no-pie", "-ldl"])
+    stacks, dumps = ("1000", "2") if smoke else ("10000", "10")
+    results = []
+    for r in range(rounds):
+        work = SCRATCH / f"pause-{r}"
+        work.mkdir(parents=True, exist_ok=True)
+        env = base_env(Workload("pause", "", [], [], [])) | {
+            "LD_PRELOAD": str(SHIM), "PROF_CONF": "lg_prof_sample:0,prof_final:false"}
+        p = subprocess.run([str(exe), stacks, dumps], cwd=work, env=env,
+                           capture_output=True, text=True, timeout=300)
+        shutil.rmtree(work, ignore_errors=True)
+        if p.returncode != 0:
+            log(f"  pause round {r + 1}: failed (exit {p.returncode})\n{p.stderr[-800:]}")
+            results.append({"failed": True})
+            continue
+        result: dict = {"stacks": int(stacks)}
+        for line in p.stdout.splitlines():
+            fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+            if line.startswith("pause "):
+                result[fields.pop("window")] = fields
+            elif line.startswith("dump "):
+                result["dump"] = fields
+        log(f"  pause round {r + 1}: during dumps max "
+            f"{result.get('during_dump', {}).get('max_ns')} ns, between max "
+            f"{result.get('between_dumps', {}).get('max_ns')} ns, dump max "
+            f"{result.get('dump', {}).get('max_ms')} ms")
+        results.append(result)
+    return results
+
+
+def pause_markdown(results: list[dict]) -> str:
+    head = "| round | window | pairs | " + " | ".join(f.replace("_ns", "") + " µs"
+                                                    for f in PAUSE_FIELDS) + " | dump max / mean ms |"
+    lines = [head, "|---" * (4 + len(PAUSE_FIELDS)) + "|"]
+    for r, res in enumerate(results, 1):
+        if res.get("failed"):
+            lines.append(f"| {r} | failed | | | | | | |")
+            continue
+        dump = res.get("dump", {})
+        for window in ("during_dump", "between_dumps"):
+            w = res.get(window, {})
+            cells = [f"{int(w[f]) / 1000:.1f}" if f in w else "–" for f in PAUSE_FIELDS]
+            tail = f"{dump.get('max_ms', '–')} / {dump.get('mean_ms', '–')}" \
+                if window == "during_dump" else ""
+            lines.append(f"| {r} | {window} | {w.get('pairs', '–')} | " + " | ".join(cells)
+                         + f" | {tail} |")
+    stacks = next((r["stacks"] for r in results if "stacks" in r), 0)
+    return (f"tests/programs/trig_pause.c at lg_prof_sample:0: {stacks:,} distinct live "
+            "stacks, one thread times each malloc(64)+free pair (CLOCK_MONOTONIC) while "
+            "another writes dumps 5 ms apart; `between_dumps` is the same thread's "
+            "control window.\n\n" + "\n".join(lines))
+
+
+def run_capture_bench(smoke: bool) -> str | None:
+    """The unwinder's per-capture benchmark (depths 10, 30, 100)."""
+    if smoke:
+        return None
+    p = subprocess.run(["cargo", "run", "--release", "-q", "-p", "heapsample-unwind",
+                        "--example", "capture_bench"], cwd=ROOT, capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        log(f"capture_bench failed (exit {p.returncode})\n{p.stderr[-800:]}")
+        return None
+    return p.stdout.strip()
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--smoke", action="store_true",
@@ -652,6 +731,20 @@ def run(args: argparse.Namespace) -> int:
             callgrind_markdown(report["callgrind"])
         print("\n" + section + "\n", flush=True)
         md.append(section)
+    if not args.callgrind_only and not args.workloads and not args.configs:
+        log("dump pause: allocation latency while dumps of many stacks are written")
+        report["pause"] = run_pause(args.smoke, 1 if args.smoke else 3)
+        failures += sum(1 for r in report["pause"] if r.get("failed"))
+        section = "### Allocation pause during dumps\n\n" + pause_markdown(report["pause"])
+        print("\n" + section + "\n", flush=True)
+        md.append(section)
+        capture = run_capture_bench(args.smoke)
+        if capture:
+            report["capture_bench"] = capture
+            section = "### Per-sample cost: one stack capture (unwind/examples/capture_bench.rs)\n\n" \
+                + "```text\n" + capture + "\n```"
+            print("\n" + section + "\n", flush=True)
+            md.append(section)
     report["machine"]["loadavg_end"] = os.getloadavg()
     base = OUT / (args.results + ("-smoke" if args.smoke else ""))
     base.with_suffix(".json").write_text(json.dumps(report, indent=1))
