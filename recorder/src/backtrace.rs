@@ -30,12 +30,18 @@ pub fn invalidate() {
 static OWN_START: AtomicUsize = AtomicUsize::new(0);
 static OWN_END: AtomicUsize = AtomicUsize::new(0);
 
-/// Learn the profiler's own address range, so its frames can be dropped.
-pub fn init() {
-    if let Some((start, end)) = object_range(init as fn() as usize) {
+/// Find the unwinder's glibc entry point and learn the profiler's own address
+/// range, so its frames can be dropped. Returns false when the cached
+/// unwinder cannot work here (glibc < 2.35): use libgcc's.
+pub fn init() -> bool {
+    if !heapsample_unwind::init() {
+        return false;
+    }
+    if let Some((start, end)) = object_range(init as fn() -> bool as usize) {
         OWN_START.store(start, Relaxed);
         OWN_END.store(end, Relaxed);
     }
+    true
 }
 
 fn is_own(address: usize) -> bool {

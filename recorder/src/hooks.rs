@@ -104,7 +104,9 @@ unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize) {
     if !pointer.is_null() && countdown > size as i64 {
         // Not crossing: count here (bytes_allocated = bytes_base while the
         // fast path's countdown is 0).
-        state.exact_countdown.store(countdown - size as i64, Relaxed);
+        state
+            .exact_countdown
+            .store(countdown - size as i64, Relaxed);
         ThreadState::bump(&state.allocations, 1);
         ThreadState::bump(&state.bytes_base, size as u64);
         return;

@@ -139,8 +139,14 @@ fn configure() -> u8 {
         // Every free must reach the exact path.
         LIVE.pin_all();
     }
-    backtrace::init();
-    backtrace::use_libgcc(config.prof_unwind == config::Unwinder::Libgcc);
+    let fast_unwinder = backtrace::init();
+    if !fast_unwinder && config.prof_unwind != config::Unwinder::Libgcc {
+        crate::warn!(
+            Kind::Other,
+            "this glibc has no _dl_find_object (2.35+); stacks are captured with libgcc's unwinder, which is slower"
+        );
+    }
+    backtrace::use_libgcc(config.prof_unwind == config::Unwinder::Libgcc || !fast_unwinder);
     threads::create_exit_key();
     if config.prof_exact {
         MODE_PROFILING_EXACT

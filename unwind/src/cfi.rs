@@ -1,7 +1,9 @@
 //! Computing the [`Rule`] for one code address from the loaded objects' `.eh_frame`.
 //!
-//! Owns the `_dl_find_object` declaration, the `.eh_frame_hdr` binary search and the
+//! Owns the `_dl_find_object` lookup, the `.eh_frame_hdr` binary search and the
 //! gimli evaluation of one FDE on fixed-size storage (about 4 KiB of stack).
+//! `_dl_find_object` (glibc ≥ 2.35) is found with `dlsym` by [`init`], not linked, so the
+//! library also loads on glibc 2.34 (RHEL 9), where every lookup then finds nothing.
 //!
 //! Runs inside malloc: it must never allocate, lock, make system calls or call
 //! `dl_iterate_phdr`. `_dl_find_object` is documented by glibc as MT-, AS- and
@@ -9,6 +11,7 @@
 //! [`Rule::Unsupported`], never a panic.
 
 use core::ffi::{c_int, c_ulonglong, c_void};
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameOffset, EndianSlice, LittleEndian, ReaderOffset,
@@ -28,9 +31,25 @@ struct DlFindObject {
     dlfo_reserved: [c_ulonglong; 7],
 }
 
-unsafe extern "C" {
-    /// glibc ≥ 2.35: finds the object containing `address`; 0 on success, -1 if none.
-    fn _dl_find_object(address: *mut c_void, result: *mut DlFindObject) -> c_int;
+/// glibc ≥ 2.35: finds the object containing `address`; 0 on success, -1 if none.
+type DlFindObjectFn = unsafe extern "C" fn(*mut c_void, *mut DlFindObject) -> c_int;
+
+static DL_FIND_OBJECT: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
+const NOT_LOOKED_UP: u8 = 0;
+const LOOKED_UP: u8 = 1;
+static LOOKUP: AtomicU8 = AtomicU8::new(NOT_LOOKED_UP);
+
+/// Look up `_dl_find_object`; true if this glibc has it. Call it once outside
+/// `malloc`'s fast path (`dlsym` may take the loader lock and allocate); a capture
+/// made before it looks the function up itself.
+pub(crate) fn init() -> bool {
+    if LOOKUP.load(Ordering::Acquire) == NOT_LOOKED_UP {
+        // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the global scope.
+        let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) };
+        DL_FIND_OBJECT.store(found, Ordering::Relaxed);
+        LOOKUP.store(LOOKED_UP, Ordering::Release);
+    }
+    !DL_FIND_OBJECT.load(Ordering::Relaxed).is_null()
 }
 
 /// DWARF register numbers on x86_64.
@@ -143,10 +162,18 @@ fn rule_from_row(row: &UnwindTableRow<usize, FixedStorage>) -> Option<Rule> {
 
 /// The loaded object containing `address`, from glibc's lock-free lookup.
 fn find_object(address: u64) -> Option<DlFindObject> {
+    if !init() {
+        return None;
+    }
+    // SAFETY: `init` stored the address of glibc's `_dl_find_object`, which has
+    // this signature.
+    let dl_find_object = unsafe {
+        core::mem::transmute::<*mut c_void, DlFindObjectFn>(DL_FIND_OBJECT.load(Ordering::Relaxed))
+    };
     let mut object = core::mem::MaybeUninit::<DlFindObject>::uninit();
     // SAFETY: `_dl_find_object` only writes the result struct, whose layout matches
     // glibc 2.35's; it is lock-free and async-signal-safe.
-    let found = unsafe { _dl_find_object(address as *mut c_void, object.as_mut_ptr()) };
+    let found = unsafe { dl_find_object(address as *mut c_void, object.as_mut_ptr()) };
     // SAFETY: on success glibc filled in the whole struct.
     (found == 0).then(|| unsafe { object.assume_init() })
 }

@@ -123,6 +123,13 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     finish(end, frames)
 }
 
+/// Look up glibc's `_dl_find_object` (glibc ≥ 2.35) once, outside `malloc`'s fast
+/// path. Returns false on an older glibc: every cached capture then stops at the
+/// first frame and [`object_range`] finds nothing, so use [`capture_libgcc`].
+pub fn init() -> bool {
+    cfi::init()
+}
+
 /// `[start, end)` of the mapping of the loaded object containing `address`
 /// (glibc's lock-free `_dl_find_object`), or `None` if no object maps it.
 /// Safe inside `malloc` and signal handlers.
