@@ -1,11 +1,13 @@
 //! The bodies of the interposed malloc family, called by the thin C exports
-//! in the `heapsample` cdylib.
+//! in the `heapsample` cdylib, and the routes the exports jump through.
 //!
 //! Owns the allocator contracts: each function forwards to the next
-//! allocator and counts what happened. The fast paths (one mode load, the
-//! forward, a few TLS adds and one branch) take no lock, make no syscall,
-//! allocate nothing and write no shared cache line; everything else is in
-//! `#[cold]` functions.
+//! allocator and counts what happened. malloc's and free's common case is
+//! the assembly in [`crate::fast_path`]; what it declines comes here through
+//! [`MALLOC_ROUTE`] and [`FREE_ROUTE`]. calloc and realloc jump through their
+//! routes to `*_profiled` paths that count after forwarding. No path here
+//! takes a lock, makes a syscall or allocates unless a sample is taken;
+//! everything beyond counting is in `#[cold]` functions.
 //!
 //! Rules kept here: calloc/reallocarray overflow gives NULL + ENOMEM; free
 //! preserves errno; alignments are passed through to the allocator; malloc(0),
