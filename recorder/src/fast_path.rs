@@ -32,12 +32,9 @@
 
 use core::mem::offset_of;
 
-use crate::live_table::LiveTable;
-pub use crate::live_table::{
-    FILTER_COUNTER_BYTES, FILTER_INDEX_MASK, FILTER_OFFSET, FILTER_PAGE_SHIFT,
-};
-pub use crate::next_alloc::NextAllocator;
-pub use crate::tls::ThreadState;
+use crate::live_table::{FILTER_COUNTER_BYTES, FILTER_INDEX_MASK, FILTER_OFFSET, LiveTable};
+use crate::next_alloc::NextAllocator;
+use crate::tls::ThreadState;
 
 /// Offset of the countdown in the thread block.
 pub const COUNTDOWN: usize = offset_of!(ThreadState, bytes_until_sample);
@@ -91,11 +88,11 @@ macro_rules! free_entry {
             "jmp qword ptr [rip + {next} + {next_free}]",
             "2:",
             "jmp qword ptr [rip + {route}]",
-            page_shift = const $crate::fast_path::FILTER_PAGE_SHIFT,
-            index_mask = const $crate::fast_path::FILTER_INDEX_MASK,
+            page_shift = const $crate::live_table::FILTER_PAGE_SHIFT,
+            index_mask = const $crate::live_table::FILTER_INDEX_MASK,
             live = sym $crate::live_table::LIVE,
-            counter_bytes = const $crate::fast_path::FILTER_COUNTER_BYTES,
-            filter = const $crate::fast_path::FILTER_OFFSET,
+            counter_bytes = const $crate::live_table::FILTER_COUNTER_BYTES,
+            filter = const $crate::live_table::FILTER_OFFSET,
             next = sym $crate::next_alloc::NEXT,
             next_free = const $crate::fast_path::NEXT_FREE,
             route = sym $crate::hooks::FREE_ROUTE,
