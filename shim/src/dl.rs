@@ -24,7 +24,7 @@ fn next_dlclose() -> Option<DlcloseFn> {
 /// The C contract of `dlclose`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
-    let profiling = state::mode() == state::MODE_PROFILING;
+    let profiling = state::profiling();
     if profiling {
         let _guard = tls::Guard::enter();
         modules::before_dlclose();
