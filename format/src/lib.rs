@@ -229,15 +229,26 @@ impl Dump {
 /// correction jeprof and pprof apply. With `R == 1` (every allocation
 /// sampled) the factor is exactly 1.
 pub fn unsample_scale(objects: u64, bytes: u64, period: u64) -> f64 {
-    if objects == 0 || period <= 1 {
+    if objects == 0 {
         return 1.0;
     }
-    let mean_size = bytes as f64 / objects as f64;
-    let probability = -(-mean_size / period as f64).exp_m1();
+    let probability = sampling_probability(bytes as f64 / objects as f64, period);
     if probability <= 0.0 {
         return 1.0;
     }
     1.0 / probability
+}
+
+/// The probability that an allocation of `size` bytes is sampled with mean
+/// period `period` bytes: `1 - exp(-size/period)` (the countdown is
+/// exponential); 1 when every allocation is sampled (`period <= 1`). The
+/// one place the sampling law is inverted, by the reader and by the
+/// recorder's live-heap estimate alike.
+pub fn sampling_probability(size: f64, period: u64) -> f64 {
+    if period <= 1 {
+        return 1.0;
+    }
+    -(-size / period as f64).exp_m1()
 }
 
 /// Estimated `(objects, bytes)` for sampled counts, see [`unsample_scale`].
