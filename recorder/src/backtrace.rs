@@ -1,11 +1,17 @@
 //! Stack capture for sampled allocations.
 //!
-//! Owns the choice of unwinder and the removal of the shim's own frames. The
-//! default is `heapsample-unwind` with one process-wide rule cache (a new
-//! thread starts warm, and 1,000 short-lived threads cost no memory of their
-//! own); `prof_unwind:libgcc` selects libgcc's `_Unwind_Backtrace`, which on
-//! glibc ≥ 2.35 also finds unwind tables through the lock-free
-//! `_dl_find_object` and does not allocate, but costs 2–10 µs per stack.
+//! Owns the choice of unwinder, each thread's private unwinding state
+//! ([`ThreadUnwinder`]: a small rule cache and the memo of its last walk)
+//! and the removal of the shim's own frames. The default is
+//! `heapsample-unwind`: a thread's private cache in front of one
+//! process-wide rule cache (a new thread starts warm), and the memo, which
+//! replays the outer frames unchanged since the thread's previous capture
+//! instead of stepping them (consecutive samples on a thread usually share
+//! most of their stack). A thread without its private state (one that is
+//! exiting) uses the shared cache alone. `prof_unwind:libgcc` selects
+//! libgcc's `_Unwind_Backtrace`, which on glibc ≥ 2.35 also finds unwind
+//! tables through the lock-free `_dl_find_object` and does not allocate, but
+//! costs 2–10 µs per stack.
 //!
 //! Runs inside malloc's slow path: no allocation, no locks of ours.
 
@@ -44,14 +50,11 @@ pub fn init() -> bool {
     true
 }
 
-fn is_own(address: usize) -> bool {
-    address >= OWN_START.load(Relaxed) && address < OWN_END.load(Relaxed)
-}
-
 /// Capture the calling thread's return addresses, innermost first, without
-/// the profiler's own frames. Returns how many were written to `frames`.
+/// the profiler's own frames, using only the shared rule cache. Returns
+/// where in `frames` they are.
 #[inline(never)]
-pub fn capture(frames: &mut [u64]) -> usize {
+pub fn capture(frames: &mut [u64]) -> core::ops::Range<usize> {
     let captured = if USE_LIBGCC.load(Relaxed) {
         heapsample_unwind::capture_libgcc(frames)
     } else {
@@ -60,17 +63,62 @@ pub fn capture(frames: &mut [u64]) -> usize {
     drop_own_frames(&mut frames[..captured])
 }
 
-/// Remove the frames that lie in the profiler's own object, in place.
-fn drop_own_frames(frames: &mut [u64]) -> usize {
-    let mut kept = 0;
-    for index in 0..frames.len() {
-        let address = frames[index];
-        if !is_own(address as usize) {
-            frames[kept] = address;
-            kept += 1;
-        }
+/// Buckets of a thread's private rule cache (4 ways each: 1,024 rules, 16 KiB).
+const PRIVATE_RULE_BUCKETS: usize = 256;
+
+/// A thread's private unwinding state: its own rule cache (no shared cache
+/// line touched on a hit) and the memo of its last walk. All-zero memory is
+/// a valid empty one. Used by one thread at a time.
+pub struct ThreadUnwinder<const LEVELS: usize> {
+    rules: heapsample_unwind::RuleCache<PRIVATE_RULE_BUCKETS>,
+    memo: heapsample_unwind::StackMemo<LEVELS>,
+}
+
+impl<const LEVELS: usize> ThreadUnwinder<LEVELS> {
+    /// Forget the last walk (the state is moving to another thread).
+    pub fn forget(&mut self) {
+        self.memo.forget();
     }
-    kept
+
+    /// [`capture`] through this thread's private state; `frames` may hold at
+    /// most `LEVELS` frames for the memo to help.
+    #[inline(never)]
+    pub fn capture(&mut self, frames: &mut [u64]) -> core::ops::Range<usize> {
+        let captured = if USE_LIBGCC.load(Relaxed) {
+            heapsample_unwind::capture_libgcc(frames)
+        } else {
+            heapsample_unwind::capture_remembered(&mut self.rules, &RULES, &mut self.memo, frames)
+        };
+        drop_own_frames(&mut frames[..captured])
+    }
+
+    /// What the memo has done so far.
+    pub fn memo_counts(&self) -> heapsample_unwind::MemoCounts {
+        self.memo.counts()
+    }
+}
+
+/// The frames of `frames` that do not lie in the profiler's own object:
+/// `frames[range]` after removing them in place. The profiler's frames are
+/// normally innermost only, and the rest is left where it is.
+fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
+    let (start, end) = (OWN_START.load(Relaxed) as u64, OWN_END.load(Relaxed) as u64);
+    let span = end.wrapping_sub(start);
+    let is_own = |address: u64| address.wrapping_sub(start) < span;
+    let first = frames
+        .iter()
+        .position(|&address| !is_own(address))
+        .unwrap_or(frames.len());
+    let Some(next_own) = frames[first..].iter().position(|&address| is_own(address)) else {
+        return first..frames.len();
+    };
+    let mut kept = first + next_own;
+    for index in kept..frames.len() {
+        let address = frames[index];
+        frames[kept] = address;
+        kept += usize::from(!is_own(address));
+    }
+    first..kept
 }
 
 /// Start and end of the object containing `address`, lock-free.

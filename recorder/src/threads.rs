@@ -15,6 +15,7 @@ use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::
 
 use heapsample_format::ThreadInfo;
 
+use crate::backtrace::ThreadUnwinder;
 use crate::config::MAX_BT_MAX;
 use crate::spin_lock::SpinLock;
 use crate::tls::{self, ThreadState};
@@ -28,6 +29,55 @@ pub struct ThreadExt {
     pub bytes_fed: u64,
     /// `live_usable_delta` already handed to the high-water trigger.
     pub live_usable_fed: i64,
+    /// The thread's private unwinding state.
+    pub unwinder: ThreadUnwinder<FRAME_BUFFER_LEN>,
+    /// The stack of the thread's last sample.
+    pub last_stack: LastStack,
+}
+
+/// The id of a thread's last sampled stack and the module epoch it was
+/// interned under: a sample with the same frames in the same epoch has the
+/// same id, without a lookup. All-zero is "none".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LastStack {
+    id_plus_one: u32,
+    epoch: u32,
+}
+
+impl LastStack {
+    /// Nothing remembered.
+    pub const NONE: LastStack = LastStack {
+        id_plus_one: 0,
+        epoch: 0,
+    };
+
+    /// Remember stack `id`, interned in `epoch`.
+    pub fn new(id: u32, epoch: u32) -> LastStack {
+        LastStack {
+            id_plus_one: id.wrapping_add(1),
+            epoch,
+        }
+    }
+
+    /// The remembered id if it was interned in `epoch`.
+    pub fn id_in(&self, epoch: u32) -> Option<u32> {
+        (self.id_plus_one != 0 && self.epoch == epoch).then(|| self.id_plus_one - 1)
+    }
+}
+
+impl ThreadExt {
+    /// A zeroed block on the heap (large: never built on the stack).
+    fn new_boxed() -> Box<ThreadExt> {
+        let layout = std::alloc::Layout::new::<ThreadExt>();
+        // SAFETY: the layout has a non-zero size.
+        let memory = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<ThreadExt>();
+        if memory.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: all-zero bytes are a valid `ThreadExt` (integers, and caches
+        // and a `LastStack` for which zero means empty), allocated with its layout.
+        unsafe { Box::from_raw(memory) }
+    }
 }
 
 /// Frames the profiler's own code may add at the leaf of a capture.
@@ -100,15 +150,11 @@ pub fn setup_current(state: &'static ThreadState) {
         registry.live.push(state);
         registry.spare.pop()
     };
-    let mut ext = ext.unwrap_or_else(|| {
-        Box::new(ThreadExt {
-            frames: [0; FRAME_BUFFER_LEN],
-            bytes_fed: 0,
-            live_usable_fed: 0,
-        })
-    });
+    let mut ext = ext.unwrap_or_else(ThreadExt::new_boxed);
     ext.bytes_fed = 0;
     ext.live_usable_fed = 0;
+    ext.unwinder.forget();
+    ext.last_stack = LastStack::NONE;
     state.ext.store(Box::into_raw(ext), Relaxed);
     arm_exit_flush(1);
 }

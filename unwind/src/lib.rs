@@ -65,10 +65,12 @@
 mod cache;
 mod cfi;
 mod libgcc;
+mod memo;
 mod rule;
 mod walk;
 
 pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
+pub use memo::{MemoCounts, StackMemo};
 
 use cache::{LayeredStore, LocalStore, SharedStore};
 use walk::{Registers, WalkEnd};
@@ -117,6 +119,29 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     let regs = Registers::current();
     let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
     let end = walk::walk(regs, &mut store, frames);
+    if end == WalkEnd::NeedsFallback {
+        store.count_fallback();
+    }
+    finish(end, frames)
+}
+
+/// Captures the current stack like [`capture_layered`], replaying the outer frames that
+/// are unchanged since the previous capture through `memo` instead of stepping them
+/// (see [`StackMemo`] for why a replayed frame is never stale).
+///
+/// `memo` and `local` belong to the calling thread. See the [crate documentation](crate)
+/// for the contract. Never allocates, locks or makes system calls; safe inside `malloc`.
+#[inline(never)]
+pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS: usize>(
+    local: &mut RuleCache<LOCAL>,
+    shared: &SharedRuleCache<SHARED>,
+    memo: &mut StackMemo<LEVELS>,
+    frames: &mut [u64],
+) -> usize {
+    let regs = Registers::current();
+    let generation = cache::current_generation();
+    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let end = memo::walk_remembered(regs, &mut store, memo, generation, frames);
     if end == WalkEnd::NeedsFallback {
         store.count_fallback();
     }
