@@ -20,7 +20,7 @@
 //! memory the real walk would not. The first slot that differs ends the replay and the
 //! walk goes on normally from the last level that was proven. How the old walk ended
 //! is replayed the same way (an outermost rule needs no read; a zero return address is
-//! re-read). A caller whose return address was rewritten (a trampoline, a coroutine
+//! re-read; code without unwind information is looked up again). A caller whose return address was rewritten (a trampoline, a coroutine
 //! switch, a `longjmp` that reused the frames) therefore never gets a stale suffix: its
 //! slot value differs and the walk continues from there.
 //!
@@ -28,6 +28,8 @@
 //! loads and a compare per frame.
 
 use crate::cache::RuleStore;
+use crate::cfi;
+use crate::rule::Rule;
 use crate::walk::{Registers, Step, WalkEnd, read_stack, step};
 
 /// One frame of a remembered walk: its registers, the slot its rbp was read from (0 if
@@ -109,8 +111,11 @@ enum End {
     Outermost,
     /// The next return-address slot (at this address) held 0.
     ZeroAt(u64),
+    /// No unwind information covered the outermost level's code and libgcc stops
+    /// there (checked again on every replay: code may since have been generated there).
+    NoUnwindInfo,
     /// The frame buffer was full: outer frames may follow.
-    BufferFull,
+    Open,
 }
 
 /// A thread's memory of its previous stack walk, so that the next capture replays the
@@ -149,7 +154,8 @@ pub struct MemoCounts {
 }
 
 const END_OUTERMOST: u64 = 0;
-const END_BUFFER_FULL: u64 = 1;
+const END_OPEN: u64 = 1;
+const END_NO_UNWIND_INFO: u64 = 2;
 
 impl<const LEVELS: usize> StackMemo<LEVELS> {
     /// An empty memo. Large: prefer [`StackMemo::init_in_place`] on zeroed memory.
@@ -205,7 +211,8 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
     fn end(&self) -> End {
         match self.end {
             END_OUTERMOST => End::Outermost,
-            END_BUFFER_FULL => End::BufferFull,
+            END_OPEN => End::Open,
+            END_NO_UNWIND_INFO => End::NoUnwindInfo,
             slot => End::ZeroAt(slot),
         }
     }
@@ -213,7 +220,8 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
     fn set_end(&mut self, end: End) {
         self.end = match end {
             End::Outermost => END_OUTERMOST,
-            End::BufferFull => END_BUFFER_FULL,
+            End::Open => END_OPEN,
+            End::NoUnwindInfo => END_NO_UNWIND_INFO,
             End::ZeroAt(slot) => slot,
         };
     }
@@ -231,7 +239,7 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
         self.len = count;
         self.set_end(end);
         if count > 0 {
-            let matters = end_uses_rbp || end == End::BufferFull;
+            let matters = end_uses_rbp || end == End::Open;
             self.levels[0].set_rbp_matters(matters);
             self.mark_rbp_use(1);
         }
@@ -310,7 +318,7 @@ pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
     let mut candidates = memo.len;
     loop {
         if written == frames.len() {
-            memo.remember_fresh(fresh, End::BufferFull, true);
+            memo.remember_fresh(fresh, End::Open, true);
             return WalkEnd::Complete(written);
         }
         let (caller, level) = match step(store, &regs, lookup_address) {
@@ -325,6 +333,10 @@ pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
             }
             Step::ZeroReturn { slot, cfa_from_rbp } => {
                 memo.remember_fresh(fresh, End::ZeroAt(slot), cfa_from_rbp);
+                return WalkEnd::Complete(written);
+            }
+            Step::NoUnwindInfo => {
+                memo.remember_fresh(fresh, End::NoUnwindInfo, false);
                 return WalkEnd::Complete(written);
             }
             Step::Unsupported => {
@@ -406,7 +418,11 @@ fn replay<const LEVELS: usize>(
             // SAFETY: the slot `step` read when it found the zero return address, from
             // the outermost level, whose state was just proven current.
             End::ZeroAt(slot) => (unsafe { read_stack(slot) }) == 0,
-            End::BufferFull => false,
+            End::NoUnwindInfo => {
+                let pc = memo.levels[0].pc;
+                cfi::rule_for_address(pc - 1) == Rule::NoUnwindInfo && cfi::libgcc_stops_at(pc)
+            }
+            End::Open => false,
         };
     if ended {
         return finish_replay(memo, matched, count, written, first_written);

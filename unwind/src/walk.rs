@@ -74,6 +74,8 @@ pub(crate) enum Step {
     Outermost,
     /// The return address slot at `slot` holds 0: libgcc's terminal zero frame.
     ZeroReturn { slot: u64, cfa_from_rbp: bool },
+    /// No unwind information covers the frame and libgcc stops after reporting it.
+    NoUnwindInfo,
     /// The fast path cannot follow this frame.
     Unsupported,
 }
@@ -91,7 +93,9 @@ pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address
         Some(rule) => rule,
         None => {
             let rule = cfi::rule_for_address(lookup_address);
-            store.put(lookup_address, rule);
+            if rule != Rule::NoUnwindInfo {
+                store.put(lookup_address, rule);
+            }
             rule
         }
     };
@@ -103,6 +107,10 @@ pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address
     else {
         return match rule {
             Rule::Outermost => Step::Outermost,
+            // Not the capture's own frame (whose code has unwind information).
+            Rule::NoUnwindInfo if lookup_address != regs.pc && cfi::libgcc_stops_at(regs.pc) => {
+                Step::NoUnwindInfo
+            }
             _ => Step::Unsupported,
         };
     };
@@ -166,7 +174,9 @@ pub(crate) fn walk<S: RuleStore>(start: Registers, store: &mut S, frames: &mut [
                 lookup_address = caller.pc - 1;
             }
             // A zero return address is what libgcc reports as its terminal frame.
-            Step::Outermost | Step::ZeroReturn { .. } => return WalkEnd::Complete(written),
+            Step::Outermost | Step::ZeroReturn { .. } | Step::NoUnwindInfo => {
+                return WalkEnd::Complete(written);
+            }
             Step::Unsupported => return WalkEnd::NeedsFallback,
         }
     }

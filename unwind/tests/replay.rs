@@ -196,3 +196,62 @@ fn on_threads_with_reused_memos() {
         .expect("thread ran");
     }
 }
+
+/// Machine code without unwind information, like a JIT's: `sub rsp, 8; call rdi;
+/// add rsp, 8; ret`, in an anonymous executable mapping.
+fn jit_stub() -> extern "C" fn(extern "C" fn()) {
+    const CODE: [u8; 11] = [
+        0x48, 0x83, 0xec, 0x08, 0xff, 0xd7, 0x48, 0x83, 0xc4, 0x08, 0xc3,
+    ];
+    // SAFETY: a fresh private anonymous mapping; checked below.
+    let page = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(page, libc::MAP_FAILED);
+    // SAFETY: the mapping holds 4096 writable bytes; the code is a complete function
+    // with the C ABI taking one function pointer.
+    unsafe {
+        core::ptr::copy_nonoverlapping(CODE.as_ptr(), page.cast::<u8>(), CODE.len());
+        core::mem::transmute::<*mut libc::c_void, extern "C" fn(extern "C" fn())>(page)
+    }
+}
+
+thread_local! {
+    static JIT_CAPTURER: core::cell::RefCell<Option<Capturer>> = const { core::cell::RefCell::new(None) };
+}
+
+extern "C" fn capture_under_jit() {
+    JIT_CAPTURER.with(|capturer| {
+        let mut capturer = capturer.borrow_mut();
+        let capturer = capturer.as_mut().expect("set by the test");
+        let len = chain(4, &mut || {
+            capturer.check("under code without unwind info") as u64
+        });
+        assert!(len > 4);
+    });
+}
+
+#[test]
+fn stops_where_libgcc_stops_in_code_without_unwind_info() {
+    let stub = jit_stub();
+    JIT_CAPTURER.with(|capturer| *capturer.borrow_mut() = Some(Capturer::new()));
+    for _ in 0..black_box(3) {
+        chain(6, &mut || {
+            stub(capture_under_jit);
+            0
+        });
+    }
+    JIT_CAPTURER.with(|capturer| {
+        let capturer = capturer.borrow();
+        let capturer = capturer.as_ref().expect("set above");
+        assert_eq!(capturer.local.fallbacks(), 0, "libgcc was not needed");
+        assert!(capturer.memo.counts().matches >= 2);
+    });
+}
