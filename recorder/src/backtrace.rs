@@ -1,8 +1,8 @@
 //! Stack capture for sampled allocations.
 //!
-//! Owns the choice of unwinder, each thread's private unwinding state
-//! ([`ThreadUnwinder`]: a small rule cache and the memo of its last walk)
-//! and the removal of the shim's own frames. The default is
+//! Owns the choice of unwinder, its use of each thread's private unwinding
+//! state (`tls::ThreadUnwinder`: a small rule cache and the memo of its last
+//! walk) and the removal of the shim's own frames. The default is
 //! `heapsample-unwind`: a thread's private cache in front of one
 //! process-wide rule cache (a new thread starts warm), and the memo, which
 //! replays the outer frames unchanged since the thread's previous capture
@@ -16,6 +16,8 @@
 //! Runs inside malloc's slow path: no allocation, no locks of ours.
 
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+
+use crate::tls::ThreadUnwinder;
 
 /// Rules cached for every thread of the process (256 KiB of zeroed .bss,
 /// touched as used).
@@ -63,39 +65,17 @@ pub fn capture(frames: &mut [u64]) -> core::ops::Range<usize> {
     drop_own_frames(&mut frames[..captured])
 }
 
-/// Buckets of a thread's private rule cache (4 ways each: 1,024 rules, 16 KiB).
-const PRIVATE_RULE_BUCKETS: usize = 256;
-
-/// A thread's private unwinding state: its own rule cache (no shared cache
-/// line touched on a hit) and the memo of its last walk. All-zero memory is
-/// a valid empty one. Used by one thread at a time.
-pub struct ThreadUnwinder<const LEVELS: usize> {
-    rules: heapsample_unwind::RuleCache<PRIVATE_RULE_BUCKETS>,
-    memo: heapsample_unwind::StackMemo<LEVELS>,
-}
-
-impl<const LEVELS: usize> ThreadUnwinder<LEVELS> {
-    /// Forget the last walk (the state is moving to another thread).
-    pub fn forget(&mut self) {
-        self.memo.forget();
-    }
-
-    /// [`capture`] through this thread's private state; `frames` may hold at
-    /// most `LEVELS` frames for the memo to help.
-    #[inline(never)]
-    pub fn capture(&mut self, frames: &mut [u64]) -> core::ops::Range<usize> {
-        let captured = if USE_LIBGCC.load(Relaxed) {
-            heapsample_unwind::capture_libgcc(frames)
-        } else {
-            heapsample_unwind::capture_remembered(&mut self.rules, &RULES, &mut self.memo, frames)
-        };
-        drop_own_frames(&mut frames[..captured])
-    }
-
-    /// What the memo has done so far.
-    pub fn memo_counts(&self) -> heapsample_unwind::MemoCounts {
-        self.memo.counts()
-    }
+/// [`capture`] through the calling thread's private state (its own rule
+/// cache in front of the shared one, and the memo of its last walk, which
+/// helps for captures of at most `FRAME_BUFFER_LEN` frames).
+#[inline(never)]
+pub fn capture_with(unwinder: &mut ThreadUnwinder, frames: &mut [u64]) -> core::ops::Range<usize> {
+    let captured = if USE_LIBGCC.load(Relaxed) {
+        heapsample_unwind::capture_libgcc(frames)
+    } else {
+        unwinder.capture(&RULES, frames)
+    };
+    drop_own_frames(&mut frames[..captured])
 }
 
 /// The frames of `frames` that do not lie in the profiler's own object:
@@ -112,8 +92,9 @@ fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
     let Some(next_own) = frames[first..].iter().position(|&address| is_own(address)) else {
         return first..frames.len();
     };
-    let mut kept = first + next_own;
-    for index in kept..frames.len() {
+    let start = first + next_own;
+    let mut kept = start;
+    for index in start..frames.len() {
         let address = frames[index];
         frames[kept] = address;
         kept += usize::from(!is_own(address));
@@ -125,4 +106,25 @@ fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
 pub fn object_range(address: usize) -> Option<(usize, usize)> {
     heapsample_unwind::object_range(address as u64)
         .map(|(start, end)| (start as usize, end as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_frames_are_dropped_wherever_they_are() {
+        OWN_START.store(100, Relaxed);
+        OWN_END.store(200, Relaxed);
+        let mut frames = [150, 160, 300, 400, 199, 500, 100, 600];
+        let range = drop_own_frames(&mut frames);
+        assert_eq!(&frames[range], &[300, 400, 500, 600]);
+        let mut frames = [150, 300, 400];
+        let range = drop_own_frames(&mut frames);
+        assert_eq!(range, 1..3, "a leading run is skipped without copying");
+        let mut frames = [150, 160];
+        assert!(drop_own_frames(&mut frames).is_empty());
+        OWN_START.store(0, Relaxed);
+        OWN_END.store(0, Relaxed);
+    }
 }

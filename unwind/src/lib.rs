@@ -148,6 +148,42 @@ pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS:
     finish(end, frames)
 }
 
+/// One thread's private unwinding state for [`capture_remembered`]: a rule cache of
+/// `LOCAL` buckets in front of a shared one, and the memo of the last walk. All-zero
+/// memory is a valid empty one (build it in zeroed heap memory: it is large).
+#[repr(C)]
+pub struct PrivateUnwinder<const LOCAL: usize, const LEVELS: usize> {
+    rules: RuleCache<LOCAL>,
+    memo: StackMemo<LEVELS>,
+}
+
+impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
+    /// [`capture_remembered`] with this state, backed by `shared`.
+    #[inline(always)]
+    pub fn capture<const SHARED: usize>(
+        &mut self,
+        shared: &SharedRuleCache<SHARED>,
+        frames: &mut [u64],
+    ) -> usize {
+        capture_remembered(&mut self.rules, shared, &mut self.memo, frames)
+    }
+
+    /// Forgets the last walk (the state moves to another thread).
+    pub fn forget(&mut self) {
+        self.memo.forget();
+    }
+
+    /// The memo's counters.
+    pub fn memo_counts(&self) -> MemoCounts {
+        self.memo.counts()
+    }
+
+    /// Captures this state redid with libgcc.
+    pub fn fallbacks(&self) -> u64 {
+        self.rules.fallbacks()
+    }
+}
+
 /// Look up glibc's `_dl_find_object` (glibc ≥ 2.35) once, outside `malloc`'s fast
 /// path. Returns false on an older glibc: every cached capture then stops at the
 /// first frame and [`object_range`] finds nothing, so use [`capture_libgcc`].
