@@ -47,4 +47,5 @@ pub fn reset() {
     triggers::reset_estimate();
     SAMPLES_TAKEN.store(0, Relaxed);
     SAMPLES_DROPPED.store(0, Relaxed);
+    profiler::RESETS.fetch_add(1, Relaxed);
 }

@@ -46,6 +46,8 @@ pub static ACTIVE: AtomicBool = AtomicBool::new(true);
 pub static SAMPLES_TAKEN: AtomicU64 = AtomicU64::new(0);
 /// Samples lost because a table was full.
 pub static SAMPLES_DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Times the samples were forgotten (`heapsample_reset`).
+pub static RESETS: AtomicU64 = AtomicU64::new(0);
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 const STARTING: u8 = 1;
@@ -284,12 +286,14 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
     };
     // SAFETY: `pointer` was just returned by the next allocator.
     let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
-    entry.add_sample(size, usable);
-    match LIVE.insert(pointer as usize, LiveSample { stack_id: id, size }) {
+    let sample = LiveSample { stack_id: id, size };
+    let weights = sample_weights(sample);
+    entry.add_sample(size, usable, &weights);
+    match LIVE.insert(pointer as usize, sample) {
         Ok(None) => {}
         Ok(Some(stale)) => release(stale, usable),
         Err(_) => {
-            entry.release_sample(size, usable);
+            entry.release_sample(size, usable, &weights);
             return drop_sample("the live-sample table is full");
         }
     }
@@ -303,10 +307,17 @@ fn drop_sample(why: &str) {
     crate::warn!(Kind::TableFull, "{why}; some allocations are not sampled");
 }
 
+/// The Horvitz–Thompson weights of a live sample: a function of its size
+/// (kept in the live table) and the period (fixed for the process's life),
+/// so its free removes exactly what its allocation added.
+fn sample_weights(sample: LiveSample) -> heapsample_format::Weights {
+    heapsample_format::sample_weights(sample.size, sampling::period())
+}
+
 /// A live sample's object was freed (or its entry replaced).
 pub fn release(sample: LiveSample, usable: u64) {
     if let Some(entry) = STACKS.entry(sample.stack_id) {
-        entry.release_sample(sample.size, usable);
+        entry.release_sample(sample.size, usable, &sample_weights(sample));
     }
     triggers::on_live_sample(sample.size, -1);
 }
@@ -351,12 +362,10 @@ extern "C" fn at_exit() {
 
 /// jemalloc-style leak lines: the estimated live heap at exit.
 fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
-    let period = dump.sample_period();
     let (mut bytes, mut objects, mut contexts) = (0.0, 0.0, 0u64);
     for stack in dump.stacks.iter().filter(|s| s.live_objects > 0) {
-        let (n, b) = heapsample_format::unsample(stack.live_objects, stack.live_bytes, period);
-        objects += n;
-        bytes += b;
+        objects += stack.live.objects;
+        bytes += stack.live.bytes;
         contexts += 1;
     }
     let plural = |n: u64| if n == 1 { "" } else { "s" };
