@@ -182,7 +182,12 @@ pub fn inclusion_probability(size: u64, period: u64) -> f64 {
 /// malloc at each sample event, and again with the same size when the object
 /// is freed, so a free removes exactly what its allocation added.
 pub fn sample_weights(size: u64, period: u64) -> Weights {
-    let p = inclusion_probability(size, period);
+    weights_with_probability(size, inclusion_probability(size, period))
+}
+
+/// [`sample_weights`] for an object of `size` bytes sampled with
+/// probability `p` (computed by the caller, e.g. with a cached logarithm).
+pub fn weights_with_probability(size: u64, p: f64) -> Weights {
     let weight = 1.0 / p;
     let spread = (1.0 - p) / (p * p);
     let bytes = size as f64;

@@ -75,7 +75,7 @@ pub static NEXT: NextAllocator = NextAllocator {
     malloc: NextFn::unresolved(),
     // The exported free jumps here whenever the filter misses, even
     // before anything is resolved.
-    free: NextFn::standing_in(crate::hooks::free_other as FreeFn as *mut c_void),
+    free: NextFn::standing_in(free_until_resolved as FreeFn as *mut c_void),
     calloc: NextFn::unresolved(),
     realloc: NextFn::unresolved(),
     memalign: NextFn::unresolved(),
@@ -132,6 +132,22 @@ fn resolve_all() {
     NEXT.posix_memalign.resolve(c"posix_memalign");
     NEXT.aligned_alloc.resolve(c"aligned_alloc");
     NEXT.malloc_usable_size.resolve(c"malloc_usable_size");
+}
+
+/// The next `free` until it is known: resolve, then forward. A block of the
+/// bootstrap arena is never released, and a free made while the calling
+/// thread is itself resolving leaks its block (nothing to forward to yet).
+/// Nothing is counted: the profiler has not started, so nothing of this
+/// pointer was counted either.
+///
+/// # Safety
+/// The C contract of `free`.
+unsafe extern "C" fn free_until_resolved(pointer: *mut c_void) {
+    if in_bootstrap_arena(pointer) || !ensure_resolved() {
+        return;
+    }
+    // SAFETY: resolved just now; a pointer of the next allocator.
+    unsafe { free(pointer) }
 }
 
 // The forwarding calls. Each assumes `resolved()`; the mandatory functions

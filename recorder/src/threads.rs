@@ -15,25 +15,8 @@ use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::
 
 use heapsample_format::ThreadInfo;
 
-use crate::config::MAX_BT_MAX;
 use crate::spin_lock::SpinLock;
-use crate::tls::{self, ThreadState};
-
-/// Cold per-thread state, reached through `ThreadState::ext`.
-pub struct ThreadExt {
-    /// Where a stack is captured before it is interned: room for the
-    /// deepest stack kept plus the profiler's own frames, dropped after.
-    pub frames: [u64; FRAME_BUFFER_LEN],
-    /// `bytes_allocated` already handed to the interval trigger.
-    pub bytes_fed: u64,
-    /// `live_usable_delta` already handed to the high-water trigger.
-    pub live_usable_fed: i64,
-}
-
-/// Frames the profiler's own code may add at the leaf of a capture.
-pub const OWN_FRAMES_SLACK: usize = 16;
-/// Capacity of a thread's capture buffer.
-pub const FRAME_BUFFER_LEN: usize = MAX_BT_MAX as usize + OWN_FRAMES_SLACK;
+use crate::tls::{self, FRAME_BUFFER_LEN, ThreadExt, ThreadState};
 
 /// Counters of threads that have exited (or of a fork parent's threads).
 struct Retired {

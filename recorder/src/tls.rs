@@ -16,6 +16,8 @@
 
 use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
 
+use crate::config::MAX_BT_MAX;
+
 /// The thread is inside the profiler's own machinery: allocations pass
 /// through unsampled.
 pub const FLAG_GUARD: u32 = 1;
@@ -54,7 +56,7 @@ pub struct ThreadState {
     /// State of the thread's random generator (0 until the thread is set up).
     pub rng: AtomicU64,
     /// The thread's larger, cold state (frame buffer and so on), or null.
-    pub ext: AtomicPtr<crate::threads::ThreadExt>,
+    pub ext: AtomicPtr<ThreadExt>,
     /// `FLAG_*` bits.
     pub flags: AtomicU32,
     /// The thread's serial number (0 until the thread is set up).
@@ -65,6 +67,22 @@ pub struct ThreadState {
     /// slow path (see `hooks::after_alloc_exact`).
     pub exact_countdown: AtomicI64,
 }
+
+/// Cold per-thread state, reached through `ThreadState::ext`.
+pub struct ThreadExt {
+    /// Where a stack is captured before it is interned: room for the
+    /// deepest stack kept plus the profiler's own frames, dropped after.
+    pub frames: [u64; FRAME_BUFFER_LEN],
+    /// `bytes_allocated` already handed to the interval trigger.
+    pub bytes_fed: u64,
+    /// `live_usable_delta` already handed to the high-water trigger.
+    pub live_usable_fed: i64,
+}
+
+/// Frames the profiler's own code may add at the leaf of a capture.
+pub const OWN_FRAMES_SLACK: usize = 16;
+/// Capacity of a thread's capture buffer.
+pub const FRAME_BUFFER_LEN: usize = MAX_BT_MAX as usize + OWN_FRAMES_SLACK;
 
 /// Size of [`ThreadState`] in bytes.
 pub const THREAD_STATE_BYTES: usize = core::mem::size_of::<ThreadState>();

@@ -15,8 +15,7 @@ use heapsample_format::Trigger;
 
 use crate::config::{Config, GdumpStep};
 use crate::spin_lock::SpinLock;
-use crate::threads::ThreadExt;
-use crate::tls::ThreadState;
+use crate::tls::{ThreadExt, ThreadState};
 use crate::warn::Kind;
 use crate::{dumper, sampling};
 

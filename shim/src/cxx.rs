@@ -23,7 +23,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 /// count.
 type Route = AtomicPtr<()>;
 
-use heapsample_recorder::{backtrace, hooks, next_alloc, profiler};
+use heapsample_recorder::{backtrace, contracts, cxx, next_alloc, routes, state};
 
 const UNKNOWN: u8 = 0;
 const FORWARD_ONLY: u8 = 1;
@@ -53,7 +53,7 @@ impl CxxSymbol {
             let address = self.address.load(Ordering::Relaxed);
             return (!address.is_null()).then_some((address, known == COUNT_HERE));
         }
-        profiler::start();
+        routes::start();
         let Ok(name) = CStr::from_bytes_with_nul(self.name.as_bytes()) else {
             return None;
         };
@@ -112,7 +112,7 @@ macro_rules! operator_new {
                     let alignment: usize = $align;
                     // SAFETY: plain C allocation as a fallback.
                     let pointer = unsafe {
-                        if alignment > 16 { hooks::memalign(alignment, size) } else { hooks::malloc(size) }
+                        if alignment > 16 { contracts::memalign(alignment, size) } else { routes::malloc(size) }
                     };
                     if pointer.is_null() && !$nothrow {
                         out_of_memory();
@@ -121,16 +121,16 @@ macro_rules! operator_new {
                 };
                 // SAFETY: the next definition of this operator has this signature.
                 let real = unsafe { core::mem::transmute::<*mut c_void, Signature>(address) };
-                if !count_here || !profiler::profiling() {
+                if !count_here || !state::profiling() {
                     ROUTE.store(address.cast(), Ordering::Release);
                     // SAFETY: forwarding the caller's arguments.
                     return unsafe { real(size $(, $arg)*) };
                 }
-                let call = hooks::external_call_begin();
+                let call = cxx::external_call_begin();
                 // SAFETY: forwarding the caller's arguments.
                 let pointer = unsafe { real(size $(, $arg)*) };
                 // SAFETY: just returned by the next operator new.
-                unsafe { hooks::count_external_alloc(call, pointer, size) };
+                unsafe { cxx::count_external_alloc(call, pointer, size) };
                 pointer
             }
         }
@@ -160,20 +160,20 @@ macro_rules! operator_delete {
             unsafe extern "C-unwind" fn wrapper(pointer: *mut c_void $(, $arg: $ty)*) {
                 let Some((address, count_here)) = NEXT.get() else {
                     // SAFETY: memory from the fallback of operator new (malloc).
-                    return unsafe { hooks::free(pointer) };
+                    return unsafe { routes::free(pointer) };
                 };
                 // SAFETY: the next definition of this operator has this signature.
                 let real = unsafe { core::mem::transmute::<*mut c_void, Signature>(address) };
-                if !count_here || !profiler::profiling() {
+                if !count_here || !state::profiling() {
                     ROUTE.store(address.cast(), Ordering::Release);
                     // SAFETY: forwarding the caller's arguments.
                     return unsafe { real(pointer $(, $arg)*) };
                 }
                 // SAFETY: the caller's live pointer, released right after.
-                let call = unsafe { hooks::external_free_begin(pointer) };
+                let call = unsafe { cxx::external_free_begin(pointer) };
                 // SAFETY: forwarding the caller's arguments.
                 unsafe { real(pointer $(, $arg)*) };
-                hooks::external_free_end(call);
+                cxx::external_free_end(call);
             }
         }
     };

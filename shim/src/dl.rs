@@ -4,7 +4,7 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
-use heapsample_recorder::{modules, profiler, tls};
+use heapsample_recorder::{modules, state, tls};
 
 type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 static NEXT_DLCLOSE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
@@ -24,7 +24,7 @@ fn next_dlclose() -> Option<DlcloseFn> {
 /// The C contract of `dlclose`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
-    let profiling = profiler::MODE.load(Relaxed) == profiler::MODE_PROFILING;
+    let profiling = state::profiling();
     if profiling {
         let _guard = tls::Guard::enter();
         modules::before_dlclose();
