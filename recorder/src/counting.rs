@@ -11,7 +11,6 @@
 //! event has its own rules, see `sample`).
 
 use core::ffi::c_void;
-use core::sync::atomic::Ordering::Relaxed;
 
 use crate::live_table::LIVE;
 use crate::tls::{self, ThreadState};
@@ -28,12 +27,7 @@ pub unsafe fn after_alloc(pointer: *mut c_void, size: usize) {
     }
     let state = tls::current();
     ThreadState::bump(&state.allocations, 1);
-    let remaining = state
-        .bytes_until_sample
-        .load(Relaxed)
-        .wrapping_sub(size as i64);
-    state.bytes_until_sample.store(remaining, Relaxed);
-    if remaining <= 0 {
+    if state.sampler.count(size) {
         // SAFETY: forwarded from our caller's contract.
         unsafe { sample::on_countdown_expired(pointer, size) };
     }
@@ -81,9 +75,8 @@ pub unsafe fn after_alloc_any(pointer: *mut c_void, size: usize) {
 
 /// [`after_alloc`] under `prof_exact`, where every allocation must reach
 /// this slow path: the fast path's countdown stays 0 and the real one is
-/// kept in `exact_countdown`, swapped in around the usual logic. (A nested
-/// call from inside the profiler finds 0 there and draws afresh, which the
-/// memoryless countdown allows.)
+/// parked in the [`crate::sampler::Sampler`], which swaps it in around the
+/// usual logic at a crossing.
 ///
 /// # Safety
 /// As for [`after_alloc`].
@@ -94,23 +87,14 @@ pub unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize) {
         unsafe { count_usable(pointer, 1) };
     }
     let state = tls::current();
-    let countdown = state.exact_countdown.load(Relaxed);
-    if !pointer.is_null() && countdown > size as i64 {
-        // Not crossing: count here (bytes_allocated = bytes_base while the
-        // fast path's countdown is 0).
-        state
-            .exact_countdown
-            .store(countdown - size as i64, Relaxed);
+    if !pointer.is_null() && state.sampler.exact_take_without_crossing(size) {
         ThreadState::bump(&state.allocations, 1);
-        ThreadState::bump(&state.bytes_base, size as u64);
         return;
     }
-    state.set_countdown(state.exact_countdown.swap(0, Relaxed));
+    state.sampler.unpark();
     // SAFETY: per the contract.
     unsafe { after_alloc(pointer, size) };
-    let remaining = state.bytes_until_sample.load(Relaxed);
-    state.set_countdown(0);
-    state.exact_countdown.store(remaining, Relaxed);
+    state.sampler.park();
 }
 
 /// [`before_free`] for any mode: counts the release and its usable bytes

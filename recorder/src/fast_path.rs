@@ -11,7 +11,7 @@
 //! through one `GOTTPOFF` load.
 //!
 //! - `malloc` (7 instructions): if the request is smaller than the thread's
-//!   `bytes_until_sample`, subtract it, count the call and jump to the next
+//!   countdown ([`crate::sampler::Sampler`]), subtract it, count the call and jump to the next
 //!   `malloc`. Otherwise jump through [`crate::routes::MALLOC_ROUTE`]: the
 //!   crossing allocation while profiling, the next `malloc` under
 //!   `prof:false`, start-up and `prof_exact` paths otherwise. The compare is
@@ -38,7 +38,7 @@ use crate::next_alloc::NextAllocator;
 use crate::tls::ThreadState;
 
 /// Offset of the countdown in the thread block.
-pub const COUNTDOWN: usize = offset_of!(ThreadState, bytes_until_sample);
+pub const COUNTDOWN: usize = crate::tls::COUNTDOWN_OFFSET;
 /// Offset of the allocation counter in the thread block.
 pub const ALLOCATIONS: usize = offset_of!(ThreadState, allocations);
 /// Offset of the next `malloc` in [`crate::next_alloc::NEXT`].

@@ -12,7 +12,7 @@
 //!
 //! 0. leaves: [`sys`] (mmap, errno), [`spin_lock`] (and the lock order),
 //!    [`warn`], [`config`] (PROF_CONF), [`sampling`] (the law of the
-//!    countdown).
+//!    countdown), [`sampler`] (one thread's countdown).
 //! 1. [`tls`]: the initial-exec per-thread block and the guard.
 //! 2. tables: [`live_table`], [`stack_table`], [`modules`], [`backtrace`],
 //!    [`own_heap`].
@@ -44,6 +44,7 @@ pub mod next_alloc;
 pub mod own_heap;
 pub mod routes;
 pub mod sample;
+pub mod sampler;
 pub mod sampling;
 pub mod spin_lock;
 pub mod stack_table;

@@ -13,7 +13,7 @@
 use core::ffi::{CStr, c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
-use crate::tls;
+use crate::{sys, tls};
 
 type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
 type FreeFn = unsafe extern "C" fn(*mut c_void);
@@ -51,10 +51,8 @@ impl NextFn {
     }
 
     fn resolve(&self, name: &CStr) {
-        // SAFETY: dlsym with a valid NUL-terminated name; RTLD_NEXT searches
-        // the objects loaded after the one containing this code.
-        let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-        self.address.store(found, Ordering::Relaxed);
+        self.address
+            .store(sys::next_definition(name), Ordering::Relaxed);
     }
 }
 
@@ -210,7 +208,7 @@ pub unsafe fn memalign(alignment: usize, size: usize) -> *mut c_void {
     match unsafe { posix_memalign(&mut result, alignment.max(8), size) } {
         0 => result,
         error => {
-            set_errno(error);
+            crate::sys::set_errno(error);
             core::ptr::null_mut()
         }
     }
@@ -269,18 +267,6 @@ pub unsafe fn usable_size(pointer: *mut c_void) -> usize {
     }
     // SAFETY: the next definition of `malloc_usable_size`, same signature.
     unsafe { core::mem::transmute::<*mut c_void, UsableSizeFn>(address)(pointer) }
-}
-
-/// Set the calling thread's errno.
-pub fn set_errno(value: c_int) {
-    // SAFETY: __errno_location returns the calling thread's errno slot.
-    unsafe { *libc::__errno_location() = value };
-}
-
-/// Read the calling thread's errno.
-pub fn errno() -> c_int {
-    // SAFETY: as in set_errno.
-    unsafe { *libc::__errno_location() }
 }
 
 // ---- the bootstrap arena ----

@@ -111,11 +111,7 @@ pub fn set_routes(mode: u8) {
 /// The C contract of `malloc`.
 pub unsafe fn malloc(size: usize) -> *mut c_void {
     let state = tls::current();
-    let countdown = state.bytes_until_sample.load(Relaxed) as u64;
-    if countdown > size as u64 {
-        state
-            .bytes_until_sample
-            .store((countdown - size as u64) as i64, Relaxed);
+    if state.sampler.take_without_crossing(size) {
         ThreadState::bump(&state.allocations, 1);
         // SAFETY: a positive countdown means the profiler is running, so the
         // next allocator is resolved.
@@ -244,7 +240,7 @@ unsafe extern "C" fn calloc_other(count: usize, size: usize) -> *mut c_void {
 }
 
 pub fn enomem() -> *mut c_void {
-    next_alloc::set_errno(libc::ENOMEM);
+    crate::sys::set_errno(libc::ENOMEM);
     core::ptr::null_mut()
 }
 

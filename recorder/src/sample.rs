@@ -21,6 +21,7 @@ use core::sync::atomic::Ordering::Relaxed;
 use crate::live_table::{LIVE, LiveSample, MAX_STACK_ID};
 use crate::stack_table::STACKS;
 use crate::state;
+use crate::sys::ErrnoGuard;
 use crate::tls::{self, ThreadState};
 use crate::warn::Kind;
 use crate::{backtrace, modules, next_alloc, sampling, threads, triggers};
@@ -41,17 +42,15 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize) {
         rearm(state, GUARDED_MIN_INTERVAL);
         return;
     }
-    let errno = next_alloc::errno();
+    let _errno = ErrnoGuard::save();
     let _guard = tls::Guard::enter();
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH != 0 {
         if threads::after_final_flush(state, size) && state::active() {
             record_sample(state, pointer, size as u64);
         }
-        next_alloc::set_errno(errno);
         return;
     }
     if state.serial.load(Relaxed) == 0 && !first_interval_crossed(state) {
-        next_alloc::set_errno(errno);
         return;
     }
     rearm(state, 0);
@@ -63,19 +62,17 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize) {
         // SAFETY: the thread's own cold block, used by this thread only.
         triggers::after_sample_event(state, unsafe { &mut *ext });
     }
-    next_alloc::set_errno(errno);
 }
 
 /// Set up a new thread and start its first countdown with the current
 /// allocation already counted. Returns true if that allocation crossed it.
 fn first_interval_crossed(state: &'static ThreadState) -> bool {
     threads::setup_current(state);
-    let mut rng = state.rng.load(Relaxed);
-    let interval = sampling::draw_interval(&mut rng);
-    state.rng.store(rng, Relaxed);
-    let remaining = state.bytes_until_sample.load(Relaxed) + interval;
-    state.set_countdown(remaining);
-    remaining <= 0
+    let seed = sampling::seed(
+        state as *const ThreadState as usize,
+        state.serial.load(Relaxed),
+    );
+    state.sampler.start(seed)
 }
 
 /// The smallest countdown given while the profiler itself allocates, so its
@@ -85,13 +82,9 @@ const GUARDED_MIN_INTERVAL: i64 = 4096;
 /// Draw a new countdown of at least `minimum` bytes, keeping
 /// `bytes_allocated` unchanged.
 fn rearm(state: &ThreadState, minimum: i64) {
-    let mut rng = state.rng.load(Relaxed);
-    if rng == 0 {
-        rng = sampling::seed(state as *const ThreadState as usize, 0);
-    }
-    let interval = sampling::draw_interval(&mut rng).max(minimum);
-    state.rng.store(rng, Relaxed);
-    state.set_countdown(interval);
+    state
+        .sampler
+        .rearm(minimum, state as *const ThreadState as usize);
 }
 
 fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
@@ -160,11 +153,10 @@ pub fn release(sample: LiveSample, usable: u64) {
 #[cold]
 #[inline(never)]
 pub unsafe fn on_sampled_free(pointer: *mut c_void) {
-    let errno = next_alloc::errno();
+    let _errno = ErrnoGuard::save();
     if let Some(sample) = LIVE.remove(pointer as usize) {
         // SAFETY: the pointer is still allocated (the real free comes after).
         let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
         release(sample, usable);
     }
-    next_alloc::set_errno(errno);
 }

@@ -75,8 +75,6 @@ pub fn create_exit_key() {
 pub fn setup_current(state: &'static ThreadState) {
     let serial = NEXT_SERIAL.fetch_add(1, Relaxed);
     state.serial.store(serial, Relaxed);
-    let seed = crate::sampling::seed(state as *const ThreadState as usize, serial);
-    state.rng.store(seed, Relaxed);
     THREADS_SEEN.fetch_add(1, Relaxed);
     let ext = {
         let mut registry = REGISTRY.lock();
@@ -142,10 +140,7 @@ fn fold_into_retired(state: &ThreadState) {
         .fetch_add(state.frees.swap(0, Relaxed), Relaxed);
     RETIRED
         .bytes_allocated
-        .fetch_add(state.bytes_allocated(), Relaxed);
-    state
-        .bytes_base
-        .store(state.bytes_until_sample.load(Relaxed) as u64, Relaxed);
+        .fetch_add(state.sampler.take_bytes_allocated(), Relaxed);
     RETIRED
         .live_usable_delta
         .fetch_add(state.live_usable_delta.swap(0, Relaxed), Relaxed);
@@ -178,8 +173,7 @@ extern "C" fn on_thread_exit(value: *mut libc::c_void) {
         // No later round will fold what is still to come: from now on every
         // allocation takes the slow path, which folds at once.
         state.set_flag(tls::FLAG_FINAL_FLUSH, true);
-        state.set_countdown(tls::EXITING_COUNTDOWN);
-        state.exact_countdown.store(tls::EXITING_COUNTDOWN, Relaxed);
+        state.sampler.stop();
     }
 }
 
@@ -192,11 +186,8 @@ pub fn after_final_flush(state: &ThreadState, size: usize) -> bool {
         let _registry = REGISTRY.lock();
         fold_into_retired(state);
     }
-    state.set_countdown(tls::EXITING_COUNTDOWN);
-    let mut rng = state.rng.load(Relaxed);
-    let sampled = crate::sampling::sample_independently(&mut rng, size);
-    state.rng.store(rng, Relaxed);
-    sampled
+    state.sampler.stop();
+    state.sampler.sample_independently(size)
 }
 
 /// Exact counters summed over live and exited threads.
@@ -222,7 +213,7 @@ pub fn exact_counts() -> ExactCounts {
     for state in &registry.live {
         counts.allocations += state.allocations.load(Relaxed);
         counts.frees += state.frees.load(Relaxed);
-        counts.bytes_allocated += state.bytes_allocated();
+        counts.bytes_allocated += state.sampler.bytes_allocated();
         counts.live_usable_bytes += state.live_usable_delta.load(Relaxed);
     }
     counts

@@ -12,7 +12,7 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaves",
-        &["sys", "spin_lock", "warn", "config", "sampling"],
+        &["sys", "spin_lock", "warn", "config", "sampling", "sampler"],
     ),
     ("thread block", &["tls"]),
     (
