@@ -104,6 +104,7 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    crate::spin_lock::forget_thread_id();
     // SAFETY: the locks were taken by fork_prepare in the parent; only this
     // thread exists in the child.
     unsafe {
