@@ -15,7 +15,7 @@ use std::ffi::CString;
 
 use heapsample_format::{Dump, Totals, Trigger};
 
-use crate::spin_lock::SpinLock;
+use crate::spin_lock::{LockClass, SpinLock};
 use crate::warn::Kind;
 use crate::{modules, stack_table::STACKS, state, sys, threads};
 
@@ -27,7 +27,7 @@ static TRIGGER_SEQUENCE: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 /// true once the process is exiting and no dump may start any more (a dump
 /// begun after the exit dump could be cut short by the process ending and
 /// leave its temporary file behind).
-static DUMP_LOCK: SpinLock<bool> = SpinLock::new(false);
+static DUMP_LOCK: SpinLock<bool> = SpinLock::new(LockClass::Dump, false);
 
 fn trigger_index(trigger: Trigger) -> usize {
     match trigger {
@@ -127,6 +127,7 @@ pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
             samples_live: crate::live_table::LIVE.live_count(),
             threads_seen: exact.threads_seen,
             profiler_bytes: sys::MAPPED_BYTES.load(Relaxed),
+            resets: state::resets(),
         },
     }
 }
