@@ -183,6 +183,12 @@ pub fn on_library_load() {
     if !profiling() {
         return;
     }
+    // The objects loaded with the program, while relative names still mean
+    // what they meant at start-up; forked children inherit the map.
+    {
+        let _guard = tls::Guard::enter();
+        modules::refresh();
+    }
     // SAFETY: registering handlers with the C ABI and no captured state.
     unsafe {
         libc::atexit(at_exit);
@@ -275,8 +281,9 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
     // Capture a little deeper: the profiler's own frames are dropped after.
     let limit = (max_frames + threads::OWN_FRAMES_SLACK).min(buffer.len());
     let depth = backtrace::capture(&mut buffer[..limit]).min(max_frames);
+    let epoch = modules::epoch_for(&buffer[..depth]);
     let thread = state.serial.load(Relaxed);
-    let Some(id) = STACKS.intern(&buffer[..depth], thread, modules::current_epoch()) else {
+    let Some(id) = STACKS.intern(&buffer[..depth], thread, epoch) else {
         return drop_sample("the stack table is full");
     };
     let Some(entry) = STACKS.entry(id).filter(|_| id <= MAX_STACK_ID) else {
@@ -368,7 +375,7 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
         plural(contexts)
     ));
     match path {
-        Some(path) => crate::warn::say(format_args!("Run heapdiff on \"{path}\" for leak detail")),
+        Some(path) => crate::warn::say(format_args!("Run heapdiff on {path:?} for leak detail")),
         None => crate::warn::say(format_args!(
             "No dump was written (prof_final:false or the write failed); no leak detail"
         )),
