@@ -90,11 +90,15 @@ pub fn seed(thread_address: usize, serial: u32) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Held by every test that changes the process-wide period.
+    pub(crate) static PERIOD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     #[test]
     fn intervals_have_the_configured_mean() {
+        let _period = PERIOD_LOCK.lock();
         set_lg_period(12);
         let mut state = 12345;
         let draws = 200_000;

@@ -1,12 +1,13 @@
 //! Per-thread hot state in initial-exec TLS.
 //!
-//! Owns the block every malloc touches: the sampling countdown and the exact
-//! counters. The fast path reads and writes only its first cache line; the
-//! second holds what only `prof_exact` uses. It lives in a `.tbss` symbol declared
-//! with `global_asm!` and is reached with `fs:[0] + GOTTPOFF`, so reading it
-//! is two instructions and never calls `__tls_get_addr` (which may allocate
-//! after a `dlopen`, see the research notes). A new thread's block is zero,
-//! and there is no destructor.
+//! Owns the block every malloc touches: the sampling countdown (a
+//! [`Sampler`], which alone changes it) and the exact counters. The fast
+//! path reads and writes only its first cache line; the second holds what
+//! only `prof_exact` uses. It lives in a `.tbss` symbol declared with
+//! `global_asm!` and is reached with `fs:[0] + GOTTPOFF`, so reading it is
+//! two instructions and never calls `__tls_get_addr` (which may allocate
+//! after a `dlopen`). A new thread's block is zero, and there is no
+//! destructor.
 //!
 //! Fields are atomics only so that the dump can read other threads' counters
 //! without a data race; the owning thread updates them with plain relaxed
@@ -15,6 +16,9 @@
 //! Runs inside malloc: no allocation, no locks, no calls.
 
 use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use crate::config::MAX_BT_MAX;
+use crate::sampler::Sampler;
 
 /// The thread is inside the profiler's own machinery: allocations pass
 /// through unsampled.
@@ -30,46 +34,52 @@ pub const FLAG_LISTED: u32 = 8;
 /// The thread ran its last exit flush: later allocations fold at once.
 pub const FLAG_FINAL_FLUSH: u32 = 16;
 
-/// The countdown given to an exiting thread: zero, so every allocation takes
-/// the slow path, which counts it in the process totals.
-pub const EXITING_COUNTDOWN: i64 = 0;
-
 /// The hot per-thread block: two cache lines, the first one hot.
 #[repr(C, align(64))]
 pub struct ThreadState {
-    /// Bytes left before the next sampled allocation; the allocation that
-    /// brings it to zero or below is sampled. At rest it is positive, or 0
-    /// for a thread not set up yet or past its exit flush (the assembly fast
-    /// path compares it unsigned, so 0 always takes the slow path).
-    pub bytes_until_sample: AtomicI64,
-    /// Bytes allocated by the thread = `bytes_base - bytes_until_sample`
-    /// (saves an add on the fast path; rebased at each sample event).
-    pub bytes_base: AtomicU64,
+    /// The sampling countdown (the fast path's only write besides
+    /// `allocations`).
+    pub sampler: Sampler,
     /// Allocation calls that returned memory.
     pub allocations: AtomicU64,
     /// Free calls with a non-null pointer (kept under `prof_exact` only).
     pub frees: AtomicU64,
-    /// Usable bytes allocated minus freed (kept under `prof_exact` only).
-    pub live_usable_delta: AtomicI64,
-    /// State of the thread's random generator (0 until the thread is set up).
-    pub rng: AtomicU64,
     /// The thread's larger, cold state (frame buffer and so on), or null.
-    pub ext: AtomicPtr<crate::threads::ThreadExt>,
+    pub ext: AtomicPtr<ThreadExt>,
     /// `FLAG_*` bits.
     pub flags: AtomicU32,
     /// The thread's serial number (0 until the thread is set up).
     pub serial: AtomicU32,
     // ---- second line: `prof_exact` only ----
-    /// Under `prof_exact` the sampling countdown lives here and
-    /// `bytes_until_sample` stays 0, so that every allocation takes the
-    /// slow path (see `hooks::after_alloc_exact`).
-    pub exact_countdown: AtomicI64,
+    /// Usable bytes allocated minus freed (kept under `prof_exact` only).
+    pub live_usable_delta: AtomicI64,
 }
+
+/// Cold per-thread state, reached through `ThreadState::ext`.
+pub struct ThreadExt {
+    /// Where a stack is captured before it is interned: room for the
+    /// deepest stack kept plus the profiler's own frames, dropped after.
+    pub frames: [u64; FRAME_BUFFER_LEN],
+    /// `bytes_allocated` already handed to the interval trigger.
+    pub bytes_fed: u64,
+    /// `live_usable_delta` already handed to the high-water trigger.
+    pub live_usable_fed: i64,
+}
+
+/// Frames the profiler's own code may add at the leaf of a capture.
+pub const OWN_FRAMES_SLACK: usize = 16;
+/// Capacity of a thread's capture buffer.
+pub const FRAME_BUFFER_LEN: usize = MAX_BT_MAX as usize + OWN_FRAMES_SLACK;
 
 /// Size of [`ThreadState`] in bytes.
 pub const THREAD_STATE_BYTES: usize = core::mem::size_of::<ThreadState>();
 const _: () = assert!(THREAD_STATE_BYTES == 128);
 const _: () = assert!(core::mem::offset_of!(ThreadState, serial) < 64);
+
+/// Offset of the sampling countdown in the thread block (for the assembly
+/// fast path).
+pub const COUNTDOWN_OFFSET: usize =
+    core::mem::offset_of!(ThreadState, sampler) + crate::sampler::COUNTDOWN_OFFSET;
 
 impl ThreadState {
     /// Adds to a counter of this thread. Only the owning thread may call it.
@@ -82,27 +92,6 @@ impl ThreadState {
     #[inline(always)]
     pub fn bump_signed(counter: &AtomicI64, by: i64) {
         counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
-    }
-
-    /// Bytes this thread has allocated since it was set up (or last folded).
-    pub fn bytes_allocated(&self) -> u64 {
-        self.bytes_base
-            .load(Relaxed)
-            .wrapping_sub(self.bytes_until_sample.load(Relaxed) as u64)
-    }
-
-    /// Start a new countdown of `countdown` bytes, keeping
-    /// [`ThreadState::bytes_allocated`] unchanged. Only the owning thread may
-    /// call it.
-    pub fn set_countdown(&self, countdown: i64) {
-        let remaining = self.bytes_until_sample.load(Relaxed);
-        let base = self.bytes_base.load(Relaxed);
-        self.bytes_base.store(
-            base.wrapping_sub(remaining as u64)
-                .wrapping_add(countdown as u64),
-            Relaxed,
-        );
-        self.bytes_until_sample.store(countdown, Relaxed);
     }
 
     /// True while the thread is inside the profiler.

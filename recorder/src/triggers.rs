@@ -15,8 +15,7 @@ use heapsample_format::Trigger;
 
 use crate::config::{Config, GdumpStep};
 use crate::spin_lock::SpinLock;
-use crate::threads::ThreadExt;
-use crate::tls::ThreadState;
+use crate::tls::{ThreadExt, ThreadState};
 use crate::warn::Kind;
 use crate::{dumper, sampling};
 
@@ -80,7 +79,7 @@ pub fn live_heap() -> u64 {
 /// redrawn): hand over what the thread allocated since its last event and
 /// check the triggers.
 pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
-    let allocated = state.bytes_allocated();
+    let allocated = state.sampler.bytes_allocated();
     let new_bytes = allocated.wrapping_sub(ext.bytes_fed);
     ext.bytes_fed = allocated;
     let interval = INTERVAL.load(Relaxed);
@@ -124,11 +123,8 @@ pub fn reset_estimate() {
 
 extern "C" fn on_signal(_signal: libc::c_int) {
     // Async-signal-safe: a counter and sem_post; errno is preserved.
-    // SAFETY: __errno_location is async-signal-safe.
-    let errno = unsafe { *libc::__errno_location() };
+    let _errno = crate::sys::ErrnoGuard::save();
     dumper::request(Trigger::Signal);
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
 }
 
 static HANDLER_INSTALLED: AtomicBool = AtomicBool::new(false);

@@ -22,7 +22,7 @@ use heapsample_format::{Dump, Totals, Trigger};
 
 use crate::spin_lock::SpinLock;
 use crate::warn::Kind;
-use crate::{modules, profiler, stack_table::STACKS, sys, threads};
+use crate::{modules, stack_table::STACKS, state, sys, threads};
 
 /// All dumps of this process, in order.
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
@@ -86,7 +86,7 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
     if trigger == Trigger::Final {
         *closed = true;
     }
-    let config = profiler::config();
+    let config = state::config();
     if path.is_none() && config.prof_prefix.is_empty() {
         return Err(libc::EINVAL);
     }
@@ -162,7 +162,7 @@ fn write_automatic(
 
 /// Build the profile from the tables as they are now.
 pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
-    let config = profiler::config();
+    let config = state::config();
     let exact = threads::exact_counts();
     let stacks = STACKS.snapshot(config.prof_accum);
     Dump {
@@ -189,8 +189,8 @@ pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
             live_usable_bytes: config
                 .prof_exact
                 .then_some(exact.live_usable_bytes.max(0) as u64),
-            samples_taken: profiler::SAMPLES_TAKEN.load(Relaxed),
-            samples_dropped: profiler::SAMPLES_DROPPED.load(Relaxed),
+            samples_taken: state::samples_taken(),
+            samples_dropped: state::samples_dropped(),
             samples_live: crate::live_table::LIVE.live_count(),
             threads_seen: exact.threads_seen,
             profiler_bytes: sys::MAPPED_BYTES.load(Relaxed),

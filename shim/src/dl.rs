@@ -3,41 +3,25 @@
 //! unloaded, so stacks captured in it keep a module to symbolize against.
 
 use core::ffi::{c_char, c_int, c_void};
-use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
-use heapsample_recorder::{modules, profiler, tls};
+use heapsample_recorder::sys::{ErrnoGuard, LazyNext};
+use heapsample_recorder::{modules, state, tls};
 
 type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
-static NEXT_DLCLOSE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
-static NEXT_DLOPEN: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
-
-fn next(slot: &AtomicPtr<c_void>, name: &core::ffi::CStr) -> *mut c_void {
-    let mut address = slot.load(Relaxed);
-    if address.is_null() {
-        // SAFETY: dlsym with a valid name; not called inside malloc.
-        address = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-        slot.store(address, Relaxed);
-    }
-    address
-}
-
-fn next_dlclose() -> Option<DlcloseFn> {
-    let address = next(&NEXT_DLCLOSE, c"dlclose");
-    // SAFETY: the next definition of dlclose has this signature.
-    (!address.is_null()).then(|| unsafe { core::mem::transmute::<*mut c_void, DlcloseFn>(address) })
-}
+static NEXT_DLCLOSE: LazyNext = LazyNext::new(c"dlclose");
+static NEXT_DLOPEN: LazyNext = LazyNext::new(c"dlopen");
 
 /// Called by [`dlopen`] with its arguments: note the name, return the next
 /// `dlopen` (null if there is none).
 unsafe extern "C" fn before_dlopen(file: *const c_char) -> *mut c_void {
-    if !file.is_null() && profiler::profiling() {
-        let errno = heapsample_recorder::next_alloc::errno();
+    if !file.is_null() && state::profiling() {
+        let _errno = ErrnoGuard::save();
         let _guard = tls::Guard::enter();
         // SAFETY: dlopen's argument is a NUL-terminated string.
         modules::note_dlopen(unsafe { core::ffi::CStr::from_ptr(file) });
-        heapsample_recorder::next_alloc::set_errno(errno);
     }
-    next(&NEXT_DLOPEN, c"dlopen")
+    // Looked up like dlclose's, as the program's own call.
+    NEXT_DLOPEN.get()
 }
 
 /// `dlopen` ends in a tail jump to the next definition, so that the loader
@@ -70,21 +54,23 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut c_voi
 /// The C contract of `dlclose`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
-    let profiling = profiler::MODE.load(Relaxed) == profiler::MODE_PROFILING;
+    let profiling = state::profiling();
     if profiling {
         let _guard = tls::Guard::enter();
         modules::before_dlclose();
     }
-    let Some(real) = next_dlclose() else {
+    let address = NEXT_DLCLOSE.get();
+    if address.is_null() {
         return -1;
-    };
+    }
+    // SAFETY: the next definition of dlclose has this signature.
+    let real = unsafe { core::mem::transmute::<*mut c_void, DlcloseFn>(address) };
     // SAFETY: forwarding the caller's handle.
     let result = unsafe { real(handle) };
     if profiling {
-        let errno = heapsample_recorder::next_alloc::errno();
+        let _errno = ErrnoGuard::save();
         let _guard = tls::Guard::enter();
         modules::after_dlclose();
-        heapsample_recorder::next_alloc::set_errno(errno);
     }
     result
 }
