@@ -5,7 +5,8 @@
 //! (the ranks in `spin_lock`) and what a forked child resets.
 //!
 //! Never runs inside malloc: the constructor registers handlers, the exit
-//! handler writes a file, the fork handlers take every profiler lock.
+//! handler writes a file, the fork handlers take every profiler lock but
+//! the dump lock.
 
 use heapsample_format::Trigger;
 
@@ -92,7 +93,7 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
 
 extern "C" fn fork_prepare() {
     tls::current().set_flag(tls::FLAG_GUARD, true);
-    writer::lock_for_fork();
+    // Not the dump lock: a dump in progress must not delay fork.
     modules::lock_for_fork();
     threads::lock_for_fork();
     STACKS.lock_for_fork();
@@ -112,6 +113,7 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    crate::spin_lock::forget_thread_id();
     // SAFETY: the locks were taken by fork_prepare in the parent; only this
     // thread exists in the child.
     unsafe {

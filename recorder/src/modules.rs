@@ -32,14 +32,12 @@ use std::sync::OnceLock;
 use findshlibs::{Segment, SharedLibrary, SharedLibraryId, TargetSharedLibrary};
 use heapsample_format::Module;
 
-use crate::spin_lock::SpinLock;
+use crate::spin_lock::{LockClass, SpinLock};
 
 static EPOCH: AtomicU32 = AtomicU32::new(0);
 /// One more than the last epoch in which a stack was captured (0: none).
 static LAST_USED_EPOCH: AtomicU32 = AtomicU32::new(0);
-static HISTORY: SpinLock<History> = SpinLock::new(History::new());
-/// Relative names given to `dlopen`, with what they meant then.
-static DLOPEN_NAMES: SpinLock<Vec<(String, String)>> = SpinLock::new(Vec::new());
+static HISTORY: SpinLock<History> = SpinLock::new(LockClass::Modules, History::new());
 /// At most this many relative `dlopen` names are remembered (the oldest go).
 const MAX_DLOPEN_NAMES: usize = 256;
 
@@ -63,6 +61,8 @@ struct History {
     entries: Vec<Entry>,
     /// The loader's (adds, subs) counters at the last refresh; None before.
     loader_counts: Option<(u64, u64)>,
+    /// Relative names given to `dlopen`, with what they meant then.
+    dlopen_names: Vec<(String, String)>,
 }
 
 impl History {
@@ -70,6 +70,7 @@ impl History {
         History {
             entries: Vec::new(),
             loader_counts: None,
+            dlopen_names: Vec::new(),
         }
     }
 
@@ -204,20 +205,19 @@ fn loaded_now() -> Vec<Loaded> {
 }
 
 /// The absolute path of an object the loader calls `loader_name`.
-fn absolute_path(loader_name: &str) -> String {
+fn absolute_path(loader_name: &str, dlopen_names: &[(String, String)]) -> String {
     if loader_name.is_empty() {
         return main_executable();
     }
     if loader_name.starts_with('/') || !loader_name.contains('/') {
         return loader_name.to_string(); // absolute, or not a path (the vdso)
     }
-    let noted = DLOPEN_NAMES
-        .lock()
+    dlopen_names
         .iter()
         .rev()
         .find(|(name, _)| name == loader_name)
-        .map(|(_, path)| path.clone());
-    noted.unwrap_or_else(|| resolve_in_working_directory(loader_name))
+        .map(|(_, path)| path.clone())
+        .unwrap_or_else(|| resolve_in_working_directory(loader_name))
 }
 
 fn resolve_in_working_directory(name: &str) -> String {
@@ -235,7 +235,8 @@ pub fn note_dlopen(name: &CStr) {
     }
     let name = name.to_string_lossy().into_owned();
     let absolute = resolve_in_working_directory(&name);
-    let mut names = DLOPEN_NAMES.lock();
+    let mut history = HISTORY.lock();
+    let names = &mut history.dlopen_names;
     names.retain(|(known, _)| *known != name);
     if names.len() >= MAX_DLOPEN_NAMES {
         names.remove(0);
@@ -324,7 +325,12 @@ fn update(add: bool) {
     for object in &details {
         let key = (object.load_bias, name_hash(object.loader_name.as_bytes()));
         if known.binary_search(&key).is_err() {
-            add_or_reuse(&mut history.entries, object, epoch);
+            let History {
+                entries,
+                dlopen_names,
+                ..
+            } = &mut *history;
+            add_or_reuse(entries, dlopen_names, object, epoch);
         }
     }
     if first {
@@ -380,7 +386,12 @@ fn loaded_keys() -> Vec<Key> {
     keys
 }
 
-fn add_or_reuse(entries: &mut Vec<Entry>, object: &Loaded, epoch: u32) {
+fn add_or_reuse(
+    entries: &mut Vec<Entry>,
+    dlopen_names: &[(String, String)],
+    object: &Loaded,
+    epoch: u32,
+) {
     let reuse = (0..entries.len())
         .rev()
         .find(|&index| reusable(entries, index, object));
@@ -388,7 +399,7 @@ fn add_or_reuse(entries: &mut Vec<Entry>, object: &Loaded, epoch: u32) {
         Some(index) => entries[index].module.last_epoch = None,
         None => entries.push(Entry {
             module: Module {
-                path: absolute_path(&object.loader_name),
+                path: absolute_path(&object.loader_name, dlopen_names),
                 build_id: object.build_id.clone(),
                 load_bias: object.load_bias,
                 ranges: object.ranges.clone(),
@@ -436,10 +447,9 @@ pub fn snapshot() -> Vec<Module> {
         .collect()
 }
 
-/// Hold the history's locks across `fork`.
+/// Hold the history lock across `fork`.
 pub fn lock_for_fork() {
     HISTORY.lock_for_fork();
-    DLOPEN_NAMES.lock_for_fork();
 }
 
 /// Release after `fork`, in parent or child.
@@ -448,8 +458,5 @@ pub fn lock_for_fork() {
 /// Only from the fork handlers after [`lock_for_fork`].
 pub unsafe fn unlock_after_fork() {
     // SAFETY: per the contract.
-    unsafe {
-        DLOPEN_NAMES.force_unlock();
-        HISTORY.force_unlock();
-    }
+    unsafe { HISTORY.force_unlock() };
 }

@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize
 
 use heapsample_format::Stack;
 
-use crate::spin_lock::SpinLock;
+use crate::spin_lock::{LockClass, SpinLock};
 use crate::sys;
 
 const ENTRIES_PER_CHUNK: usize = 4096;
@@ -71,7 +71,7 @@ impl StackTable {
             index: AtomicPtr::new(core::ptr::null_mut()),
             index_bits: AtomicU32::new(0),
             count: AtomicUsize::new(0),
-            insert_lock: SpinLock::new(FrameArena { next: 0, end: 0 }),
+            insert_lock: SpinLock::new(LockClass::StackInsert, FrameArena { next: 0, end: 0 }),
         }
     }
 

@@ -15,7 +15,7 @@ use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::
 
 use heapsample_format::ThreadInfo;
 
-use crate::spin_lock::SpinLock;
+use crate::spin_lock::{LockClass, SpinLock};
 use crate::tls::{self, FRAME_BUFFER_LEN, ThreadExt, ThreadState};
 
 /// Counters of threads that have exited (or of a fork parent's threads).
@@ -44,11 +44,14 @@ struct Registry {
     spare: Vec<Box<ThreadExt>>,
 }
 
-static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
-    live: Vec::new(),
-    infos: Vec::new(),
-    spare: Vec::new(),
-});
+static REGISTRY: SpinLock<Registry> = SpinLock::new(
+    LockClass::Threads,
+    Registry {
+        live: Vec::new(),
+        infos: Vec::new(),
+        spare: Vec::new(),
+    },
+);
 
 static NEXT_SERIAL: AtomicU32 = AtomicU32::new(1);
 static THREADS_SEEN: AtomicU64 = AtomicU64::new(0);

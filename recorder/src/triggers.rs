@@ -13,11 +13,10 @@ use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering::
 
 use heapsample_format::Trigger;
 
-use crate::config::{Config, GdumpStep};
-use crate::spin_lock::SpinLock;
+use crate::config::Config;
 use crate::tls::{ThreadExt, ThreadState};
 use crate::warn::Kind;
-use crate::{dumper, sampling};
+use crate::{dumper, sampling, state};
 
 /// Bytes between interval dumps; 0 when off.
 static INTERVAL: AtomicU64 = AtomicU64::new(0);
@@ -28,7 +27,6 @@ static HIGH_WATER_ON: AtomicBool = AtomicBool::new(false);
 static EXACT_LIVE: AtomicBool = AtomicBool::new(false);
 /// The live heap at which the next high-water dump is due.
 static NEXT_HIGH_WATER: AtomicU64 = AtomicU64::new(0);
-static STEP: SpinLock<GdumpStep> = SpinLock::new(crate::config::DEFAULT_GDUMP_STEP);
 
 /// Sampled estimate of the live heap in requested bytes (each live sample
 /// weighs the inverse of its probability of having been sampled).
@@ -45,7 +43,6 @@ pub fn configure(config: &Config) {
     }
     HIGH_WATER_ON.store(config.prof_gdump, Relaxed);
     EXACT_LIVE.store(config.prof_exact, Relaxed);
-    *STEP.lock() = config.prof_gdump_step;
     NEXT_HIGH_WATER.store(config.prof_gdump_step.step_over(0), Relaxed);
     SIGNAL.store(config.prof_signal, Relaxed);
 }
@@ -106,7 +103,7 @@ fn check_high_water() {
     if live < due {
         return;
     }
-    let step = *STEP.lock();
+    let step = state::config().prof_gdump_step;
     let next = live.saturating_add(step.step_over(live));
     if NEXT_HIGH_WATER
         .compare_exchange(due, next, Relaxed, Relaxed)

@@ -20,7 +20,7 @@ use std::ffi::CString;
 
 use heapsample_format::{Dump, Totals, Trigger};
 
-use crate::spin_lock::SpinLock;
+use crate::spin_lock::{LockClass, SpinLock};
 use crate::warn::Kind;
 use crate::{modules, stack_table::STACKS, state, sys, threads};
 
@@ -31,7 +31,7 @@ static TRIGGER_SEQUENCE: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 /// Serializes dumps; holds true once the process is exiting and no dump may start any more (a dump
 /// begun after the exit dump could be cut short by the process ending and
 /// leave its temporary file behind).
-static DUMP_LOCK: SpinLock<bool> = SpinLock::new(false);
+static DUMP_LOCK: SpinLock<bool> = SpinLock::new(LockClass::Dump, false);
 
 fn trigger_index(trigger: Trigger) -> usize {
     match trigger {
@@ -466,11 +466,8 @@ pub fn close() {
     *DUMP_LOCK.lock() = true;
 }
 
-/// Nothing to hold across `fork`: a dump in progress on another thread
-/// does not delay it (the child resets the dump state instead).
-pub fn lock_for_fork() {}
-
-/// After `fork`. In the child, the thread that may have been writing a dump
+/// After `fork` (the dump lock is not held across it: a dump in progress on
+/// another thread does not delay the fork). In the child, the thread that may have been writing a dump
 /// is gone: release its lock, reopen dumping, start the numbering and the
 /// pid's generation afresh, and leave the search for stale temporary files
 /// to the parent's image.
