@@ -4,10 +4,12 @@
 //!
 //! The pipeline is `load` (file → checked [`heapsample_format::Dump`]) →
 //! `symbolize` (addresses → locations with inlined frames) → `profile`
-//! (corrected values per stack, metric, diff) → `render::*` (bytes) →
+//! (estimates per stack, metric, diff; `estimate` holds the interval
+//! math) → `render::*` (bytes) →
 //! `output` (atomic write).
 
 pub mod error;
+pub mod estimate;
 pub mod load;
 pub mod output;
 pub mod profile;

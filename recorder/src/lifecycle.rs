@@ -65,12 +65,10 @@ extern "C" fn at_exit() {
 
 /// jemalloc-style leak lines: the estimated live heap at exit.
 fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
-    let period = dump.sample_period();
     let (mut bytes, mut objects, mut contexts) = (0.0, 0.0, 0u64);
     for stack in dump.stacks.iter().filter(|s| s.live_objects > 0) {
-        let (n, b) = heapsample_format::unsample(stack.live_objects, stack.live_bytes, period);
-        objects += n;
-        bytes += b;
+        objects += stack.live.objects;
+        bytes += stack.live.bytes;
         contexts += 1;
     }
     let plural = |n: u64| if n == 1 { "" } else { "s" };

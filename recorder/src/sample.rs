@@ -1,8 +1,9 @@
 //! The sample event: what happens when a thread's countdown runs out (the
 //! slow path of malloc), and the free of a possibly sampled object.
 //!
-//! Owns the recording of a sample: capture the stack, intern it, count it on
-//! its stack, remember the address in the live table, feed the triggers.
+//! Owns the recording of a sample: capture the stack, intern it, count it and
+//! add its Horvitz–Thompson weights on its stack, remember the address in the
+//! live table, feed the triggers.
 //!
 //! Runs inside malloc, under the thread's guard, and preserves errno. It
 //! allocates only through the shim's own heap (never the profiled
@@ -109,12 +110,14 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
     };
     // SAFETY: `pointer` was just returned by the next allocator.
     let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
-    entry.add_sample(size, usable);
-    match LIVE.insert(pointer as usize, LiveSample { stack_id: id, size }) {
+    let sample = LiveSample { stack_id: id, size };
+    let weights = sample_weights(sample);
+    entry.add_sample(size, usable, &weights);
+    match LIVE.insert(pointer as usize, sample) {
         Ok(None) => {}
         Ok(Some(stale)) => release(stale, usable),
         Err(_) => {
-            entry.release_sample(size, usable);
+            entry.release_sample(size, usable, &weights);
             return drop_sample("the live-sample table is full");
         }
     }
@@ -128,10 +131,18 @@ fn drop_sample(why: &str) {
     crate::warn!(Kind::TableFull, "{why}; some allocations are not sampled");
 }
 
+/// The Horvitz–Thompson weights of a live sample: a function of its size
+/// (kept in the live table) and the period (fixed for the process's life),
+/// so its free removes exactly what its allocation added.
+fn sample_weights(sample: LiveSample) -> heapsample_format::Weights {
+    let probability = sampling::inclusion_probability(sample.size);
+    heapsample_format::weights_with_probability(sample.size, probability)
+}
+
 /// A live sample's object was freed (or its entry replaced).
 pub fn release(sample: LiveSample, usable: u64) {
     if let Some(entry) = STACKS.entry(sample.stack_id) {
-        entry.release_sample(sample.size, usable);
+        entry.release_sample(sample.size, usable, &sample_weights(sample));
     }
     triggers::on_live_sample(sample.size, -1);
 }

@@ -38,6 +38,8 @@ static ACTIVE: AtomicBool = AtomicBool::new(true);
 static SAMPLES_TAKEN: AtomicU64 = AtomicU64::new(0);
 /// Samples lost because a table was full (or, inside malloc, busy).
 static SAMPLES_DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Times the samples were forgotten (`heapsample_reset`).
+static RESETS: AtomicU64 = AtomicU64::new(0);
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
@@ -127,8 +129,14 @@ pub fn samples_dropped() -> u64 {
     SAMPLES_DROPPED.load(Relaxed)
 }
 
-/// Zero both sample counters (`heapsample_reset`).
+/// Zero both sample counters and count the reset (`heapsample_reset`).
 pub fn reset_sample_counts() {
     SAMPLES_TAKEN.store(0, Relaxed);
     SAMPLES_DROPPED.store(0, Relaxed);
+    RESETS.fetch_add(1, Relaxed);
+}
+
+/// Times the samples were forgotten since start.
+pub fn resets() -> u64 {
+    RESETS.load(Relaxed)
 }

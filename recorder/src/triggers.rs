@@ -47,14 +47,10 @@ pub fn configure(config: &Config) {
     SIGNAL.store(config.prof_signal, Relaxed);
 }
 
-/// The expected bytes a sampled object of `size` bytes stands for.
+/// The bytes a sampled object of `size` bytes stands for (its
+/// Horvitz–Thompson weight, as in the dump).
 pub fn sample_weight(size: u64) -> i64 {
-    let period = sampling::period();
-    if period <= 1 || size == 0 {
-        return size as i64;
-    }
-    let probability = -(-(size as f64) / period as f64).exp_m1();
-    (size as f64 / probability) as i64
+    (size as f64 / sampling::inclusion_probability(size)) as i64
 }
 
 /// A sample of `size` bytes was recorded (`+1`) or its object freed (`-1`).

@@ -194,6 +194,7 @@ pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
             samples_live: crate::live_table::LIVE.live_count(),
             threads_seen: exact.threads_seen,
             profiler_bytes: sys::MAPPED_BYTES.load(Relaxed),
+            resets: state::resets(),
         },
     }
 }
