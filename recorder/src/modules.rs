@@ -25,7 +25,8 @@
 
 use core::ffi::{CStr, c_int, c_void};
 use core::sync::atomic::{
-    AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release, Ordering::SeqCst,
+    AtomicBool, AtomicU32, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+    Ordering::SeqCst,
 };
 use std::sync::OnceLock;
 
@@ -38,6 +39,9 @@ static EPOCH: AtomicU32 = AtomicU32::new(0);
 /// One more than the last epoch in which a stack was captured (0: none).
 static LAST_USED_EPOCH: AtomicU32 = AtomicU32::new(0);
 static HISTORY: SpinLock<History> = SpinLock::new(LockClass::Modules, History::new());
+/// Set at the program's first `dlopen`: until then nothing can be unloaded
+/// and samples need not look at their frames.
+static DLOPEN_CALLED: AtomicBool = AtomicBool::new(false);
 /// At most this many relative `dlopen` names are remembered (the oldest go).
 const MAX_DLOPEN_NAMES: usize = 256;
 
@@ -101,7 +105,10 @@ pub fn current_epoch() -> u32 {
 #[inline]
 pub fn epoch_for(frames: &[u64]) -> u32 {
     let epoch = EPOCH.load(SeqCst);
-    if LAST_USED_EPOCH.load(Relaxed) != epoch + 1 && !PERMANENT.contains_all(frames) {
+    if DLOPEN_CALLED.load(Relaxed)
+        && LAST_USED_EPOCH.load(Relaxed) != epoch + 1
+        && !PERMANENT.contains_all(frames)
+    {
         LAST_USED_EPOCH.fetch_max(epoch + 1, SeqCst);
     }
     epoch
@@ -226,9 +233,12 @@ fn resolve_in_working_directory(name: &str) -> String {
         .unwrap_or_else(|_| name.to_string())
 }
 
-/// The program is about to `dlopen(name)`: remember what a relative name
-/// means in the current working directory (the loader keeps it relative).
+/// The program is about to `dlopen(name)` (call at every such call): from
+/// now on samples check for frames in objects that may be unloaded; remember
+/// what a relative name means in the current working directory (the loader
+/// keeps it relative).
 pub fn note_dlopen(name: &CStr) {
+    DLOPEN_CALLED.store(true, Relaxed);
     let bytes = name.to_bytes();
     if bytes.first() == Some(&b'/') || !bytes.contains(&b'/') {
         return; // absolute, or searched for (the loader stores the path found)

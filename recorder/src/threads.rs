@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::
 use heapsample_format::ThreadInfo;
 
 use crate::spin_lock::{LockClass, SpinLock};
-use crate::tls::{self, FRAME_BUFFER_LEN, ThreadExt, ThreadState};
+use crate::tls::{self, ThreadExt, ThreadState};
 
 /// Counters of threads that have exited (or of a fork parent's threads).
 struct Retired {
@@ -84,15 +84,8 @@ pub fn setup_current(state: &'static ThreadState) {
         registry.live.push(state);
         registry.spare.pop()
     };
-    let mut ext = ext.unwrap_or_else(|| {
-        Box::new(ThreadExt {
-            frames: [0; FRAME_BUFFER_LEN],
-            bytes_fed: 0,
-            live_usable_fed: 0,
-        })
-    });
-    ext.bytes_fed = 0;
-    ext.live_usable_fed = 0;
+    let mut ext = ext.unwrap_or_else(ThreadExt::new_boxed);
+    ext.reset();
     state.ext.store(Box::into_raw(ext), Relaxed);
     arm_exit_flush(1);
 }
