@@ -3,15 +3,18 @@
 //! stacks, text reports and pprof profiles.
 //!
 //! The pipeline is `load` (file → checked [`heapsample_format::Dump`]) →
-//! `symbolize` (addresses → locations with inlined frames) → `profile`
-//! (corrected values per stack, metric, diff) → `render::*` (bytes) →
-//! `output` (atomic write).
+//! `symbolize` (addresses → locations with inlined frames, names from
+//! `names`) → `profile` (corrected values per stack, metric, diff) →
+//! `transform` (the view: focus, hide, threads, size classes) →
+//! `render::*` (bytes) → `output` (atomic write).
 
 pub mod error;
 pub mod load;
+pub mod names;
 pub mod output;
 pub mod profile;
 pub mod render;
 pub mod symbolize;
+pub mod transform;
 
 pub use error::{Error, Result};

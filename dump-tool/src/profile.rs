@@ -18,8 +18,8 @@
 //! `lg_prof_sample:0` (R = 1) the scale is exactly 1 and the numbers are
 //! exact. The arithmetic is `heapsample_format::unsample`.
 
-use crate::symbolize::{LocationId, LocationTable};
-use heapsample_format::{Dump, Totals, unsample};
+use crate::symbolize::{Line, LocationId, LocationTable};
+use heapsample_format::{Dump, ThreadInfo, Totals, unsample};
 use std::collections::{BTreeMap, HashMap};
 
 /// What a flamegraph's widths and a report's numbers measure.
@@ -76,7 +76,8 @@ pub struct Values {
 }
 
 impl Values {
-    fn add(&mut self, other: &Values) {
+    /// Add `other` field by field.
+    pub fn add(&mut self, other: &Values) {
         self.inuse_objects += other.inuse_objects;
         self.inuse_space += other.inuse_space;
         self.alloc_objects += other.alloc_objects;
@@ -121,12 +122,15 @@ pub struct FrameRef {
     pub line: usize,
 }
 
-/// One distinct call stack with its corrected values.
+/// One distinct call stack of one thread with its corrected values.
 #[derive(Clone, Debug)]
 pub struct Sample {
     /// Function frames, leaf (innermost) first, allocator frames dropped.
     pub frames: Vec<FrameRef>,
     pub values: Values,
+    /// The [`heapsample_format::ThreadInfo::serial`] of the thread that
+    /// allocated (0: unknown).
+    pub thread: u32,
 }
 
 /// A dump turned into corrected samples.
@@ -139,6 +143,15 @@ pub struct Profile {
     pub estimated: Values,
     /// The dump's exact counters.
     pub totals: Totals,
+    /// The threads the samples name.
+    pub threads: Vec<ThreadInfo>,
+}
+
+impl Profile {
+    /// The name and tid of the thread with this serial, if the dump has it.
+    pub fn thread(&self, serial: u32) -> Option<&ThreadInfo> {
+        self.threads.iter().find(|t| t.serial == serial)
+    }
 }
 
 /// How to turn stacks into frames.
@@ -159,26 +172,37 @@ impl Profile {
         let period = dump.sample_period();
         let mut samples = Vec::new();
         let mut estimated = Values::default();
-        for (locations, raw) in sum_by_stack(dump, stacks) {
+        for ((locations, thread), raw) in sum_by_stack(dump, stacks) {
             let values = raw.corrected(period);
             estimated.add(&values);
             let frames = frames_of(&locations, table, options.keep_allocator_frames);
-            samples.push(Sample { frames, values });
+            samples.push(Sample {
+                frames,
+                values,
+                thread,
+            });
         }
         Profile {
             samples,
             period,
             estimated,
             totals: dump.totals.clone(),
+            threads: dump.threads.clone(),
         }
     }
 }
 
-/// Raw counts per distinct location list, in a deterministic order.
-fn sum_by_stack(dump: &Dump, stacks: &[Vec<LocationId>]) -> BTreeMap<Vec<LocationId>, RawCounts> {
-    let mut sums: BTreeMap<Vec<LocationId>, RawCounts> = BTreeMap::new();
+/// Raw counts per distinct location list and thread, in a deterministic
+/// order.
+fn sum_by_stack(
+    dump: &Dump,
+    stacks: &[Vec<LocationId>],
+) -> BTreeMap<(Vec<LocationId>, u32), RawCounts> {
+    let mut sums: BTreeMap<(Vec<LocationId>, u32), RawCounts> = BTreeMap::new();
     for (stack, locations) in dump.stacks.iter().zip(stacks) {
-        sums.entry(locations.clone()).or_default().add(stack);
+        sums.entry((locations.clone(), stack.thread))
+            .or_default()
+            .add(stack);
     }
     sums
 }
@@ -203,7 +227,7 @@ pub fn frames_of(
     }
     let allocator_frames = frames
         .iter()
-        .take_while(|frame| is_allocator_function(function_name(table, **frame)))
+        .take_while(|frame| is_allocator_frame(table, **frame))
         .count();
     // Never drop everything: a stack made only of allocator frames keeps its
     // outermost one.
@@ -211,13 +235,24 @@ pub fn frames_of(
     frames[keep_from..].to_vec()
 }
 
-/// The function name of a frame ("??" if the reference is stale).
-pub fn function_name(table: &LocationTable, frame: FrameRef) -> &str {
+/// The symbolized line of a frame, `None` if the reference is stale.
+pub fn line_of(table: &LocationTable, frame: FrameRef) -> Option<&Line> {
     table
         .locations
         .get(frame.location)
         .and_then(|location| location.lines.get(frame.line))
-        .map_or("??", |line| line.function.as_str())
+}
+
+/// True if the frame is one of the allocator's own functions, by its full
+/// name (whatever name style is shown).
+pub fn is_allocator_frame(table: &LocationTable, frame: FrameRef) -> bool {
+    line_of(table, frame).is_some_and(|line| is_allocator_function(&line.function))
+}
+
+/// The name a frame shows ("??" if the reference is stale): its display
+/// name (see [`LocationTable::assign_display_names`]).
+pub fn function_name(table: &LocationTable, frame: FrameRef) -> &str {
+    line_of(table, frame).map_or("??", |line| line.display.as_str())
 }
 
 /// Exact names of allocator entry points (C, glibc, jemalloc).
@@ -498,7 +533,7 @@ mod tests {
     }
 
     #[test]
-    fn stacks_of_several_threads_merge_and_fold_root_first() {
+    fn stacks_of_several_threads_stay_apart_and_fold_together_root_first() {
         let stack = |thread, objects| Stack {
             frames: vec![0x10, 0x20, 0x30],
             thread,
@@ -513,7 +548,9 @@ mod tests {
         let stacks = table.intern_dump(&dump);
         table.symbolize(&Default::default(), &mut |w| panic!("{w}"));
         let profile = Profile::build(&dump, &stacks, &table, BuildOptions::default());
-        assert_eq!(profile.samples.len(), 1);
+        assert_eq!(profile.samples.len(), 2, "one sample per thread");
+        let threads: Vec<u32> = profile.samples.iter().map(|s| s.thread).collect();
+        assert_eq!(threads, [1, 2]);
         let folded = folded(&profile, &table, Metric::InuseSpace);
         assert_eq!(folded.get("0x30;0x20;0x10"), Some(&40.0));
         assert_eq!(profile.estimated.inuse_objects, 5.0);
