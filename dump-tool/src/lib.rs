@@ -9,6 +9,7 @@
 //! `render::*` (bytes) → `output` (atomic write).
 
 pub mod error;
+pub mod foreign;
 pub mod load;
 pub mod names;
 pub mod output;

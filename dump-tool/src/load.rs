@@ -1,6 +1,7 @@
 //! Reading dump files and checking that two dumps can be compared.
 //!
-//! Owns every check on the input files that happens before symbolization:
+//! Owns every check on the input files that happens before symbolization
+//! (foreign heap profiles are parsed by [`crate::foreign`]):
 //! I/O errors, format errors (via `heapsample_format::decode`), values that
 //! decode but make no sense, and base/new compatibility.
 
@@ -36,10 +37,15 @@ pub fn open_regular_file(path: &Path) -> std::result::Result<File, String> {
     Ok(file)
 }
 
-/// Read and decode `path`; every failure names the file.
+/// Read and decode `path` (a heapsample dump, or a jemalloc or gperftools
+/// heap profile, see [`crate::foreign`]); every failure names the file.
 pub fn load_dump(path: &Path) -> Result<Dump> {
     let bytes = read_dump_bytes(path).map_err(|why| Error::file(path, why))?;
-    let dump = decode(&bytes).map_err(|e| Error::file(path, e))?;
+    let dump = match crate::foreign::detect(&bytes) {
+        Some(kind) => crate::foreign::parse(&bytes, kind, path),
+        None => decode(&bytes).map_err(|e| e.to_string()),
+    }
+    .map_err(|why| Error::file(path, why))?;
     validate(&dump).map_err(|why| Error::file(path, why))?;
     Ok(dump)
 }
