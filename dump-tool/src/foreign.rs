@@ -99,7 +99,12 @@ fn parse_counts(text: &str, line_number: usize) -> Result<Counts, String> {
         .split_whitespace()
         .map(|n| n.parse::<u64>())
         .collect::<Result<_, _>>()
-        .map_err(|_| bad(line_number, format!("expected `a: b [c: d]`, found `{text}`")))?;
+        .map_err(|_| {
+            bad(
+                line_number,
+                format!("expected `a: b [c: d]`, found `{text}`"),
+            )
+        })?;
     match numbers[..] {
         [live_objects, live_bytes, alloc_objects, alloc_bytes] => Ok(Counts {
             live_objects,
@@ -263,9 +268,12 @@ fn parse_gperftools(text: &str) -> Result<Records, String> {
         if line.is_empty() {
             continue;
         }
-        let (counts, addresses) = line
-            .split_once('@')
-            .ok_or_else(|| bad(number, format!("expected `a: b [c: d] @ addresses`, found `{line}`")))?;
+        let (counts, addresses) = line.split_once('@').ok_or_else(|| {
+            bad(
+                number,
+                format!("expected `a: b [c: d] @ addresses`, found `{line}`"),
+            )
+        })?;
         let counts = parse_counts(counts, number)?;
         records
             .stacks
@@ -297,7 +305,10 @@ fn parse_maps(text: &str) -> Result<Vec<Module>, String> {
         if !by_path.contains_key(&mapping.path) {
             order.push(mapping.path.clone());
         }
-        by_path.entry(mapping.path.clone()).or_default().push(mapping);
+        by_path
+            .entry(mapping.path.clone())
+            .or_default()
+            .push(mapping);
     }
     Ok(order
         .into_iter()
@@ -334,12 +345,7 @@ fn module_of(path: &str, mappings: &[Mapping]) -> Option<Module> {
         .as_ref()
         .and_then(|facts| facts.address_of_offset(first.offset))
         .map(|address| first.start.wrapping_sub(address))
-        .or_else(|| {
-            mappings
-                .iter()
-                .find(|m| m.offset == 0)
-                .map(|m| m.start)
-        })
+        .or_else(|| mappings.iter().find(|m| m.offset == 0).map(|m| m.start))
         .unwrap_or(first.start.wrapping_sub(first.offset));
     Some(Module {
         path: path.to_string(),
@@ -416,8 +422,14 @@ fn into_dump(records: Records, modules: Vec<Module>, kind: ForeignKind, path: &P
         .stacks
         .into_iter()
         .map(|mut stack| {
-            let drop = stack.frames.iter().take_while(|&&a| in_allocator(a)).count();
-            stack.frames.drain(..drop.min(stack.frames.len().saturating_sub(1)));
+            let drop = stack
+                .frames
+                .iter()
+                .take_while(|&&a| in_allocator(a))
+                .count();
+            stack
+                .frames
+                .drain(..drop.min(stack.frames.len().saturating_sub(1)));
             stack
         })
         .collect();

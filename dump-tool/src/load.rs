@@ -43,7 +43,12 @@ pub fn load_dump(path: &Path) -> Result<Dump> {
     let bytes = read_dump_bytes(path).map_err(|why| Error::file(path, why))?;
     let dump = match crate::foreign::detect(&bytes) {
         Some(kind) => crate::foreign::parse(&bytes, kind, path),
-        None => decode(&bytes).map_err(|e| e.to_string()),
+        None => decode(&bytes).map_err(|e| match e {
+            heapsample_format::DecodeError::Foreign => {
+                format!("{e}, nor a jemalloc or gperftools heap profile")
+            }
+            e => e.to_string(),
+        }),
     }
     .map_err(|why| Error::file(path, why))?;
     validate(&dump).map_err(|why| Error::file(path, why))?;

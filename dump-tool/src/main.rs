@@ -12,9 +12,9 @@ use heapdiff::render::svg::SvgOptions;
 use heapdiff::render::{self, Base, View};
 use heapdiff::symbolize::{LocationTable, NameStyle, SymbolizeOptions};
 use heapdiff::transform::{self, Transforms};
-use regex::Regex;
 use heapdiff::{Error, Result};
 use heapsample_format::Dump;
+use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

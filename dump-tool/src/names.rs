@@ -290,10 +290,10 @@ fn operator_end(name: &str, index: usize) -> Option<usize> {
             return Some(after + word.len());
         }
     }
-    if rest.starts_with("\"\"") {
-        let tail = rest[2..]
+    if let Some(suffix) = rest.strip_prefix("\"\"") {
+        let tail = suffix
             .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len() - 2);
+            .unwrap_or(suffix.len());
         return Some(after + 2 + tail);
     }
     Some(after)
@@ -414,7 +414,10 @@ mod tests {
                 "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >::basic_string(unsigned long, char, std::allocator<char> const&)",
                 "std::__cxx11::basic_string<…>::basic_string",
             ),
-            ("(anonymous namespace)::grow(int)", "(anonymous namespace)::grow"),
+            (
+                "(anonymous namespace)::grow(int)",
+                "(anonymous namespace)::grow",
+            ),
             ("Foo::operator<(Foo const&) const", "Foo::operator<"),
             (
                 "std::basic_ostream<char, std::char_traits<char> >& std::operator<< <std::char_traits<char> >(std::basic_ostream<char, std::char_traits<char> >&, char const*)",

@@ -411,7 +411,9 @@ impl LocationTable {
             for line in &mut location.lines {
                 let name = base(line);
                 let shared = location.resolved
-                    && modules_of.get(&name).is_some_and(|modules| modules.len() > 1);
+                    && modules_of
+                        .get(&name)
+                        .is_some_and(|modules| modules.len() > 1);
                 line.qualifier = shared.then(|| qualifier.to_string());
                 line.display = if shared {
                     format!("{name} [{qualifier}]")

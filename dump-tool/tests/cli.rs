@@ -351,8 +351,13 @@ fn bad_input_is_one_line_error() {
         ("short.prof", good[..10].to_vec(), "too short"),
         (
             "foreign.prof",
+            b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0>\0\x01\0\0\0\0\0\0\0".to_vec(),
+            "not a heapsample dump (wrong magic bytes), nor a jemalloc or gperftools heap profile",
+        ),
+        (
+            "cut-jemalloc.heap",
             b"heap_v2/524288\n  t*: 1: 2 [0: 0]\n".to_vec(),
-            "not a heapsample dump",
+            "no MAPPED_LIBRARIES section",
         ),
         ("version.prof", wrong_version, "version 7"),
         (

@@ -48,7 +48,11 @@ fn cxxfilt(names: &[String]) -> Vec<String> {
 }
 
 fn check_identical(names: &[String], what: &str) {
-    assert!(names.len() > 20, "{what}: only {} mangled names", names.len());
+    assert!(
+        names.len() > 20,
+        "{what}: only {} mangled names",
+        names.len()
+    );
     let expected = cxxfilt(names);
     assert_eq!(expected.len(), names.len(), "c++filt output length");
     let mismatches: Vec<String> = names
@@ -64,7 +68,12 @@ fn check_identical(names: &[String], what: &str) {
         "{what}: {} of {} names differ from c++filt, e.g.\n{}",
         mismatches.len(),
         names.len(),
-        mismatches.iter().take(5).cloned().collect::<Vec<_>>().join("\n")
+        mismatches
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     eprintln!("{what}: {} names identical to c++filt", names.len());
 }

@@ -407,7 +407,9 @@ fn diff_shows_growth_and_shrinkage() {
     let (base, new, _keep) = diff_dumps(dir.path());
     let (base, new) = (path_str(&base), path_str(&new));
 
-    let folded = parse_folded(&heapdiff_ok(&["-f", "folded", "--delta", "--base", base, new]));
+    let folded = parse_folded(&heapdiff_ok(&[
+        "-f", "folded", "--delta", "--base", base, new,
+    ]));
     assert_eq!(attributed(&folded, "grow_site"), 20 * 1000, "{folded:?}");
     assert_eq!(attributed(&folded, "shrink_site"), -30 * 512, "{folded:?}");
 

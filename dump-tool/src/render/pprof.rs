@@ -389,11 +389,9 @@ impl<'a> Builder<'a> {
                 let functions = all_resolved(table, module);
                 let lines = functions && record.has_debug_info;
                 let id = self.mapping_ids.get(&module).copied().unwrap_or(0);
-                // Without the file, assume p_offset == p_vaddr (true of
-                // shared objects and PIEs as linkers lay them out).
                 let file_offset = record
                     .file_offset
-                    .unwrap_or_else(|| record.memory_start.wrapping_sub(record.load_bias));
+                    .unwrap_or_else(|| guessed_file_offset(record));
                 PbMapping {
                     id,
                     memory_start: record.memory_start,
@@ -438,6 +436,21 @@ impl<'a> Builder<'a> {
             comment,
             default_sample_type,
         }
+    }
+}
+
+/// The file offset of a mapping whose file heapdiff could not read, as
+/// linkers lay files out: a non-PIE x86-64 executable (no load bias) is
+/// linked at 0x400000 with its file mapped from there; shared objects and
+/// PIEs have `p_offset == p_vaddr`.
+fn guessed_file_offset(record: &crate::symbolize::ModuleRecord) -> u64 {
+    /// GNU ld's default image base for x86-64 executables.
+    const EXECUTABLE_BASE: u64 = 0x40_0000;
+    let address = record.memory_start.wrapping_sub(record.load_bias);
+    if record.load_bias == 0 && address >= EXECUTABLE_BASE {
+        address - EXECUTABLE_BASE
+    } else {
+        address
     }
 }
 

@@ -128,7 +128,12 @@ fn title_with_details(body: &str, details: &BTreeMap<String, String>) -> String 
     };
     let name = unescape(&body[..counts_at]);
     match details.get(&name) {
-        Some(extra) => format!("{}\n{}{}", &body[..counts_at], escape(extra), &body[counts_at..]),
+        Some(extra) => format!(
+            "{}\n{}{}",
+            &body[..counts_at],
+            escape(extra),
+            &body[counts_at..]
+        ),
         None => body.to_string(),
     }
 }

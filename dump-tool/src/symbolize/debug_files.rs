@@ -69,9 +69,7 @@ pub fn find_symbol_file(module: &ModuleRecord, search: &SearchPaths) -> Result<S
             missing_debug_info: None,
         });
     }
-    let debuglink = binary
-        .as_ref()
-        .and_then(|(_, info)| info.debuglink.clone());
+    let debuglink = binary.as_ref().and_then(|(_, info)| info.debuglink.clone());
     let debuglink = debuglink.as_deref();
     if let Some(path) = find_debug_file(module, search, debuglink, &mut mismatch) {
         return Ok(SymbolFile {
