@@ -5,8 +5,9 @@
 //! Owns turning such a text file into a [`heapsample_format::Dump`], so the
 //! rest of heapdiff (symbolization, correction, every format, `--base` on
 //! either side) treats it like one of ours:
-//! - counts are the raw sampled counts, corrected as jeprof and pprof do
-//!   (jemalloc 5.3's `prof_unbias` writes counts meant for that correction);
+//! - counts are the raw sampled counts, weighted with the average-size
+//!   correction jeprof and pprof apply (`legacy_weights`; jemalloc 5.3's
+//!   `prof_unbias` writes counts meant for that correction);
 //!   an unsampled gperftools profile (`@ heapprofile`) has period 1, exact;
 //! - the module map comes from the `MAPPED_LIBRARIES:` section (the
 //!   process's `/proc/self/maps`): executable mappings become modules, their
@@ -16,7 +17,7 @@
 //!
 //! Never panics on bad input: every problem is an error naming the line.
 
-use heapsample_format::{Dump, Module, Stack, ThreadInfo, Totals, Trigger};
+use heapsample_format::{Dump, Module, Stack, ThreadInfo, Totals, Trigger, legacy_weights};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -220,18 +221,24 @@ fn flush_jemalloc_stack(
             .first()
             .map(|&(uid, _)| (Some(uid), all_threads.unwrap_or(per_thread[0].1)))
             .unwrap_or((None, all_threads.unwrap_or_default()));
-        records
-            .stacks
-            .push(stack(frames, uid.map_or(0, |u| u + 1), counts));
+        let thread = uid.map_or(0, |u| u + 1);
+        let period = records.period;
+        records.stacks.push(stack(frames, thread, counts, period));
         return;
     }
     for &(uid, counts) in per_thread {
-        records.stacks.push(stack(frames.clone(), uid + 1, counts));
+        let period = records.period;
+        records
+            .stacks
+            .push(stack(frames.clone(), uid + 1, counts, period));
     }
 }
 
-fn stack(frames: Vec<u64>, thread: u32, counts: Counts) -> Stack {
+/// A stack with the raw counts and their average-size weights.
+fn stack(frames: Vec<u64>, thread: u32, counts: Counts, period: u64) -> Stack {
     Stack {
+        live: legacy_weights(counts.live_objects, counts.live_bytes, period),
+        alloc: legacy_weights(counts.alloc_objects, counts.alloc_bytes, period),
         frames,
         thread,
         epoch: 0,
@@ -275,9 +282,12 @@ fn parse_gperftools(text: &str) -> Result<Records, String> {
             )
         })?;
         let counts = parse_counts(counts, number)?;
-        records
-            .stacks
-            .push(stack(parse_addresses(addresses, number)?, 0, counts));
+        records.stacks.push(stack(
+            parse_addresses(addresses, number)?,
+            0,
+            counts,
+            period,
+        ));
     }
     Ok(records)
 }

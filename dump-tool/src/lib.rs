@@ -4,11 +4,12 @@
 //!
 //! The pipeline is `load` (file → checked [`heapsample_format::Dump`]) →
 //! `symbolize` (addresses → locations with inlined frames, names from
-//! `names`) → `profile` (corrected values per stack, metric, diff) →
-//! `transform` (the view: focus, hide, threads, size classes) →
-//! `render::*` (bytes) → `output` (atomic write).
+//! `names`) → `profile` (estimates per stack, metric, diff; `estimate`
+//! holds the interval math) → `transform` (the view: focus, hide,
+//! threads, size classes) → `render::*` (bytes) → `output` (atomic write).
 
 pub mod error;
+pub mod estimate;
 pub mod foreign;
 pub mod load;
 pub mod names;

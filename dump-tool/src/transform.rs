@@ -43,8 +43,9 @@ impl Transforms {
     }
 }
 
-/// The profile as `transforms` show it. `estimated` becomes the sum of the
-/// samples kept, so percentages are of what is shown.
+/// The profile as `transforms` show it. `estimated` (and its variance and
+/// sampled counts) becomes the sum of the samples kept, so percentages are
+/// of what is shown.
 pub fn apply(
     profile: &Profile,
     table: &mut LocationTable,
@@ -52,17 +53,22 @@ pub fn apply(
     metric: Metric,
 ) -> Profile {
     let mut samples = Vec::with_capacity(profile.samples.len());
-    let mut estimated = Values::default();
+    let (mut estimated, mut variance, mut sampled) =
+        (Values::default(), Values::default(), Values::default());
     for sample in &profile.samples {
         let Some(sample) = transform_sample(sample, profile, table, transforms, metric) else {
             continue;
         };
         estimated.add(&sample.values);
+        variance.add(&sample.variance);
+        sampled.add(&sample.sampled);
         samples.push(sample);
     }
     Profile {
         samples,
         estimated,
+        variance,
+        sampled,
         ..profile.clone()
     }
 }

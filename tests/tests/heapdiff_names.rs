@@ -108,6 +108,27 @@ fn split_fields(line: &str, count: usize) -> Option<(Vec<&str>, &str)> {
     Some((fields, rest))
 }
 
+/// A row of the text report's first table: self and the function, after
+/// the numeric columns (values, percentages, `[low,high]` intervals).
+fn text_row(line: &str) -> Option<(i64, &str)> {
+    let mut rest = line.trim_start();
+    let mut first = None;
+    while !rest.is_empty() {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let field = &rest[..end];
+        let numeric = field.parse::<f64>().is_ok()
+            || field.ends_with('%')
+            || (field.starts_with('[') && field.ends_with(']'))
+            || field == "-";
+        if !numeric {
+            break;
+        }
+        first = first.or_else(|| field.parse::<i64>().ok());
+        rest = rest[end..].trim_start();
+    }
+    Some((first?, rest))
+}
+
 /// Every row of the text report's first table: function → self.
 fn text_self_rows(text: &str) -> BTreeMap<String, i64> {
     let Some(table) = text.split("\n\n").nth(1) else {
@@ -115,21 +136,19 @@ fn text_self_rows(text: &str) -> BTreeMap<String, i64> {
     };
     table
         .lines()
-        .filter_map(|line| {
-            let (fields, name) = split_fields(line, 4)?;
-            Some((name.to_string(), fields[0].parse().ok()?))
-        })
-        .filter(|(_, value)| *value != 0)
+        .filter_map(text_row)
+        .filter(|(value, _)| *value != 0)
+        .map(|(value, name)| (name.to_string(), value))
         .collect()
 }
 
 /// The self column of a function's row in the text report's first table.
 fn text_self(text: &str, function: &str) -> Option<i64> {
     let table = text.split("\n\n").nth(1)?;
-    table.lines().find_map(|line| {
-        let (fields, name) = split_fields(line, 4)?;
-        (name == function).then(|| fields[0].parse().ok()).flatten()
-    })
+    table
+        .lines()
+        .filter_map(text_row)
+        .find_map(|(value, name)| (name == function).then_some(value))
 }
 
 fn exact(program: &Path) -> Outcome {
