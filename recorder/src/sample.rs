@@ -97,7 +97,7 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
     let frames = capture_limit(&mut ext.frames);
     let range = backtrace::capture_with(&mut ext.unwinder, frames);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
-    let (thread, epoch) = (state.serial.load(Relaxed), modules::current_epoch());
+    let (thread, epoch) = (state.serial.load(Relaxed), modules::epoch_for(frames));
     let id = match ext.last_stack.id_in(epoch) {
         Some(id) if STACKS.holds(id, frames, thread, epoch) => id,
         _ => {
@@ -131,7 +131,7 @@ fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64) {
     let range = backtrace::capture(frames);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
     let thread = state.serial.load(Relaxed);
-    let Some(id) = STACKS.intern(frames, thread, modules::current_epoch()) else {
+    let Some(id) = STACKS.intern(frames, thread, modules::epoch_for(frames)) else {
         return drop_sample("the stack table is full");
     };
     record_stack_sample(state, id, pointer, size);

@@ -453,6 +453,7 @@ fn manual_api_dump_active_reset() {
             name: name.to_string(),
             prefix: String::new(),
             pid: outcome.pid,
+            generation: None,
             seq: 0,
             trigger: "m".into(),
             trigger_seq: None,
