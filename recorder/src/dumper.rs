@@ -4,26 +4,29 @@
 //!
 //! Owns the thread and its request counters. Requests are wake-ups of an
 //! unnamed POSIX semaphore: `sem_post` is async-signal-safe and, unlike a
-//! pipe, holds no file descriptor the program could close or reuse.
+//! pipe, holds no file descriptor the program could close or reuse. What
+//! the thread does for a request (write a dump) is registered by
+//! `lifecycle`, so this module does not depend on the writer.
 //!
 //! The thread exists only once a dump is due: never at start-up, so a
 //! single-threaded program stays single-threaded (`unshare(CLONE_NEWUSER)`
 //! keeps working) until then. Interval and high-water dumps start it from
-//! the sample event that made the first one due (inside malloc, under the
-//! thread's guard: `pthread_create`'s own allocations go straight to the
-//! next allocator; no profiler lock is held). The dump signal starts it from
-//! its handler when the interrupted code holds no lock that `pthread_create`
-//! needs: the thread is not inside the profiler, and was interrupted outside
-//! libc, the loader, the shim and the next allocator, or in a blocking system
-//! call there (waiting, so holding no allocator or loader lock). Otherwise
-//! a one-shot kernel timer brings the signal back 10 ms later to try again
-//! (the program sees nothing: the handler knows the timer's signals), and
-//! the next sample event tries too. A forked
-//! child starts its own thread the same way (the parent's did not survive
-//! the fork). The thread runs with every signal blocked and its guard set
-//! for good.
+//! the sample event that made the first one due: inside malloc, under the
+//! thread's guard (`pthread_create`'s own allocations pass through the
+//! interposed malloc unsampled), holding none of the profiler's locks; glibc
+//! takes its own thread-list and stack-cache locks. The dump signal starts
+//! it from its handler when the interrupted code holds no lock that
+//! `pthread_create` needs: the thread is not inside the profiler, and was
+//! interrupted outside libc, the loader, the shim and the next allocator, or
+//! in a blocking system call there (waiting, so holding no allocator or
+//! loader lock). Otherwise a one-shot kernel timer brings the signal back
+//! 10 ms later to try again (the program sees nothing: the handler knows the
+//! timer's signals), and the next sample event tries too. A forked child
+//! starts its own thread the same way (the parent's did not survive the
+//! fork). The thread runs with every signal blocked and its guard set for
+//! good.
 //!
-//! Takes no profiler lock (the threads it starts take the dump lock).
+//! Takes no profiler lock (the thread it starts takes the dump lock).
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{

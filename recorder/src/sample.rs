@@ -8,12 +8,14 @@
 //! Runs inside malloc, under the thread's guard, and preserves errno. It
 //! allocates only through the shim's own heap (never the profiled
 //! allocator), and only when a thread is set up or first listed. Locks it
-//! may take (see the order in `spin_lock`): the thread registry (thread
-//! set-up, first sample of a thread, allocations after the exit flush), the
-//! stack table's insert lock (a stack never seen before) and the own heap's
-//! lock (through those allocations). The triggers it feeds only post
-//! requests to the dumper, which may start the dumper thread (see
-//! `dumper`).
+//! may take (see `spin_lock::LOCK_ORDER`; each waits with priority
+//! inheritance): the thread registry (thread set-up, first sample of a
+//! thread, allocations after the exit flush), the stack table's insert lock
+//! (a stack never seen before) and the own heap's lock (through those
+//! allocations). Syscalls: mmap when a table grows, gettid/prctl at a
+//! thread's first sample, write for a one-time warning. The triggers it
+//! feeds only post requests to the dumper, which may start the dumper
+//! thread (see `dumper`).
 
 use core::ffi::c_void;
 use core::sync::atomic::Ordering::Relaxed;

@@ -40,7 +40,10 @@ fn signal_dumps_work_in_forked_children() {
     );
     outcome.assert_success();
     // Each worker's signal dump is its own.
-    for file in dump_files_in(dir.path()).iter().filter(|f| f.trigger == "s") {
+    for file in dump_files_in(dir.path())
+        .iter()
+        .filter(|f| f.trigger == "s")
+    {
         assert_eq!(file.decode().pid, file.pid, "{}", file.name);
     }
 }
@@ -70,7 +73,11 @@ fn no_thread_before_a_background_dump_is_due() {
             .prof_conf(conf)
             .run();
         assert!(outcome.status.success(), "{conf}: {}", outcome.context());
-        assert!(outcome.heapsample_lines().is_empty(), "{}", outcome.context());
+        assert!(
+            outcome.heapsample_lines().is_empty(),
+            "{}",
+            outcome.context()
+        );
         let threads = Run::program(&program())
             .arg("threads")
             .with_shim()
