@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""heapsample overhead benchmark (issue 5).
+"""heapsample overhead benchmark.
 
 Builds the workloads, then runs every workload under every configuration,
 interleaved round by round (A B C ... then again, the order rotated each
