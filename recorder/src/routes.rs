@@ -19,7 +19,9 @@ use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 use crate::counting::{after_alloc, after_alloc_any};
 use crate::live_table::LIVE;
 use crate::next_alloc::{self, in_bootstrap_arena};
-use crate::state::{self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING};
+use crate::state::{
+    self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_PROFILING_EXACT,
+};
 use crate::tls::{self, ThreadState};
 use crate::{counting, sample, startup};
 
@@ -96,6 +98,16 @@ pub fn set_routes(mode: u8) {
                     realloc_profiled as ReallocFn as *mut ()
                 },
             ),
+            // prof_exact: every call keeps the `*_other` paths, which count
+            // usable bytes and frees (the fast paths always decline: the
+            // countdown stays 0 and every filter counter is pinned).
+            MODE_PROFILING_EXACT => (
+                malloc_other as MallocFn as *mut (),
+                free_other,
+                calloc_other as CallocFn as *mut (),
+                realloc_other,
+            ),
+            // No mode chosen: the start-up paths stay.
             _ => return,
         };
     MALLOC_ROUTE.store(malloc, Relaxed);
