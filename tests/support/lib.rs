@@ -842,7 +842,7 @@ impl DumpFile {
             None => (tag, None),
         };
         let letter = kind.chars().next()?;
-        if !"fimus".contains(letter) {
+        if !"fimuso".contains(letter) {
             return None;
         }
         let rest = &kind[1..];
