@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod estimate;
+pub mod gate;
 pub mod load;
 pub mod output;
 pub mod profile;
