@@ -5,6 +5,7 @@ pub mod folded;
 pub mod json;
 pub mod pprof;
 pub mod svg;
+pub mod svg_intervals;
 pub mod text;
 
 use crate::profile::{Metric, Profile};

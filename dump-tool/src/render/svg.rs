@@ -46,7 +46,7 @@ pub fn render(view: &View<'_>, options: &SvgOptions) -> Result<Vec<u8>, String> 
         &mut svg,
     )
     .map_err(|e| format!("flamegraph rendering failed: {e}"))?;
-    Ok(svg)
+    Ok(super::svg_intervals::annotate(svg, view))
 }
 
 fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
@@ -56,10 +56,15 @@ fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
         .clone()
         .unwrap_or_else(|| default_title(view, options));
     inferno.subtitle = Some(format!(
-        "{} {}, corrected for sampling (mean period {} bytes)",
+        "{} {}, corrected for sampling (mean period {} bytes); tooltips give 95 % intervals{}",
         view.metric.name(),
         view.metric.unit(),
-        view.new.period
+        view.new.period,
+        if view.base.is_some() {
+            ", faded frames changed within sampling noise"
+        } else {
+            ""
+        }
     ));
     inferno.count_name = view.metric.unit().to_string();
     inferno.colors = Palette::Basic(BasicPalette::Mem);
