@@ -4,11 +4,20 @@
 //!
 //! Owns the thread and its request counters. Requests are wake-ups of an
 //! unnamed POSIX semaphore: `sem_post` is async-signal-safe and, unlike a
-//! pipe, holds no file descriptor the program could close or reuse. The
-//! thread is created on first need (not at start-up, so single-threaded-only
-//! calls such as `unshare(CLONE_NEWUSER)` keep working in programs that never
-//! ask for a background dump), runs with every signal blocked and its guard
-//! set for good, and is recreated lazily in a forked child.
+//! pipe, holds no file descriptor the program could close or reuse. What
+//! the thread does for a request (write a dump) is registered by
+//! `lifecycle`, so this module does not depend on the writer.
+//!
+//! When the thread starts: with `prof_signal`, when the constructor installs
+//! the handler; otherwise at the first interval or high-water request, which
+//! comes from inside malloc (the sample event). There `std::thread::spawn`
+//! runs under the thread's guard (its own allocations, through the shim's
+//! own heap and glibc's thread set-up through the interposed malloc, pass
+//! through unsampled), holding none of the profiler's locks; glibc takes its
+//! own thread-list and stack-cache locks. In a forked child the thread is
+//! gone: the next interval or high-water request starts a new one (a signal
+//! request alone does not). The thread runs with every signal blocked and
+//! its guard set for good.
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering::Relaxed};

@@ -8,12 +8,14 @@
 //! Runs inside malloc, under the thread's guard, and preserves errno. It
 //! allocates only through the shim's own heap (never the profiled
 //! allocator), and only when a thread is set up or first listed. Locks it
-//! may take (see the order in `spin_lock`): the thread registry (thread
-//! set-up, first sample of a thread, allocations after the exit flush), the
-//! stack table's insert lock (a stack never seen before) and the own heap's
-//! lock (through those allocations). The triggers it feeds only post
-//! requests to the dumper, which may start the dumper thread (see
-//! `dumper`).
+//! may take (see `spin_lock::LOCK_ORDER`; each waits with priority
+//! inheritance): the thread registry (thread set-up, first sample of a
+//! thread, allocations after the exit flush), the stack table's insert lock
+//! (a stack never seen before) and the own heap's lock (through those
+//! allocations). Syscalls: mmap when a table grows, gettid/prctl at a
+//! thread's first sample, write for a one-time warning. The triggers it
+//! feeds only post requests to the dumper, which may start the dumper
+//! thread (see `dumper`).
 
 use core::ffi::c_void;
 use core::sync::atomic::Ordering::Relaxed;
@@ -22,7 +24,7 @@ use crate::live_table::{LIVE, LiveSample, MAX_STACK_ID};
 use crate::stack_table::STACKS;
 use crate::state;
 use crate::sys::ErrnoGuard;
-use crate::tls::{self, ThreadState};
+use crate::tls::{self, LastStack, ThreadState};
 use crate::warn::Kind;
 use crate::{backtrace, modules, next_alloc, sampling, threads, triggers};
 
@@ -88,22 +90,57 @@ fn rearm(state: &ThreadState, minimum: i64) {
 }
 
 fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
-    let max_frames = state::config().prof_bt_max as usize;
-    let mut exiting_buffer = [0u64; 64];
     let ext = state.ext.load(Relaxed);
-    let buffer: &mut [u64] = if ext.is_null() {
-        &mut exiting_buffer
-    } else {
-        // SAFETY: the thread's own cold block, used by this thread only.
-        unsafe { &mut (*ext).frames }
+    if ext.is_null() {
+        return record_sample_exiting(state, pointer, size);
+    }
+    // SAFETY: the thread's own cold block, used by this thread only.
+    let ext = unsafe { &mut *ext };
+    let frames = capture_limit(&mut ext.frames);
+    let range = backtrace::capture_with(&mut ext.unwinder, frames);
+    let frames = &frames[range.start..range.end.min(range.start + max_frames())];
+    let (thread, epoch) = (state.serial.load(Relaxed), modules::epoch_for(frames));
+    let id = match ext.last_stack.id_in(epoch) {
+        Some(id) if STACKS.holds(id, frames, thread, epoch) => id,
+        _ => {
+            let Some(id) = STACKS.intern(frames, thread, epoch) else {
+                return drop_sample("the stack table is full");
+            };
+            ext.last_stack = LastStack::new(id, epoch);
+            id
+        }
     };
-    // Capture a little deeper: the profiler's own frames are dropped after.
-    let limit = (max_frames + tls::OWN_FRAMES_SLACK).min(buffer.len());
-    let depth = backtrace::capture(&mut buffer[..limit]).min(max_frames);
+    record_stack_sample(state, id, pointer, size);
+}
+
+/// The largest stack kept (`prof_bt_max`).
+fn max_frames() -> usize {
+    state::config().prof_bt_max as usize
+}
+
+/// The part of `buffer` a capture may fill: a little deeper than
+/// `prof_bt_max`, as the profiler's own frames are dropped after.
+fn capture_limit(buffer: &mut [u64]) -> &mut [u64] {
+    let limit = (max_frames() + tls::OWN_FRAMES_SLACK).min(buffer.len());
+    &mut buffer[..limit]
+}
+
+/// [`record_sample`] for a thread past its exit flush, without its cold block.
+#[cold]
+fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64) {
+    let mut buffer = [0u64; 64];
+    let frames = capture_limit(&mut buffer);
+    let range = backtrace::capture(frames);
+    let frames = &frames[range.start..range.end.min(range.start + max_frames())];
     let thread = state.serial.load(Relaxed);
-    let Some(id) = STACKS.intern(&buffer[..depth], thread, modules::current_epoch()) else {
+    let Some(id) = STACKS.intern(frames, thread, modules::epoch_for(frames)) else {
         return drop_sample("the stack table is full");
     };
+    record_stack_sample(state, id, pointer, size);
+}
+
+/// Count a sample of stack `id` and enter it in the live table.
+fn record_stack_sample(state: &ThreadState, id: u32, pointer: *mut c_void, size: u64) {
     let Some(entry) = STACKS.entry(id).filter(|_| id <= MAX_STACK_ID) else {
         return drop_sample("the stack table is full");
     };

@@ -164,8 +164,19 @@ impl StackTable {
     }
 
     fn matches(entry: &StackEntry, hash: u64, frames: &[u64], thread: u32, epoch: u32) -> bool {
-        if entry.hash.load(Ordering::Relaxed) != hash
-            || entry.depth.load(Ordering::Relaxed) as usize != frames.len()
+        entry.hash.load(Ordering::Relaxed) == hash && Self::has_key(entry, frames, thread, epoch)
+    }
+
+    /// True if stack `id` is `frames` of `thread` in module epoch `epoch`:
+    /// how a thread checks that it sampled its previous stack again, without
+    /// hashing or probing.
+    pub fn holds(&self, id: u32, frames: &[u64], thread: u32, epoch: u32) -> bool {
+        self.entry(id)
+            .is_some_and(|entry| Self::has_key(entry, frames, thread, epoch))
+    }
+
+    fn has_key(entry: &StackEntry, frames: &[u64], thread: u32, epoch: u32) -> bool {
+        if entry.depth.load(Ordering::Relaxed) as usize != frames.len()
             || entry.thread.load(Ordering::Relaxed) != thread
             || entry.epoch.load(Ordering::Relaxed) != epoch
         {
@@ -381,6 +392,11 @@ mod tests {
         assert_eq!(table.intern(&[1, 2, 3], 1, 0), Some(a));
         assert_ne!(table.intern(&[1, 2, 3], 2, 0), Some(a));
         assert_ne!(table.intern(&[1, 2, 3], 1, 1), Some(a));
+        assert!(table.holds(a, &[1, 2, 3], 1, 0));
+        assert!(!table.holds(a, &[1, 2, 4], 1, 0));
+        assert!(!table.holds(a, &[1, 2, 3], 2, 0));
+        assert!(!table.holds(a, &[1, 2, 3], 1, 1));
+        assert!(!table.holds(a, &[1, 2], 1, 0));
         let weights = heapsample_format::sample_weights(10, 1 << 19);
         table.entry(a).unwrap().add_sample(10, 16, &weights);
         let snapshot = table.snapshot(false);

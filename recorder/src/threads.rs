@@ -6,17 +6,20 @@
 //! threads' hot blocks, the counters of threads that have exited, and the
 //! pthread key whose destructor folds a thread's counters into those.
 //!
-//! Runs in malloc's slow path (setup) and in thread teardown (flush): takes
-//! the registry spin lock, allocates only through the Rust global allocator
-//! (which goes straight to the next allocator), never calls the interposed
-//! functions while holding the lock.
+//! Runs in malloc's slow path (set-up, first sample, allocations after the
+//! exit flush) and in thread teardown (flush): takes the registry lock
+//! (rank `Threads`), allocates only through the shim's own heap (mmap, never
+//! the profiled allocator; its lock ranks above), makes the syscalls gettid
+//! and prctl at a thread's first sample, and never calls the interposed
+//! functions while holding the lock. Dumps take the lock for a copy of the
+//! counters and of the thread list.
 
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use heapsample_format::ThreadInfo;
 
 use crate::spin_lock::{LockClass, SpinLock};
-use crate::tls::{self, FRAME_BUFFER_LEN, ThreadExt, ThreadState};
+use crate::tls::{self, ThreadExt, ThreadState};
 
 /// Counters of threads that have exited (or of a fork parent's threads).
 struct Retired {
@@ -84,15 +87,8 @@ pub fn setup_current(state: &'static ThreadState) {
         registry.live.push(state);
         registry.spare.pop()
     };
-    let mut ext = ext.unwrap_or_else(|| {
-        Box::new(ThreadExt {
-            frames: [0; FRAME_BUFFER_LEN],
-            bytes_fed: 0,
-            live_usable_fed: 0,
-        })
-    });
-    ext.bytes_fed = 0;
-    ext.live_usable_fed = 0;
+    let mut ext = ext.unwrap_or_else(ThreadExt::new_boxed);
+    ext.reset();
     state.ext.store(Box::into_raw(ext), Relaxed);
     arm_exit_flush(1);
 }

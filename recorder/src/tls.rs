@@ -64,6 +64,70 @@ pub struct ThreadExt {
     pub bytes_fed: u64,
     /// `live_usable_delta` already handed to the high-water trigger.
     pub live_usable_fed: i64,
+    /// The thread's private unwinding state (used by `backtrace`).
+    pub unwinder: ThreadUnwinder,
+    /// The stack of the thread's last sample.
+    pub last_stack: LastStack,
+}
+
+/// Buckets of a thread's private rule cache (4 ways each: 1,024 rules, 16 KiB).
+pub const PRIVATE_RULE_BUCKETS: usize = 256;
+
+/// A thread's private rule cache and the memo of its last stack walk.
+pub type ThreadUnwinder =
+    heapsample_unwind::PrivateUnwinder<PRIVATE_RULE_BUCKETS, FRAME_BUFFER_LEN>;
+
+impl ThreadExt {
+    /// A new, zeroed block on the heap (large: never built on the stack).
+    pub fn new_boxed() -> Box<ThreadExt> {
+        let layout = std::alloc::Layout::new::<ThreadExt>();
+        // SAFETY: the layout has a non-zero size.
+        let memory = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<ThreadExt>();
+        if memory.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: all-zero bytes are a valid `ThreadExt` (integers, and caches
+        // and a `LastStack` for which zero means empty), allocated with its layout.
+        unsafe { Box::from_raw(memory) }
+    }
+
+    /// Make a block taken from the pool ready for a new thread.
+    pub fn reset(&mut self) {
+        self.bytes_fed = 0;
+        self.live_usable_fed = 0;
+        self.unwinder.forget();
+        self.last_stack = LastStack::NONE;
+    }
+}
+
+/// The id of a thread's last sampled stack and the module epoch it was
+/// interned under: a sample with the same frames in the same epoch has the
+/// same id, without a lookup. All-zero is "none".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LastStack {
+    id_plus_one: u32,
+    epoch: u32,
+}
+
+impl LastStack {
+    /// Nothing remembered.
+    pub const NONE: LastStack = LastStack {
+        id_plus_one: 0,
+        epoch: 0,
+    };
+
+    /// Remember stack `id`, interned in `epoch`.
+    pub fn new(id: u32, epoch: u32) -> LastStack {
+        LastStack {
+            id_plus_one: id.wrapping_add(1),
+            epoch,
+        }
+    }
+
+    /// The remembered id if it was interned in `epoch`.
+    pub fn id_in(&self, epoch: u32) -> Option<u32> {
+        (self.id_plus_one != 0 && self.epoch == epoch).then(|| self.id_plus_one - 1)
+    }
 }
 
 /// Frames the profiler's own code may add at the leaf of a capture.
