@@ -891,7 +891,9 @@ def run_exact(args: argparse.Namespace, configs: list[Config], report: dict,
                   + markdown_table(table_rows(summary, configs, wl, False)))
     cg: dict = {}
     if not args.no_callgrind and shutil.which("valgrind"):
-        cg_configs = [c for c in all_configs() if c.name in EXACT_CALLGRIND_CONFIGS]
+        chosen = args.configs.split(",") if args.configs else EXACT_CALLGRIND_CONFIGS
+        cg_configs = [c for c in all_configs()
+                      if c.name in EXACT_CALLGRIND_CONFIGS and c.name in chosen]
         mark_missing(cg_configs)
         log("callgrind: whole-program instructions per configuration")
         cg = run_exact_callgrind(workloads, cg_configs)

@@ -100,13 +100,14 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
     let range = backtrace::capture_with(&mut ext.unwinder, frames);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
     let (thread, epoch) = (state.serial.load(Relaxed), modules::epoch_for(frames));
-    let id = match ext.last_stack.id_in(epoch) {
+    let recent = ext.recent_stacks.slot(frames);
+    let id = match recent.id_in(epoch) {
         Some(id) if STACKS.holds(id, frames, thread, epoch) => id,
         _ => {
             let Some(id) = STACKS.intern(frames, thread, epoch) else {
                 return drop_sample("the stack table is full");
             };
-            ext.last_stack = LastStack::new(id, epoch);
+            *recent = LastStack::new(id, epoch);
             id
         }
     };

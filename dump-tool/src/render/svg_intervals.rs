@@ -4,11 +4,14 @@
 //! differential flamegraph the frames of functions whose change is within
 //! sampling noise are desaturated.
 //!
-//! Works on the SVG inferno wrote: every frame is
-//! `<g><title>NAME (VALUE…)</title><rect … fill="rgb(r,g,b)" …/>…</g>`.
-//! Titles whose name is not a known function are left as they are.
+//! Works on the SVG inferno wrote, after `svg` added its details: every
+//! frame is `<g><title>NAME[\nDETAILS] (VALUE…)</title><rect …
+//! fill="rgb(r,g,b)" …/>…</g>`. The note becomes one more line before the
+//! value, which stays last (inferno's script strips that last parenthesised
+//! group). Titles whose name is not a known function are left as they are.
 
 use super::View;
+use super::svg::{escape, unescape};
 use super::text::bracket;
 use crate::estimate::{Interval, function_changes};
 use crate::profile::{folded_frame, function_values};
@@ -37,14 +40,16 @@ pub fn annotate(svg: Vec<u8>, view: &View<'_>) -> Vec<u8> {
         let after_title = title_start + title_len + "</title>".len();
         out.push_str(&rest[..start]);
         match note_for(title, &notes) {
-            Some(note) => {
+            Some((note, counts_at)) => {
                 out.push_str(if note.muted {
                     "<g class=\"noise\"><title>"
                 } else {
                     "<g><title>"
                 });
-                out.push_str(title);
+                out.push_str(&title[..counts_at]);
+                out.push('\n');
                 out.push_str(&escape(&note.text));
+                out.push_str(&title[counts_at..]);
                 out.push_str("</title>");
                 rest = &rest[after_title..];
                 if note.muted {
@@ -61,10 +66,12 @@ pub fn annotate(svg: Vec<u8>, view: &View<'_>) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// The note of the function a title names: the title is `NAME (…)`.
-fn note_for<'a>(title: &str, notes: &'a HashMap<String, Note>) -> Option<&'a Note> {
-    let name = &title[..title.rfind(" (")?];
-    notes.get(&unescape(name))
+/// The note of the function a title names, and where the title's value
+/// starts: the title is `NAME[\nDETAILS] (…)`.
+fn note_for<'a>(title: &str, notes: &'a HashMap<String, Note>) -> Option<(&'a Note, usize)> {
+    let counts_at = title.rfind(" (")?;
+    let name = title[..counts_at].split('\n').next()?;
+    notes.get(&unescape(name)).map(|note| (note, counts_at))
 }
 
 fn notes(view: &View<'_>) -> HashMap<String, Note> {
@@ -75,7 +82,7 @@ fn notes(view: &View<'_>) -> HashMap<String, Note> {
             .map(|(name, value)| {
                 let note = Note {
                     text: format!(
-                        "; function total {} {unit} (95 %)",
+                        "function total, 95 %: {} {unit}",
                         bracket(&value.total_estimate.interval())
                     ),
                     muted: false,
@@ -89,7 +96,7 @@ fn notes(view: &View<'_>) -> HashMap<String, Note> {
                 let delta = change.total_change;
                 let note = Note {
                     text: format!(
-                        "; function total changed {:+.0} {unit}, 95 % {}, {}",
+                        "function total changed {:+.0} {unit}, 95 %: {}, {}",
                         delta.value(),
                         bracket(&delta.interval()),
                         verdict(&delta.interval())
@@ -139,21 +146,6 @@ fn desaturate_next_fill<'a>(rest: &'a str, out: &mut String) -> &'a str {
     &rest[values_start + values_len..]
 }
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-fn unescape(text: &str) -> String {
-    text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&#39;", "'")
-        .replace("&amp;", "&")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +174,8 @@ mod tests {
             },
         )]);
         assert!(note_for("f&lt;a&gt;(int) (12 bytes, 1.00%)", &notes).is_some());
+        let with_details = "f&lt;a&gt;(int)\nf&lt;a&gt;(int, long)\nx.c:3 (12 bytes, 1.00%)";
+        assert_eq!(note_for(with_details, &notes).map(|n| n.1), Some(43));
         assert!(note_for("g (12 bytes, 1.00%)", &notes).is_none());
         assert!(note_for("no value", &notes).is_none());
     }
