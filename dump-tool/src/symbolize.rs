@@ -453,8 +453,29 @@ fn resolve(loader: &Loader, return_address: u64) -> Vec<Line> {
         for line in lines.iter_mut().filter(|l| l.function.is_empty()) {
             *line = Line::named(name.clone(), language, line.file.take(), line.line);
         }
+    } else if let Some(outermost) = lines.last_mut()
+        && let Some((name, Language::Cxx)) = symbol()
+    {
+        qualify_from_symbol(outermost, name);
     }
     lines
+}
+
+/// DWARF may name a function by its bare `DW_AT_name` (`operator()`,
+/// `make_sessions`) where the symbol table has the qualified name
+/// (`main::{lambda(int)#1}::operator()`, `(anonymous namespace)::make_sessions`):
+/// take the symbol's name for the outermost (not inlined) frame when it is
+/// that function.
+fn qualify_from_symbol(outermost: &mut Line, symbol: String) {
+    let bare = &outermost.function;
+    if bare.is_empty() || bare.contains("::") {
+        return;
+    }
+    let short = names::short_name(&symbol, Language::Cxx);
+    if short.ends_with(&format!("::{bare}")) {
+        let (file, line) = (outermost.file.take(), outermost.line);
+        *outermost = Line::named(symbol, Language::Cxx, file, line);
+    }
 }
 
 /// The DWARF frames at `probe`, innermost first; empty function names where
