@@ -125,6 +125,7 @@ fn trigger_name(trigger: Trigger) -> &'static str {
         Trigger::HighWater => "high-water",
         Trigger::Manual => "manual",
         Trigger::Signal => "signal",
+        Trigger::MemoryLimit => "memory-limit",
     }
 }
 
