@@ -52,9 +52,14 @@ pub fn on_library_load() {
     }
 }
 
-/// What the dumper thread does for each request.
+/// What the dumper thread does for each request. After a high-water dump
+/// the trigger re-arms a step above the high the dump recorded.
 fn write_background_dump(trigger: Trigger) {
+    let live_before = triggers::live_heap();
     let _ = writer::write_dump(trigger, None);
+    if trigger == Trigger::HighWater {
+        triggers::high_water_dumped(live_before);
+    }
 }
 
 // ---- exit ----
@@ -156,6 +161,7 @@ extern "C" fn fork_child() {
         writer::unlock_after_fork(true);
     }
     dumper::reset_in_child();
+    triggers::reset_in_child();
     SAMPLES_AT_FORK.store(state::samples_taken(), Relaxed);
     tls::current().set_flag(tls::FLAG_GUARD, false);
 }

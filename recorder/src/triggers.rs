@@ -15,7 +15,10 @@
 //! signal handler only posts. The rest runs at start-up (configure), in the
 //! constructor (installing the handler) and in the interposed `sigaction`.
 
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 use heapsample_format::Trigger;
 
@@ -31,8 +34,11 @@ static ALLOCATED: AtomicU64 = AtomicU64::new(0);
 
 static HIGH_WATER_ON: AtomicBool = AtomicBool::new(false);
 static EXACT_LIVE: AtomicBool = AtomicBool::new(false);
-/// The live heap at which the next high-water dump is due.
+/// The live heap at which the next high-water dump is due: set at start-up
+/// and, after each high-water dump, a step above the high it recorded.
 static NEXT_HIGH_WATER: AtomicU64 = AtomicU64::new(0);
+/// A high-water dump is requested and not yet written.
+static HIGH_WATER_REQUESTED: AtomicBool = AtomicBool::new(false);
 
 /// Sampled estimate of the live heap in requested bytes (each live sample
 /// weighs the inverse of its probability of having been sampled).
@@ -103,20 +109,34 @@ pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
     }
 }
 
+/// Request a high-water dump once the live heap reaches the due point,
+/// unless one is already requested: a dump written late records the heap
+/// it finds, which covers every crossing made while it waited, so crossings
+/// never queue up dumps of the same heap.
 fn check_high_water() {
-    let live = live_heap();
-    let due = NEXT_HIGH_WATER.load(Relaxed);
-    if live < due {
+    if HIGH_WATER_REQUESTED.load(Acquire) || live_heap() < NEXT_HIGH_WATER.load(Relaxed) {
         return;
     }
-    let step = state::config().prof_gdump_step;
-    let next = live.saturating_add(step.step_over(live));
-    if NEXT_HIGH_WATER
-        .compare_exchange(due, next, Relaxed, Relaxed)
-        .is_ok()
-    {
+    if !HIGH_WATER_REQUESTED.swap(true, Acquire) {
         dumper::request_and_start(Trigger::HighWater);
     }
+}
+
+/// The dumper wrote (or failed to write) the requested high-water dump;
+/// `live_before` is [`live_heap`] when it began. The next one is due a step
+/// above the high that dump recorded, whatever the dumper's delay (taken as
+/// the larger of the heap before and after the write, which bracket the
+/// dump's snapshot while the heap grows or shrinks).
+pub fn high_water_dumped(live_before: u64) {
+    let high = live_before.max(live_heap());
+    let step = state::config().prof_gdump_step;
+    NEXT_HIGH_WATER.store(high.saturating_add(step.step_over(high)), Relaxed);
+    HIGH_WATER_REQUESTED.store(false, Release);
+}
+
+/// In a forked child: the parent's requests died with its dumper.
+pub fn reset_in_child() {
+    HIGH_WATER_REQUESTED.store(false, Relaxed);
 }
 
 /// Forget the sampled live-heap estimate (with the samples, on reset).
