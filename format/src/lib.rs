@@ -168,17 +168,89 @@ impl Weights {
     }
 }
 
-/// Probability that the sampler picks an allocation of `size` bytes when
-/// its mean period is `period` bytes: `1 − (1 − 1/R)^s`, the chance that a
-/// geometric countdown with mean `R` ends within the allocation's bytes
-/// (≈ `1 − exp(−s/R)`). 1 when every allocation is sampled (`R ≤ 1`) and,
-/// by convention, for empty allocations (which the countdown never picks).
-pub fn inclusion_probability(size: u64, period: u64) -> f64 {
-    if period <= 1 || size == 0 {
-        return 1.0;
+/// The sampler's law for a mean period of `R` bytes, in one place for the
+/// shim (which draws countdowns and weighs samples with it) and the reader
+/// (which corrects with it): the bytes until the next sample are geometric
+/// with mean `R`, so an allocation of `s` bytes is sampled with probability
+/// `1 − (1 − 1/R)^s` whatever came before it (the law is memoryless).
+///
+/// Holds `ln(1 − 1/R)`, computed once: the shim caches it (as
+/// [`SamplingLaw::to_bits`] in an atomic) so that a sample event takes no
+/// logarithm. Pure arithmetic: no allocation, no lock.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SamplingLaw {
+    /// `ln(1 − 1/R)` (negative); 0 when every allocation is sampled (`R ≤ 1`).
+    ln_keep: f64,
+}
+
+impl SamplingLaw {
+    /// The law of a mean period of `period` bytes.
+    pub fn new(period: u64) -> SamplingLaw {
+        let ln_keep = if period <= 1 {
+            0.0
+        } else {
+            (-1.0 / period as f64).ln_1p()
+        };
+        SamplingLaw { ln_keep }
     }
-    let ln_keep = (-1.0 / period as f64).ln_1p();
-    (-(size as f64 * ln_keep).exp_m1()).clamp(f64::MIN_POSITIVE, 1.0)
+
+    /// The law as 64 bits, to keep in an atomic ([`SamplingLaw::from_bits`]).
+    pub fn to_bits(self) -> u64 {
+        self.ln_keep.to_bits()
+    }
+
+    /// The law [`SamplingLaw::to_bits`] gave `bits` for.
+    pub fn from_bits(bits: u64) -> SamplingLaw {
+        SamplingLaw {
+            ln_keep: f64::from_bits(bits),
+        }
+    }
+
+    /// True when every allocation is sampled (`R ≤ 1`).
+    #[inline]
+    pub fn samples_everything(self) -> bool {
+        self.ln_keep == 0.0
+    }
+
+    /// The probability that an allocation of `size` bytes is sampled,
+    /// `1 − (1 − 1/R)^s` (≈ `1 − exp(−s/R)`): 1 when every allocation is
+    /// and, by convention, for empty ones (which the countdown never picks).
+    #[inline]
+    pub fn inclusion_probability(self, size: u64) -> f64 {
+        if self.samples_everything() || size == 0 {
+            return 1.0;
+        }
+        (-(size as f64 * self.ln_keep).exp_m1()).clamp(f64::MIN_POSITIVE, 1.0)
+    }
+
+    /// The probability that an allocation of `size` bytes is not sampled,
+    /// `(1 − 1/R)^s`.
+    pub fn keep_probability(self, size: u64) -> f64 {
+        (self.ln_keep * size as f64).exp()
+    }
+
+    /// The bytes until the next sample for `uniform` drawn in (0, 1]: the
+    /// geometric countdown with mean `R`, at least 1 (0 when every
+    /// allocation is sampled), capped at `i64::MAX / 4`. The countdown ends
+    /// within `s` bytes exactly when `uniform > (1 − 1/R)^s`, with
+    /// probability [`SamplingLaw::inclusion_probability`].
+    pub fn bytes_until_sample(self, uniform: f64) -> i64 {
+        if self.samples_everything() {
+            return 0;
+        }
+        let wait = (uniform.ln() / self.ln_keep).floor() + 1.0;
+        if wait >= (i64::MAX / 4) as f64 {
+            i64::MAX / 4
+        } else {
+            wait as i64
+        }
+    }
+}
+
+/// Probability that the sampler picks an allocation of `size` bytes when
+/// its mean period is `period` bytes ([`SamplingLaw::inclusion_probability`]).
+pub fn inclusion_probability(size: u64, period: u64) -> f64 {
+    SamplingLaw::new(period).inclusion_probability(size)
 }
 
 /// What one sampled object of `size` bytes adds to a stack's [`Weights`].
@@ -803,6 +875,33 @@ mod tests {
         let huge = sample_weights(64 << 20, period);
         assert!((huge.objects - 1.0).abs() < 1e-12 && huge.objects_variance < 1e-12);
         assert_eq!(sample_weights(0, period).objects, 1.0);
+    }
+
+    #[test]
+    fn the_countdown_ends_within_s_bytes_with_the_inclusion_probability() {
+        // bytes_until_sample(u) <= s exactly when u > (1 - 1/R)^s: at the
+        // uniforms just above and below that threshold the countdown falls
+        // on either side of s, so P(countdown <= s) = inclusion_probability.
+        for period in [2u64, 4096, 1 << 19] {
+            let law = SamplingLaw::new(period);
+            assert_eq!(SamplingLaw::from_bits(law.to_bits()), law);
+            for size in [1u64, 100, 4096, 1 << 20] {
+                let keep = law.keep_probability(size);
+                let p = law.inclusion_probability(size);
+                assert!((p + keep - 1.0).abs() < 1e-12, "R {period} s {size}");
+                let above = (keep * (1.0 + 1e-9)).min(1.0);
+                let below = keep * (1.0 - 1e-9);
+                if above > keep {
+                    assert!(law.bytes_until_sample(above) <= size as i64);
+                }
+                assert!(law.bytes_until_sample(below) > size as i64);
+            }
+            assert_eq!(law.bytes_until_sample(1.0), 1, "the countdown is at least 1");
+        }
+        let every = SamplingLaw::new(1);
+        assert!(every.samples_everything());
+        assert_eq!(every.bytes_until_sample(0.5), 0);
+        assert_eq!(every.inclusion_probability(12345), 1.0);
     }
 
     #[test]

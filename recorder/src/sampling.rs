@@ -13,17 +13,25 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
+use heapsample_format::SamplingLaw;
+
 /// log2 of the period; 0 samples every allocation.
 static LG_PERIOD: AtomicU32 = AtomicU32::new(19);
-/// `ln(1 - 1/R)` as f64 bits (negative; unused when R == 1).
-static LN_KEEP: AtomicU64 = AtomicU64::new(0);
+/// The law of the current period, as [`SamplingLaw::to_bits`] (its
+/// logarithm computed once, here, not at each sample event); the initial
+/// bits are those of `SamplingLaw::new(1)`, replaced at start-up.
+static LAW: AtomicU64 = AtomicU64::new(0);
 
 /// Set the sampling period to 2^`lg` bytes.
 pub fn set_lg_period(lg: u32) {
-    let period = (1u64 << lg.min(62)) as f64;
-    let ln_keep = (-1.0 / period).ln_1p();
-    LN_KEEP.store(ln_keep.to_bits(), Relaxed);
+    LAW.store(SamplingLaw::new(1u64 << lg.min(62)).to_bits(), Relaxed);
     LG_PERIOD.store(lg, Relaxed);
+}
+
+/// The sampling law of the current period.
+#[inline]
+fn law() -> SamplingLaw {
+    SamplingLaw::from_bits(LAW.load(Relaxed))
 }
 
 /// log2 of the current period.
@@ -55,40 +63,29 @@ fn uniform_open_closed(state: &mut u64) -> f64 {
 /// Draw the bytes until the next sample: geometric with mean R, at least 1;
 /// 0 when every allocation is sampled.
 pub fn draw_interval(state: &mut u64) -> i64 {
-    if lg_period() == 0 {
+    let law = law();
+    if law.samples_everything() {
         return 0;
     }
-    let ln_keep = f64::from_bits(LN_KEEP.load(Relaxed));
-    let u = uniform_open_closed(state);
-    let wait = (u.ln() / ln_keep).floor() + 1.0;
-    if wait >= (i64::MAX / 4) as f64 {
-        i64::MAX / 4
-    } else {
-        wait as i64
-    }
+    law.bytes_until_sample(uniform_open_closed(state))
 }
 
 /// True with probability `1 - (1 - 1/R)^size`: an independent sampling
 /// decision with the same law as the countdown, used where the countdown
 /// cannot be kept (threads that are exiting).
 pub fn sample_independently(state: &mut u64, size: usize) -> bool {
-    if lg_period() == 0 {
+    let law = law();
+    if law.samples_everything() {
         return true;
     }
-    let ln_keep = f64::from_bits(LN_KEEP.load(Relaxed));
-    let keep_probability = (ln_keep * size as f64).exp();
-    uniform_open_closed(state) > keep_probability
+    uniform_open_closed(state) > law.keep_probability(size as u64)
 }
 
-/// The probability that an allocation of `size` bytes is sampled,
-/// `1 − (1 − 1/R)^size` (1 when every allocation is, or for empty ones):
-/// `heapsample_format::inclusion_probability` with the logarithm cached.
+/// The probability that an allocation of `size` bytes is sampled at the
+/// current period ([`SamplingLaw::inclusion_probability`]).
+#[inline]
 pub fn inclusion_probability(size: u64) -> f64 {
-    if lg_period() == 0 || size == 0 {
-        return 1.0;
-    }
-    let ln_keep = f64::from_bits(LN_KEEP.load(Relaxed));
-    (-(size as f64 * ln_keep).exp_m1()).clamp(f64::MIN_POSITIVE, 1.0)
+    law().inclusion_probability(size)
 }
 
 /// A seed for a new thread's generator, distinct per thread and per run,

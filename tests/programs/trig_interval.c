@@ -2,24 +2,24 @@
  * Interval-trigger test program.
  *
  * `trig_interval MIB CHUNK`: allocates (and frees at once) MIB MiB in chunks
- * of CHUNK bytes from interval_site, sleeping 5 ms after each MiB so the
- * shim's background dumper keeps pace (its queue of pending requests is
- * capped). Then it waits until the number of `*.i<n>.prof` files in the
- * working directory has not changed for 300 ms (at most 10 s; the directory is read without malloc), so the
- * process does not exit while the dumper is still writing: interval dumps
- * that are requested but not yet written when the process exits are lost by
- * design. It prints what it allocated itself:
+ * of CHUNK bytes from interval_site. After each MiB, and before it exits, it
+ * waits until the shim's dumper has written every dump requested so far (the
+ * barrier below), so the dumper keeps pace however loaded the machine is (its
+ * queue of pending requests is capped) and the process does not exit while
+ * the dumper is still writing (interval dumps requested but not yet written
+ * when the process exits are lost by design). It prints what it allocated
+ * itself:
  *   allocated bytes=<n> chunks=<n>
  * (stdout is written only at the end, so stdio's buffer is allocated after
  * the measured work).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define NOINLINE __attribute__((noinline, noclone))
@@ -63,10 +63,27 @@ static int count_dumps(const char *tag) {
     return n;
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
+/* Send the dump signal (`prof_signal:USR1`) and wait for its file (at most
+ * 60 s). */
+static void signal_dump_round_trip(void) {
+    int before = count_dumps(".s");
+    if (kill(getpid(), SIGUSR1) != 0) abort();
+    for (int waited = 0; count_dumps(".s") <= before; waited++) {
+        if (waited > 120000) {
+            fputs("barrier: no signal dump within 60 s\n", stderr);
+            exit(3);
+        }
+        usleep(500);
+    }
+}
+
+/* Wait until every dump requested before this call was written: the dumper
+ * serves, in each pass, the signal requests before the interval ones, so the
+ * second signal dump is written in a pass that began after the pass that
+ * wrote the first, by when every earlier request was served. */
+static void dump_barrier(void) {
+    signal_dump_round_trip();
+    signal_dump_round_trip();
 }
 
 int main(int argc, char **argv) {
@@ -79,17 +96,7 @@ int main(int argc, char **argv) {
             total += chunk;
             chunks++;
         }
-        usleep(5000);
-    }
-    double start = now(), stable_since = now();
-    int last = count_dumps(".i");
-    while (now() - start < 10.0 && now() - stable_since < 0.3) {
-        usleep(20000);
-        int n = count_dumps(".i");
-        if (n != last) {
-            last = n;
-            stable_since = now();
-        }
+        dump_barrier();
     }
     printf("allocated bytes=%llu chunks=%llu\n", total, chunks);
     return 0;

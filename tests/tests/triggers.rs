@@ -99,17 +99,18 @@ fn assert_totals_cover_samples(dump: &Dump, what: &str) {
 /// probability e^-64: the count is floor(B / 1 MiB) or one less, where B is
 /// the exact total in the final dump (the program's own bytes plus libc's;
 /// the fed counter never exceeds B). The program allocates 4 KiB chunks (no
-/// single feed crosses two boundaries, which would collapse into one dump),
-/// pauses 5 ms per MiB (the pending-request queue is capped at 16) and
-/// waits until no new `.i` file appears for 300 ms before exiting (requests
-/// still pending at exit are not written).
+/// single feed crosses two boundaries, which would collapse into one dump)
+/// and waits, after each MiB and before exiting, until the dumper has
+/// written every dump requested so far (a barrier of signal dumps: the
+/// pending-request queue is capped at 16, and requests still pending at
+/// exit are not written), whatever the machine's load.
 #[test]
 fn interval_dumps_one_per_mib() {
     let program = compile_c("trig_interval.c", &BuildOptions::no_pie());
     let outcome = Run::program(&program)
         .args(["24", "4096"])
         .with_shim()
-        .prof_conf("lg_prof_interval:20,lg_prof_sample:14")
+        .prof_conf("lg_prof_interval:20,lg_prof_sample:14,prof_signal:USR1")
         .timeout(Duration::from_secs(30))
         .run();
     outcome.assert_success();
@@ -163,7 +164,7 @@ fn dump_names_sort_in_time_order() {
     let outcome = Run::program(&program)
         .args(["12", "4096"])
         .with_shim()
-        .prof_conf("lg_prof_interval:20,lg_prof_sample:14")
+        .prof_conf("lg_prof_interval:20,lg_prof_sample:14,prof_signal:USR1")
         .timeout(Duration::from_secs(30))
         .run();
     outcome.assert_success();
