@@ -4,7 +4,10 @@
  * `trig_signal MODE`: prints `ready pid=<pid>` and then reads standard input
  * until end of file (the test sends signals meanwhile), allocating 64 bytes
  * per byte read in signal_site; then prints `handler_calls=<n>` (how often
- * its own SIGUSR2 handler ran, 0 if it has none) and exits.
+ * its own SIGUSR2 handler ran, 0 if it has none) and exits. Its handler also
+ * writes a `handled` line each time it runs, so the test can wait for each
+ * signal to be taken before it sends the next (a signal sent while the same
+ * one is still pending is merged into it).
  *   plain    no handler of its own
  *   ctor     installs its own SIGUSR2 handler in a constructor (before main,
  *            after the constructors of preloaded libraries)
@@ -26,6 +29,7 @@ static int want_handler;
 static void on_usr2(int sig) {
     (void)sig;
     handler_calls++;
+    (void)!write(1, "handled\n", 8);
 }
 
 static void install(void) {

@@ -772,18 +772,18 @@ fn kill_usr2(pid: u32) {
     assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGUSR2) }, 0);
 }
 
-/// N x `kill -USR2` -> N `.s` dumps, each waited for (5 s at most).
+/// N x `kill -USR2` -> N `.s` dumps, each waited for (30 s at most).
 #[test]
 fn signal_dumps_one_per_signal() {
     let running = start_signal_program("plain", "prof_signal:USR2", false);
     let n = 5;
     for i in 1..=n {
         kill_usr2(running.pid);
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while running.signal_dumps().len() < i {
             assert!(
                 Instant::now() < deadline,
-                "signal {i}: no .s dump after 5 s ({:?})",
+                "signal {i}: no .s dump after 30 s ({:?})",
                 running.dir.entries()
             );
             std::thread::sleep(Duration::from_millis(10));
@@ -808,13 +808,38 @@ fn signal_dumps_one_per_signal() {
 }
 
 /// The program already handles SIGUSR2 before main: one warning, no `.s`
-/// dump, and the program's handler runs for every signal.
+/// dump, and the program's handler runs for every signal (each waited for:
+/// its handler writes a line, however late the program is scheduled).
 fn signal_taken_by_program(mode: &str) {
-    let running = start_signal_program(mode, "prof_signal:USR2", false);
-    for _ in 0..3 {
+    let mut running = start_signal_program(mode, "prof_signal:USR2", false);
+    // A handler that never runs must fail the test, not hang it: the
+    // program is killed after 60 s, which ends the read below.
+    let handled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let (handled, pid) = (handled.clone(), running.pid);
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !handled.load(std::sync::atomic::Ordering::Relaxed) {
+                if Instant::now() > deadline {
+                    // SAFETY: plain syscall to our own child.
+                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    for i in 1..=3 {
         kill_usr2(running.pid);
-        std::thread::sleep(Duration::from_millis(100));
+        let mut line = String::new();
+        running.stdout.read_line(&mut line).expect("handled line");
+        assert_eq!(
+            line, "handled\n",
+            "signal {i}: the program's handler did not run within 60 s"
+        );
     }
+    handled.store(true, std::sync::atomic::Ordering::Relaxed);
+    watchdog.join().unwrap();
     let (out, err, dir) = running.finish();
     assert!(
         out.contains("handler_calls=3"),
