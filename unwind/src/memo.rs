@@ -123,7 +123,7 @@ enum End {
 ///
 /// Holds `LEVELS` frames (deeper walks are not remembered). Private to one thread at a
 /// time (`&mut`); all-zero memory is a valid empty memo, so it can live in zeroed heap
-/// memory. Size: 64 × `LEVELS` bytes + 48 (16 KiB + 48 at the default 256).
+/// memory. Size: 64 × `LEVELS` bytes + 56 (16 KiB + 56 at the default 256).
 #[repr(C)]
 pub struct StackMemo<const LEVELS: usize = 256> {
     /// The cache generation the levels were computed under.
