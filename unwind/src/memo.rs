@@ -12,17 +12,29 @@
 //! (the return address at CFA−8, and the saved rbp if the rule restores it), whose
 //! addresses follow from the registers and the rule. A memo level records, for the
 //! step that produced it, the resulting registers and the saved-rbp slot it read; the
-//! return-address slot is its `rsp − 8`. Replay starts only at a frame whose registers
-//! equal a memo level's, in the same generation, and for each outer level re-reads
-//! exactly the slots the real step would read and compares them with the values the
-//! level was built from. By induction each replayed level is what [`step`] would
-//! compute now: the same slots are read, in the same order, so replay also touches no
-//! memory the real walk would not. The first slot that differs ends the replay and the
-//! walk goes on normally from the last level that was proven. How the old walk ended
-//! is replayed the same way (an outermost rule needs no read; a zero return address is
-//! re-read; code without unwind information is looked up again). A caller whose return address was rewritten (a trampoline, a coroutine
-//! switch, a `longjmp` that reused the frames) therefore never gets a stale suffix: its
-//! slot value differs and the walk continues from there.
+//! return-address slot is its `rsp − 8`.
+//!
+//! Replay starts only at a frame whose registers equal a memo level's, in the same
+//! generation, and for each outer level re-reads exactly the slots the real step would
+//! read and compares them with the values the level was built from. By induction each
+//! replayed level is what [`step`] would compute now: the same slots are read, in the
+//! same order, so replay also touches no memory the real walk would not. The first
+//! slot that differs ends the replay, and the walk goes on normally from the last
+//! level that was proven. How the old walk ended is replayed the same way (an
+//! outermost rule needs no read; a zero return address is re-read; code without
+//! unwind information is looked up again). A caller whose return address was
+//! rewritten (a trampoline, a coroutine switch, a `longjmp` that reused the frames)
+//! therefore never gets a stale suffix: its slot value differs and the walk continues
+//! from there.
+//!
+//! rbp is the one register that code without frame pointers uses for data, so its
+//! value changes between calls in frames whose return addresses do not. A level's rbp
+//! is therefore compared only where it can matter: where a later step of the
+//! remembered walk computes a CFA from it, directly or after carrying it over unchanged
+//! (flag [`RBP_MATTERS`], derived from the rules). Elsewhere its value reaches no
+//! address and no frame, so any value gives the same steps. Replay keeps the real rbp
+//! (re-reading saved-rbp slots as the real steps do), so a walk that goes on after a
+//! replay stops does so from the real registers.
 //!
 //! Runs inside malloc: no allocation, no locks, no system calls; the replay costs two
 //! loads and a compare per frame.
