@@ -580,9 +580,9 @@ def callgrind_markdown(results: dict[str, dict]) -> str:
 # Parts of a sample, by function (inclusive instructions, callgrind_annotate).
 # A part's functions must not call each other's (no double counting).
 PARTS = (
-    ("walk", r"heapsample_recorder::backtrace::(\w+<_>::)?capture$"),
+    ("walk", r"heapsample_recorder::backtrace::(\w+<_>::)?capture(_with)?$"),
     ("intern", r"heapsample_recorder::stack_table::StackTable::(intern|holds)$"),
-    ("live table", r"heapsample_recorder::live_table::LiveTable::(insert|remove)$"),
+    ("table insert", r"heapsample_recorder::live_table::LiveTable::insert$"),
     ("sample event", r"::(on_countdown_expired|on_sampled_free)$"),
 )
 CALLGRIND_TIMEOUT_S = 1200
@@ -630,7 +630,7 @@ def sample_parts(out_dir: Path) -> dict[str, int]:
             for name, pattern in PARTS:
                 if re.search(pattern, m.group(2)):
                     totals[name] += int(m.group(1).replace(",", ""))
-    event = totals["sample event"] - totals["walk"] - totals["intern"] - totals["live table"]
+    event = totals["sample event"] - totals["walk"] - totals["intern"] - totals["table insert"]
     totals["sample event"] = max(event, 0)
     return totals
 
@@ -690,8 +690,8 @@ def exact_markdown(workloads: list[Workload], cg: dict, walls: dict) -> str:
                      f"{fmt(jp / j if jp and j else None, '.2f')} |")
     parts = ["", "**Where the profiler's instructions go at lg_prof_sample:0** (inclusive "
              "callgrind instructions per allocation call; `rest` = lg 0 − floor − the parts):",
-             "", "| workload | allocations | walk | intern | live table | sample event | rest |"
-             " lg 0 − floor |", "|---|---|---|---|---|---|---|---|"]
+             "", "| workload | allocations | walk | intern | table insert | rest of the sample "
+             "event and the sampled free | rest | lg 0 − floor |", "|---|---|---|---|---|---|---|---|"]
     for wl in workloads:
         per = cg.get(wl.name, {})
         lg0, fl = per.get("shim-lg0", {}), per.get("floor", {}).get("ir")
