@@ -10,6 +10,12 @@ cd "$root"
 need=()
 dpkg -s libjemalloc2 >/dev/null 2>&1 || need+=(libjemalloc2)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
+# heapdiff reads jemalloc and gperftools heap profiles: the tests compare it
+# with jeprof (libjemalloc-dev) and google-pprof on files libtcmalloc wrote.
+command -v jeprof >/dev/null 2>&1 || need+=(libjemalloc-dev)
+command -v google-pprof >/dev/null 2>&1 || need+=(google-perftools)
+dpkg -s libgoogle-perftools4 >/dev/null 2>&1 || need+=(libgoogle-perftools4)
+command -v c++filt >/dev/null 2>&1 || need+=(binutils)
 command -v heaptrack >/dev/null 2>&1 || need+=(heaptrack)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 # CPython's own test modules for tests/tests/suites.rs (Debian 12: 3.11).
@@ -29,6 +35,12 @@ echo "== tests"
 test_log=$(mktemp)
 trap 'rm -f "$test_log"' EXIT
 HEAPSAMPLE_REQUIRE_GO=1 cargo test --release --workspace 2>&1 | tee "$test_log"
+echo "== lock order: end-to-end tests under the debug shim (lock ranks checked)"
+cargo build -p heapsample-shim
+HEAPSAMPLE_SHIM="$root/target/debug/libheapsample.so" cargo test --release -p heapsample-tests \
+    --test shim_fork --test fork_stress --test shim_threads --test hostile_threads \
+    --test hostile_exit --test dlclose --test shim_exact --test shim_cxx --test signal_dumps \
+    2>&1 | tee -a "$test_log"
 echo "== fmt and clippy"
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings

@@ -3,17 +3,20 @@
 //! stacks, text reports and pprof profiles.
 //!
 //! The pipeline is `load` (file → checked [`heapsample_format::Dump`]) →
-//! `symbolize` (addresses → locations with inlined frames) → `profile`
-//! (estimates per stack, metric, diff; `estimate` holds the interval
-//! math) → `render::*` (bytes) →
-//! `output` (atomic write).
+//! `symbolize` (addresses → locations with inlined frames, names from
+//! `names`) → `profile` (estimates per stack, metric, diff; `estimate`
+//! holds the interval math) → `transform` (the view: focus, hide,
+//! threads, size classes) → `render::*` (bytes) → `output` (atomic write).
 
 pub mod error;
 pub mod estimate;
+pub mod foreign;
 pub mod load;
+pub mod names;
 pub mod output;
 pub mod profile;
 pub mod render;
 pub mod symbolize;
+pub mod transform;
 
 pub use error::{Error, Result};
