@@ -11,6 +11,7 @@
 pub mod error;
 pub mod estimate;
 pub mod foreign;
+pub mod gate;
 pub mod load;
 pub mod names;
 pub mod output;

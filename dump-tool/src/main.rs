@@ -3,6 +3,7 @@
 //! failure into one line on stderr and exit status 2.
 
 use clap::{Parser, ValueEnum};
+use heapdiff::gate::Threshold;
 use heapdiff::load::{check_comparable, legacy_note, load_dump_versioned};
 use heapdiff::output::{self, Destination};
 use heapdiff::profile::{BuildOptions, Metric, Profile};
@@ -99,6 +100,12 @@ struct Cli {
     /// No summary on the terminal after writing a flamegraph or profile.
     #[arg(short, long)]
     quiet: bool,
+    /// With --base: exit with status 1 when the live heap grew
+    /// significantly and the 95 % interval's lower end exceeds SIZE (bytes,
+    /// or with a unit: 512KiB, 5MB, 1GiB) or PCT of the base's live heap
+    /// (10%). Exit status 0 otherwise; 2 stays "bad input".
+    #[arg(long, value_name = "SIZE|PCT", requires = "base")]
+    fail_if_grows: Option<Threshold>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -107,12 +114,14 @@ enum Format {
     Folded,
     Text,
     Pprof,
+    /// The machine-readable report (all metrics, 95 % intervals).
+    Json,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => status,
         Err(error) => {
             eprintln!("heapdiff: {error}");
             ExitCode::from(2)
@@ -131,12 +140,14 @@ fn warn(message: String) {
 /// Both dumps, their symbolized locations and corrected profiles.
 struct Loaded {
     new_dump: Dump,
+    new_version: u32,
+    base_dump: Option<(Dump, u32)>,
     table: LocationTable,
     new: Profile,
     base: Option<Profile>,
 }
 
-fn run(cli: &Cli) -> Result<()> {
+fn run(cli: &Cli) -> Result<ExitCode> {
     let loaded = load_and_symbolize(cli)?;
     let new_name = cli.dump.display().to_string();
     let base_name = cli.base.as_ref().map(|p| p.display().to_string());
@@ -151,11 +162,25 @@ fn run(cli: &Cli) -> Result<()> {
             .map(|(profile, name)| Base { profile, name }),
         metric: cli.metric,
     };
-    let bytes = render_output(cli, &view, &loaded.new_dump)?;
+    let bytes = render_output(cli, &view, &loaded)?;
     let destination = destination(cli);
     output::write(&destination, &bytes)?;
     report_written(cli, &view, &destination);
-    Ok(())
+    Ok(judge_growth(cli, &view))
+}
+
+/// `--fail-if-grows`: the verdict on stderr, exit status 1 when it fails.
+fn judge_growth(cli: &Cli, view: &View<'_>) -> ExitCode {
+    let (Some(threshold), Some(base)) = (cli.fail_if_grows, &view.base) else {
+        return ExitCode::SUCCESS;
+    };
+    let verdict = heapdiff::gate::judge(base.profile, view.new, view.table, threshold, cli.top);
+    eprint!("heapdiff: {}", verdict.message);
+    if verdict.failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
@@ -168,7 +193,7 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
     if let Some(note) = legacy_note(&versions) {
         eprintln!("heapdiff: note: {note}");
     }
-    let base_dump = base_loaded.map(|(dump, _)| dump);
+    let base_dump = base_loaded.as_ref().map(|(dump, _)| dump);
     if let Some(base) = &base_dump {
         let compatibility = check_comparable(base, &new_dump, cli.allow_mismatch);
         compatibility.warnings.into_iter().for_each(warn);
@@ -178,7 +203,7 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
     }
     let mut table = LocationTable::default();
     let new_stacks = table.intern_dump(&new_dump);
-    let base_stacks = base_dump.as_ref().map(|dump| table.intern_dump(dump));
+    let base_stacks = base_dump.map(|dump| table.intern_dump(dump));
     let options = SymbolizeOptions::with_debug_dirs(cli.debug_dir.clone());
     table.symbolize(&options, &mut warn);
     table.assign_display_names(if cli.full_names {
@@ -191,7 +216,6 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
     };
     let new = Profile::build(&new_dump, &new_stacks, &table, build);
     let base = base_dump
-        .as_ref()
         .zip(base_stacks.as_deref())
         .map(|(dump, stacks)| Profile::build(dump, stacks, &table, build));
     let transforms = transforms(cli);
@@ -204,6 +228,8 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
     };
     Ok(Loaded {
         new_dump,
+        new_version,
+        base_dump: base_loaded,
         table,
         new,
         base,
@@ -224,7 +250,8 @@ fn transforms(cli: &Cli) -> Transforms {
     }
 }
 
-fn render_output(cli: &Cli, view: &View<'_>, new_dump: &Dump) -> Result<Vec<u8>> {
+fn render_output(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> Result<Vec<u8>> {
+    let new_dump = &loaded.new_dump;
     let fail = |why: String| Error::file(&cli.dump, why);
     match cli.format {
         Format::Svg => {
@@ -234,7 +261,29 @@ fn render_output(cli: &Cli, view: &View<'_>, new_dump: &Dump) -> Result<Vec<u8>>
         Format::Folded => Ok(render::folded::render(view, diff_columns(cli)).into_bytes()),
         Format::Text => Ok(render::text::render(view, cli.top).into_bytes()),
         Format::Pprof => render::pprof::render(view, &pprof_options(cli, new_dump)).map_err(fail),
+        Format::Json => Ok(json_report(cli, view, loaded).into_bytes()),
     }
+}
+
+fn json_report(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
+    let new_path = cli.dump.display().to_string();
+    let new = render::json::Source {
+        path: &new_path,
+        dump: &loaded.new_dump,
+        version: loaded.new_version,
+    };
+    let base_path = cli.base.as_ref().map(|p| p.display().to_string());
+    let base =
+        loaded
+            .base_dump
+            .as_ref()
+            .zip(base_path.as_deref())
+            .map(|((dump, version), path)| render::json::Source {
+                path,
+                dump,
+                version: *version,
+            });
+    render::json::render(view, &new, base.as_ref())
 }
 
 fn svg_options(cli: &Cli) -> SvgOptions {
@@ -309,7 +358,7 @@ fn default_extension(cli: &Cli) -> Option<&'static str> {
         (Format::Svg, true) => Some(".diff.svg"),
         (Format::Pprof, false) => Some(".pb.gz"),
         (Format::Pprof, true) => Some(".diff.pb.gz"),
-        (Format::Folded | Format::Text, _) => None,
+        (Format::Folded | Format::Text | Format::Json, _) => None,
     }
 }
 

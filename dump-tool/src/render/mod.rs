@@ -2,8 +2,10 @@
 //! format. They never touch files; `output` writes what they return.
 
 pub mod folded;
+pub mod json;
 pub mod pprof;
 pub mod svg;
+pub mod svg_intervals;
 pub mod text;
 
 use crate::profile::{Metric, Profile};
