@@ -603,7 +603,7 @@ fn views_in_every_format() {
     let root = |name: &str| -> i64 {
         threads
             .iter()
-            .filter(|(frames, _)| frames[0].starts_with(&format!("[thread {name} tid ")))
+            .filter(|(frames, _)| frames[0] == format!("[thread {name}]"))
             .map(|(_, v)| v[0])
             .sum()
     };
@@ -650,7 +650,7 @@ fn views_in_every_format() {
         dump,
     ]);
     let svg = std::fs::read_to_string(&svg_path).expect("svg");
-    assert!(svg.contains("[thread worker-b tid "));
+    assert!(svg.contains("[thread worker-b]"));
     assert!(!svg.contains("<title>hidden_layer"));
     let pprof = outcome.dir.path().join("view.pb.gz");
     heapdiff_ok(&[
