@@ -896,7 +896,11 @@ mod tests {
                 }
                 assert!(law.bytes_until_sample(below) > size as i64);
             }
-            assert_eq!(law.bytes_until_sample(1.0), 1, "the countdown is at least 1");
+            assert_eq!(
+                law.bytes_until_sample(1.0),
+                1,
+                "the countdown is at least 1"
+            );
         }
         let every = SamplingLaw::new(1);
         assert!(every.samples_everything());

@@ -124,9 +124,9 @@ fn check_high_water() {
 
 /// The dumper wrote (or failed to write) the requested high-water dump;
 /// `live_before` is [`live_heap`] when it began. The next one is due a step
-/// above the high that dump recorded, whatever the dumper's delay (taken as
-/// the larger of the heap before and after the write, which bracket the
-/// dump's snapshot while the heap grows or shrinks).
+/// above the high that dump recorded, whatever the dumper's delay. That high
+/// is taken as the larger of the heap before and after the write: at least
+/// the dump's snapshot if the heap only grew, or only shrank, meanwhile.
 pub fn high_water_dumped(live_before: u64) {
     let high = live_before.max(live_heap());
     let step = state::config().prof_gdump_step;

@@ -274,6 +274,29 @@ fn content_hash(parts: &[&[u8]]) -> u64 {
 /// into `<target>/heapsample-test-programs/<stem>-<hash>/<stem>`, unless that
 /// file already exists: the hash covers the source, the compiler and the
 /// flags, so a cached build is always current.
+/// The headers in `tests/programs` (name, then contents, in name order): a
+/// program that includes one is rebuilt when it changes.
+fn program_headers() -> Vec<Vec<u8>> {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(programs_dir())
+        .map(|dir| dir.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    names.retain(|p| p.extension().is_some_and(|e| e == "h"));
+    names.sort();
+    names
+        .into_iter()
+        .flat_map(|p| {
+            let contents = std::fs::read(&p).unwrap_or_default();
+            [
+                p.file_name()
+                    .unwrap_or_default()
+                    .as_encoded_bytes()
+                    .to_vec(),
+                contents,
+            ]
+        })
+        .collect()
+}
+
 fn build_cached(source: &str, compiler: &str, args: &[String]) -> PathBuf {
     let src_path = programs_dir().join(source);
     let src = std::fs::read(&src_path)
@@ -283,7 +306,10 @@ fn build_cached(source: &str, compiler: &str, args: &[String]) -> PathBuf {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| source.to_string());
     let joined = args.join("\u{1}");
-    let hash = content_hash(&[&src, compiler.as_bytes(), joined.as_bytes()]);
+    let headers = program_headers();
+    let mut parts: Vec<&[u8]> = vec![&src, compiler.as_bytes(), joined.as_bytes()];
+    parts.extend(headers.iter().map(Vec::as_slice));
+    let hash = content_hash(&parts);
     let dir = target_dir()
         .join("heapsample-test-programs")
         .join(format!("{stem}-{hash:016x}"));

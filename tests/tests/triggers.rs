@@ -203,6 +203,18 @@ fn checkpoints(stdout: &str) -> Vec<Checkpoint> {
         .collect()
 }
 
+/// The exact live heap each dump recorded (`prof_exact`).
+fn exact_live(files: &[(DumpFile, Dump)]) -> Vec<u64> {
+    files
+        .iter()
+        .map(|(f, d)| {
+            d.totals
+                .live_usable_bytes
+                .unwrap_or_else(|| panic!("{}: no exact live heap under prof_exact", f.name))
+        })
+        .collect()
+}
+
 /// Grow to P1, shrink, grow back to just below P1 (no dump: not a new peak),
 /// then grow far beyond (new dumps), with `prof_gdump_step:8M`.
 ///
@@ -231,14 +243,7 @@ fn high_water_exact_dumps_only_on_new_peaks_spaced_by_step() {
     assert_eq!(cps.len(), 4, "{}", outcome.context());
     let files = dumps_of(&outcome, outcome.pid, "u");
     assert_names_match_contents(&files, Trigger::HighWater);
-    let live: Vec<u64> = files
-        .iter()
-        .map(|(f, d)| {
-            d.totals
-                .live_usable_bytes
-                .unwrap_or_else(|| panic!("{}: no exact live heap under prof_exact", f.name))
-        })
-        .collect();
+    let live = exact_live(&files);
     eprintln!(
         "high-water (exact): checkpoints u_files={:?}, live per .u dump (MiB) {:?}",
         cps.iter().map(|c| c.u_files).collect::<Vec<_>>(),
@@ -330,14 +335,7 @@ fn high_water_dumps_stay_spaced_when_the_dumper_lags() {
     assert_eq!(cps.len(), 1, "{}", outcome.context());
     let files = dumps_of(&outcome, outcome.pid, "u");
     assert_names_match_contents(&files, Trigger::HighWater);
-    let live: Vec<u64> = files
-        .iter()
-        .map(|(f, d)| {
-            d.totals
-                .live_usable_bytes
-                .unwrap_or_else(|| panic!("{}: no exact live heap under prof_exact", f.name))
-        })
-        .collect();
+    let live = exact_live(&files);
     eprintln!(
         "high-water (dumper lagging): {} .u dumps, live per dump (MiB) {:?}",
         live.len(),
