@@ -5,13 +5,16 @@
 //! The pipeline is `load` (file → checked [`heapsample_format::Dump`]) →
 //! `symbolize` (addresses → locations with inlined frames) → `profile`
 //! (corrected values per stack, metric, diff) → `render::*` (bytes) →
-//! `output` (atomic write).
+//! `output` (atomic write). `merge` sums many dumps; `serve` is the web
+//! server over a directory of dumps.
 
 pub mod error;
 pub mod load;
+pub mod merge;
 pub mod output;
 pub mod profile;
 pub mod render;
+pub mod serve;
 pub mod symbolize;
 
 pub use error::{Error, Result};

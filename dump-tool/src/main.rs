@@ -1,6 +1,7 @@
 //! The `heapdiff` command line: parses arguments, runs the pipeline of the
 //! library (load → symbolize → profile → render → output) and turns every
-//! failure into one line on stderr and exit status 2.
+//! failure into one line on stderr and exit status 2. `heapdiff serve` and
+//! `heapdiff merge` are subcommands with their own arguments.
 
 use clap::{Parser, ValueEnum};
 use heapdiff::load::{check_comparable, load_dump};
@@ -9,8 +10,8 @@ use heapdiff::profile::{BuildOptions, Metric, Profile};
 use heapdiff::render::folded::DiffColumns;
 use heapdiff::render::pprof::PprofOptions;
 use heapdiff::render::svg::SvgOptions;
-use heapdiff::render::{self, Base, View};
-use heapdiff::symbolize::{LocationTable, SymbolizeOptions};
+use heapdiff::render::{self, Base, View, html};
+use heapdiff::symbolize::{LocationId, LocationTable, SymbolizeOptions};
 use heapdiff::{Error, Result};
 use heapsample_format::Dump;
 use std::path::{Path, PathBuf};
@@ -32,8 +33,9 @@ struct Cli {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Svg)]
     format: Format,
-    /// Output file, `-` for stdout. Default: svg and pprof next to the dump
-    /// (`.svg`, `.diff.svg`, `.pb.gz`, `.diff.pb.gz`), text and folded to stdout.
+    /// Output file, `-` for stdout. Default: svg, pprof and html next to the
+    /// dump (`.svg`, `.diff.svg`, `.pb.gz`, `.diff.pb.gz`, `.html`,
+    /// `.diff.html`), text and folded to stdout.
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
     /// Flamegraph title.
@@ -78,17 +80,31 @@ enum Format {
     Folded,
     Text,
     Pprof,
+    /// The interactive viewer as one self-contained HTML file.
+    Html,
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(&cli) {
+    let result = match std::env::args_os().nth(1).as_ref().and_then(|a| a.to_str()) {
+        Some("serve") => heapdiff::serve::run(subcommand_args()),
+        Some("merge") => heapdiff::merge::run(subcommand_args()),
+        _ => run(&Cli::parse()),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("heapdiff: {error}");
             ExitCode::from(2)
         }
     }
+}
+
+/// The arguments after the subcommand's name.
+fn subcommand_args<T: Parser>() -> T {
+    let mut args: Vec<_> = std::env::args_os().collect();
+    let name = format!("heapdiff {}", args[1].to_string_lossy());
+    args.splice(0..2, [name.into()]);
+    T::parse_from(args)
 }
 
 fn warn(message: String) {
@@ -98,6 +114,9 @@ fn warn(message: String) {
 /// Both dumps, their symbolized locations and corrected profiles.
 struct Loaded {
     new_dump: Dump,
+    base_dump: Option<Dump>,
+    new_stacks: Vec<Vec<LocationId>>,
+    base_stacks: Option<Vec<Vec<LocationId>>>,
     table: LocationTable,
     new: Profile,
     base: Option<Profile>,
@@ -118,7 +137,7 @@ fn run(cli: &Cli) -> Result<()> {
             .map(|(profile, name)| Base { profile, name }),
         metric: cli.metric,
     };
-    let bytes = render_output(cli, &view, &loaded.new_dump)?;
+    let bytes = render_output(cli, &view, &loaded)?;
     let destination = destination(cli);
     output::write(&destination, &bytes)?;
     report_written(cli, &view, &destination);
@@ -150,13 +169,17 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
         .map(|(dump, stacks)| Profile::build(dump, stacks, &table, build));
     Ok(Loaded {
         new_dump,
+        base_dump,
+        new_stacks,
+        base_stacks,
         table,
         new,
         base,
     })
 }
 
-fn render_output(cli: &Cli, view: &View<'_>, new_dump: &Dump) -> Result<Vec<u8>> {
+fn render_output(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> Result<Vec<u8>> {
+    let new_dump = &loaded.new_dump;
     let fail = |why: String| Error::file(&cli.dump, why);
     match cli.format {
         Format::Svg => {
@@ -166,7 +189,34 @@ fn render_output(cli: &Cli, view: &View<'_>, new_dump: &Dump) -> Result<Vec<u8>>
         Format::Folded => Ok(render::folded::render(view, diff_columns(cli)).into_bytes()),
         Format::Text => Ok(render::text::render(view, cli.top).into_bytes()),
         Format::Pprof => render::pprof::render(view, &pprof_options(cli, new_dump)).map_err(fail),
+        Format::Html => Ok(html_page(cli, view, loaded).into_bytes()),
     }
+}
+
+fn html_side<'a>(dump: &'a Dump, stacks: &'a [Vec<LocationId>], name: &str) -> html::Side<'a> {
+    html::Side {
+        parts: vec![(dump, stacks)],
+        name: name.to_string(),
+    }
+}
+
+/// The viewer with the dumps' per-thread stacks (the profiles merge threads).
+fn html_page(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
+    let new = html_side(&loaded.new_dump, &loaded.new_stacks, view.new_name);
+    let base = loaded
+        .base_dump
+        .as_ref()
+        .zip(loaded.base_stacks.as_ref())
+        .zip(view.base.as_ref())
+        .map(|((dump, stacks), base)| html_side(dump, stacks, base.name));
+    let build = BuildOptions {
+        keep_allocator_frames: cli.keep_allocator_frames,
+    };
+    let mut model = html::model(view.table, &new, base.as_ref(), build);
+    if let Some(title) = &cli.title {
+        model.title = title.clone();
+    }
+    html::page(&model)
 }
 
 fn svg_options(cli: &Cli) -> SvgOptions {
@@ -233,7 +283,8 @@ fn destination(cli: &Cli) -> Destination {
     }
 }
 
-/// Svg and pprof go next to the dump by default; text and folded to stdout.
+/// Svg, pprof and html go next to the dump by default; text and folded to
+/// stdout.
 fn default_extension(cli: &Cli) -> Option<&'static str> {
     let diff = cli.base.is_some();
     match (cli.format, diff) {
@@ -241,6 +292,8 @@ fn default_extension(cli: &Cli) -> Option<&'static str> {
         (Format::Svg, true) => Some(".diff.svg"),
         (Format::Pprof, false) => Some(".pb.gz"),
         (Format::Pprof, true) => Some(".diff.pb.gz"),
+        (Format::Html, false) => Some(".html"),
+        (Format::Html, true) => Some(".diff.html"),
         (Format::Folded | Format::Text, _) => None,
     }
 }
@@ -257,7 +310,7 @@ fn report_written(cli: &Cli, view: &View<'_>, destination: &Destination) {
     if let Destination::File(path) = destination {
         eprintln!("heapdiff: wrote {}", path.display());
     }
-    if cli.quiet || !matches!(cli.format, Format::Svg | Format::Pprof) {
+    if cli.quiet || !matches!(cli.format, Format::Svg | Format::Pprof | Format::Html) {
         return;
     }
     let summary = render::text::summary(view, 10);

@@ -1,0 +1,556 @@
+// heapdiff's flamegraph viewer: draws the model embedded in the page on a
+// canvas. Transforms, search, zoom, the functions table and the diff colours
+// all run here; the view's state lives in the URL's fragment so a view can
+// be shared. Nothing is fetched.
+"use strict";
+(function () {
+  const M = JSON.parse(document.getElementById("model").textContent);
+  const ROW = 16;
+  const DIFF = M.base_name !== null && M.base_name !== undefined;
+  const UNITS = ["bytes", "objects", "bytes", "objects"];
+  const COMPANION = [1, 0, 3, 2];
+  const $ = (id) => document.getElementById(id);
+
+  // ---- state, kept in location.hash ----------------------------------
+  const state = {
+    metric: 0, search: "", icicle: false, threads: false, minwidth: 0.5,
+    normalise: false, transforms: [], zoom: [],
+  };
+  function readHash() {
+    const p = new URLSearchParams(location.hash.slice(1));
+    if (p.has("m")) state.metric = Math.min(3, Math.max(0, parseInt(p.get("m"), 10) || 0));
+    state.search = p.get("q") || "";
+    state.icicle = p.get("icicle") === "1";
+    state.threads = p.get("threads") === "1";
+    state.normalise = p.get("norm") === "1";
+    if (p.has("mw")) state.minwidth = Math.max(0, parseFloat(p.get("mw")) || 0);
+    try {
+      const t = JSON.parse(p.get("t") || "[]");
+      state.transforms = Array.isArray(t) ? t.filter((x) => Array.isArray(x) && typeof x[0] === "string") : [];
+    } catch (e) { state.transforms = []; }
+  }
+  function writeHash() {
+    const p = new URLSearchParams();
+    if (state.metric) p.set("m", state.metric);
+    if (state.search) p.set("q", state.search);
+    if (state.icicle) p.set("icicle", "1");
+    if (state.threads) p.set("threads", "1");
+    if (state.normalise) p.set("norm", "1");
+    if (state.minwidth !== 0.5) p.set("mw", state.minwidth);
+    if (state.transforms.length) p.set("t", JSON.stringify(state.transforms));
+    history.replaceState(null, "", "#" + p.toString());
+  }
+
+  // ---- patterns ---------------------------------------------------------
+  // "/re/flags" is a regular expression, anything else a plain substring.
+  function matcher(text) {
+    if (!text) return null;
+    const m = /^\/(.*)\/([a-z]*)$/.exec(text);
+    if (m) {
+      try { const re = new RegExp(m[1], m[2].replace("g", "")); return (s) => re.test(s); }
+      catch (e) { return () => false; }
+    }
+    return (s) => s.includes(text);
+  }
+  function regex(text, flags) {
+    const m = /^\/(.*)\/([a-z]*)$/.exec(text);
+    try { return m ? new RegExp(m[1], m[2] + flags) : new RegExp(text, flags); }
+    catch (e) { return null; }
+  }
+
+  // ---- frames (the model's, plus renamed and thread frames) ---------------
+  const frames = M.frames.map((f) => ({ name: f[0], module: f[1], place: f[2] }));
+  const frameIds = new Map(frames.map((f, i) => [f.name + "\u0000" + f.module, i]));
+  function internFrame(name, module, place) {
+    const key = name + "\u0000" + module;
+    let id = frameIds.get(key);
+    if (id === undefined) {
+      id = frames.length;
+      frames.push({ name, module, place });
+      frameIds.set(key, id);
+    }
+    return id;
+  }
+  const threadFrames = M.threads.map((t) => internFrame("[thread " + t + "]", -2, ""));
+
+  // Apply the transforms to every stack: the list of [stack index, frames].
+  function transformedStacks() {
+    let stacks = M.stack_frames.map((f, i) => [i, f]);
+    for (const t of state.transforms) {
+      const [kind, pattern, replacement] = t;
+      if (kind === "collapse") {
+        stacks = stacks.map(([i, f]) => [i, collapseRecursion(f)]);
+        continue;
+      }
+      const test = matcher(pattern);
+      if (!test) continue;
+      const memo = new Map();
+      const matches = (id) => {
+        let r = memo.get(id);
+        if (r === undefined) { r = test(frames[id].name); memo.set(id, r); }
+        return r;
+      };
+      if (kind === "keep") {
+        stacks = stacks.filter(([, f]) => f.some(matches));
+      } else if (kind === "remove") {
+        stacks = stacks.map(([i, f]) => [i, f.filter((id) => !matches(id))]);
+      } else if (kind === "rename") {
+        const re = regex(pattern, "g");
+        if (!re) continue;
+        const renamed = new Map();
+        const rename = (id) => {
+          let r = renamed.get(id);
+          if (r === undefined) {
+            const f = frames[id];
+            const name = f.name.replace(re, replacement || "");
+            r = name === f.name ? id : internFrame(name, f.module, f.place);
+            renamed.set(id, r);
+          }
+          return r;
+        };
+        stacks = stacks.map(([i, f]) => [i, f.map(rename)]);
+      }
+    }
+    if (state.threads) {
+      stacks = stacks.map(([i, f]) => [i, [threadFrames[M.stack_threads[i]]].concat(f)]);
+    }
+    return stacks;
+  }
+
+  // a;b;c;b;d → a;b;d: a frame seen again drops the frames since its first use.
+  function collapseRecursion(f) {
+    const out = [];
+    const at = new Map();
+    for (const id of f) {
+      const seen = at.get(id);
+      if (seen !== undefined) {
+        for (let k = seen + 1; k < out.length; k++) at.delete(out[k]);
+        out.length = seen + 1;
+      } else {
+        at.set(id, out.length);
+        out.push(id);
+      }
+    }
+    return out;
+  }
+
+  // ---- the tree ---------------------------------------------------------------
+  function node(id, parent) {
+    return { id, parent, children: new Map(), n: [0, 0, 0, 0], b: [0, 0, 0, 0],
+      vn: [0, 0, 0, 0], vb: [0, 0, 0, 0], sn: [0, 0, 0, 0], sb: [0, 0, 0, 0],
+      w: 0, sorted: null };
+  }
+  let baseScale = 1;
+  function buildTree(stacks) {
+    const root = node(-1, null);
+    const nv = M.new_values, ne = M.new_errors, bv = M.base_values, be = M.base_errors;
+    for (const [i, f] of stacks) {
+      const o = 4 * i;
+      let cur = root;
+      addValues(cur, nv, ne, bv, be, o, false);
+      for (let d = 0; d < f.length; d++) {
+        let next = cur.children.get(f[d]);
+        if (!next) { next = node(f[d], cur); cur.children.set(f[d], next); }
+        cur = next;
+        addValues(cur, nv, ne, bv, be, o, d === f.length - 1);
+      }
+    }
+    return root;
+  }
+  function addValues(n, nv, ne, bv, be, o, leaf) {
+    for (let k = 0; k < 4; k++) {
+      n.n[k] += nv[o + k];
+      n.vn[k] += ne[o + k] * ne[o + k];
+      if (leaf) n.sn[k] += nv[o + k];
+      if (DIFF) {
+        n.b[k] += bv[o + k];
+        n.vb[k] += be[o + k] * be[o + k];
+        if (leaf) n.sb[k] += bv[o + k];
+      }
+    }
+  }
+  // Widths: the metric's value; in a diff the larger of base and new, so
+  // both growth and shrinkage stay visible.
+  function setWidths(n, k) {
+    n.w = DIFF ? Math.max(n.n[k], n.b[k] * baseScale) : n.n[k];
+    n.sorted = null;
+    for (const c of n.children.values()) setWidths(c, k);
+  }
+  function children(n) {
+    if (!n.sorted) {
+      n.sorted = Array.from(n.children.values()).filter((c) => c.w > 0);
+      n.sorted.sort((a, b) => (frames[a.id].name < frames[b.id].name ? -1 : frames[a.id].name > frames[b.id].name ? 1 : 0));
+    }
+    return n.sorted;
+  }
+
+  // ---- colours ------------------------------------------------------------------
+  function hash(s) {
+    let h = 2166136261;
+    for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); }
+    return (h >>> 0) / 4294967295;
+  }
+  const KIND_HUE = { program: [10, 40], library: [45, 70], runtime: [190, 220], unknown: [0, 0], thread: [270, 290] };
+  function moduleKind(f) {
+    if (f.module === -2) return "thread";
+    if (f.module < 0) return "unknown";
+    return M.modules[f.module][1];
+  }
+  function frameColour(f) {
+    const kind = moduleKind(f);
+    const [lo, hi] = KIND_HUE[kind];
+    const moduleName = f.module >= 0 ? M.modules[f.module][0] : kind;
+    const hue = lo + (hi - lo) * hash(moduleName);
+    const light = 55 + 15 * hash(f.name);
+    const sat = kind === "unknown" ? 0 : 75;
+    return "hsl(" + hue.toFixed(0) + "," + sat + "%," + light.toFixed(0) + "%)";
+  }
+  const MATCH_COLOUR = "#e040c0";
+  function significant(n, k) {
+    const delta = n.n[k] - n.b[k] * baseScale;
+    const sd = Math.sqrt(n.vn[k] + n.vb[k] * baseScale * baseScale);
+    return Math.abs(delta) > 1.96 * sd && Math.abs(delta) >= 0.5;
+  }
+  let maxDelta = 1;
+  function diffColour(n, k) {
+    const delta = n.n[k] - n.b[k] * baseScale;
+    if (!significant(n, k)) return "rgb(222,222,222)";
+    const t = 0.25 + 0.75 * Math.min(1, Math.abs(delta) / maxDelta);
+    const c = Math.round(235 * (1 - t));
+    return delta > 0 ? "rgb(255," + c + "," + c + ")" : "rgb(" + c + "," + c + ",255)";
+  }
+
+  // ---- formatting -------------------------------------------------------------
+  function fmt(v, unit) {
+    const a = Math.abs(v);
+    if (unit === "bytes") {
+      const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+      let i = 0, x = a;
+      while (x >= 1024 && i < units.length - 1) { x /= 1024; i++; }
+      return (v < 0 ? "-" : "") + (i === 0 ? x.toFixed(0) : x.toFixed(x < 10 ? 2 : 1)) + " " + units[i];
+    }
+    return (v < 0 ? "-" : "") + Math.round(a).toLocaleString("en-US");
+  }
+  function signed(v, unit) { return (v > 0 ? "+" : "") + fmt(v, unit); }
+  function pct(part, whole) { return whole ? (100 * part / whole).toFixed(2) + "%" : "-"; }
+
+  // ---- view -----------------------------------------------------------------------
+  const canvas = $("canvas");
+  const ctx = canvas.getContext("2d");
+  let root = null, zoomNode = null, rows = [], searchTest = null, matchMemo = new Map();
+  let stacks = [];
+
+  function rebuild() {
+    stacks = transformedStacks();
+    root = buildTree(stacks);
+    relayout();
+  }
+  function relayout() {
+    const k = state.metric;
+    baseScale = 1;
+    if (DIFF && state.normalise) {
+      const total = M.base_values.reduce((s, v, i) => (i % 4 === k ? s + v : s), 0);
+      const totalNew = M.new_values.reduce((s, v, i) => (i % 4 === k ? s + v : s), 0);
+      baseScale = total > 0 ? totalNew / total : 1;
+    }
+    setWidths(root, k);
+    maxDelta = 1;
+    (function walk(n) {
+      maxDelta = Math.max(maxDelta, Math.abs(n.n[k] - n.b[k] * baseScale) * (n === root ? 0 : 1));
+      for (const c of n.children.values()) walk(c);
+    })(root);
+    zoomNode = findPath(state.zoom) || root;
+    draw();
+    table();
+    summary();
+  }
+  function pathOf(n) { const p = []; for (; n && n.parent; n = n.parent) p.unshift(n.id); return p; }
+  function findPath(p) {
+    let n = root;
+    for (const id of p) { n = n.children.get(id); if (!n) return null; }
+    return n;
+  }
+  function isMatch(id) {
+    if (!searchTest) return false;
+    let r = matchMemo.get(id);
+    if (r === undefined) { r = searchTest(frames[id].name); matchMemo.set(id, r); }
+    return r;
+  }
+
+  function draw() {
+    const k = state.metric;
+    const width = Math.max(300, $("graph").clientWidth);
+    const scale = zoomNode.w > 0 ? width / zoomNode.w : 0;
+    const minw = state.minwidth;
+    rows = [];
+    const put = (depth, x, w, n) => { (rows[depth] = rows[depth] || []).push([x, w, n]); };
+    // Ancestors of the zoomed frame span the whole width.
+    const chain = [];
+    for (let n = zoomNode; n; n = n.parent) chain.unshift(n);
+    chain.forEach((n, d) => put(d, 0, width, n));
+    const base = chain.length - 1;
+    (function lay(n, x, depth) {
+      let cx = x;
+      for (const c of children(n)) {
+        const w = c.w * scale;
+        if (w >= minw) { put(depth, cx, w, c); lay(c, cx, depth + 1); }
+        cx += w;
+      }
+    })(zoomNode, 0, base + 1);
+    const dpr = window.devicePixelRatio || 1;
+    const height = Math.max(1, rows.length) * ROW;
+    canvas.width = Math.round(width * dpr);
+    canvas.height = Math.round(height * dpr);
+    canvas.style.height = height + "px";
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    const top = rows.length - 1;
+    rows.forEach((row, depth) => {
+      const y = (state.icicle ? depth : top - depth) * ROW;
+      for (const [x, w, n] of row) {
+        const f = n.id < 0 ? { name: "all", module: -3 } : frames[n.id];
+        ctx.fillStyle = n.id < 0 ? "#ccc" : isMatch(n.id) ? MATCH_COLOUR : DIFF ? diffColour(n, k) : frameColour(f);
+        ctx.fillRect(x, y, Math.max(w - 0.5, 0.5), ROW - 1);
+        if (w > 20) {
+          const chars = Math.floor((w - 6) / 6.2);
+          if (chars >= 2) {
+            const label = f.name.length > chars ? f.name.slice(0, chars - 1) + "…" : f.name;
+            ctx.fillStyle = "#000";
+            ctx.fillText(label, x + 3, y + ROW / 2);
+          }
+        }
+      }
+    });
+  }
+
+  function hit(ev) {
+    const r = canvas.getBoundingClientRect();
+    const x = ev.clientX - r.left, yy = ev.clientY - r.top;
+    const top = rows.length - 1;
+    const row = Math.floor(yy / ROW);
+    const depth = state.icicle ? row : top - row;
+    const list = rows[depth];
+    if (!list) return null;
+    for (const [rx, w, n] of list) if (x >= rx && x < rx + w) return n;
+    return null;
+  }
+
+  function describe(n) {
+    const k = state.metric, unit = UNITS[k], c = COMPANION[k];
+    const f = n.id < 0 ? { name: "all", module: -3, place: "" } : frames[n.id];
+    const lines = [f.name];
+    if (f.module >= 0) lines.push("module: " + M.modules[f.module][0]);
+    if (f.place) lines.push("at " + f.place);
+    const whole = root.n[k];
+    const ci = (v) => v > 0 ? " ± " + fmt(1.96 * Math.sqrt(v), unit) + " (95%)" : "";
+    if (DIFF) {
+      const b = n.b[k] * baseScale, delta = n.n[k] - b;
+      lines.push("base: " + fmt(b, unit) + (state.normalise ? " (normalised)" : ""));
+      lines.push("new: " + fmt(n.n[k], unit) + " (" + pct(n.n[k], whole) + ")");
+      lines.push("delta: " + signed(delta, unit) + (b > 0 ? " (" + signed(100 * delta / b, "") + "%)" : "") +
+        ci(n.vn[k] + n.vb[k] * baseScale * baseScale));
+      lines.push(significant(n, k) ? (delta > 0 ? "growth" : "shrink") : "within sampling noise");
+    } else {
+      lines.push(M.metrics[k] + ": " + fmt(n.n[k], unit) + ci(n.vn[k]) + ", " + pct(n.n[k], whole) + " of total");
+      lines.push(M.metrics[c] + ": " + fmt(n.n[c], UNITS[c]));
+      const self = n.sn[k];
+      if (self > 0) lines.push("self: " + fmt(self, unit) + " (" + pct(self, whole) + ")");
+    }
+    return lines.join("\n");
+  }
+
+  // ---- search summary, legend, totals --------------------------------------------
+  function summary() {
+    const k = state.metric, unit = UNITS[k];
+    let matchedNew = 0, matchedBase = 0;
+    if (searchTest) {
+      (function walk(n) {
+        for (const c of n.children.values()) {
+          if (isMatch(c.id)) { matchedNew += c.n[k]; matchedBase += c.b[k] * baseScale; }
+          else walk(c);
+        }
+      })(root);
+    }
+    const m = $("matched");
+    if (searchTest) {
+      const whole = root.n[k];
+      const percent = whole ? 100 * matchedNew / whole : 0;
+      m.dataset.value = matchedNew;
+      m.dataset.percent = percent;
+      m.textContent = "matched " + fmt(matchedNew, unit) + " (" + percent.toFixed(2) + "%)" +
+        (DIFF ? ", delta " + signed(matchedNew - matchedBase, unit) : "");
+    } else {
+      m.textContent = ""; delete m.dataset.value; delete m.dataset.percent;
+    }
+    const legend = $("legend");
+    if (DIFF) {
+      legend.innerHTML = '<span><span class="swatch" style="background:rgb(255,60,60)"></span>grew</span>' +
+        '<span><span class="swatch" style="background:rgb(60,60,255)"></span>shrank</span>' +
+        '<span><span class="swatch" style="background:rgb(222,222,222)"></span>change within sampling noise (95%)</span>' +
+        "<span>width: the larger of base and new; base " + escapeText(M.base_name) + ", new " + escapeText(M.new_name) + "</span>";
+    } else {
+      legend.innerHTML = ["program", "library", "runtime", "unknown"].map((kind) => {
+        const [lo] = KIND_HUE[kind];
+        return '<span><span class="swatch" style="background:hsl(' + lo + "," + (kind === "unknown" ? 0 : 75) + '%,60%)"></span>' + kind + "</span>";
+      }).join("") + '<span><span class="swatch" style="background:' + MATCH_COLOUR + '"></span>search match</span>';
+    }
+    const t = M.totals[0];
+    const est = (i) => fmt(root.n[i], UNITS[i]);
+    let text = "estimated from samples: in use " + est(0) + " in " + est(1) + " objects; allocated " + est(2) +
+      " in " + est(3) + " objects; sampling period " + M.period + " bytes. Exact counters: allocated " +
+      fmt(t.bytes_allocated, "bytes") + " in " + fmt(t.allocations, "") + " allocations" +
+      (t.live_usable_bytes !== null && t.live_usable_bytes !== undefined ? ", live heap " + fmt(t.live_usable_bytes, "bytes") : "") +
+      ", " + t.samples_taken + " samples.";
+    $("totals").textContent = text;
+  }
+  function escapeText(s) {
+    const d = document.createElement("span"); d.textContent = s == null ? "" : s; return d.innerHTML;
+  }
+
+  // ---- functions table --------------------------------------------------------------
+  let sortColumn = "total", sortDescending = true;
+  function table() {
+    const k = state.metric, unit = UNITS[k];
+    const byName = new Map();
+    const entry = (name) => {
+      let e = byName.get(name);
+      if (!e) { e = { name, self: 0, total: 0, bself: 0, btotal: 0 }; byName.set(name, e); }
+      return e;
+    };
+    for (const [i, f] of stacks) {
+      const v = M.new_values[4 * i + k];
+      const b = DIFF ? M.base_values[4 * i + k] * baseScale : 0;
+      const seen = new Set();
+      for (let d = f.length - 1; d >= 0; d--) {
+        const name = frames[f[d]].name;
+        const e = entry(name);
+        if (d === f.length - 1) { e.self += v; e.bself += b; }
+        if (!seen.has(name)) { seen.add(name); e.total += v; e.btotal += b; }
+      }
+    }
+    let list = Array.from(byName.values());
+    if (searchTest) list = list.filter((e) => searchTest(e.name));
+    const key = sortColumn;
+    list.sort((a, b) => {
+      const x = key === "name" ? a.name : a[key], y = key === "name" ? b.name : b[key];
+      const c = x < y ? -1 : x > y ? 1 : 0;
+      return sortDescending ? -c : c;
+    });
+    list = list.slice(0, 500);
+    const whole = root.n[k];
+    const columns = DIFF
+      ? [["name", "function"], ["self", "self (new)"], ["total", "total (new)"], ["dself", "self Δ"], ["dtotal", "total Δ"], ["btotal", "total (base)"]]
+      : [["name", "function"], ["self", "self"], ["selfp", "self %"], ["total", "total"], ["totalp", "total %"]];
+    for (const e of list) { e.dself = e.self - e.bself; e.dtotal = e.total - e.btotal; e.selfp = e.self; e.totalp = e.total; }
+    const head = document.querySelector("#functions thead tr");
+    head.innerHTML = columns.map(([c, label]) =>
+      '<th data-column="' + c + '">' + label + (c === sortColumn ? (sortDescending ? " ▼" : " ▲") : "") + "</th>").join("");
+    const body = document.querySelector("#functions tbody");
+    const html = [];
+    for (const e of list) {
+      const cls = DIFF ? (e.dtotal > 0 ? "growth" : e.dtotal < 0 ? "shrink" : "") : "";
+      html.push('<tr class="' + cls + '"><td class="name" title="' + escapeText(e.name) + '">' + escapeText(e.name) + "</td>");
+      for (const [c] of columns.slice(1)) {
+        let text;
+        if (c === "selfp") text = pct(e.self, whole);
+        else if (c === "totalp") text = pct(e.total, whole);
+        else if (c === "dself" || c === "dtotal") text = signed(e[c], unit);
+        else text = fmt(e[c], unit);
+        const delta = c === "dself" || c === "dtotal" ? " delta" : "";
+        html.push('<td class="' + c + delta + '" data-value="' + e[c] + '">' + text + "</td>");
+      }
+      html.push("</tr>");
+    }
+    body.innerHTML = html.join("");
+  }
+
+  // ---- transforms panel ---------------------------------------------------------------
+  const LABELS = { keep: "keep stacks matching", remove: "remove frames matching", rename: "rename", collapse: "collapse recursion" };
+  function transformList() {
+    const ol = $("transform-list");
+    ol.innerHTML = "";
+    state.transforms.forEach((t, i) => {
+      const li = document.createElement("li");
+      li.textContent = LABELS[t[0]] + (t[0] === "collapse" ? "" : " " + t[1]) + (t[0] === "rename" ? " → " + (t[2] || "") : "");
+      const x = document.createElement("button");
+      x.textContent = "remove";
+      x.className = "transform-remove";
+      x.onclick = () => { state.transforms.splice(i, 1); update(true); };
+      li.appendChild(x);
+      ol.appendChild(li);
+    });
+  }
+
+  function update(structural) {
+    writeHash();
+    transformList();
+    searchTest = matcher(state.search);
+    matchMemo = new Map();
+    if (structural) rebuild(); else relayout();
+  }
+
+  // ---- wiring ------------------------------------------------------------------------------
+  readHash();
+  const metricSelect = $("metric");
+  M.metrics.forEach((name, i) => { const o = document.createElement("option"); o.value = i; o.textContent = name; metricSelect.appendChild(o); });
+  metricSelect.value = state.metric;
+  $("search").value = state.search;
+  $("icicle").checked = state.icicle;
+  $("threads").checked = state.threads;
+  $("minwidth").value = state.minwidth;
+  $("normalise").checked = state.normalise;
+  $("normalise-label").hidden = !DIFF;
+  const nav = $("links");
+  for (const l of M.links) { const a = document.createElement("a"); a.href = l.href; a.textContent = l.label; nav.appendChild(a); }
+
+  metricSelect.onchange = () => { state.metric = parseInt(metricSelect.value, 10); update(false); };
+  let searchTimer = null;
+  $("search").oninput = () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => { state.search = $("search").value; update(false); }, 120);
+  };
+  $("search").onkeydown = (e) => { if (e.key === "Enter") { clearTimeout(searchTimer); state.search = $("search").value; update(false); } };
+  $("icicle").onchange = () => { state.icicle = $("icicle").checked; update(false); };
+  $("threads").onchange = () => { state.threads = $("threads").checked; state.zoom = []; update(true); };
+  $("minwidth").onchange = () => { state.minwidth = Math.max(0, parseFloat($("minwidth").value) || 0); update(false); };
+  $("normalise").onchange = () => { state.normalise = $("normalise").checked; update(false); };
+  $("reset").onclick = () => { state.zoom = []; update(false); };
+  $("transform-add").onclick = () => {
+    const kind = $("transform-kind").value, pattern = $("transform-pattern").value, replacement = $("transform-with").value;
+    if (kind !== "collapse" && !pattern) return;
+    state.transforms.push(kind === "rename" ? [kind, pattern, replacement] : kind === "collapse" ? [kind] : [kind, pattern]);
+    state.zoom = [];
+    update(true);
+  };
+  document.querySelector("#functions thead").onclick = (e) => {
+    const c = e.target.dataset && e.target.dataset.column;
+    if (!c) return;
+    if (c === sortColumn) sortDescending = !sortDescending; else { sortColumn = c; sortDescending = c !== "name"; }
+    table();
+  };
+  const tip = $("tooltip");
+  canvas.onmousemove = (e) => {
+    const n = hit(e);
+    if (!n) { tip.hidden = true; return; }
+    tip.textContent = describe(n);
+    tip.hidden = false;
+    const x = Math.min(e.clientX + 12, window.innerWidth - tip.offsetWidth - 4);
+    const y = Math.min(e.clientY + 12, window.innerHeight - tip.offsetHeight - 4);
+    tip.style.left = x + "px"; tip.style.top = y + "px";
+  };
+  canvas.onmouseleave = () => { tip.hidden = true; };
+  canvas.onclick = (e) => {
+    const n = hit(e);
+    if (!n) return;
+    state.zoom = pathOf(n);
+    zoomNode = n;
+    draw();
+  };
+  window.onresize = () => draw();
+  window.onhashchange = () => { readHash(); update(true); };
+  update(true);
+  // What tests and scripts may read.
+  window.heapdiffViewer = { state, describe, hit, root: () => root, zoom: () => zoomNode };
+})();
