@@ -4,7 +4,9 @@
 // be shared. Nothing is fetched.
 "use strict";
 (function () {
+  const started = performance.now();
   const M = JSON.parse(document.getElementById("model").textContent);
+  const parsedMs = performance.now() - started;
   const ROW = 16;
   const DIFF = M.base_name !== null && M.base_name !== undefined;
   const UNITS = ["bytes", "objects", "bytes", "objects"];
@@ -240,9 +242,16 @@
   let root = null, zoomNode = null, rows = [], searchTest = null, matchMemo = new Map();
   let stacks = [];
 
+  const timings = {};
+  function timed(name, f) {
+    const t = performance.now();
+    const r = f();
+    timings[name] = Math.round(performance.now() - t);
+    return r;
+  }
   function rebuild() {
-    stacks = transformedStacks();
-    root = buildTree(stacks);
+    stacks = timed("transform", transformedStacks);
+    root = timed("tree", () => buildTree(stacks));
     relayout();
   }
   function relayout() {
@@ -260,9 +269,9 @@
       for (const c of n.children.values()) walk(c);
     })(root);
     zoomNode = findPath(state.zoom) || root;
-    draw();
-    table();
-    summary();
+    timed("draw", draw);
+    timed("table", table);
+    timed("summary", summary);
   }
   function pathOf(n) { const p = []; for (; n && n.parent; n = n.parent) p.unshift(n.id); return p; }
   function findPath(p) {
@@ -552,5 +561,6 @@
   window.onhashchange = () => { readHash(); update(true); };
   update(true);
   // What tests and scripts may read.
-  window.heapdiffViewer = { state, describe, hit, root: () => root, zoom: () => zoomNode };
+  window.heapdiffViewer = { state, describe, hit, root: () => root, zoom: () => zoomNode,
+    firstDrawMs: Math.round(performance.now() - started), parseMs: Math.round(parsedMs), timings };
 })();
