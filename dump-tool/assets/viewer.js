@@ -137,55 +137,111 @@
   }
 
   // ---- the tree ---------------------------------------------------------------
-  function node(id, parent) {
-    return { id, parent, children: new Map(), n: [0, 0, 0, 0], b: [0, 0, 0, 0],
-      vn: [0, 0, 0, 0], vb: [0, 0, 0, 0], sn: [0, 0, 0, 0], sb: [0, 0, 0, 0],
-      w: 0, sorted: null };
+  // Nodes are integers in depth-first order (0 is the root), so a subtree is
+  // the id range [id, end[id]). Flat typed arrays hold 4 values per node (one
+  // per metric) for new (n), base (b) and their variances (vn, vb): far
+  // faster to build than an object per node.
+  let T = null;
+  function newTree(count) {
+    const values = () => new Float64Array(4 * count);
+    T = { count: 0, parent: new Int32Array(count), frame: new Int32Array(count), end: new Int32Array(count),
+      n: values(), vn: values(), b: DIFF ? values() : null, vb: DIFF ? values() : null,
+      w: null, sorted: [] };
   }
-  let baseScale = 1;
+  function addNode(parent, frame) {
+    const id = T.count++;
+    T.parent[id] = parent; T.frame[id] = frame;
+    return id;
+  }
+  function kids(id) {
+    const list = [];
+    for (let c = id + 1; c < T.end[id]; c = T.end[c]) list.push(c);
+    return list;
+  }
+  function childWithFrame(parent, frame) {
+    for (let c = parent + 1; c < T.end[parent]; c = T.end[c]) if (T.frame[c] === frame) return c;
+    return undefined;
+  }
+  // Stacks sorted frame by frame share their prefix with the previous one,
+  // so each frame is a step along the previous path or a new node.
+  function compareStacks(a, b) {
+    const x = a[1], y = b[1], n = Math.min(x.length, y.length);
+    for (let i = 0; i < n; i++) if (x[i] !== y[i]) return x[i] - y[i];
+    return x.length - y.length;
+  }
+  function shared(f, previous) {
+    let same = 0;
+    while (same < f.length && same < previous.length && f[same] === previous[same]) same++;
+    return same;
+  }
   function buildTree(stacks) {
-    const root = node(-1, null);
+    const sorted = stacks.slice().sort(compareStacks);
+    let count = 1, previous = [];
+    for (const [, f] of sorted) { count += f.length - shared(f, previous); previous = f; }
+    newTree(count);
+    addNode(-1, -1);
     const nv = M.new_values, ne = M.new_errors, bv = M.base_values, be = M.base_errors;
-    for (const [i, f] of stacks) {
+    const path = [0];
+    previous = [];
+    for (const [i, f] of sorted) {
       const o = 4 * i;
-      let cur = root;
-      addValues(cur, nv, ne, bv, be, o, false);
+      addValues(0, nv, ne, bv, be, o);
+      const same = shared(f, previous);
+      while (path.length > same + 1) T.end[path.pop()] = T.count;
       for (let d = 0; d < f.length; d++) {
-        let next = cur.children.get(f[d]);
-        if (!next) { next = node(f[d], cur); cur.children.set(f[d], next); }
-        cur = next;
-        addValues(cur, nv, ne, bv, be, o, d === f.length - 1);
+        const id = d < same ? path[d + 1] : addNode(path[d], f[d]);
+        if (d >= same) path.push(id);
+        addValues(id, nv, ne, bv, be, o);
       }
+      previous = f;
     }
-    return root;
+    while (path.length) T.end[path.pop()] = T.count;
+    return 0;
   }
-  function addValues(n, nv, ne, bv, be, o, leaf) {
+  function addValues(id, nv, ne, bv, be, o) {
+    const at = 4 * id;
     for (let k = 0; k < 4; k++) {
-      n.n[k] += nv[o + k];
-      n.vn[k] += ne[o + k] * ne[o + k];
-      if (leaf) n.sn[k] += nv[o + k];
+      const e = ne[o + k];
+      T.n[at + k] += nv[o + k];
+      T.vn[at + k] += e * e;
       if (DIFF) {
-        n.b[k] += bv[o + k];
-        n.vb[k] += be[o + k] * be[o + k];
-        if (leaf) n.sb[k] += bv[o + k];
+        const ee = be[o + k];
+        T.b[at + k] += bv[o + k];
+        T.vb[at + k] += ee * ee;
       }
     }
+  }
+  const val = (arr, id, k) => (arr ? arr[4 * id + k] : 0);
+  // What the frame itself holds (its value minus its children's).
+  function selfValue(arr, id, k) {
+    let v = val(arr, id, k);
+    for (let c = id + 1; c < T.end[id]; c = T.end[c]) v -= val(arr, c, k);
+    return v;
   }
   // Widths: the metric's value; in a diff the larger of base and new, so
   // both growth and shrinkage stay visible.
-  function setWidths(n, k) {
-    n.w = DIFF ? Math.max(n.n[k], n.b[k] * baseScale) : n.n[k];
-    n.sorted = null;
-    for (const c of n.children.values()) setWidths(c, k);
-  }
-  function children(n) {
-    if (!n.sorted) {
-      n.sorted = Array.from(n.children.values()).filter((c) => c.w > 0);
-      n.sorted.sort((a, b) => (frames[a.id].name < frames[b.id].name ? -1 : frames[a.id].name > frames[b.id].name ? 1 : 0));
+  function setWidths(k) {
+    T.w = new Float64Array(T.count);
+    T.sorted = new Array(T.count).fill(null);
+    for (let id = 0; id < T.count; id++) {
+      T.w[id] = DIFF ? Math.max(T.n[4 * id + k], T.b[4 * id + k] * baseScale) : T.n[4 * id + k];
     }
-    return n.sorted;
   }
+  function children(id) {
+    let list = T.sorted[id];
+    if (!list) {
+      list = kids(id).filter((c) => T.w[c] > 0);
+      list.sort((a, c) => {
+        const x = frames[T.frame[a]].name, y = frames[T.frame[c]].name;
+        return x < y ? -1 : x > y ? 1 : 0;
+      });
+      T.sorted[id] = list;
+    }
+    return list;
+  }
+  function frameOf(id) { return id === 0 ? { name: "all", module: -3, place: "" } : frames[T.frame[id]]; }
 
+  let baseScale = 1;
   // ---- colours ------------------------------------------------------------------
   function hash(s) {
     let h = 2166136261;
@@ -208,18 +264,19 @@
     return "hsl(" + hue.toFixed(0) + "," + sat + "%," + light.toFixed(0) + "%)";
   }
   const MATCH_COLOUR = "#e040c0";
-  function significant(n, k) {
-    const delta = n.n[k] - n.b[k] * baseScale;
-    const sd = Math.sqrt(n.vn[k] + n.vb[k] * baseScale * baseScale);
-    return Math.abs(delta) > 1.96 * sd && Math.abs(delta) >= 0.5;
+  function delta(id, k) { return val(T.n, id, k) - val(T.b, id, k) * baseScale; }
+  function significant(id, k) {
+    const d = delta(id, k);
+    const sd = Math.sqrt(val(T.vn, id, k) + val(T.vb, id, k) * baseScale * baseScale);
+    return Math.abs(d) > 1.96 * sd && Math.abs(d) >= 0.5;
   }
   let maxDelta = 1;
-  function diffColour(n, k) {
-    const delta = n.n[k] - n.b[k] * baseScale;
-    if (!significant(n, k)) return "rgb(222,222,222)";
-    const t = 0.25 + 0.75 * Math.min(1, Math.abs(delta) / maxDelta);
+  function diffColour(id, k) {
+    const d = delta(id, k);
+    if (!significant(id, k)) return "rgb(222,222,222)";
+    const t = 0.25 + 0.75 * Math.min(1, Math.abs(d) / maxDelta);
     const c = Math.round(235 * (1 - t));
-    return delta > 0 ? "rgb(255," + c + "," + c + ")" : "rgb(" + c + "," + c + ",255)";
+    return d > 0 ? "rgb(255," + c + "," + c + ")" : "rgb(" + c + "," + c + ",255)";
   }
 
   // ---- formatting -------------------------------------------------------------
@@ -239,7 +296,7 @@
   // ---- view -----------------------------------------------------------------------
   const canvas = $("canvas");
   const ctx = canvas.getContext("2d");
-  let root = null, zoomNode = null, rows = [], searchTest = null, matchMemo = new Map();
+  let root = 0, zoomNode = 0, rows = [], searchTest = null, matchMemo = new Map();
   let stacks = [];
 
   const timings = {};
@@ -262,50 +319,47 @@
       const totalNew = M.new_values.reduce((s, v, i) => (i % 4 === k ? s + v : s), 0);
       baseScale = total > 0 ? totalNew / total : 1;
     }
-    setWidths(root, k);
+    setWidths(k);
     maxDelta = 1;
-    (function walk(n) {
-      maxDelta = Math.max(maxDelta, Math.abs(n.n[k] - n.b[k] * baseScale) * (n === root ? 0 : 1));
-      for (const c of n.children.values()) walk(c);
-    })(root);
-    zoomNode = findPath(state.zoom) || root;
+    if (DIFF) for (let id = 1; id < T.count; id++) maxDelta = Math.max(maxDelta, Math.abs(delta(id, k)));
+    zoomNode = findPath(state.zoom);
+    if (zoomNode === null) zoomNode = 0;
     timed("draw", draw);
     timed("table", table);
     timed("summary", summary);
   }
-  function pathOf(n) { const p = []; for (; n && n.parent; n = n.parent) p.unshift(n.id); return p; }
+  function pathOf(id) { const p = []; for (; id > 0; id = T.parent[id]) p.unshift(T.frame[id]); return p; }
   function findPath(p) {
-    let n = root;
-    for (const id of p) { n = n.children.get(id); if (!n) return null; }
-    return n;
+    let id = 0;
+    for (const f of p) { id = childWithFrame(id, f); if (id === undefined) return null; }
+    return id;
   }
-  function isMatch(id) {
-    if (!searchTest) return false;
-    let r = matchMemo.get(id);
-    if (r === undefined) { r = searchTest(frames[id].name); matchMemo.set(id, r); }
+  function isMatch(frame) {
+    if (!searchTest || frame < 0) return false;
+    let r = matchMemo.get(frame);
+    if (r === undefined) { r = searchTest(frames[frame].name); matchMemo.set(frame, r); }
     return r;
   }
 
   function draw() {
     const k = state.metric;
     const width = Math.max(300, $("graph").clientWidth);
-    const scale = zoomNode.w > 0 ? width / zoomNode.w : 0;
+    const scale = T.w[zoomNode] > 0 ? width / T.w[zoomNode] : 0;
     const minw = state.minwidth;
     rows = [];
-    const put = (depth, x, w, n) => { (rows[depth] = rows[depth] || []).push([x, w, n]); };
+    const put = (depth, x, w, id) => { (rows[depth] = rows[depth] || []).push([x, w, id]); };
     // Ancestors of the zoomed frame span the whole width.
     const chain = [];
-    for (let n = zoomNode; n; n = n.parent) chain.unshift(n);
-    chain.forEach((n, d) => put(d, 0, width, n));
-    const base = chain.length - 1;
-    (function lay(n, x, depth) {
+    for (let id = zoomNode; id >= 0; id = T.parent[id]) chain.unshift(id);
+    chain.forEach((id, d) => put(d, 0, width, id));
+    (function lay(id, x, depth) {
       let cx = x;
-      for (const c of children(n)) {
-        const w = c.w * scale;
+      for (const c of children(id)) {
+        const w = T.w[c] * scale;
         if (w >= minw) { put(depth, cx, w, c); lay(c, cx, depth + 1); }
         cx += w;
       }
-    })(zoomNode, 0, base + 1);
+    })(zoomNode, 0, chain.length);
     const dpr = window.devicePixelRatio || 1;
     const height = Math.max(1, rows.length) * ROW;
     canvas.width = Math.round(width * dpr);
@@ -318,9 +372,9 @@
     const top = rows.length - 1;
     rows.forEach((row, depth) => {
       const y = (state.icicle ? depth : top - depth) * ROW;
-      for (const [x, w, n] of row) {
-        const f = n.id < 0 ? { name: "all", module: -3 } : frames[n.id];
-        ctx.fillStyle = n.id < 0 ? "#ccc" : isMatch(n.id) ? MATCH_COLOUR : DIFF ? diffColour(n, k) : frameColour(f);
+      for (const [x, w, id] of row) {
+        const f = frameOf(id);
+        ctx.fillStyle = id === 0 ? "#ccc" : isMatch(T.frame[id]) ? MATCH_COLOUR : DIFF ? diffColour(id, k) : frameColour(f);
         ctx.fillRect(x, y, Math.max(w - 0.5, 0.5), ROW - 1);
         if (w > 20) {
           const chars = Math.floor((w - 6) / 6.2);
@@ -342,32 +396,38 @@
     const depth = state.icicle ? row : top - row;
     const list = rows[depth];
     if (!list) return null;
-    for (const [rx, w, n] of list) if (x >= rx && x < rx + w) return n;
+    for (const [rx, w, id] of list) if (x >= rx && x < rx + w) return id;
     return null;
   }
 
-  function describe(n) {
+  function describe(id) {
     const k = state.metric, unit = UNITS[k], c = COMPANION[k];
-    const f = n.id < 0 ? { name: "all", module: -3, place: "" } : frames[n.id];
+    const f = frameOf(id);
     const lines = [f.name];
     if (f.module >= 0) lines.push("module: " + M.modules[f.module][0]);
     if (f.place) lines.push("at " + f.place);
-    const whole = root.n[k];
+    const whole = val(T.n, 0, k);
     const ci = (v) => v > 0 ? " ± " + fmt(1.96 * Math.sqrt(v), unit) + " (95%)" : "";
+    const nk = val(T.n, id, k);
     if (DIFF) {
-      const b = n.b[k] * baseScale, delta = n.n[k] - b;
+      const b = val(T.b, id, k) * baseScale, d = nk - b;
       lines.push("base: " + fmt(b, unit) + (state.normalise ? " (normalised)" : ""));
-      lines.push("new: " + fmt(n.n[k], unit) + " (" + pct(n.n[k], whole) + ")");
-      lines.push("delta: " + signed(delta, unit) + (b > 0 ? " (" + signed(100 * delta / b, "") + "%)" : "") +
-        ci(n.vn[k] + n.vb[k] * baseScale * baseScale));
-      lines.push(significant(n, k) ? (delta > 0 ? "growth" : "shrink") : "within sampling noise");
+      lines.push("new: " + fmt(nk, unit) + " (" + pct(nk, whole) + ")");
+      lines.push("delta: " + signed(d, unit) + (b > 0 ? " (" + signed(100 * d / b, "") + "%)" : "") +
+        ci(val(T.vn, id, k) + val(T.vb, id, k) * baseScale * baseScale));
+      lines.push(significant(id, k) ? (d > 0 ? "growth" : "shrink") : "within sampling noise");
     } else {
-      lines.push(M.metrics[k] + ": " + fmt(n.n[k], unit) + ci(n.vn[k]) + ", " + pct(n.n[k], whole) + " of total");
-      lines.push(M.metrics[c] + ": " + fmt(n.n[c], UNITS[c]));
-      const self = n.sn[k];
+      lines.push(M.metrics[k] + ": " + fmt(nk, unit) + ci(val(T.vn, id, k)) + ", " + pct(nk, whole) + " of total");
+      lines.push(M.metrics[c] + ": " + fmt(val(T.n, id, c), UNITS[c]));
+      const self = selfValue(T.n, id, k);
       if (self > 0) lines.push("self: " + fmt(self, unit) + " (" + pct(self, whole) + ")");
     }
     return lines.join("\n");
+  }
+  // The tooltip of the first frame named `name` (for tests and scripts).
+  function describeFunction(name) {
+    for (let id = 1; id < T.count; id++) if (frames[T.frame[id]].name === name) return describe(id);
+    return null;
   }
 
   // ---- search summary, legend, totals --------------------------------------------
@@ -375,16 +435,16 @@
     const k = state.metric, unit = UNITS[k];
     let matchedNew = 0, matchedBase = 0;
     if (searchTest) {
-      (function walk(n) {
-        for (const c of n.children.values()) {
-          if (isMatch(c.id)) { matchedNew += c.n[k]; matchedBase += c.b[k] * baseScale; }
+      (function walk(id) {
+        for (const c of kids(id)) {
+          if (isMatch(T.frame[c])) { matchedNew += val(T.n, c, k); matchedBase += val(T.b, c, k) * baseScale; }
           else walk(c);
         }
-      })(root);
+      })(0);
     }
     const m = $("matched");
     if (searchTest) {
-      const whole = root.n[k];
+      const whole = val(T.n, 0, k);
       const percent = whole ? 100 * matchedNew / whole : 0;
       m.dataset.value = matchedNew;
       m.dataset.percent = percent;
@@ -406,7 +466,7 @@
       }).join("") + '<span><span class="swatch" style="background:' + MATCH_COLOUR + '"></span>search match</span>';
     }
     const t = M.totals[0];
-    const est = (i) => fmt(root.n[i], UNITS[i]);
+    const est = (i) => fmt(val(T.n, 0, i), UNITS[i]);
     let text = "estimated from samples: in use " + est(0) + " in " + est(1) + " objects; allocated " + est(2) +
       " in " + est(3) + " objects; sampling period " + M.period + " bytes. Exact counters: allocated " +
       fmt(t.bytes_allocated, "bytes") + " in " + fmt(t.allocations, "") + " allocations" +
@@ -422,24 +482,33 @@
   let sortColumn = "total", sortDescending = true;
   function table() {
     const k = state.metric, unit = UNITS[k];
-    const byName = new Map();
-    const entry = (name) => {
-      let e = byName.get(name);
-      if (!e) { e = { name, self: 0, total: 0, bself: 0, btotal: 0 }; byName.set(name, e); }
-      return e;
-    };
+    // Function names interned once per frame; a stamp per name counts each
+    // stack once in a function's total.
+    const nameIds = new Map(), entries = [], nameOf = new Int32Array(frames.length);
+    frames.forEach((f, id) => {
+      let n = nameIds.get(f.name);
+      if (n === undefined) {
+        n = entries.length;
+        nameIds.set(f.name, n);
+        entries.push({ name: f.name, self: 0, total: 0, bself: 0, btotal: 0 });
+      }
+      nameOf[id] = n;
+    });
+    const stamp = new Int32Array(entries.length).fill(-1);
     for (const [i, f] of stacks) {
+      if (!f.length) continue;
       const v = M.new_values[4 * i + k];
       const b = DIFF ? M.base_values[4 * i + k] * baseScale : 0;
-      const seen = new Set();
-      for (let d = f.length - 1; d >= 0; d--) {
-        const name = frames[f[d]].name;
-        const e = entry(name);
-        if (d === f.length - 1) { e.self += v; e.bself += b; }
-        if (!seen.has(name)) { seen.add(name); e.total += v; e.btotal += b; }
+      const leaf = entries[nameOf[f[f.length - 1]]];
+      leaf.self += v; leaf.bself += b;
+      for (let d = 0; d < f.length; d++) {
+        const n = nameOf[f[d]];
+        if (stamp[n] === i) continue;
+        stamp[n] = i;
+        entries[n].total += v; entries[n].btotal += b;
       }
     }
-    let list = Array.from(byName.values());
+    let list = entries.filter((e) => e.total !== 0 || e.btotal !== 0);
     if (searchTest) list = list.filter((e) => searchTest(e.name));
     const key = sortColumn;
     list.sort((a, b) => {
@@ -448,7 +517,7 @@
       return sortDescending ? -c : c;
     });
     list = list.slice(0, 500);
-    const whole = root.n[k];
+    const whole = val(T.n, 0, k);
     const columns = DIFF
       ? [["name", "function"], ["self", "self (new)"], ["total", "total (new)"], ["dself", "self Δ"], ["dtotal", "total Δ"], ["btotal", "total (base)"]]
       : [["name", "function"], ["self", "self"], ["selfp", "self %"], ["total", "total"], ["totalp", "total %"]];
@@ -542,7 +611,7 @@
   const tip = $("tooltip");
   canvas.onmousemove = (e) => {
     const n = hit(e);
-    if (!n) { tip.hidden = true; return; }
+    if (n === null) { tip.hidden = true; return; }
     tip.textContent = describe(n);
     tip.hidden = false;
     const x = Math.min(e.clientX + 12, window.innerWidth - tip.offsetWidth - 4);
@@ -552,15 +621,15 @@
   canvas.onmouseleave = () => { tip.hidden = true; };
   canvas.onclick = (e) => {
     const n = hit(e);
-    if (!n) return;
+    if (n === null) return;
     state.zoom = pathOf(n);
     zoomNode = n;
-    draw();
+    timed("draw", draw);
   };
   window.onresize = () => draw();
   window.onhashchange = () => { readHash(); update(true); };
   update(true);
   // What tests and scripts may read.
-  window.heapdiffViewer = { state, describe, hit, root: () => root, zoom: () => zoomNode,
+  window.heapdiffViewer = { state, describe, describeFunction, hit, zoom: () => zoomNode,
     firstDrawMs: Math.round(performance.now() - started), parseMs: Math.round(parsedMs), timings };
 })();

@@ -163,13 +163,7 @@ async fn check_single_view(client: &Client, text_percent: f64) {
     // The table follows the search.
     assert_eq!(table_names(client).await, ["grow_cache"]);
     // A tooltip names bytes, objects and the share of the total.
-    let tooltip = eval(
-        client,
-        "(() => { const r = heapdiffViewer.root(); let best = null;
-           (function walk(n) { for (const c of n.children.values()) { if (heapdiffViewer.describe(c).startsWith('grow_cache')) best = c; walk(c); } })(r);
-           return heapdiffViewer.describe(best); })()",
-    )
-    .await;
+    let tooltip = eval(client, "heapdiffViewer.describeFunction('grow_cache')").await;
     let tooltip = tooltip.as_str().expect("tooltip");
     assert!(
         tooltip.contains("inuse-space: 8.00 MiB") && tooltip.contains("of total") && tooltip.contains("inuse-objects: 128"),
