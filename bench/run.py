@@ -39,6 +39,7 @@ SHIM = BIN / "libheapsample.so"  # snapshot of BUILT_SHIM taken at start-up
 SCRATCH = OUT / f"run-{os.getpid()}"  # per-invocation: result files, dumps, heaptrack traces
 JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 PRELOAD_VARS = ("LD_PRELOAD", "PROF_CONF", "MALLOC_CONF", "PYTHONMALLOC")
+EXACT_SIZE = False  # set by --exact: workloads run at their `exact` size
 
 
 # --------------------------------------------------------------------------
@@ -49,7 +50,7 @@ PRELOAD_VARS = ("LD_PRELOAD", "PROF_CONF", "MALLOC_CONF", "PYTHONMALLOC")
 class Config:
     """One way of running a workload; `floor` is the config it is also compared to."""
     name: str
-    kind: str  # none | shim | jemalloc | heaptrack
+    kind: str  # none | shim | floor | jemalloc | heaptrack
     conf: str = ""  # PROF_CONF or MALLOC_CONF value
     floor: str | None = None
     missing: str | None = None  # why it cannot run, if it cannot
@@ -63,10 +64,24 @@ def all_configs() -> list[Config]:
         Config("shim-default", "shim", "", floor="shim-passthru"),
         Config("shim-lg14", "shim", "lg_prof_sample:14", floor="shim-passthru"),
         Config("shim-exact", "shim", "prof_exact:true", floor="shim-passthru"),
+        Config("shim-lg0", "shim", "lg_prof_sample:0", floor="shim-passthru"),
+        Config("floor", "floor"),
         Config("jemalloc", "jemalloc"),
         Config("jemalloc-prof", "jemalloc", "prof:true", floor="jemalloc"),
+        Config("jemalloc-prof-lg0", "jemalloc", "prof:true,lg_prof_sample:0", floor="jemalloc"),
         Config("heaptrack", "heaptrack"),
     ]
+
+
+# The configurations of the default run (the exact-mode run adds shim-lg0,
+# floor and jemalloc-prof-lg0; --configs picks any).
+DEFAULT_CONFIGS = ("none", "shim-passthru", "shim-inactive", "shim-default", "shim-lg14",
+                   "shim-exact", "jemalloc", "jemalloc-prof", "heaptrack")
+EXACT_CONFIGS = ("none", "floor", "shim-default", "shim-lg14", "shim-lg0", "jemalloc",
+                 "jemalloc-prof-lg0", "heaptrack")
+EXACT_CALLGRIND_CONFIGS = ("none", "floor", "shim-passthru", "shim-default", "shim-lg14",
+                           "shim-lg0", "jemalloc", "jemalloc-prof-lg0")
+EXACT_WORKLOADS = ("python", "perl", "gcc", "cxx", "node")
 
 
 def shim_conf(cfg: Config, workload: str) -> str:
@@ -84,6 +99,8 @@ def preload_env(cfg: Config, workload: str) -> dict[str, str]:
         if cfg.conf:
             env["MALLOC_CONF"] = cfg.conf
         return env
+    if cfg.kind == "floor":
+        return {"LD_PRELOAD": str(BIN / "floor.so")}
     return {}
 
 
@@ -101,6 +118,7 @@ class Workload:
     smoke: list[str]
     env: dict[str, str] = field(default_factory=dict)
     heaptrack: bool = True  # heaptrack is 4-10x slower: only on a subset
+    exact: list[str] = field(default_factory=list)  # size for the exact-mode run
 
 
 def python_exe() -> str:
@@ -108,6 +126,10 @@ def python_exe() -> str:
     if Path("/usr/bin/python3").exists():
         return str(Path("/usr/bin/python3").resolve())
     return str(Path(sys.executable).resolve())
+
+
+def node_exe() -> str:
+    return shutil.which("node") or shutil.which("nodejs") or "/usr/bin/node"
 
 
 def all_workloads() -> list[Workload]:
@@ -125,14 +147,17 @@ def all_workloads() -> list[Workload]:
         Workload("larson", "ring of threads (one per core, >= 2) freeing each other's blocks",
                  [str(BIN / "larson"), "0"], ["4000000"], ["50000"], heaptrack=False),
         Workload("cxx", "C++ std::map/std::string/std::vector churn",
-                 [str(BIN / "cxx_churn")], ["1000"], ["10"]),
+                 [str(BIN / "cxx_churn")], ["1000"], ["10"], exact=["60"]),
         Workload("python", "python3 object churn, PYTHONMALLOC=malloc",
                  [python_exe(), str(wl / "churn.py")], ["80"], ["2"],
-                 env={"PYTHONMALLOC": "malloc"}),
+                 env={"PYTHONMALLOC": "malloc"}, exact=["6"]),
         Workload("perl", "perl nested-hash churn",
-                 [perl, str(wl / "hash.pl")], ["20"], ["1"]),
+                 [perl, str(wl / "hash.pl")], ["20"], ["1"], exact=["2"]),
         Workload("gcc", "gcc -O2 -c on a generated C file (120 functions; 5 in smoke)",
-                 gcc_argv, [str(OUT / "big-full.c")], [str(OUT / "big-smoke.c")]),
+                 gcc_argv, [str(OUT / "big-full.c")], [str(OUT / "big-smoke.c")],
+                 exact=[str(OUT / "big-exact.c")]),
+        Workload("node", "node churn: Buffers, strings, Maps, JSON",
+                 [node_exe(), str(wl / "churn.js")], ["300"], ["3"], exact=["20"]),
     ]
 
 
@@ -183,11 +208,12 @@ def build_tools_and_workloads(smoke: bool) -> None:
     tools, wl = BENCH / "tools", BENCH / "workloads"
     compile_c(tools / "runit.c", BIN / "runit", [])
     compile_c(tools / "alloccount.c", BIN / "alloccount.so", ["-shared", "-fPIC"])
+    compile_c(tools / "floor.c", BIN / "floor.so", ["-shared", "-fPIC", "-ldl"])
     for name in ("pairs", "mixed", "larson"):
         compile_c(wl / f"{name}.c", BIN / name, [])
     compile_c(wl / "cxx_churn.cpp", BIN / "cxx_churn", [])
     gen = wl / "gen_c.py"
-    for size, count in (("smoke", 5), ("full", 120)):
+    for size, count in (("smoke", 5), ("exact", 15), ("full", 120)):
         if size == "smoke" or not smoke:
             tmp = SCRATCH / f"big-{size}.c"
             subprocess.run([sys.executable, str(gen), str(count), str(tmp)], check=True)
@@ -196,7 +222,7 @@ def build_tools_and_workloads(smoke: bool) -> None:
 
 def shim_problem() -> str | None:
     """None if the shim snapshot exists and exports malloc; else why not."""
-    name = BUILT_SHIM.relative_to(ROOT)
+    name = BUILT_SHIM.relative_to(ROOT) if BUILT_SHIM.is_relative_to(ROOT) else BUILT_SHIM
     if not SHIM.exists():
         return f"{name} not built"
     r = subprocess.run(["nm", "-D", "--defined-only", str(SHIM)], capture_output=True, text=True)
@@ -215,7 +241,7 @@ def ensure_shim(build: bool) -> None:
             log("build: shim build failed; shim configs will be reported as missing")
     if BUILT_SHIM.exists():
         BIN.mkdir(parents=True, exist_ok=True)
-        tmp = SCRATCH / SHIM.name
+        tmp = SCRATCH / (SHIM.name + ".tmp")
         tmp.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(BUILT_SHIM, tmp)
         os.replace(tmp, SHIM)  # atomic: a concurrent run never sees a partial file
@@ -232,6 +258,8 @@ def mark_missing(configs: list[Config]) -> None:
             cfg.missing = f"{JEMALLOC} not installed"
         elif cfg.kind == "heaptrack" and not shutil.which("heaptrack"):
             cfg.missing = "heaptrack not installed"
+        elif cfg.kind == "floor" and not (BIN / "floor.so").exists():
+            cfg.missing = "bench/out/bin/floor.so not built"
 
 
 # --------------------------------------------------------------------------
@@ -244,8 +272,14 @@ def base_env(wl: Workload) -> dict[str, str]:
     return env
 
 
+def workload_args(wl: Workload, smoke: bool) -> list[str]:
+    if smoke:
+        return wl.smoke
+    return wl.exact if EXACT_SIZE and wl.exact else wl.full
+
+
 def command(wl: Workload, cfg: Config, smoke: bool) -> list[str]:
-    argv = wl.argv + (wl.smoke if smoke else wl.full)
+    argv = wl.argv + workload_args(wl, smoke)
     if cfg.kind == "heaptrack":
         argv = [shutil.which("heaptrack"), "-o", str(SCRATCH / "heaptrack" / wl.name)] + argv
     return argv
@@ -445,7 +479,7 @@ def markdown_table(rows: list[list[str]]) -> str:
 
 
 def workload_heading(wl: Workload, allocs: int | None, summary: dict, smoke: bool) -> str:
-    args = " ".join(Path(a).name for a in (wl.smoke if smoke else wl.full))
+    args = " ".join(Path(a).name for a in workload_args(wl, smoke))
     head = f"### {wl.name}: {wl.desc} (args: {args})"
     base = summary.get("none", {}).get("wall")
     if allocs is not None and base:
@@ -537,6 +571,138 @@ def callgrind_markdown(results: dict[str, dict]) -> str:
 # --------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------
+
+# --------------------------------------------------------------------------
+# Exact mode: whole-program instructions per configuration, and where the
+# profiler's instructions go at lg_prof_sample:0
+# --------------------------------------------------------------------------
+
+# Parts of a sample, by function (inclusive instructions, callgrind_annotate).
+# A part's functions must not call each other's (no double counting).
+PARTS = (
+    ("walk", r"heapsample_recorder::backtrace::(\w+<_>::)?capture$"),
+    ("intern", r"heapsample_recorder::stack_table::StackTable::(intern|holds)$"),
+    ("live table", r"heapsample_recorder::live_table::LiveTable::(insert|remove)$"),
+    ("sample event", r"::(on_countdown_expired|on_sampled_free)$"),
+)
+CALLGRIND_TIMEOUT_S = 1200
+
+
+def callgrind_workload(wl: Workload, cfg: Config, keep: Path | None = None) -> int | None:
+    """Instructions of one whole run (children included, as for gcc's cc1)."""
+    out_dir = SCRATCH / "cg"
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    env = base_env(wl) | preload_env(cfg, wl.name)
+    cmd = ["valgrind", "--tool=callgrind", "--trace-children=yes",
+           f"--callgrind-out-file={out_dir / 'cg.%p'}", *command(wl, cfg, False)]
+    try:
+        r = subprocess.run(cmd, cwd=OUT, env=env, capture_output=True, text=True,
+                           timeout=CALLGRIND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        log(f"  callgrind {wl.name} {cfg.name}: timed out after {CALLGRIND_TIMEOUT_S} s")
+        return None
+    clean_dumps()
+    collected = [int(n) for n in re.findall(r"Collected\s*:\s*(\d+)", r.stderr)]
+    if r.returncode != 0 or not collected:
+        log(f"  callgrind {wl.name} {cfg.name}: failed (exit {r.returncode})\n{r.stderr[-800:]}")
+        return None
+    if keep is not None:
+        shutil.rmtree(keep, ignore_errors=True)
+        shutil.copytree(out_dir, keep)
+    return sum(collected)
+
+
+def sample_parts(out_dir: Path) -> dict[str, int]:
+    """Inclusive instructions of each part of the sample event, summed over
+    the processes' callgrind files; `sample event` is what the event costs
+    beyond the other parts."""
+    totals = {name: 0 for name, _ in PARTS}
+    for f in sorted(out_dir.glob("cg.*")):
+        r = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(f)],
+                           capture_output=True, text=True)
+        seen: set[str] = set()
+        for line in r.stdout.splitlines():
+            m = re.match(r"\s*([\d,]+)\s+\([^)]*\)\s+\S*?:(\S+)", line)
+            if not m or m.group(2) in seen:
+                continue
+            seen.add(m.group(2))
+            for name, pattern in PARTS:
+                if re.search(pattern, m.group(2)):
+                    totals[name] += int(m.group(1).replace(",", ""))
+    event = totals["sample event"] - totals["walk"] - totals["intern"] - totals["live table"]
+    totals["sample event"] = max(event, 0)
+    return totals
+
+
+def run_exact_callgrind(workloads: list[Workload], configs: list[Config]) -> dict:
+    results: dict[str, dict] = {}
+    for wl in workloads:
+        per: dict[str, dict] = {}
+        for cfg in configs:
+            if cfg.name not in EXACT_CALLGRIND_CONFIGS:
+                continue
+            if cfg.missing:
+                per[cfg.name] = {"missing": cfg.missing}
+                continue
+            keep = SCRATCH / "cg-keep" if cfg.name == "shim-lg0" else None
+            ir = callgrind_workload(wl, cfg, keep)
+            per[cfg.name] = {"ir": ir}
+            if keep is not None and ir is not None:
+                per[cfg.name]["parts"] = sample_parts(keep)
+            log(f"  callgrind {wl.name:7} {cfg.name:18} Ir {fmt(ir, ',')}")
+        results[wl.name] = per
+    return results
+
+
+def exact_markdown(workloads: list[Workload], cg: dict, walls: dict) -> str:
+    """One table: instructions and wall-clock ratios against no preload, side by side."""
+    cols = [c for c in EXACT_CONFIGS if c != "none"]
+    head = ["workload"] + [f"{c} Ir × / wall ×" for c in cols]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for wl in workloads:
+        per, summary = cg.get(wl.name, {}), walls.get(wl.name, {})
+        base = per.get("none", {}).get("ir")
+        cells = [wl.name]
+        for c in cols:
+            ir = per.get(c, {}).get("ir")
+            ir_ratio = fmt(ir / base, ".3f") if ir and base else "–"
+            wall = summary.get(c, {}).get("vs_none", {}).get("wall")
+            wall_ratio = f"{wall['median']:.2f}" if wall else "–"
+            cells.append(f"{ir_ratio} / {wall_ratio}")
+        lines.append("| " + " | ".join(cells) + " |")
+    floor = ["", "**Default period against the minimal interposer** (callgrind "
+             "instructions over no preload):", "",
+             "| workload | floor | shim-default | default − floor | jemalloc-prof-lg0 × jemalloc |",
+             "|---|---|---|---|---|"]
+    for wl in workloads:
+        per = cg.get(wl.name, {})
+        base = per.get("none", {}).get("ir")
+        f, d = per.get("floor", {}).get("ir"), per.get("shim-default", {}).get("ir")
+        j, jp = per.get("jemalloc", {}).get("ir"), per.get("jemalloc-prof-lg0", {}).get("ir")
+        gap = f"{(d - f) / base * 100:+.2f} %" if base and f and d else "–"
+        floor.append(f"| {wl.name} | {fmt(f / base if f and base else None, '.4f')} | "
+                     f"{fmt(d / base if d and base else None, '.4f')} | {gap} | "
+                     f"{fmt(jp / j if jp and j else None, '.2f')} |")
+    parts = ["", "**Where the profiler's instructions go at lg_prof_sample:0** (inclusive "
+             "callgrind instructions per allocation call; `rest` = lg 0 − floor − the parts):",
+             "", "| workload | allocations | walk | intern | live table | sample event | rest |"
+             " lg 0 − floor |", "|---|---|---|---|---|---|---|---|"]
+    for wl in workloads:
+        per = cg.get(wl.name, {})
+        lg0, fl = per.get("shim-lg0", {}), per.get("floor", {}).get("ir")
+        allocs = walls.get(wl.name, {}).get("_allocs")
+        p = lg0.get("parts")
+        if not p or not allocs or not lg0.get("ir") or not fl:
+            parts.append(f"| {wl.name} | – | – | – | – | – | – | – |")
+            continue
+        extra = lg0["ir"] - fl
+        rest = extra - sum(p.values())
+        cells = [f"{p[name] / allocs:.0f}" for name, _ in PARTS]
+        parts.append(f"| {wl.name} | {allocs:,} | " + " | ".join(cells)
+                     + f" | {rest / allocs:.0f} | {extra / allocs:.0f} |")
+    return "\n".join(lines + floor + parts)
+
 
 # --------------------------------------------------------------------------
 # Dump pause and per-sample cost
@@ -636,6 +802,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-setup", action="store_true", help="do not apt-get install anything")
     p.add_argument("--no-build-shim", action="store_true",
                    help="do not cargo build the shim when it is missing")
+    p.add_argument("--exact", action="store_true",
+                   help="exact-mode run: python, perl, gcc, cxx, node at small sizes under "
+                        "none, floor, default, lg 14, lg 0, jemalloc (lg 0) and heaptrack; "
+                        "wall-clock ratios and callgrind instructions side by side, and the "
+                        "per-part cost of a sample at lg 0")
+    p.add_argument("--shim", type=Path, default=None,
+                   help="benchmark this libheapsample.so instead of target/release's")
     return p.parse_args()
 
 
@@ -650,13 +823,21 @@ def select(items: list, names: str | None) -> list:
 
 
 def setup(args: argparse.Namespace) -> list[Config]:
+    global BUILT_SHIM, SHIM, EXACT_SIZE
     if not args.no_setup:
-        pkgs = ["libjemalloc2", "heaptrack", "valgrind", "gcc", "g++", "perl", "binutils"]
+        pkgs = ["libjemalloc2", "heaptrack", "valgrind", "gcc", "g++", "perl", "binutils",
+                "nodejs"]
         ensure_packages(pkgs)
-    ensure_shim(not args.no_build_shim)
+    if args.shim:
+        # Another build (e.g. the base branch's): snapshot it privately.
+        BUILT_SHIM = args.shim.resolve()
+        SHIM = SCRATCH / "libheapsample.so"
+    EXACT_SIZE = args.exact
+    ensure_shim(not args.no_build_shim and not args.shim)
     build_tools_and_workloads(args.smoke)
     clean_dumps()
-    configs = select(all_configs(), args.configs)
+    default = EXACT_CONFIGS if args.exact else DEFAULT_CONFIGS
+    configs = select(all_configs(), args.configs or ",".join(default))
     mark_missing(configs)
     for c in configs:
         if c.missing:
@@ -690,6 +871,45 @@ def main() -> int:
         shutil.rmtree(SCRATCH, ignore_errors=True)
 
 
+def run_exact(args: argparse.Namespace, configs: list[Config], report: dict,
+              md: list[str]) -> int:
+    """--exact: interleaved wall-clock rounds and whole-program callgrind counts."""
+    names = args.workloads.split(",") if args.workloads else list(EXACT_WORKLOADS)
+    workloads = [wl for wl in all_workloads() if wl.name in names]
+    rounds = args.rounds
+    walls: dict[str, dict] = {}
+    failures = 0
+    for wl in workloads:
+        log(f"workload {wl.name} (exact-mode size)")
+        runs = run_workload(wl, configs, rounds, True, False, args.max_load)
+        summary = summarize(configs, runs)
+        failures += sum(s["failed"] for s in summary.values())
+        summary["_allocs"] = count_allocations(wl, False)
+        walls[wl.name] = summary
+        report["workloads"][wl.name] = {"desc": wl.desc, "summary": summary, "runs": runs}
+        md.append(workload_heading(wl, summary["_allocs"], summary, False) + "\n\n"
+                  + markdown_table(table_rows(summary, configs, wl, False)))
+    cg: dict = {}
+    if not args.no_callgrind and shutil.which("valgrind"):
+        cg_configs = [c for c in all_configs() if c.name in EXACT_CALLGRIND_CONFIGS]
+        mark_missing(cg_configs)
+        log("callgrind: whole-program instructions per configuration")
+        cg = run_exact_callgrind(workloads, cg_configs)
+        report["exact_callgrind"] = cg
+    section = "### Exact mode and the default period: instructions and wall clock\n\n" \
+        + f"Callgrind instructions (whole program, children included) and median wall-clock " \
+        f"ratios of {rounds} interleaved rounds, both over no preload, at the exact-mode " \
+        "sizes.\n\n" + exact_markdown(workloads, cg, walls)
+    print("\n" + section + "\n", flush=True)
+    md.insert(1, section)
+    report["machine"]["loadavg_end"] = os.getloadavg()
+    base = OUT / args.results
+    base.with_suffix(".json").write_text(json.dumps(report, indent=1, default=str))
+    base.with_suffix(".md").write_text("\n\n".join(md) + "\n")
+    log(f"wrote {base}.json and {base}.md")
+    return 1 if failures else 0
+
+
 def run(args: argparse.Namespace) -> int:
     configs = setup(args)
     rounds = 1 if args.smoke else args.rounds
@@ -702,6 +922,8 @@ def run(args: argparse.Namespace) -> int:
           f"1-min load at start {mach['loadavg_start'][0]:.1f}, HEAD {mach['git_head']}, "
           f"shim built {mach['shim_mtime']} (snapshot in bench/out/bin)"]
     failures = 0
+    if args.exact:
+        return run_exact(args, configs, report, md)
     if args.callgrind_only:
         args.no_callgrind = False
     else:

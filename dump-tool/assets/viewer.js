@@ -265,9 +265,16 @@
   }
   const MATCH_COLOUR = "#e040c0";
   function delta(id, k) { return val(T.n, id, k) - val(T.b, id, k) * baseScale; }
+  // The variance of a delta: the sides' variances add, except that a later
+  // dump of the same process contains the earlier one's cumulative (alloc)
+  // samples, so there the delta's variance is their difference.
+  function deltaVariance(id, k) {
+    const vn = val(T.vn, id, k), vb = val(T.vb, id, k) * baseScale * baseScale;
+    return M.same_process && k >= 2 && baseScale === 1 ? Math.max(vn - vb, 0) : vn + vb;
+  }
   function significant(id, k) {
     const d = delta(id, k);
-    const sd = Math.sqrt(val(T.vn, id, k) + val(T.vb, id, k) * baseScale * baseScale);
+    const sd = Math.sqrt(deltaVariance(id, k));
     return Math.abs(d) > 1.96 * sd && Math.abs(d) >= 0.5;
   }
   let maxDelta = 1;
@@ -414,7 +421,7 @@
       lines.push("base: " + fmt(b, unit) + (state.normalise ? " (normalised)" : ""));
       lines.push("new: " + fmt(nk, unit) + " (" + pct(nk, whole) + ")");
       lines.push("delta: " + signed(d, unit) + (b > 0 ? " (" + signed(100 * d / b, "") + "%)" : "") +
-        ci(val(T.vn, id, k) + val(T.vb, id, k) * baseScale * baseScale));
+        ci(deltaVariance(id, k)));
       lines.push(significant(id, k) ? (d > 0 ? "growth" : "shrink") : "within sampling noise");
     } else {
       lines.push(M.metrics[k] + ": " + fmt(nk, unit) + ci(val(T.vn, id, k)) + ", " + pct(nk, whole) + " of total");

@@ -4,11 +4,12 @@
 //!
 //! The pipeline is `load` (file → checked [`heapsample_format::Dump`]) →
 //! `symbolize` (addresses → locations with inlined frames) → `profile`
-//! (corrected values per stack, metric, diff) → `render::*` (bytes) →
-//! `output` (atomic write). `merge` sums many dumps; `serve` is the web
-//! server over a directory of dumps.
+//! (estimates per stack, metric, diff; `estimate` holds the interval
+//! math) → `render::*` (bytes) → `output` (atomic write). `merge` sums
+//! many dumps; `serve` is the web server over a directory of dumps.
 
 pub mod error;
+pub mod estimate;
 pub mod load;
 pub mod merge;
 pub mod output;

@@ -5,7 +5,7 @@
 //! decode but make no sense, and base/new compatibility.
 
 use crate::{Error, Result};
-use heapsample_format::{Dump, decode};
+use heapsample_format::{Dump, LEGACY_VERSION, decode_versioned};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -38,10 +38,31 @@ pub fn open_regular_file(path: &Path) -> std::result::Result<File, String> {
 
 /// Read and decode `path`; every failure names the file.
 pub fn load_dump(path: &Path) -> Result<Dump> {
+    load_dump_versioned(path).map(|(dump, _)| dump)
+}
+
+/// [`load_dump`], also returning the format version the file was written in.
+pub fn load_dump_versioned(path: &Path) -> Result<(Dump, u32)> {
     let bytes = read_dump_bytes(path).map_err(|why| Error::file(path, why))?;
-    let dump = decode(&bytes).map_err(|e| Error::file(path, e))?;
+    let (dump, version) = decode_versioned(&bytes).map_err(|e| Error::file(path, e))?;
     validate(&dump).map_err(|why| Error::file(path, why))?;
-    Ok(dump)
+    Ok((dump, version))
+}
+
+/// The note heapdiff prints once when some of its inputs are format-2
+/// dumps, `None` when none is.
+pub fn legacy_note(versions: &[(&Path, u32)]) -> Option<String> {
+    let old: Vec<String> = versions
+        .iter()
+        .filter(|(_, version)| *version == LEGACY_VERSION)
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    (!old.is_empty()).then(|| {
+        format!(
+            "{} written in dump format {LEGACY_VERSION}, which has no per-sample weights: its values use the old average-size correction (biased where a stack mixes sizes) and its intervals are approximate",
+            old.join(" and ")
+        )
+    })
 }
 
 /// The whole file, if it is a regular file no larger than any dump can be.

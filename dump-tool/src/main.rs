@@ -4,7 +4,7 @@
 //! `heapdiff merge` are subcommands with their own arguments.
 
 use clap::{Parser, ValueEnum};
-use heapdiff::load::{check_comparable, load_dump};
+use heapdiff::load::{check_comparable, legacy_note, load_dump_versioned};
 use heapdiff::output::{self, Destination};
 use heapdiff::profile::{BuildOptions, Metric, Profile};
 use heapdiff::render::folded::DiffColumns;
@@ -145,8 +145,16 @@ fn run(cli: &Cli) -> Result<()> {
 }
 
 fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
-    let new_dump = load_dump(&cli.dump)?;
-    let base_dump = cli.base.as_deref().map(load_dump).transpose()?;
+    let (new_dump, new_version) = load_dump_versioned(&cli.dump)?;
+    let base_loaded = cli.base.as_deref().map(load_dump_versioned).transpose()?;
+    let mut versions = vec![(cli.dump.as_path(), new_version)];
+    if let (Some(path), Some((_, version))) = (&cli.base, &base_loaded) {
+        versions.push((path.as_path(), *version));
+    }
+    if let Some(note) = legacy_note(&versions) {
+        eprintln!("heapdiff: note: {note}");
+    }
+    let base_dump = base_loaded.map(|(dump, _)| dump);
     if let Some(base) = &base_dump {
         let compatibility = check_comparable(base, &new_dump, cli.allow_mismatch);
         compatibility.warnings.into_iter().for_each(warn);

@@ -141,7 +141,8 @@ fn warn_on_mixed_programs(dumps: &[Dump]) {
     }
 }
 
-/// Every dump corrected on its own, the samples pooled, counters summed.
+/// Every dump estimated on its own, the samples pooled, estimates,
+/// variances (independent processes) and counters summed.
 pub fn merged_profile(
     dumps: &[Dump],
     stacks: &[Vec<Vec<LocationId>>],
@@ -153,19 +154,25 @@ pub fn merged_profile(
         .zip(stacks)
         .map(|(dump, stacks)| Profile::build(dump, stacks, table, build))
         .collect();
-    let mut estimated = Values::default();
+    let mut sums = [Values::default(); 3];
     for profile in &profiles {
-        let e = &profile.estimated;
-        estimated.inuse_objects += e.inuse_objects;
-        estimated.inuse_space += e.inuse_space;
-        estimated.alloc_objects += e.alloc_objects;
-        estimated.alloc_space += e.alloc_space;
+        let parts = [&profile.estimated, &profile.variance, &profile.sampled];
+        for (sum, part) in sums.iter_mut().zip(parts) {
+            sum.inuse_objects += part.inuse_objects;
+            sum.inuse_space += part.inuse_space;
+            sum.alloc_objects += part.alloc_objects;
+            sum.alloc_space += part.alloc_space;
+        }
     }
+    let [estimated, variance, sampled] = sums;
     Profile {
         period: profiles.first().map_or(1, |p| p.period),
         totals: sum_totals(dumps.iter().map(|d| &d.totals)),
+        origin: profiles.first().map(|p| p.origin.clone()).unwrap_or_default(),
         samples: profiles.into_iter().flat_map(|p| p.samples).collect(),
         estimated,
+        variance,
+        sampled,
     }
 }
 
@@ -187,6 +194,7 @@ pub fn sum_totals<'a>(all: impl IntoIterator<Item = &'a Totals>) -> Totals {
         sum.samples_live += t.samples_live;
         sum.threads_seen += t.threads_seen;
         sum.profiler_bytes += t.profiler_bytes;
+        sum.resets += t.resets;
     }
     sum
 }

@@ -3,23 +3,17 @@
 //!
 //! ## The sampling correction
 //!
-//! The shim samples an allocation of `s` bytes with probability
-//! `1 - exp(-s/R)`, where `R = 2^lg_sample_period` is the mean sampling
-//! period. For each distinct call stack (summed over threads, as jeprof's
-//! `t*` line does) with `n` sampled objects and `b` sampled bytes, both
-//! numbers are multiplied by
-//!
-//! ```text
-//! scale = 1 / (1 - exp(-(b/n) / R))
-//! ```
-//!
-//! separately for the in-use pair and the allocated pair: the correction of
-//! jeprof (`AdjustSamples`) and pprof (`scaleHeapSample`). With
-//! `lg_prof_sample:0` (R = 1) the scale is exactly 1 and the numbers are
-//! exact. The arithmetic is `heapsample_format::unsample`.
+//! Each stack's values are the Horvitz–Thompson sums the shim recorded
+//! (every sampled object weighted by the inverse of its own sampling
+//! probability), with their variances; [`crate::estimate`] explains the
+//! estimator and turns them into intervals. Format-2 dumps carry raw counts
+//! only and get the old average-size correction (see
+//! `heapsample_format::legacy_weights`). With `lg_prof_sample:0` the numbers
+//! are exact.
 
+use crate::estimate::Estimate;
 use crate::symbolize::{LocationId, LocationTable};
-use heapsample_format::{Dump, Totals, unsample};
+use heapsample_format::{Dump, Totals, Weights};
 use std::collections::{BTreeMap, HashMap};
 
 /// What a flamegraph's widths and a report's numbers measure.
@@ -76,6 +70,36 @@ pub struct Values {
 }
 
 impl Values {
+    /// The estimates of a live and a cumulative set of weights.
+    pub fn estimates(live: &Weights, alloc: &Weights) -> Values {
+        Values {
+            inuse_objects: live.objects,
+            inuse_space: live.bytes,
+            alloc_objects: alloc.objects,
+            alloc_space: alloc.bytes,
+        }
+    }
+
+    /// The variances of [`Values::estimates`].
+    pub fn variances(live: &Weights, alloc: &Weights) -> Values {
+        Values {
+            inuse_objects: live.objects_variance,
+            inuse_space: live.bytes_variance,
+            alloc_objects: alloc.objects_variance,
+            alloc_space: alloc.bytes_variance,
+        }
+    }
+
+    /// Raw sampled counts as values: what the samples themselves add up to.
+    pub fn sampled(raw: &RawCounts) -> Values {
+        Values {
+            inuse_objects: raw.live_objects as f64,
+            inuse_space: raw.live_bytes as f64,
+            alloc_objects: raw.alloc_objects as f64,
+            alloc_space: raw.alloc_bytes as f64,
+        }
+    }
+
     fn add(&mut self, other: &Values) {
         self.inuse_objects += other.inuse_objects;
         self.inuse_space += other.inuse_space;
@@ -100,17 +124,21 @@ impl RawCounts {
         self.alloc_objects = self.alloc_objects.saturating_add(stack.alloc_objects);
         self.alloc_bytes = self.alloc_bytes.saturating_add(stack.alloc_bytes);
     }
+}
 
-    /// The correction described in the module documentation.
-    pub fn corrected(&self, period: u64) -> Values {
-        let (inuse_objects, inuse_space) = unsample(self.live_objects, self.live_bytes, period);
-        let (alloc_objects, alloc_space) = unsample(self.alloc_objects, self.alloc_bytes, period);
-        Values {
-            inuse_objects,
-            inuse_space,
-            alloc_objects,
-            alloc_space,
-        }
+/// Raw counts and weights of one call stack, summed over threads and epochs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StackSums {
+    pub raw: RawCounts,
+    pub live: Weights,
+    pub alloc: Weights,
+}
+
+impl StackSums {
+    fn add(&mut self, stack: &heapsample_format::Stack) {
+        self.raw.add(stack);
+        self.live = self.live.plus(&stack.live);
+        self.alloc = self.alloc.plus(&stack.alloc);
     }
 }
 
@@ -126,7 +154,23 @@ pub struct FrameRef {
 pub struct Sample {
     /// Function frames, leaf (innermost) first, allocator frames dropped.
     pub frames: Vec<FrameRef>,
+    /// The estimates.
     pub values: Values,
+    /// Their variances.
+    pub variance: Values,
+    /// The raw sampled counts (lower bounds of the truth).
+    pub sampled: Values,
+}
+
+impl Sample {
+    /// The estimate of `metric` with its variance.
+    pub fn estimate(&self, metric: Metric) -> Estimate {
+        Estimate {
+            value: metric.of(&self.values),
+            variance: metric.of(&self.variance),
+            floor: metric.of(&self.sampled),
+        }
+    }
 }
 
 /// A dump turned into corrected samples.
@@ -137,8 +181,35 @@ pub struct Profile {
     pub period: u64,
     /// Sum of the corrected values of all samples.
     pub estimated: Values,
+    /// Sum of their variances.
+    pub variance: Values,
+    /// Sum of their raw sampled counts.
+    pub sampled: Values,
     /// The dump's exact counters.
     pub totals: Totals,
+    /// Which process and moment the dump describes.
+    pub origin: Origin,
+}
+
+/// Where a profile comes from: enough to tell whether two dumps are of one
+/// process, in order (see [`crate::estimate::Pairing`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Origin {
+    pub pid: u32,
+    pub executable: String,
+    pub seq: u64,
+    pub time_unix_ns: u64,
+}
+
+impl Profile {
+    /// The whole profile's estimate of `metric`.
+    pub fn estimate(&self, metric: Metric) -> Estimate {
+        Estimate {
+            value: metric.of(&self.estimated),
+            variance: metric.of(&self.variance),
+            floor: metric.of(&self.sampled),
+        }
+    }
 }
 
 /// How to turn stacks into frames.
@@ -156,27 +227,40 @@ impl Profile {
         table: &LocationTable,
         options: BuildOptions,
     ) -> Profile {
-        let period = dump.sample_period();
         let mut samples = Vec::new();
-        let mut estimated = Values::default();
-        for (locations, raw) in sum_by_stack(dump, stacks) {
-            let values = raw.corrected(period);
-            estimated.add(&values);
-            let frames = frames_of(&locations, table, options.keep_allocator_frames);
-            samples.push(Sample { frames, values });
+        let (mut estimated, mut variance, mut sampled) = Default::default();
+        for (locations, sums) in sum_by_stack(dump, stacks) {
+            let sample = Sample {
+                frames: frames_of(&locations, table, options.keep_allocator_frames),
+                values: Values::estimates(&sums.live, &sums.alloc),
+                variance: Values::variances(&sums.live, &sums.alloc),
+                sampled: Values::sampled(&sums.raw),
+            };
+            Values::add(&mut estimated, &sample.values);
+            Values::add(&mut variance, &sample.variance);
+            Values::add(&mut sampled, &sample.sampled);
+            samples.push(sample);
         }
         Profile {
             samples,
-            period,
+            period: dump.sample_period(),
             estimated,
+            variance,
+            sampled,
             totals: dump.totals.clone(),
+            origin: Origin {
+                pid: dump.pid,
+                executable: dump.executable.clone(),
+                seq: dump.seq,
+                time_unix_ns: dump.time_unix_ns,
+            },
         }
     }
 }
 
-/// Raw counts per distinct location list, in a deterministic order.
-fn sum_by_stack(dump: &Dump, stacks: &[Vec<LocationId>]) -> BTreeMap<Vec<LocationId>, RawCounts> {
-    let mut sums: BTreeMap<Vec<LocationId>, RawCounts> = BTreeMap::new();
+/// Raw counts and weights per distinct location list, in a deterministic order.
+fn sum_by_stack(dump: &Dump, stacks: &[Vec<LocationId>]) -> BTreeMap<Vec<LocationId>, StackSums> {
+    let mut sums: BTreeMap<Vec<LocationId>, StackSums> = BTreeMap::new();
     for (stack, locations) in dump.stacks.iter().zip(stacks) {
         sums.entry(locations.clone()).or_default().add(stack);
     }
@@ -342,6 +426,10 @@ pub struct FunctionValue {
     pub self_value: f64,
     /// Value of stacks that contain this function (counted once per stack).
     pub total: f64,
+    /// `self_value` with its variance and floor.
+    pub self_estimate: Estimate,
+    /// `total` with its variance and floor.
+    pub total_estimate: Estimate,
 }
 
 /// Self and total value per function name.
@@ -352,17 +440,19 @@ pub fn function_values(
 ) -> HashMap<String, FunctionValue> {
     let mut functions: HashMap<String, FunctionValue> = HashMap::new();
     for sample in &profile.samples {
-        let value = metric.of(&sample.values);
+        let estimate = sample.estimate(metric);
         let mut seen: Vec<&str> = Vec::new();
         for (depth, &frame) in sample.frames.iter().enumerate() {
             let name = function_name(table, frame);
             let entry = functions.entry(name.to_string()).or_default();
             if depth == 0 {
-                entry.self_value += value;
+                entry.self_estimate = entry.self_estimate.plus(&estimate);
+                entry.self_value = entry.self_estimate.value;
             }
             if !seen.contains(&name) {
                 seen.push(name);
-                entry.total += value;
+                entry.total_estimate = entry.total_estimate.plus(&estimate);
+                entry.total = entry.total_estimate.value;
             }
         }
     }
@@ -375,54 +465,39 @@ mod tests {
     use heapsample_format::{Module, Stack, Trigger};
 
     #[test]
-    fn period_one_is_exact() {
-        let raw = RawCounts {
-            live_objects: 3,
-            live_bytes: 300,
-            alloc_objects: 7,
-            alloc_bytes: 900,
-        };
-        let values = raw.corrected(1);
-        assert_eq!(
-            values,
-            Values {
-                inuse_objects: 3.0,
-                inuse_space: 300.0,
-                alloc_objects: 7.0,
-                alloc_space: 900.0
-            }
-        );
-    }
-
-    #[test]
-    fn correction_matches_the_formula() {
-        // 4 sampled objects of 1000 bytes each at R = 2^19.
+    fn values_are_the_recorded_weights_of_mixed_sizes() {
+        // One stack with a small and a huge sampled object at R = 2^19: the
+        // estimate is the sum of each sample's own weight, not the average
+        // size's.
         let period = 1u64 << 19;
-        let raw = RawCounts {
-            live_objects: 4,
-            live_bytes: 4000,
-            alloc_objects: 2,
-            alloc_bytes: 2 << 20,
+        let small = heapsample_format::sample_weights(100, period);
+        let huge = heapsample_format::sample_weights(1 << 20, period);
+        let both = small.plus(&huge);
+        let dump = Dump {
+            lg_sample_period: 19,
+            ..unmapped_dump(vec![Stack {
+                frames: vec![0x10],
+                live_objects: 2,
+                live_bytes: 100 + (1 << 20),
+                alloc_objects: 2,
+                alloc_bytes: 100 + (1 << 20),
+                live: both,
+                alloc: both,
+                ..Stack::default()
+            }])
         };
-        let values = raw.corrected(period);
-        let inuse_scale = 1.0 / (1.0 - (-(1000.0 / period as f64)).exp());
-        assert!((values.inuse_objects - 4.0 * inuse_scale).abs() < 1e-6);
-        assert!((values.inuse_space - 4000.0 * inuse_scale).abs() < 1e-3);
-        // The alloc pair has its own mean size (1 MiB): a scale close to 1.
-        let alloc_scale = 1.0 / (1.0 - (-((1u64 << 20) as f64 / period as f64)).exp());
-        assert!((values.alloc_space - (2u64 << 20) as f64 * alloc_scale).abs() < 1e-3);
-        assert!(alloc_scale < 1.2 && inuse_scale > 500.0);
-    }
-
-    #[test]
-    fn zero_objects_are_not_scaled() {
-        let raw = RawCounts {
-            live_objects: 0,
-            live_bytes: 0,
-            alloc_objects: 0,
-            alloc_bytes: 0,
-        };
-        assert_eq!(raw.corrected(1 << 19), Values::default());
+        let mut table = LocationTable::default();
+        let stacks = table.intern_dump(&dump);
+        let profile = Profile::build(&dump, &stacks, &table, BuildOptions::default());
+        let estimate = profile.estimate(Metric::InuseObjects);
+        assert_eq!(estimate.value, both.objects);
+        assert_eq!(estimate.variance, both.objects_variance);
+        assert_eq!(estimate.floor, 2.0);
+        // ≈ 5243 small objects + 1 huge, where the average-size correction
+        // (524,388 bytes average) would have said ≈ 3.
+        assert!(estimate.value > 5000.0);
+        let sample = &profile.samples[0];
+        assert_eq!(sample.estimate(Metric::AllocSpace).value, both.bytes);
     }
 
     #[test]
@@ -506,6 +581,8 @@ mod tests {
             live_bytes: objects * 8,
             alloc_objects: objects,
             alloc_bytes: objects * 8,
+            live: heapsample_format::legacy_weights(objects, objects * 8, 1),
+            alloc: heapsample_format::legacy_weights(objects, objects * 8, 1),
             ..Stack::default()
         };
         let dump = unmapped_dump(vec![stack(1, 2), stack(2, 3)]);
@@ -524,6 +601,7 @@ mod tests {
         let dump = unmapped_dump(vec![Stack {
             live_objects: 1,
             live_bytes: 8,
+            live: heapsample_format::legacy_weights(1, 8, 1),
             ..Stack::default()
         }]);
         let mut table = LocationTable::default();

@@ -76,6 +76,8 @@ fn random_stack(rng: &mut Lcg, addresses: &[u64]) -> Stack {
         live_usable_bytes: count(rng),
         alloc_objects: count(rng),
         alloc_bytes: count(rng).saturating_mul(100),
+        live: heapsample_format::legacy_weights(count(rng), count(rng).saturating_mul(64), 1),
+        alloc: heapsample_format::legacy_weights(count(rng), count(rng), 1 << 19),
     }
 }
 

@@ -34,6 +34,8 @@ fn ten_thousand_addresses_in_a_large_binary() {
             live_bytes: 64,
             alloc_objects: 1,
             alloc_bytes: 64,
+            live: heapsample_format::legacy_weights(1, 64, 1),
+            alloc: heapsample_format::legacy_weights(1, 64, 1),
             ..Stack::default()
         })
         .collect();

@@ -40,8 +40,12 @@ fn owned_list_from_borrowed<'de, D: serde::Deserializer<'de>>(
 
 /// The first eight bytes of every dump.
 pub const MAGIC: [u8; 8] = *b"HEAPSMPL";
-/// The version written by this crate. Readers accept exactly this version.
-pub const VERSION: u32 = 2;
+/// The version written by this crate.
+pub const VERSION: u32 = 3;
+/// The previous version, still read: its stacks carry raw counts only, and
+/// [`decode`] fills their weights with the old average-size correction
+/// ([`legacy_weights`]).
+pub const LEGACY_VERSION: u32 = 2;
 /// Size of the fixed header in front of the body.
 pub const HEADER_LEN: usize = 24;
 /// The largest body a reader accepts (1 GiB): anything larger is not a dump
@@ -119,11 +123,108 @@ pub struct ThreadInfo {
     pub name: String,
 }
 
-/// One distinct call stack of sampled allocations, with its raw counts.
+/// Horvitz–Thompson sums over a set of sampled objects.
 ///
-/// Counts are what the sampler saw, not estimates: the reader corrects them
-/// for sampling with [`unsample`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// An object of `s` bytes is sampled with probability `p` ([`inclusion_probability`]);
+/// weighting each sampled object by `1/p` makes the sums unbiased estimates of
+/// the true object count and bytes, whatever the mix of sizes, and the
+/// variance sums are unbiased estimates of those estimates' variances
+/// (each sampled object contributes `(1 − p)/p²` times its value squared).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Weights {
+    /// Σ 1/p: the estimated number of objects.
+    pub objects: f64,
+    /// Σ s/p: the estimated bytes.
+    pub bytes: f64,
+    /// Σ (1 − p)/p²: the variance of `objects`.
+    pub objects_variance: f64,
+    /// Σ s²(1 − p)/p²: the variance of `bytes`.
+    pub bytes_variance: f64,
+}
+
+impl Weights {
+    /// The sums of `self` and `other` (disjoint sets of samples).
+    pub fn plus(&self, other: &Weights) -> Weights {
+        Weights {
+            objects: self.objects + other.objects,
+            bytes: self.bytes + other.bytes,
+            objects_variance: self.objects_variance + other.objects_variance,
+            bytes_variance: self.bytes_variance + other.bytes_variance,
+        }
+    }
+
+    /// The four sums as an array (objects, bytes, their variances).
+    pub fn as_array(&self) -> [f64; 4] {
+        [
+            self.objects,
+            self.bytes,
+            self.objects_variance,
+            self.bytes_variance,
+        ]
+    }
+}
+
+/// Probability that the sampler picks an allocation of `size` bytes when
+/// its mean period is `period` bytes: `1 − (1 − 1/R)^s`, the chance that a
+/// geometric countdown with mean `R` ends within the allocation's bytes
+/// (≈ `1 − exp(−s/R)`). 1 when every allocation is sampled (`R ≤ 1`) and,
+/// by convention, for empty allocations (which the countdown never picks).
+pub fn inclusion_probability(size: u64, period: u64) -> f64 {
+    if period <= 1 || size == 0 {
+        return 1.0;
+    }
+    let ln_keep = (-1.0 / period as f64).ln_1p();
+    (-(size as f64 * ln_keep).exp_m1()).clamp(f64::MIN_POSITIVE, 1.0)
+}
+
+/// What one sampled object of `size` bytes adds to a stack's [`Weights`].
+/// Pure arithmetic (no allocation, no lock): the shim calls it inside
+/// malloc at each sample event, and again with the same size when the object
+/// is freed, so a free removes exactly what its allocation added.
+pub fn sample_weights(size: u64, period: u64) -> Weights {
+    weights_with_probability(size, inclusion_probability(size, period))
+}
+
+/// [`sample_weights`] for an object of `size` bytes sampled with
+/// probability `p` (computed by the caller, e.g. with a cached logarithm).
+pub fn weights_with_probability(size: u64, p: f64) -> Weights {
+    let weight = 1.0 / p;
+    let spread = (1.0 - p) / (p * p);
+    let bytes = size as f64;
+    Weights {
+        objects: weight,
+        bytes: bytes * weight,
+        objects_variance: spread,
+        bytes_variance: bytes * bytes * spread,
+    }
+}
+
+/// Weights for a format-2 stack, which kept raw counts only: the old
+/// correction, every sampled object taken to have the average size.
+/// Biased when a stack mixes sizes (it over-weights large objects); kept
+/// so that old dumps still read as they did.
+pub fn legacy_weights(objects: u64, bytes: u64, period: u64) -> Weights {
+    if objects == 0 {
+        return Weights::default();
+    }
+    let average = (bytes as f64 / objects as f64).round() as u64;
+    let one = sample_weights(average.max(1), period);
+    let scale = unsample_scale(objects, bytes, period);
+    let n = objects as f64;
+    Weights {
+        objects: n * scale,
+        bytes: bytes as f64 * scale,
+        objects_variance: n * one.objects_variance,
+        bytes_variance: n * one.bytes_variance,
+    }
+}
+
+/// One distinct call stack of sampled allocations, with its raw counts and
+/// its Horvitz–Thompson [`Weights`].
+///
+/// Counts are what the sampler saw, not estimates; the weights are the
+/// estimates (and their variances) of the true counts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stack {
     /// Return addresses, innermost first; the first is the allocation call
     /// site's return address. The shim's own frames are not included.
@@ -142,6 +243,10 @@ pub struct Stack {
     pub alloc_objects: u64,
     /// Requested bytes of all sampled objects allocated here (cumulative).
     pub alloc_bytes: u64,
+    /// Weights of the sampled objects still live.
+    pub live: Weights,
+    /// Weights of all sampled objects allocated here (cumulative).
+    pub alloc: Weights,
 }
 
 /// Exact process-wide counters kept beside the samples.
@@ -169,6 +274,10 @@ pub struct Totals {
     pub threads_seen: u64,
     /// Bytes the profiler itself holds for its tables (its own overhead).
     pub profiler_bytes: u64,
+    /// Times the samples were forgotten (`heapsample_reset`) before this
+    /// dump: two dumps of one process with the same count share their
+    /// cumulative samples. 0 in format-2 dumps.
+    pub resets: u64,
 }
 
 /// A whole heap profile as written by the shim.
@@ -278,7 +387,7 @@ impl fmt::Display for DecodeError {
             DecodeError::Foreign => write!(f, "not a heapsample dump (wrong magic bytes)"),
             DecodeError::UnsupportedVersion { found } => write!(
                 f,
-                "dump format version {found} is not supported (this heapdiff reads version {VERSION})"
+                "dump format version {found} is not supported (this heapdiff reads versions {LEGACY_VERSION} and {VERSION})"
             ),
             DecodeError::BodyTooLarge { claimed } => {
                 write!(f, "corrupt header: claims a body of {claimed} bytes")
@@ -346,8 +455,14 @@ fn le_u64(bytes: &[u8]) -> u64 {
 }
 
 /// Parse complete file contents. Never panics; every failure is a
-/// [`DecodeError`] that says what is wrong.
+/// [`DecodeError`] that says what is wrong. A format-2 dump is converted
+/// (see [`LEGACY_VERSION`]); [`decode_versioned`] tells which it was.
 pub fn decode(file: &[u8]) -> Result<Dump, DecodeError> {
+    decode_versioned(file).map(|(dump, _)| dump)
+}
+
+/// [`decode`], also returning the format version the file was written in.
+pub fn decode_versioned(file: &[u8]) -> Result<(Dump, u32), DecodeError> {
     if file.len() < HEADER_LEN {
         if file.len() >= 8 && file[..8] != MAGIC {
             return Err(DecodeError::Foreign);
@@ -358,7 +473,7 @@ pub fn decode(file: &[u8]) -> Result<Dump, DecodeError> {
         return Err(DecodeError::Foreign);
     }
     let version = le_u32(&file[8..12]);
-    if version != VERSION {
+    if version != VERSION && version != LEGACY_VERSION {
         return Err(DecodeError::UnsupportedVersion { found: version });
     }
     let expected_crc = le_u32(&file[12..16]);
@@ -386,7 +501,10 @@ pub fn decode(file: &[u8]) -> Result<Dump, DecodeError> {
             found: crc,
         });
     }
-    decode_body(body)
+    if version == LEGACY_VERSION {
+        return legacy::decode_body(body).map(|dump| (dump, version));
+    }
+    decode_body(body).map(|dump| (dump, version))
 }
 
 /// Decode a body. Memory stays proportional to the body's size: serde
@@ -397,7 +515,24 @@ pub fn decode(file: &[u8]) -> Result<Dump, DecodeError> {
 /// copied, and [`DECODE_CLAIM_LIMIT`] caps anything bincode would still
 /// allocate at a claimed length.
 fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
-    let (dump, used) = bincode::serde::borrow_decode_from_slice::<Dump, _>(body, decode_config())
+    let dump: Dump = decode_exactly(body)?;
+    let bad_weight = dump.stacks.iter().position(|stack| {
+        [stack.live, stack.alloc]
+            .iter()
+            .flat_map(Weights::as_array)
+            .any(|value| !value.is_finite() || value < 0.0)
+    });
+    match bad_weight {
+        Some(index) => Err(DecodeError::Body(format!(
+            "stack {index} has a negative or non-finite weight"
+        ))),
+        None => Ok(dump),
+    }
+}
+
+/// Decode a whole body as one `T`, with the limits of [`decode_body`].
+fn decode_exactly<'de, T: Deserialize<'de>>(body: &'de [u8]) -> Result<T, DecodeError> {
+    let (dump, used) = bincode::serde::borrow_decode_from_slice::<T, _>(body, decode_config())
         .map_err(|e| DecodeError::Body(e.to_string()))?;
     if used != body.len() {
         return Err(DecodeError::Body(format!(
@@ -406,6 +541,113 @@ fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
         )));
     }
     Ok(dump)
+}
+
+/// The format-2 layout, decoded and converted to the current [`Dump`].
+mod legacy {
+    use super::{
+        DecodeError, Deserialize, Dump, Module, Stack, ThreadInfo, Trigger, decode_exactly,
+        legacy_weights, owned_from_borrowed, owned_list_from_borrowed,
+    };
+
+    #[derive(Deserialize)]
+    #[cfg_attr(test, derive(serde::Serialize))]
+    pub(super) struct StackV2 {
+        pub(super) frames: Vec<u64>,
+        pub(super) thread: u32,
+        pub(super) epoch: u32,
+        pub(super) live_objects: u64,
+        pub(super) live_bytes: u64,
+        pub(super) live_usable_bytes: u64,
+        pub(super) alloc_objects: u64,
+        pub(super) alloc_bytes: u64,
+    }
+
+    #[derive(Deserialize)]
+    #[cfg_attr(test, derive(serde::Serialize))]
+    pub(super) struct TotalsV2 {
+        pub(super) allocations: u64,
+        pub(super) frees: Option<u64>,
+        pub(super) bytes_allocated: u64,
+        pub(super) live_usable_bytes: Option<u64>,
+        pub(super) samples_taken: u64,
+        pub(super) samples_dropped: u64,
+        pub(super) samples_live: u64,
+        pub(super) threads_seen: u64,
+        pub(super) profiler_bytes: u64,
+    }
+
+    #[derive(Deserialize)]
+    #[cfg_attr(test, derive(serde::Serialize))]
+    pub(super) struct DumpV2 {
+        #[serde(deserialize_with = "owned_from_borrowed")]
+        pub(super) writer: String,
+        pub(super) pid: u32,
+        #[serde(deserialize_with = "owned_from_borrowed")]
+        pub(super) executable: String,
+        #[serde(deserialize_with = "owned_list_from_borrowed")]
+        pub(super) command_line: Vec<String>,
+        pub(super) time_unix_ns: u64,
+        pub(super) trigger: Trigger,
+        pub(super) seq: u64,
+        pub(super) trigger_seq: u64,
+        pub(super) lg_sample_period: u32,
+        #[serde(deserialize_with = "owned_from_borrowed")]
+        pub(super) config: String,
+        pub(super) modules: Vec<Module>,
+        pub(super) threads: Vec<ThreadInfo>,
+        pub(super) stacks: Vec<StackV2>,
+        pub(super) totals: TotalsV2,
+    }
+
+    pub(super) fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
+        let old: DumpV2 = decode_exactly(body)?;
+        let period = 1u64 << old.lg_sample_period.min(62);
+        let stacks = old
+            .stacks
+            .into_iter()
+            .map(|s| Stack {
+                live: legacy_weights(s.live_objects, s.live_bytes, period),
+                alloc: legacy_weights(s.alloc_objects, s.alloc_bytes, period),
+                frames: s.frames,
+                thread: s.thread,
+                epoch: s.epoch,
+                live_objects: s.live_objects,
+                live_bytes: s.live_bytes,
+                live_usable_bytes: s.live_usable_bytes,
+                alloc_objects: s.alloc_objects,
+                alloc_bytes: s.alloc_bytes,
+            })
+            .collect();
+        let t = old.totals;
+        Ok(Dump {
+            writer: old.writer,
+            pid: old.pid,
+            executable: old.executable,
+            command_line: old.command_line,
+            time_unix_ns: old.time_unix_ns,
+            trigger: old.trigger,
+            seq: old.seq,
+            trigger_seq: old.trigger_seq,
+            lg_sample_period: old.lg_sample_period,
+            config: old.config,
+            modules: old.modules,
+            threads: old.threads,
+            stacks,
+            totals: super::Totals {
+                allocations: t.allocations,
+                frees: t.frees,
+                bytes_allocated: t.bytes_allocated,
+                live_usable_bytes: t.live_usable_bytes,
+                samples_taken: t.samples_taken,
+                samples_dropped: t.samples_dropped,
+                samples_live: t.samples_live,
+                threads_seen: t.threads_seen,
+                profiler_bytes: t.profiler_bytes,
+                resets: 0,
+            },
+        })
+    }
 }
 
 #[cfg(test)]
@@ -496,8 +738,8 @@ mod tests {
             d.stacks.clear();
             d.totals = Totals::default();
             let b = bincode::serde::encode_to_vec(&d, config()).unwrap();
-            // the stacks length (0, one byte) sits before the totals (9 bytes of zero varints + Option None)
-            b.len() - 10
+            // the stacks length (0, one byte) sits before the totals (10 bytes of zero varints + Options None)
+            b.len() - 11
         };
         body.truncate(prefix_len - 1);
         body.push(253); // u64 varint marker
@@ -538,6 +780,90 @@ mod tests {
             decode(&bytes),
             Err(DecodeError::UnsupportedVersion { found: 9 })
         );
+    }
+
+    #[test]
+    fn weights_of_one_sample() {
+        // Every allocation sampled: weights are the counts, no variance.
+        let exact = sample_weights(100, 1);
+        assert_eq!(exact.as_array(), [1.0, 100.0, 0.0, 0.0]);
+        // p = 1 − (1 − 1/R)^s.
+        let period = 1u64 << 19;
+        let p = 1.0 - (1.0 - 1.0 / period as f64).powf(100.0);
+        let w = sample_weights(100, period);
+        assert!((w.objects - 1.0 / p).abs() < 1e-6 * w.objects);
+        assert!((w.bytes - 100.0 / p).abs() < 1e-6 * w.bytes);
+        assert!((w.objects_variance - (1.0 - p) / (p * p)).abs() < 1e-6 * w.objects_variance);
+        assert!((w.bytes_variance - 1e4 * (1.0 - p) / (p * p)).abs() < 1e-6 * w.bytes_variance);
+        // Huge objects are (almost) always sampled: weight 1, no variance.
+        let huge = sample_weights(64 << 20, period);
+        assert!((huge.objects - 1.0).abs() < 1e-12 && huge.objects_variance < 1e-12);
+        assert_eq!(sample_weights(0, period).objects, 1.0);
+    }
+
+    #[test]
+    fn weights_are_unbiased_over_the_sampling_law() {
+        // E[Σ 1{sampled}·w] over the exact Bernoulli law, for a mix of sizes:
+        // the expectation of the estimate is the truth, and the expectation
+        // of the variance sum is the variance of the estimate.
+        let period = 1u64 << 16;
+        for size in [1u64, 100, 4096, 65536, 1 << 20] {
+            let p = inclusion_probability(size, period);
+            let w = sample_weights(size, period);
+            assert!((p * w.objects - 1.0).abs() < 1e-9);
+            assert!((p * w.bytes - size as f64).abs() < 1e-6 * size as f64);
+            let variance = p * w.objects * w.objects - 1.0;
+            assert!((p * w.objects_variance - variance).abs() < 1e-6 * variance.max(1e-9));
+        }
+    }
+
+    #[test]
+    fn version_2_dumps_decode_with_the_old_correction() {
+        let v2 = legacy::DumpV2 {
+            writer: "old".into(),
+            pid: 7,
+            executable: "/bin/true".into(),
+            command_line: vec!["true".into()],
+            time_unix_ns: 1,
+            trigger: Trigger::Final,
+            seq: 0,
+            trigger_seq: 0,
+            lg_sample_period: 19,
+            config: String::new(),
+            modules: vec![],
+            threads: vec![],
+            stacks: vec![legacy::StackV2 {
+                frames: vec![1, 2],
+                thread: 1,
+                epoch: 0,
+                live_objects: 4,
+                live_bytes: 4000,
+                live_usable_bytes: 4096,
+                alloc_objects: 5,
+                alloc_bytes: 5000,
+            }],
+            totals: legacy::TotalsV2 {
+                allocations: 10,
+                frees: None,
+                bytes_allocated: 100,
+                live_usable_bytes: None,
+                samples_taken: 5,
+                samples_dropped: 0,
+                samples_live: 4,
+                threads_seen: 1,
+                profiler_bytes: 0,
+            },
+        };
+        let body = bincode::serde::encode_to_vec(&v2, config()).unwrap();
+        let mut file = file_with_body(&body);
+        file[8..12].copy_from_slice(&LEGACY_VERSION.to_le_bytes());
+        let (dump, version) = decode_versioned(&file).unwrap();
+        assert_eq!(version, LEGACY_VERSION);
+        let stack = &dump.stacks[0];
+        let (n, b) = unsample(4, 4000, 1 << 19);
+        assert!((stack.live.objects - n).abs() < 1e-9 && (stack.live.bytes - b).abs() < 1e-6);
+        assert!(stack.live.bytes_variance > 0.0);
+        assert_eq!((stack.alloc_objects, dump.totals.samples_live), (5, 4));
     }
 
     #[test]

@@ -4,19 +4,16 @@
 //!
 //! Called by the program's own threads, never inside malloc.
 
-use core::sync::atomic::Ordering::Relaxed;
-
 use heapsample_format::Trigger;
 
 use crate::live_table::LIVE;
-use crate::profiler::{self, ACTIVE, SAMPLES_DROPPED, SAMPLES_TAKEN};
 use crate::stack_table::STACKS;
-use crate::{tls, triggers, writer};
+use crate::{state, tls, triggers, writer};
 
 /// Write a dump now, to `path` or (None) to the automatic `m` name.
 /// Returns 0 or an errno value.
 pub fn dump(path: Option<&str>) -> i32 {
-    if !profiler::profiling() {
+    if !state::profiling() {
         return libc::ENOTSUP;
     }
     let _guard = tls::Guard::enter();
@@ -29,22 +26,21 @@ pub fn dump(path: Option<&str>) -> i32 {
 /// Turn sampling on or off; returns the previous setting (1 or 0), or -1
 /// when profiling is off altogether.
 pub fn set_active(on: bool) -> i32 {
-    if !profiler::profiling() {
+    if !state::profiling() {
         return -1;
     }
-    i32::from(ACTIVE.swap(on, Relaxed))
+    i32::from(state::set_active(on))
 }
 
 /// Forget every sample so far (the exact counters, which describe the whole
 /// process, are kept).
 pub fn reset() {
-    if !profiler::profiling() {
+    if !state::profiling() {
         return;
     }
     let _guard = tls::Guard::enter();
     LIVE.clear();
     STACKS.zero_counts();
     triggers::reset_estimate();
-    SAMPLES_TAKEN.store(0, Relaxed);
-    SAMPLES_DROPPED.store(0, Relaxed);
+    state::reset_sample_counts();
 }

@@ -1,15 +1,23 @@
 //! Stack capture for sampled allocations.
 //!
-//! Owns the choice of unwinder and the removal of the shim's own frames. The
-//! default is `heapsample-unwind` with one process-wide rule cache (a new
-//! thread starts warm, and 1,000 short-lived threads cost no memory of their
-//! own); `prof_unwind:libgcc` selects libgcc's `_Unwind_Backtrace`, which on
-//! glibc ≥ 2.35 also finds unwind tables through the lock-free
-//! `_dl_find_object` and does not allocate, but costs 2–10 µs per stack.
+//! Owns the choice of unwinder, its use of each thread's private unwinding
+//! state (`tls::ThreadUnwinder`: a small rule cache and the memo of its last
+//! walk) and the removal of the shim's own frames. The default is
+//! `heapsample-unwind`: a thread's private cache in front of one
+//! process-wide rule cache (a new thread starts warm), and the memo, which
+//! replays the outer frames unchanged since the thread's previous capture
+//! instead of stepping them (consecutive samples on a thread usually share
+//! most of their stack). A thread without its private state (one that is
+//! exiting) uses the shared cache alone. `prof_unwind:libgcc` selects
+//! libgcc's `_Unwind_Backtrace`, which on glibc ≥ 2.35 also finds unwind
+//! tables through the lock-free `_dl_find_object` and does not allocate, but
+//! costs 2–10 µs per stack.
 //!
 //! Runs inside malloc's slow path: no allocation, no locks of ours.
 
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+
+use crate::tls::ThreadUnwinder;
 
 /// Rules cached for every thread of the process (256 KiB of zeroed .bss,
 /// touched as used).
@@ -44,14 +52,11 @@ pub fn init() -> bool {
     true
 }
 
-fn is_own(address: usize) -> bool {
-    address >= OWN_START.load(Relaxed) && address < OWN_END.load(Relaxed)
-}
-
 /// Capture the calling thread's return addresses, innermost first, without
-/// the profiler's own frames. Returns how many were written to `frames`.
+/// the profiler's own frames, using only the shared rule cache. Returns
+/// where in `frames` they are.
 #[inline(never)]
-pub fn capture(frames: &mut [u64]) -> usize {
+pub fn capture(frames: &mut [u64]) -> core::ops::Range<usize> {
     let captured = if USE_LIBGCC.load(Relaxed) {
         heapsample_unwind::capture_libgcc(frames)
     } else {
@@ -60,21 +65,66 @@ pub fn capture(frames: &mut [u64]) -> usize {
     drop_own_frames(&mut frames[..captured])
 }
 
-/// Remove the frames that lie in the profiler's own object, in place.
-fn drop_own_frames(frames: &mut [u64]) -> usize {
-    let mut kept = 0;
-    for index in 0..frames.len() {
+/// [`capture`] through the calling thread's private state (its own rule
+/// cache in front of the shared one, and the memo of its last walk, which
+/// helps for captures of at most `FRAME_BUFFER_LEN` frames).
+#[inline(never)]
+pub fn capture_with(unwinder: &mut ThreadUnwinder, frames: &mut [u64]) -> core::ops::Range<usize> {
+    let captured = if USE_LIBGCC.load(Relaxed) {
+        heapsample_unwind::capture_libgcc(frames)
+    } else {
+        unwinder.capture(&RULES, frames)
+    };
+    drop_own_frames(&mut frames[..captured])
+}
+
+/// The frames of `frames` that do not lie in the profiler's own object:
+/// `frames[range]` after removing them in place. The profiler's frames are
+/// normally innermost only, and the rest is left where it is.
+fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
+    let (start, end) = (OWN_START.load(Relaxed) as u64, OWN_END.load(Relaxed) as u64);
+    let span = end.wrapping_sub(start);
+    let is_own = |address: u64| address.wrapping_sub(start) < span;
+    let first = frames
+        .iter()
+        .position(|&address| !is_own(address))
+        .unwrap_or(frames.len());
+    let Some(next_own) = frames[first..].iter().position(|&address| is_own(address)) else {
+        return first..frames.len();
+    };
+    let start = first + next_own;
+    let mut kept = start;
+    for index in start..frames.len() {
         let address = frames[index];
-        if !is_own(address as usize) {
-            frames[kept] = address;
-            kept += 1;
-        }
+        frames[kept] = address;
+        kept += usize::from(!is_own(address));
     }
-    kept
+    first..kept
 }
 
 /// Start and end of the object containing `address`, lock-free.
 pub fn object_range(address: usize) -> Option<(usize, usize)> {
     heapsample_unwind::object_range(address as u64)
         .map(|(start, end)| (start as usize, end as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_frames_are_dropped_wherever_they_are() {
+        OWN_START.store(100, Relaxed);
+        OWN_END.store(200, Relaxed);
+        let mut frames = [150, 160, 300, 400, 199, 500, 100, 600];
+        let range = drop_own_frames(&mut frames);
+        assert_eq!(&frames[range], &[300, 400, 500, 600]);
+        let mut frames = [150, 300, 400];
+        let range = drop_own_frames(&mut frames);
+        assert_eq!(range, 1..3, "a leading run is skipped without copying");
+        let mut frames = [150, 160];
+        assert!(drop_own_frames(&mut frames).is_empty());
+        OWN_START.store(0, Relaxed);
+        OWN_END.store(0, Relaxed);
+    }
 }

@@ -1,9 +1,12 @@
 //! `PROF_CONF`: the profiler's options, in jemalloc's `MALLOC_CONF` syntax
 //! (`key:value,key:value`), documented in `MALLOC_CONF.md`.
 //!
-//! Owns parsing and the validated [`Config`]. Parsing is a pure function so
-//! it can be tested (and fuzzed) without a process around it; every problem
-//! becomes one warning naming the item and the value used instead.
+//! Owns the option table ([`OPTIONS`]: each key's parser, printer and
+//! documentation), parsing and the validated [`Config`] with its defaults.
+//! Parsing is a pure function so it can be tested (and fuzzed) without a
+//! process around it; every problem becomes one warning naming the item and
+//! the value used instead. Runs at start-up (inside the first hook call,
+//! under the guard) and when a dump is written; allocates, takes no lock.
 
 use std::fmt::Write;
 
@@ -103,35 +106,229 @@ pub const MAX_LG_PROF_SAMPLE: u32 = 62;
 /// The largest `prof_bt_max`.
 pub const MAX_BT_MAX: u32 = 256;
 
+/// One `PROF_CONF` key: how it is parsed, written back and documented. The
+/// table [`OPTIONS`] drives parsing, the warnings, [`Config::describe`] and
+/// the option list in MALLOC_CONF.md ([`options_markdown`]); the defaults
+/// are those of [`Config::default`].
+pub struct OptionSpec {
+    /// The key.
+    pub key: &'static str,
+    /// The value's type, as MALLOC_CONF.md lists it.
+    pub kind: &'static str,
+    /// The accepted values, as MALLOC_CONF.md lists them ("" when the type
+    /// says it all).
+    pub range: &'static str,
+    /// A note on the default for MALLOC_CONF.md, or "".
+    pub default_note: &'static str,
+    /// What a bad value falls back to, for the warning; "" for
+    /// "using <the default>".
+    on_error: &'static str,
+    /// Set the option from `value`, or say what is wrong with it.
+    set: fn(&mut Config, &str) -> Result<(), String>,
+    /// The option's value in a configuration, as PROF_CONF writes it.
+    get: fn(&Config) -> String,
+}
+
+impl OptionSpec {
+    /// The option's value in `config`, as PROF_CONF writes it.
+    pub fn value_in(&self, config: &Config) -> String {
+        (self.get)(config)
+    }
+
+    /// The warning for a bad `value`, whose problem is `reason`.
+    fn warning(&self, value: &str, reason: &str) -> String {
+        let fallback = if self.on_error.is_empty() {
+            format!("using {}", self.value_in(&Config::default()))
+        } else {
+            self.on_error.to_string()
+        };
+        format!("{}:{value} {reason}; {fallback}", self.key)
+    }
+}
+
+/// Every option, in the order of the documentation and of
+/// [`Config::describe`].
+pub static OPTIONS: [OptionSpec; 14] = [
+    OptionSpec {
+        key: "prof",
+        kind: "bool",
+        range: "",
+        default_note: "",
+        on_error: "",
+        set: |c, v| parse_bool(v).map(|value| c.prof = value),
+        get: |c| c.prof.to_string(),
+    },
+    OptionSpec {
+        key: "prof_active",
+        kind: "bool",
+        range: "",
+        default_note: "",
+        on_error: "",
+        set: |c, v| parse_bool(v).map(|value| c.prof_active = value),
+        get: |c| c.prof_active.to_string(),
+    },
+    OptionSpec {
+        key: "lg_prof_sample",
+        kind: "integer",
+        range: "0–62",
+        default_note: "512 KiB",
+        on_error: "",
+        set: |c, v| {
+            parse_in_range(v, 0, MAX_LG_PROF_SAMPLE as i64).map(|n| c.lg_prof_sample = n as u32)
+        },
+        get: |c| c.lg_prof_sample.to_string(),
+    },
+    OptionSpec {
+        key: "prof_accum",
+        kind: "bool",
+        range: "",
+        default_note: "",
+        on_error: "",
+        set: |c, v| parse_bool(v).map(|value| c.prof_accum = value),
+        get: |c| c.prof_accum.to_string(),
+    },
+    OptionSpec {
+        key: "prof_final",
+        kind: "bool",
+        range: "",
+        default_note: "",
+        on_error: "",
+        set: |c, v| parse_bool(v).map(|value| c.prof_final = value),
+        get: |c| c.prof_final.to_string(),
+    },
+    OptionSpec {
+        key: "prof_leak",
+        kind: "bool",
+        range: "",
+        default_note: "",
+        on_error: "",
+        set: |c, v| parse_bool(v).map(|value| c.prof_leak = value),
+        get: |c| c.prof_leak.to_string(),
+    },
+    OptionSpec {
+        key: "prof_prefix",
+        kind: "string",
+        range: "any path prefix; empty disables automatic dumps",
+        default_note: "",
+        on_error: "",
+        set: |c, v| {
+            c.prof_prefix = v.to_string();
+            Ok(())
+        },
+        get: |c| c.prof_prefix.clone(),
+    },
+    OptionSpec {
+        key: "prof_bt_max",
+        kind: "integer",
+        range: "1–256",
+        default_note: "",
+        on_error: "",
+        set: |c, v| parse_in_range(v, 1, MAX_BT_MAX as i64).map(|n| c.prof_bt_max = n as u32),
+        get: |c| c.prof_bt_max.to_string(),
+    },
+    OptionSpec {
+        key: "prof_exact",
+        kind: "bool",
+        range: "",
+        default_note: "",
+        on_error: "",
+        set: |c, v| parse_bool(v).map(|value| c.prof_exact = value),
+        get: |c| c.prof_exact.to_string(),
+    },
+    OptionSpec {
+        key: "lg_prof_interval",
+        kind: "integer",
+        range: "-1–62",
+        default_note: "off",
+        on_error: "",
+        set: |c, v| parse_in_range(v, -1, 62).map(|n| c.lg_prof_interval = n as i32),
+        get: |c| c.lg_prof_interval.to_string(),
+    },
+    OptionSpec {
+        key: "prof_gdump",
+        kind: "bool",
+        range: "",
+        default_note: "",
+        on_error: "",
+        set: |c, v| parse_bool(v).map(|value| c.prof_gdump = value),
+        get: |c| c.prof_gdump.to_string(),
+    },
+    OptionSpec {
+        key: "prof_gdump_step",
+        kind: "size or percentage",
+        range: "≥ 1 byte, 1–1000 %",
+        default_note: "at least 64 MiB",
+        on_error: "using max(64M, 10%)",
+        set: |c, v| parse_step(v).map(|value| c.prof_gdump_step = value),
+        get: |c| describe_step(c.prof_gdump_step),
+    },
+    OptionSpec {
+        key: "prof_signal",
+        kind: "signal name",
+        range: "`USR1`, `USR2`, `PROF`, `URG`, `WINCH`, `HUP`, or a real-time signal number",
+        default_note: "",
+        on_error: "no signal dumps",
+        set: |c, v| parse_signal(v).map(|value| c.prof_signal = value),
+        get: |c| signal_name(c.prof_signal),
+    },
+    OptionSpec {
+        key: "prof_unwind",
+        kind: "`fast` or `libgcc`",
+        range: "",
+        default_note: "",
+        on_error: "",
+        set: |c, v| {
+            c.prof_unwind = match v {
+                "fast" => Unwinder::Fast,
+                "libgcc" => Unwinder::Libgcc,
+                _ => return Err("is not fast or libgcc".to_string()),
+            };
+            Ok(())
+        },
+        get: |c| {
+            match c.prof_unwind {
+                Unwinder::Fast => "fast",
+                Unwinder::Libgcc => "libgcc",
+            }
+            .to_string()
+        },
+    },
+];
+
 impl Config {
     /// The options as `key:value,...`, recorded in every dump.
     pub fn describe(&self) -> String {
-        let mut out = String::new();
-        let _ = write!(
-            out,
-            "prof:{},prof_active:{},lg_prof_sample:{},prof_accum:{},prof_final:{},prof_leak:{},\
-             prof_prefix:{},prof_bt_max:{},prof_exact:{},lg_prof_interval:{},prof_gdump:{},\
-             prof_gdump_step:{},prof_signal:{},prof_unwind:{}",
-            self.prof,
-            self.prof_active,
-            self.lg_prof_sample,
-            self.prof_accum,
-            self.prof_final,
-            self.prof_leak,
-            self.prof_prefix,
-            self.prof_bt_max,
-            self.prof_exact,
-            self.lg_prof_interval,
-            self.prof_gdump,
-            describe_step(self.prof_gdump_step),
-            signal_name(self.prof_signal),
-            match self.prof_unwind {
-                Unwinder::Fast => "fast",
-                Unwinder::Libgcc => "libgcc",
-            },
-        );
-        out
+        let items: Vec<String> = OPTIONS
+            .iter()
+            .map(|option| format!("{}:{}", option.key, option.value_in(self)))
+            .collect();
+        items.join(",")
     }
+}
+
+/// The option list of MALLOC_CONF.md: one row per option with its type,
+/// real default and range.
+pub fn options_markdown() -> String {
+    let defaults = Config::default();
+    let mut out = String::from("| key | type | default | range |\n|---|---|---|---|\n");
+    for option in &OPTIONS {
+        let mut default = format!("`{}`", option.value_in(&defaults));
+        if !option.default_note.is_empty() {
+            let _ = write!(default, " ({})", option.default_note);
+        }
+        let _ = writeln!(
+            out,
+            "| [`{key}`](#{key}) | {} | {default} |{}|",
+            option.kind,
+            if option.range.is_empty() {
+                " ".to_string()
+            } else {
+                format!(" {} ", option.range)
+            },
+            key = option.key
+        );
+    }
+    out
 }
 
 fn describe_step(step: GdumpStep) -> String {
@@ -177,71 +374,30 @@ fn printable(message: &str) -> String {
 }
 
 fn apply(config: &mut Config, key: &str, value: &str) -> Result<(), String> {
-    let defaults = Config::default();
-    match key {
-        "prof" => config.prof = parse_bool(key, value, defaults.prof)?,
-        "prof_active" => config.prof_active = parse_bool(key, value, defaults.prof_active)?,
-        "prof_accum" => config.prof_accum = parse_bool(key, value, defaults.prof_accum)?,
-        "prof_final" => config.prof_final = parse_bool(key, value, defaults.prof_final)?,
-        "prof_leak" => config.prof_leak = parse_bool(key, value, defaults.prof_leak)?,
-        "prof_exact" => config.prof_exact = parse_bool(key, value, defaults.prof_exact)?,
-        "prof_gdump" => config.prof_gdump = parse_bool(key, value, defaults.prof_gdump)?,
-        "lg_prof_sample" => {
-            config.lg_prof_sample =
-                parse_in_range(key, value, 0, MAX_LG_PROF_SAMPLE as i64, 19)? as u32
-        }
-        "prof_bt_max" => {
-            config.prof_bt_max = parse_in_range(key, value, 1, MAX_BT_MAX as i64, 128)? as u32
-        }
-        "lg_prof_interval" => {
-            config.lg_prof_interval = parse_in_range(key, value, -1, 62, -1)? as i32
-        }
-        "prof_prefix" => config.prof_prefix = value.to_string(),
-        "prof_gdump_step" => config.prof_gdump_step = parse_step(value)?,
-        "prof_signal" => config.prof_signal = parse_signal(value)?,
-        "prof_unwind" => {
-            config.prof_unwind = match value {
-                "fast" => Unwinder::Fast,
-                "libgcc" => Unwinder::Libgcc,
-                _ => {
-                    return Err(format!(
-                        "prof_unwind:{value} is not fast or libgcc; using fast"
-                    ));
-                }
-            }
-        }
-        _ => return Err(format!("unknown key \"{key}\" ignored")),
-    }
-    Ok(())
+    let Some(option) = OPTIONS.iter().find(|option| option.key == key) else {
+        return Err(format!("unknown key \"{key}\" ignored"));
+    };
+    (option.set)(config, value).map_err(|reason| option.warning(value, &reason))
 }
 
-fn parse_bool(key: &str, value: &str, default: bool) -> Result<bool, String> {
+fn parse_bool(value: &str) -> Result<bool, String> {
     match value {
         "true" | "1" => Ok(true),
         "false" | "0" => Ok(false),
-        _ => Err(format!(
-            "{key}:{value} is not true or false; using {default}"
-        )),
+        _ => Err("is not true or false".to_string()),
     }
 }
 
-fn parse_in_range(key: &str, value: &str, min: i64, max: i64, default: i64) -> Result<i64, String> {
+fn parse_in_range(value: &str, min: i64, max: i64) -> Result<i64, String> {
     match value.parse::<i64>() {
         Ok(number) if (min..=max).contains(&number) => Ok(number),
-        _ => Err(format!(
-            "{key}:{value} is not an integer in {min}..={max}; using {default}"
-        )),
+        _ => Err(format!("is not an integer in {min}..={max}")),
     }
 }
 
 /// `67108864`, `64M`, `1G`, `512k` or `25%`.
 fn parse_step(value: &str) -> Result<GdumpStep, String> {
-    let bad = || {
-        format!(
-            "prof_gdump_step:{value} is not a byte size (e.g. 64M) or a percentage (e.g. 10%); \
-             using max(64M, 10%)"
-        )
-    };
+    let bad = || "is not a byte size (e.g. 64M) or a percentage (e.g. 10%)".to_string();
     if let Some(percent) = value.strip_suffix('%') {
         return match percent.parse::<u32>() {
             Ok(p) if (1..=1000).contains(&p) => Ok(GdumpStep::Percent {
@@ -280,10 +436,9 @@ fn parse_signal(value: &str) -> Result<i32, String> {
         _ => match name.parse::<i32>() {
             Ok(n) if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&n) => n,
             _ => {
-                return Err(format!(
-                    "prof_signal:{value} is not one of USR1, USR2, PROF, URG, WINCH, HUP \
-                     or a real-time signal number; no signal dumps"
-                ));
+                return Err("is not one of USR1, USR2, PROF, URG, WINCH, HUP \
+                     or a real-time signal number"
+                    .to_string());
             }
         },
     };
@@ -343,6 +498,71 @@ mod tests {
         let (_, warnings) = parse("prof_leak:x\n<heapsample>: forged");
         assert_eq!(warnings.len(), 1);
         assert!(!warnings[0].contains('\n'), "{}", warnings[0]);
+    }
+
+    /// The lines of MALLOC_CONF.md between the generated-list markers.
+    fn documented_list(doc: &str) -> Option<&str> {
+        let start = doc.find(LIST_START)? + LIST_START.len();
+        let end = start + doc[start..].find(LIST_END)?;
+        Some(doc[start..end].trim_start_matches('\n'))
+    }
+
+    const LIST_START: &str =
+        "<!-- option list: generated from recorder/src/config.rs (OPTIONS) -->\n";
+    const LIST_END: &str = "<!-- end of option list -->";
+
+    /// MALLOC_CONF.md lists every key with its real default, exactly as the
+    /// option table generates it. `HEAPSAMPLE_UPDATE_DOCS=1 cargo test -p
+    /// heapsample-recorder` rewrites the list after a change to the table.
+    #[test]
+    fn malloc_conf_md_lists_every_option_with_its_default() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../MALLOC_CONF.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        let generated = options_markdown();
+        let listed = documented_list(&doc).expect("MALLOC_CONF.md has the option list markers");
+        if listed != generated && std::env::var_os("HEAPSAMPLE_UPDATE_DOCS").is_some() {
+            let updated = doc.replacen(listed, &generated, 1);
+            std::fs::write(path, updated).unwrap();
+            return;
+        }
+        assert_eq!(
+            listed, generated,
+            "MALLOC_CONF.md's option list is stale; regenerate it with HEAPSAMPLE_UPDATE_DOCS=1"
+        );
+        let defaults = Config::default();
+        for option in &OPTIONS {
+            assert!(
+                doc.contains(&format!("\n## {}\n", option.key)),
+                "MALLOC_CONF.md has no section for {}",
+                option.key
+            );
+            assert!(listed.contains(&format!(
+                "| [`{key}`](#{key}) | {} | `{}`",
+                option.kind,
+                option.value_in(&defaults),
+                key = option.key
+            )));
+        }
+    }
+
+    #[test]
+    fn describe_round_trips_through_parse() {
+        let config = Config {
+            lg_prof_sample: 7,
+            prof_prefix: "/tmp/p".to_string(),
+            prof_signal: libc::SIGUSR1,
+            prof_unwind: Unwinder::Libgcc,
+            prof_gdump_step: GdumpStep::Bytes(1 << 20),
+            ..Config::default()
+        };
+        let (parsed, warnings) = parse(&config.describe());
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(parsed, config);
+        assert!(
+            config
+                .describe()
+                .starts_with("prof:true,prof_active:true,lg_prof_sample:7,")
+        );
     }
 
     #[test]

@@ -11,11 +11,32 @@
 //! set for good, and is recreated lazily in a forked child.
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering::Relaxed};
 
 use heapsample_format::Trigger;
 
-use crate::{tls, writer};
+use crate::tls;
+
+/// What the thread does for each request: write a dump of that trigger.
+/// Registered by the layer that writes files (`lifecycle`), so that this
+/// module, reached from inside malloc, does not depend on the writer.
+static WRITE_DUMP: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Register what the thread does for each request (once, at load).
+/// Requests made before are kept and served once it is registered.
+pub fn set_dump_writer(write: fn(Trigger)) {
+    WRITE_DUMP.store(write as *mut (), Relaxed);
+    if STARTED.load(Relaxed) {
+        // SAFETY: the semaphore was initialised before STARTED was set.
+        unsafe { libc::sem_post(WAKE.0.get()) };
+    }
+}
+
+fn dump_writer() -> Option<fn(Trigger)> {
+    let address = WRITE_DUMP.load(Relaxed);
+    // SAFETY: only set_dump_writer stores here, from a `fn(Trigger)`.
+    (!address.is_null()).then(|| unsafe { core::mem::transmute::<*mut (), fn(Trigger)>(address) })
+}
 
 /// Pending requests, per trigger. A counter, so that each interval crossing
 /// gets its dump even if the thread is busy, but capped so that a program
@@ -128,10 +149,13 @@ fn run() {
         if unsafe { libc::sem_wait(WAKE.0.get()) } != 0 {
             continue; // EINTR
         }
+        let Some(write_dump) = dump_writer() else {
+            continue; // not registered yet: requests stay pending
+        };
         for trigger in [Trigger::Signal, Trigger::Interval, Trigger::HighWater] {
             if let Some(pending) = counter(trigger) {
                 while take(pending) {
-                    let _ = writer::write_dump(trigger, None);
+                    write_dump(trigger);
                 }
             }
         }

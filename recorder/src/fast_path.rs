@@ -11,8 +11,8 @@
 //! through one `GOTTPOFF` load.
 //!
 //! - `malloc` (7 instructions): if the request is smaller than the thread's
-//!   `bytes_until_sample`, subtract it, count the call and jump to the next
-//!   `malloc`. Otherwise jump through [`crate::hooks::MALLOC_ROUTE`]: the
+//!   countdown ([`crate::sampler::Sampler`]), subtract it, count the call and jump to the next
+//!   `malloc`. Otherwise jump through [`crate::routes::MALLOC_ROUTE`]: the
 //!   crossing allocation while profiling, the next `malloc` under
 //!   `prof:false`, start-up and `prof_exact` paths otherwise. The compare is
 //!   unsigned, so a countdown of 0 always takes the route: that is how a
@@ -21,11 +21,12 @@
 //!   path, and a huge request can never wrap the countdown.
 //! - `free` (7 instructions): look up the live-sample filter counter of the
 //!   pointer's page. Zero jumps to the next `free`; anything else jumps
-//!   through [`crate::hooks::FREE_ROUTE`]. The counter is nonzero while a
+//!   through [`crate::routes::FREE_ROUTE`]. The counter is nonzero while a
 //!   sampled object lives in a page sharing it, for the bootstrap arena's
 //!   pages once the arena is used, and for every page under `prof_exact`.
-//!   Before the next allocator is resolved, the next `free` slot holds
-//!   [`crate::hooks::free_other`]. No per-thread state is touched.
+//!   Before the next allocator is resolved, the next `free` slot holds a
+//!   stand-in that resolves it first (`next_alloc`). No per-thread state is
+//!   touched.
 //!
 //! Runs inside malloc and free: no allocation, no locks, no calls, no
 //! writes outside the calling thread's own cache line.
@@ -37,7 +38,7 @@ use crate::next_alloc::NextAllocator;
 use crate::tls::ThreadState;
 
 /// Offset of the countdown in the thread block.
-pub const COUNTDOWN: usize = offset_of!(ThreadState, bytes_until_sample);
+pub const COUNTDOWN: usize = crate::tls::COUNTDOWN_OFFSET;
 /// Offset of the allocation counter in the thread block.
 pub const ALLOCATIONS: usize = offset_of!(ThreadState, allocations);
 /// Offset of the next `malloc` in [`crate::next_alloc::NEXT`].
@@ -68,7 +69,7 @@ macro_rules! malloc_entry {
             allocations = const $crate::fast_path::ALLOCATIONS,
             next = sym $crate::next_alloc::NEXT,
             next_malloc = const $crate::fast_path::NEXT_MALLOC,
-            route = sym $crate::hooks::MALLOC_ROUTE,
+            route = sym $crate::routes::MALLOC_ROUTE,
         )
     };
 }
@@ -95,7 +96,7 @@ macro_rules! free_entry {
             filter = const $crate::live_table::FILTER_OFFSET,
             next = sym $crate::next_alloc::NEXT,
             next_free = const $crate::fast_path::NEXT_FREE,
-            route = sym $crate::hooks::FREE_ROUTE,
+            route = sym $crate::routes::FREE_ROUTE,
         )
     };
 }

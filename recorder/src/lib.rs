@@ -1,46 +1,55 @@
 //! The profiler behind `libheapsample.so`.
 //!
 //! This library holds every mechanism; the `heapsample` cdylib only exports
-//! the C symbols and calls into [`hooks`]. Keeping the two apart lets the
-//! logic be tested without interposing the test runner.
+//! the C symbols and calls into [`contracts`], [`routes`] and [`cxx`].
+//! Keeping the two apart lets the logic be tested without interposing the
+//! test runner.
 //!
-//! What is where:
-//! - [`hooks`]: bodies of malloc, free, calloc, realloc, ... and the routes
-//!   the exported symbols jump through.
-//! - [`fast_path`]: malloc's and free's profiled fast paths, in assembly.
-//! - [`next_alloc`]: the next allocator (`dlsym(RTLD_NEXT)`) and the
-//!   bootstrap arena used while looking it up.
-//! - [`tls`]: the initial-exec per-thread block and the guard.
-//! - [`sampling`]: the exponential byte countdown and its generator.
-//! - [`profiler`]: start-up, the sample event, exit dump, fork handlers.
-//! - [`threads`]: thread setup, registry, exit flush, exact counters.
-//! - [`backtrace`]: stack capture without the shim's own frames.
-//! - [`stack_table`]: distinct stacks and their sampled counts.
-//! - [`live_table`]: lock-free table of live sampled addresses.
-//! - [`modules`]: loaded objects and their epochs across dlclose.
-//! - [`writer`]: dump assembly, file names, atomic writes.
-//! - [`triggers`]: interval, high-water and signal dump triggers.
-//! - [`dumper`]: the background thread that writes triggered dumps.
-//! - [`api`]: `heapsample_dump`, `heapsample_set_active`, `heapsample_reset`.
-//! - [`config`]: PROF_CONF parsing.
-//! - [`warn`]: one-line `<heapsample>:` messages.
-//! - [`own_heap`]: the profiler's own memory (mmap), never the profiled allocator.
-//! - [`spin_lock`], [`sys`]: small building blocks.
+//! Layers, each importing only from the layers above it in this list (and
+//! within its own layer without cycles; `tests/layers.rs` checks it). Code
+//! that runs inside malloc lives in layers 0–7 and never imports layer 8,
+//! which does I/O.
+//!
+//! 0. leaves: [`sys`] (mmap, errno), [`spin_lock`] (and the lock order),
+//!    [`warn`], [`config`] (PROF_CONF), [`sampling`] (the law of the
+//!    countdown), [`sampler`] (one thread's countdown).
+//! 1. [`tls`]: the initial-exec per-thread block and the guard.
+//! 2. tables: [`live_table`], [`stack_table`], [`modules`], [`backtrace`],
+//!    [`own_heap`].
+//! 3. [`next_alloc`]: the next allocator and the bootstrap arena.
+//! 4. [`state`]: the process-wide mode, flags, configuration and counters,
+//!    behind functions.
+//! 5. events: [`sample`] (the sample event), [`threads`] (set-up, registry,
+//!    exit flush), [`triggers`] (when a dump is due), [`dumper`] (the
+//!    request queue and the thread; what it writes is registered from
+//!    layer 8).
+//! 6. dispatch: [`startup`], [`counting`], [`routes`].
+//! 7. hooks: [`contracts`] (the rest of the malloc family), [`fast_path`]
+//!    (malloc's and free's assembly), [`cxx`] (C++ operator accounting).
+//! 8. never inside malloc: [`writer`] (dump files), [`api`] (the C API),
+//!    [`lifecycle`] (constructor, exit, fork).
 
 pub mod api;
 pub mod backtrace;
 pub mod config;
+pub mod contracts;
+pub mod counting;
+pub mod cxx;
 pub mod dumper;
 pub mod fast_path;
-pub mod hooks;
+pub mod lifecycle;
 pub mod live_table;
 pub mod modules;
 pub mod next_alloc;
 pub mod own_heap;
-pub mod profiler;
+pub mod routes;
+pub mod sample;
+pub mod sampler;
 pub mod sampling;
 pub mod spin_lock;
 pub mod stack_table;
+pub mod startup;
+pub mod state;
 pub mod sys;
 pub mod threads;
 pub mod tls;
@@ -48,4 +57,4 @@ pub mod triggers;
 pub mod warn;
 pub mod writer;
 
-pub use profiler::on_library_load;
+pub use lifecycle::on_library_load;

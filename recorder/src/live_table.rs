@@ -218,6 +218,11 @@ impl LiveTable {
         None
     }
 
+    /// True if `address` is recorded as a live sample now.
+    pub fn contains(&self, address: usize) -> bool {
+        self.may_contain(address) && self.find(address).is_some()
+    }
+
     /// Remove `address` if it is a live sample, returning what was recorded.
     /// Call before the memory is released.
     pub fn remove(&self, address: usize) -> Option<LiveSample> {

@@ -14,10 +14,10 @@ use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use findshlibs::{Segment, SharedLibrary, SharedLibraryId, TargetSharedLibrary};
 use heapsample_format::Module;
 
-use crate::spin_lock::SpinLock;
+use crate::spin_lock::{LockClass, SpinLock};
 
 static EPOCH: AtomicU32 = AtomicU32::new(0);
-static HISTORY: SpinLock<Vec<Module>> = SpinLock::new(Vec::new());
+static HISTORY: SpinLock<Vec<Module>> = SpinLock::new(LockClass::Modules, Vec::new());
 
 /// The current module epoch (read at each sample).
 #[inline]

@@ -13,7 +13,7 @@
 use core::ffi::{CStr, c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
-use crate::tls;
+use crate::{sys, tls};
 
 type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
 type FreeFn = unsafe extern "C" fn(*mut c_void);
@@ -51,10 +51,8 @@ impl NextFn {
     }
 
     fn resolve(&self, name: &CStr) {
-        // SAFETY: dlsym with a valid NUL-terminated name; RTLD_NEXT searches
-        // the objects loaded after the one containing this code.
-        let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-        self.address.store(found, Ordering::Relaxed);
+        self.address
+            .store(sys::next_definition(name), Ordering::Relaxed);
     }
 }
 
@@ -75,7 +73,7 @@ pub static NEXT: NextAllocator = NextAllocator {
     malloc: NextFn::unresolved(),
     // The exported free jumps here whenever the filter misses, even
     // before anything is resolved.
-    free: NextFn::standing_in(crate::hooks::free_other as FreeFn as *mut c_void),
+    free: NextFn::standing_in(free_until_resolved as FreeFn as *mut c_void),
     calloc: NextFn::unresolved(),
     realloc: NextFn::unresolved(),
     memalign: NextFn::unresolved(),
@@ -132,6 +130,22 @@ fn resolve_all() {
     NEXT.posix_memalign.resolve(c"posix_memalign");
     NEXT.aligned_alloc.resolve(c"aligned_alloc");
     NEXT.malloc_usable_size.resolve(c"malloc_usable_size");
+}
+
+/// The next `free` until it is known: resolve, then forward. A block of the
+/// bootstrap arena is never released, and a free made while the calling
+/// thread is itself resolving leaks its block (nothing to forward to yet).
+/// Nothing is counted: the profiler has not started, so nothing of this
+/// pointer was counted either.
+///
+/// # Safety
+/// The C contract of `free`.
+unsafe extern "C" fn free_until_resolved(pointer: *mut c_void) {
+    if in_bootstrap_arena(pointer) || !ensure_resolved() {
+        return;
+    }
+    // SAFETY: resolved just now; a pointer of the next allocator.
+    unsafe { free(pointer) }
 }
 
 // The forwarding calls. Each assumes `resolved()`; the mandatory functions
@@ -194,7 +208,7 @@ pub unsafe fn memalign(alignment: usize, size: usize) -> *mut c_void {
     match unsafe { posix_memalign(&mut result, alignment.max(8), size) } {
         0 => result,
         error => {
-            set_errno(error);
+            crate::sys::set_errno(error);
             core::ptr::null_mut()
         }
     }
@@ -253,18 +267,6 @@ pub unsafe fn usable_size(pointer: *mut c_void) -> usize {
     }
     // SAFETY: the next definition of `malloc_usable_size`, same signature.
     unsafe { core::mem::transmute::<*mut c_void, UsableSizeFn>(address)(pointer) }
-}
-
-/// Set the calling thread's errno.
-pub fn set_errno(value: c_int) {
-    // SAFETY: __errno_location returns the calling thread's errno slot.
-    unsafe { *libc::__errno_location() = value };
-}
-
-/// Read the calling thread's errno.
-pub fn errno() -> c_int {
-    // SAFETY: as in set_errno.
-    unsafe { *libc::__errno_location() }
 }
 
 // ---- the bootstrap arena ----

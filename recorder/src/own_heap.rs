@@ -16,7 +16,7 @@
 use core::alloc::Layout;
 use core::ptr::null_mut;
 
-use crate::spin_lock::SpinLock;
+use crate::spin_lock::{LockClass, SpinLock};
 use crate::sys;
 
 const MIN_CLASS_SHIFT: u32 = 4; // 16 bytes
@@ -36,11 +36,14 @@ struct Heap {
 // SAFETY: the raw pointers are only touched under the lock.
 unsafe impl Send for Heap {}
 
-static HEAP: SpinLock<Heap> = SpinLock::new(Heap {
-    free: [null_mut(); CLASSES],
-    chunk_next: 0,
-    chunk_end: 0,
-});
+static HEAP: SpinLock<Heap> = SpinLock::new(
+    LockClass::OwnHeap,
+    Heap {
+        free: [null_mut(); CLASSES],
+        chunk_next: 0,
+        chunk_end: 0,
+    },
+);
 
 /// The size class of a layout, or None for a large block.
 fn class_of(layout: Layout) -> Option<usize> {

@@ -80,6 +80,17 @@ pub fn sample_independently(state: &mut u64, size: usize) -> bool {
     uniform_open_closed(state) > keep_probability
 }
 
+/// The probability that an allocation of `size` bytes is sampled,
+/// `1 − (1 − 1/R)^size` (1 when every allocation is, or for empty ones):
+/// `heapsample_format::inclusion_probability` with the logarithm cached.
+pub fn inclusion_probability(size: u64) -> f64 {
+    if lg_period() == 0 || size == 0 {
+        return 1.0;
+    }
+    let ln_keep = f64::from_bits(LN_KEEP.load(Relaxed));
+    (-(size as f64 * ln_keep).exp_m1()).clamp(f64::MIN_POSITIVE, 1.0)
+}
+
 /// A seed for a new thread's generator, distinct per thread and per run,
 /// made without allocating or calling the kernel.
 pub fn seed(thread_address: usize, serial: u32) -> u64 {
@@ -90,11 +101,15 @@ pub fn seed(thread_address: usize, serial: u32) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Held by every test that changes the process-wide period.
+    pub(crate) static PERIOD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     #[test]
     fn intervals_have_the_configured_mean() {
+        let _period = PERIOD_LOCK.lock();
         set_lg_period(12);
         let mut state = 12345;
         let draws = 200_000;
@@ -108,6 +123,18 @@ mod tests {
         );
         set_lg_period(0);
         assert_eq!(draw_interval(&mut state), 0);
+        // The period is process-wide: the probability check runs here, in
+        // the one test that changes it.
+        for lg in [0, 1, 12, 19, 30] {
+            set_lg_period(lg);
+            for size in [0u64, 1, 100, 4096, 1 << 20, 1 << 40] {
+                assert_eq!(
+                    inclusion_probability(size),
+                    heapsample_format::inclusion_probability(size, period()),
+                    "lg {lg} size {size}"
+                );
+            }
+        }
         set_lg_period(19);
     }
 }

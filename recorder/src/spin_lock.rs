@@ -1,51 +1,225 @@
-//! A minimal spin lock for the profiler's rare paths (stack interning,
-//! thread registry, dumps).
+//! The profiler's lock, and the order in which its locks may be taken.
 //!
-//! It never calls the allocator and has no destructor, so it may be taken
-//! inside malloc's slow path and be force-reset in a forked child. The
-//! malloc/free fast paths never take it.
+//! [`SpinLock`] never calls the allocator and has no destructor, so it may be
+//! taken inside malloc's slow path and be reset in a forked child. The
+//! malloc/free fast paths never take one.
+//!
+//! Inside malloc a thread must never wait long for a lock that a thread of
+//! lower priority holds (a real-time thread spinning and yielding on the
+//! same CPU as a preempted holder would wait until the kernel throttles it).
+//! So after a short spin a waiter sleeps in the kernel on a
+//! priority-inheriting futex (`FUTEX_LOCK_PI`): the holder runs at the
+//! waiter's priority until it releases, and the wait is bounded by the
+//! holder's critical section. The lock word holds the owner's thread id, as
+//! the kernel requires; where PI futexes are unavailable the waiter spins
+//! and yields.
+//!
+//! Every lock has a [`LockClass`]; [`LOCK_ORDER`] lists them with their rank,
+//! who takes them and whether inside malloc. A thread may only take a lock
+//! of a higher rank than every lock it holds; builds with debug assertions
+//! (and the unit tests) check it on every acquisition. The fork handlers
+//! take every lock in rank order (`lifecycle`).
 
-use core::cell::UnsafeCell;
+use core::cell::{Cell, UnsafeCell};
 use core::ops::{Deref, DerefMut};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 
-/// Mutual exclusion by spinning, then yielding the CPU.
+/// The profiler's locks, lowest rank (taken first) first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LockClass {
+    /// `writer`: serializes dumps; true once the process is exiting.
+    Dump = 0,
+    /// `modules`: the history of loaded objects.
+    Modules = 1,
+    /// `threads`: the registry of threads and their counters.
+    Threads = 2,
+    /// `stack_table`: inserting a stack never seen before.
+    StackInsert = 3,
+    /// `own_heap`: the profiler's own allocations.
+    OwnHeap = 4,
+}
+
+/// One row of the lock-order table.
+pub struct LockInfo {
+    /// The lock.
+    pub class: LockClass,
+    /// Where it lives.
+    pub name: &'static str,
+    /// Who takes it.
+    pub taken_by: &'static str,
+    /// Whether code inside malloc (the sample event, thread set-up) may
+    /// take it.
+    pub inside_malloc: bool,
+}
+
+/// Every lock, in rank order: while holding a lock, a thread may only take
+/// locks further down this list.
+pub const LOCK_ORDER: [LockInfo; 5] = [
+    LockInfo {
+        class: LockClass::Dump,
+        name: "writer::DUMP_LOCK",
+        taken_by: "whoever writes a dump (dumper thread, heapsample_dump, the exit \
+                   handler); the fork handlers",
+        inside_malloc: false,
+    },
+    LockInfo {
+        class: LockClass::Modules,
+        name: "modules::HISTORY",
+        taken_by: "dumps (refreshing the module map) and dlclose; the fork handlers",
+        inside_malloc: false,
+    },
+    LockInfo {
+        class: LockClass::Threads,
+        name: "threads::REGISTRY",
+        taken_by: "a thread's set-up and first sample and its allocations after its \
+                   exit flush (inside malloc), its exit flush, dumps (a bounded \
+                   copy); the fork handlers",
+        inside_malloc: true,
+    },
+    LockInfo {
+        class: LockClass::StackInsert,
+        name: "stack_table::StackTable::insert_lock",
+        taken_by: "the sample event, for a stack never seen before; the fork handlers",
+        inside_malloc: true,
+    },
+    LockInfo {
+        class: LockClass::OwnHeap,
+        name: "own_heap::HEAP",
+        taken_by: "every allocation of the profiler's own Rust code (inside malloc: \
+                   thread set-up and first sample); the fork handlers",
+        inside_malloc: true,
+    },
+];
+
+const _: () = {
+    let mut rank = 0;
+    while rank < LOCK_ORDER.len() {
+        assert!(LOCK_ORDER[rank].class as usize == rank);
+        rank += 1;
+    }
+};
+
+/// Spins before sleeping in the kernel.
+const SPINS: u32 = 64;
+
+/// Mutual exclusion for the profiler's rare paths: a compare-and-swap when
+/// free, a short spin, then a priority-inheriting wait in the kernel.
 pub struct SpinLock<T> {
-    locked: AtomicBool,
+    /// 0 when free, else the owner's thread id (with the kernel's
+    /// `FUTEX_WAITERS` bit while someone waits in the kernel).
+    word: AtomicU32,
+    class: LockClass,
     value: UnsafeCell<T>,
 }
 
-// SAFETY: access to `value` is serialized by `locked`.
+// SAFETY: access to `value` is serialized by `word`.
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 // SAFETY: as above; the lock owns its value.
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
+thread_local! {
+    /// The calling thread's id, cached (0: not known yet). A const-initialized
+    /// `Cell` has no destructor and is never lazily allocated.
+    static THREAD_ID: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The calling thread's kernel id, as the PI futex wants it in the word.
+fn thread_id() -> u32 {
+    THREAD_ID.with(|cached| {
+        if cached.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            cached.set(unsafe { libc::gettid() } as u32);
+        }
+        cached.get()
+    })
+}
+
+/// In a forked child: the surviving thread has a new id (call first thing
+/// in the child's fork handler, before any lock is reset).
+pub fn forget_thread_id() {
+    THREAD_ID.with(|cached| cached.set(0));
+}
+
+fn futex(word: &AtomicU32, operation: libc::c_int) -> libc::c_long {
+    // SAFETY: a PI futex operation on a valid, aligned u32 that lives as
+    // long as the lock; no timeout, no second word.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            operation | libc::FUTEX_PRIVATE_FLAG,
+            0,
+            core::ptr::null::<libc::timespec>(),
+            core::ptr::null::<u32>(),
+            0,
+        )
+    }
+}
+
 impl<T> SpinLock<T> {
-    /// A new unlocked lock.
-    pub const fn new(value: T) -> Self {
+    /// A new unlocked lock of `class`.
+    pub const fn new(class: LockClass, value: T) -> Self {
         SpinLock {
-            locked: AtomicBool::new(false),
+            word: AtomicU32::new(0),
+            class,
             value: UnsafeCell::new(value),
         }
     }
 
-    /// Take the lock, spinning (then yielding) while another thread has it.
+    fn try_take(&self, me: u32) -> bool {
+        self.word
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Take the lock: spin briefly while another thread has it, then wait
+    /// in the kernel with priority inheritance.
     pub fn lock(&self) -> SpinGuard<'_, T> {
-        let mut spins = 0u32;
-        while self
-            .locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            spins += 1;
-            if spins < 64 {
-                core::hint::spin_loop();
-            } else {
-                // SAFETY: sched_yield has no preconditions.
-                unsafe { libc::sched_yield() };
-            }
+        order::acquiring(self.class);
+        let me = thread_id();
+        if !self.try_take(me) {
+            self.lock_contended(me);
         }
         SpinGuard { lock: self }
+    }
+
+    #[cold]
+    fn lock_contended(&self, me: u32) {
+        for _ in 0..SPINS {
+            core::hint::spin_loop();
+            if self.word.load(Ordering::Relaxed) == 0 && self.try_take(me) {
+                return;
+            }
+        }
+        loop {
+            if futex(&self.word, libc::FUTEX_LOCK_PI) == 0 {
+                return; // the kernel made us the owner
+            }
+            match std::io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR | libc::EAGAIN) => continue,
+                // No PI futexes here (or an owner the kernel cannot see):
+                // spin and yield.
+                _ => break,
+            }
+        }
+        while !self.try_take(me) {
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
+        }
+    }
+
+    fn unlock(&self) {
+        let me = thread_id();
+        if self
+            .word
+            .compare_exchange(me, 0, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            // Waiters in the kernel: it hands the lock to the highest.
+            futex(&self.word, libc::FUTEX_UNLOCK_PI);
+        }
+        order::released(self.class);
     }
 
     /// Take the lock and keep it past the guard's scope (for `fork`'s
@@ -54,13 +228,20 @@ impl<T> SpinLock<T> {
         core::mem::forget(self.lock());
     }
 
-    /// Release a lock taken with [`SpinLock::lock_for_fork`], or reset it in a
-    /// forked child where its owner no longer exists.
+    /// Release a lock taken with [`SpinLock::lock_for_fork`] (in the fork
+    /// parent), or reset it in a forked child, where its owner no longer
+    /// exists (call [`forget_thread_id`] first there).
     ///
     /// # Safety
     /// No live [`SpinGuard`] of this lock may be used afterwards.
     pub unsafe fn force_unlock(&self) {
-        self.locked.store(false, Ordering::Release);
+        let owner = self.word.load(Ordering::Relaxed) & libc::FUTEX_TID_MASK;
+        if owner == thread_id() {
+            self.unlock();
+        } else {
+            self.word.store(0, Ordering::Release);
+            order::released(self.class);
+        }
     }
 }
 
@@ -86,6 +267,105 @@ impl<T> DerefMut for SpinGuard<'_, T> {
 
 impl<T> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
-        self.lock.locked.store(false, Ordering::Release);
+        self.lock.unlock();
+    }
+}
+
+/// The rank check (debug builds and unit tests): a per-thread mask of the
+/// ranks held.
+#[cfg(any(debug_assertions, test))]
+mod order {
+    use super::{Cell, LOCK_ORDER, LockClass};
+
+    thread_local! {
+        static HELD: Cell<u32> = const { Cell::new(0) };
+    }
+
+    pub fn acquiring(class: LockClass) {
+        let bit = 1u32 << class as u32;
+        HELD.with(|held| {
+            let at_or_above = held.get() & !(bit - 1);
+            if at_or_above != 0 {
+                let holding = LOCK_ORDER[at_or_above.trailing_zeros() as usize].name;
+                panic!(
+                    "lock order: taking {} while holding {holding} (see spin_lock::LOCK_ORDER)",
+                    LOCK_ORDER[class as usize].name
+                );
+            }
+            held.set(held.get() | bit);
+        });
+    }
+
+    pub fn released(class: LockClass) {
+        HELD.with(|held| held.set(held.get() & !(1u32 << class as u32)));
+    }
+}
+
+#[cfg(not(any(debug_assertions, test)))]
+mod order {
+    use super::LockClass;
+
+    #[inline(always)]
+    pub fn acquiring(_class: LockClass) {}
+
+    #[inline(always)]
+    pub fn released(_class: LockClass) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locks_in_rank_order_are_fine() {
+        let outer = SpinLock::new(LockClass::Threads, 1);
+        let inner = SpinLock::new(LockClass::OwnHeap, 2);
+        let a = outer.lock();
+        let b = inner.lock();
+        assert_eq!(*a + *b, 3);
+        drop(b);
+        drop(a);
+        let again = inner.lock();
+        drop(again);
+    }
+
+    #[test]
+    #[should_panic(expected = "lock order: taking threads::REGISTRY while holding own_heap::HEAP")]
+    fn a_lock_of_lower_rank_under_a_higher_one_is_refused() {
+        let outer = SpinLock::new(LockClass::OwnHeap, ());
+        let inner = SpinLock::new(LockClass::Threads, ());
+        let _a = outer.lock();
+        let _b = inner.lock();
+    }
+
+    #[test]
+    fn contended_waiters_get_the_lock_in_turn() {
+        static COUNTER: SpinLock<u64> = SpinLock::new(LockClass::StackInsert, 0);
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    for _ in 0..20_000 {
+                        let mut value = COUNTER.lock();
+                        *value += 1;
+                        if (*value).is_multiple_of(1000) {
+                            std::thread::yield_now(); // hold it a while: waiters sleep
+                        }
+                    }
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_eq!(*COUNTER.lock(), 80_000);
+    }
+
+    #[test]
+    fn fork_style_release_frees_the_lock() {
+        let lock = SpinLock::new(LockClass::Dump, ());
+        lock.lock_for_fork();
+        // SAFETY: taken just above by lock_for_fork, no guard alive.
+        unsafe { lock.force_unlock() };
+        drop(lock.lock());
     }
 }

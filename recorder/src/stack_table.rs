@@ -3,8 +3,9 @@
 //! Owns an insert-only table of stacks keyed by (frames, thread, module
 //! epoch). Lookups are lock-free: a hashed index of stack ids over entries
 //! that never move (chunks mapped on demand). Only inserting a stack never
-//! seen before takes a spin lock; counts are atomics updated at sample events
-//! and at frees of sampled objects, never on the allocation fast path.
+//! seen before takes a spin lock; counts and Horvitz–Thompson weight sums are
+//! atomics updated at sample events and at frees of sampled objects, never on
+//! the allocation fast path.
 //!
 //! Runs inside malloc's slow path: no allocation through malloc (memory comes
 //! from `mmap`), no lock but the insert lock, which is never held while
@@ -12,9 +13,9 @@
 
 use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use heapsample_format::Stack;
+use heapsample_format::{Stack, Weights};
 
-use crate::spin_lock::SpinLock;
+use crate::spin_lock::{LockClass, SpinLock};
 use crate::sys;
 
 const ENTRIES_PER_CHUNK: usize = 4096;
@@ -35,6 +36,49 @@ pub struct StackEntry {
     pub live_usable_bytes: AtomicI64,
     pub alloc_objects: AtomicI64,
     pub alloc_bytes: AtomicI64,
+    /// Horvitz–Thompson sums of the live samples.
+    live: WeightCells,
+    /// Horvitz–Thompson sums of every sample (cumulative).
+    alloc: WeightCells,
+}
+
+/// [`Weights`] as four atomic `f64`s (bit patterns), added to with a
+/// compare-and-swap loop: only at sample events and sampled frees.
+#[repr(C)]
+struct WeightCells([AtomicU64; 4]);
+
+impl WeightCells {
+    fn add(&self, weights: &Weights, sign: f64) {
+        for (cell, value) in self.0.iter().zip(weights.as_array()) {
+            let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + sign * value).to_bits())
+            });
+        }
+    }
+
+    /// The sums, or zeros when no sample is counted (`count == 0`): the
+    /// rounding left by adding and removing the same values is not shown.
+    fn read(&self, count: u64) -> Weights {
+        if count == 0 {
+            return Weights::default();
+        }
+        let [objects, bytes, objects_variance, bytes_variance] = self
+            .0
+            .each_ref()
+            .map(|cell| f64::from_bits(cell.load(Ordering::Relaxed)).max(0.0));
+        Weights {
+            objects,
+            bytes,
+            objects_variance,
+            bytes_variance,
+        }
+    }
+
+    fn zero(&self) {
+        for cell in &self.0 {
+            cell.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 struct FrameArena {
@@ -71,7 +115,7 @@ impl StackTable {
             index: AtomicPtr::new(core::ptr::null_mut()),
             index_bits: AtomicU32::new(0),
             count: AtomicUsize::new(0),
-            insert_lock: SpinLock::new(FrameArena { next: 0, end: 0 }),
+            insert_lock: SpinLock::new(LockClass::StackInsert, FrameArena { next: 0, end: 0 }),
         }
     }
 
@@ -120,8 +164,19 @@ impl StackTable {
     }
 
     fn matches(entry: &StackEntry, hash: u64, frames: &[u64], thread: u32, epoch: u32) -> bool {
-        if entry.hash.load(Ordering::Relaxed) != hash
-            || entry.depth.load(Ordering::Relaxed) as usize != frames.len()
+        entry.hash.load(Ordering::Relaxed) == hash && Self::has_key(entry, frames, thread, epoch)
+    }
+
+    /// True if stack `id` is `frames` of `thread` in module epoch `epoch`:
+    /// how a thread checks that it sampled its previous stack again, without
+    /// hashing or probing.
+    pub fn holds(&self, id: u32, frames: &[u64], thread: u32, epoch: u32) -> bool {
+        self.entry(id)
+            .is_some_and(|entry| Self::has_key(entry, frames, thread, epoch))
+    }
+
+    fn has_key(entry: &StackEntry, frames: &[u64], thread: u32, epoch: u32) -> bool {
+        if entry.depth.load(Ordering::Relaxed) as usize != frames.len()
             || entry.thread.load(Ordering::Relaxed) != thread
             || entry.epoch.load(Ordering::Relaxed) != epoch
         {
@@ -251,6 +306,8 @@ impl StackTable {
                 live_usable_bytes: read(&entry.live_usable_bytes),
                 alloc_objects,
                 alloc_bytes: read(&entry.alloc_bytes),
+                live: entry.live.read(live_objects),
+                alloc: entry.alloc.read(alloc_objects),
             });
         }
         out
@@ -269,6 +326,8 @@ impl StackTable {
                 ] {
                     counter.store(0, Ordering::Relaxed);
                 }
+                entry.live.zero();
+                entry.alloc.zero();
             }
         }
     }
@@ -295,8 +354,11 @@ impl Default for StackTable {
 }
 
 impl StackEntry {
-    /// Count a sampled allocation of `size` requested and `usable` bytes.
-    pub fn add_sample(&self, size: u64, usable: u64) {
+    /// Count a sampled allocation of `size` requested and `usable` bytes,
+    /// whose Horvitz–Thompson contribution is `weights`.
+    pub fn add_sample(&self, size: u64, usable: u64, weights: &Weights) {
+        self.alloc.add(weights, 1.0);
+        self.live.add(weights, 1.0);
         self.alloc_objects.fetch_add(1, Ordering::Relaxed);
         self.alloc_bytes.fetch_add(size as i64, Ordering::Relaxed);
         self.live_objects.fetch_add(1, Ordering::Relaxed);
@@ -305,8 +367,10 @@ impl StackEntry {
             .fetch_add(usable as i64, Ordering::Relaxed);
     }
 
-    /// Count the free of a sampled object.
-    pub fn release_sample(&self, size: u64, usable: u64) {
+    /// Count the free of a sampled object: `weights` are the ones its
+    /// allocation added.
+    pub fn release_sample(&self, size: u64, usable: u64, weights: &Weights) {
+        self.live.add(weights, -1.0);
         self.live_objects.fetch_sub(1, Ordering::Relaxed);
         self.live_bytes.fetch_sub(size as i64, Ordering::Relaxed);
         self.live_usable_bytes
@@ -328,14 +392,23 @@ mod tests {
         assert_eq!(table.intern(&[1, 2, 3], 1, 0), Some(a));
         assert_ne!(table.intern(&[1, 2, 3], 2, 0), Some(a));
         assert_ne!(table.intern(&[1, 2, 3], 1, 1), Some(a));
-        table.entry(a).unwrap().add_sample(10, 16);
+        assert!(table.holds(a, &[1, 2, 3], 1, 0));
+        assert!(!table.holds(a, &[1, 2, 4], 1, 0));
+        assert!(!table.holds(a, &[1, 2, 3], 2, 0));
+        assert!(!table.holds(a, &[1, 2, 3], 1, 1));
+        assert!(!table.holds(a, &[1, 2], 1, 0));
+        let weights = heapsample_format::sample_weights(10, 1 << 19);
+        table.entry(a).unwrap().add_sample(10, 16, &weights);
         let snapshot = table.snapshot(false);
         assert_eq!(snapshot.len(), 1);
         assert_eq!(snapshot[0].frames, vec![1, 2, 3]);
         assert_eq!((snapshot[0].live_objects, snapshot[0].live_bytes), (1, 10));
-        table.entry(a).unwrap().release_sample(10, 16);
+        assert_eq!((snapshot[0].live, snapshot[0].alloc), (weights, weights));
+        table.entry(a).unwrap().release_sample(10, 16, &weights);
         assert!(table.snapshot(false).is_empty());
-        assert_eq!(table.snapshot(true).len(), 1);
+        let all = table.snapshot(true);
+        assert_eq!(all.len(), 1);
+        assert_eq!((all[0].live, all[0].alloc), (Default::default(), weights));
     }
 
     #[test]

@@ -1,10 +1,15 @@
-//! Raw memory for the profiler's tables, straight from the kernel.
+//! The profiler's calls into the system: raw memory for its tables, errno,
+//! and looking up the next definition of a symbol.
 //!
 //! Tables are mapped with `mmap` (never through the interposed allocator) and
 //! never unmapped: threads may still touch them while the process exits.
 //! Untouched pages cost no memory.
+//!
+//! Runs inside malloc: `mmap` and errno access only; [`next_definition`]
+//! (dlsym) may allocate and is called under the thread's guard.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::ffi::{CStr, c_int, c_void};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// Bytes the profiler has mapped for itself (reported in every dump).
 pub static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
@@ -34,4 +39,73 @@ pub fn map_zeroed(bytes: usize) -> *mut u8 {
 #[inline(always)]
 pub fn hash_word(word: u64, bits: u32) -> usize {
     (word.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
+}
+
+/// The calling thread's errno.
+pub fn errno() -> c_int {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Set the calling thread's errno.
+pub fn set_errno(value: c_int) {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// Keeps the calling thread's errno: saved when made, restored when
+/// dropped. Every path of the profiler that may run between a program's
+/// call and its look at errno holds one. Async-signal-safe.
+pub struct ErrnoGuard(c_int);
+
+impl ErrnoGuard {
+    /// Save errno.
+    #[inline]
+    pub fn save() -> ErrnoGuard {
+        ErrnoGuard(errno())
+    }
+}
+
+impl Drop for ErrnoGuard {
+    #[inline]
+    fn drop(&mut self) {
+        set_errno(self.0);
+    }
+}
+
+/// The next definition of `name` after the object containing this code, in
+/// symbol lookup order (`dlsym(RTLD_NEXT, name)`), or null. May allocate
+/// (glibc's dlsym reports errors in a malloc'ed buffer): call it under the
+/// thread's guard, or where the bootstrap arena can serve.
+pub fn next_definition(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with a valid NUL-terminated name; RTLD_NEXT searches the
+    // objects loaded after the one containing this code.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
+/// A function of a later object, looked up with [`next_definition`] on
+/// first use and cached (a racing first use looks it up twice, harmlessly).
+pub struct LazyNext {
+    name: &'static CStr,
+    address: AtomicPtr<c_void>,
+}
+
+impl LazyNext {
+    /// Not looked up yet.
+    pub const fn new(name: &'static CStr) -> LazyNext {
+        LazyNext {
+            name,
+            address: AtomicPtr::new(core::ptr::null_mut()),
+        }
+    }
+
+    /// The next definition, or null when no later object defines it.
+    pub fn get(&self) -> *mut c_void {
+        let mut address = self.address.load(Ordering::Relaxed);
+        if address.is_null() {
+            address = next_definition(self.name);
+            self.address.store(address, Ordering::Relaxed);
+        }
+        address
+    }
 }

@@ -15,25 +15,8 @@ use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::
 
 use heapsample_format::ThreadInfo;
 
-use crate::config::MAX_BT_MAX;
-use crate::spin_lock::SpinLock;
-use crate::tls::{self, ThreadState};
-
-/// Cold per-thread state, reached through `ThreadState::ext`.
-pub struct ThreadExt {
-    /// Where a stack is captured before it is interned: room for the
-    /// deepest stack kept plus the profiler's own frames, dropped after.
-    pub frames: [u64; FRAME_BUFFER_LEN],
-    /// `bytes_allocated` already handed to the interval trigger.
-    pub bytes_fed: u64,
-    /// `live_usable_delta` already handed to the high-water trigger.
-    pub live_usable_fed: i64,
-}
-
-/// Frames the profiler's own code may add at the leaf of a capture.
-pub const OWN_FRAMES_SLACK: usize = 16;
-/// Capacity of a thread's capture buffer.
-pub const FRAME_BUFFER_LEN: usize = MAX_BT_MAX as usize + OWN_FRAMES_SLACK;
+use crate::spin_lock::{LockClass, SpinLock};
+use crate::tls::{self, ThreadExt, ThreadState};
 
 /// Counters of threads that have exited (or of a fork parent's threads).
 struct Retired {
@@ -61,11 +44,14 @@ struct Registry {
     spare: Vec<Box<ThreadExt>>,
 }
 
-static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
-    live: Vec::new(),
-    infos: Vec::new(),
-    spare: Vec::new(),
-});
+static REGISTRY: SpinLock<Registry> = SpinLock::new(
+    LockClass::Threads,
+    Registry {
+        live: Vec::new(),
+        infos: Vec::new(),
+        spare: Vec::new(),
+    },
+);
 
 static NEXT_SERIAL: AtomicU32 = AtomicU32::new(1);
 static THREADS_SEEN: AtomicU64 = AtomicU64::new(0);
@@ -92,23 +78,14 @@ pub fn create_exit_key() {
 pub fn setup_current(state: &'static ThreadState) {
     let serial = NEXT_SERIAL.fetch_add(1, Relaxed);
     state.serial.store(serial, Relaxed);
-    let seed = crate::sampling::seed(state as *const ThreadState as usize, serial);
-    state.rng.store(seed, Relaxed);
     THREADS_SEEN.fetch_add(1, Relaxed);
     let ext = {
         let mut registry = REGISTRY.lock();
         registry.live.push(state);
         registry.spare.pop()
     };
-    let mut ext = ext.unwrap_or_else(|| {
-        Box::new(ThreadExt {
-            frames: [0; FRAME_BUFFER_LEN],
-            bytes_fed: 0,
-            live_usable_fed: 0,
-        })
-    });
-    ext.bytes_fed = 0;
-    ext.live_usable_fed = 0;
+    let mut ext = ext.unwrap_or_else(ThreadExt::new_boxed);
+    ext.reset();
     state.ext.store(Box::into_raw(ext), Relaxed);
     arm_exit_flush(1);
 }
@@ -159,10 +136,7 @@ fn fold_into_retired(state: &ThreadState) {
         .fetch_add(state.frees.swap(0, Relaxed), Relaxed);
     RETIRED
         .bytes_allocated
-        .fetch_add(state.bytes_allocated(), Relaxed);
-    state
-        .bytes_base
-        .store(state.bytes_until_sample.load(Relaxed) as u64, Relaxed);
+        .fetch_add(state.sampler.take_bytes_allocated(), Relaxed);
     RETIRED
         .live_usable_delta
         .fetch_add(state.live_usable_delta.swap(0, Relaxed), Relaxed);
@@ -195,8 +169,7 @@ extern "C" fn on_thread_exit(value: *mut libc::c_void) {
         // No later round will fold what is still to come: from now on every
         // allocation takes the slow path, which folds at once.
         state.set_flag(tls::FLAG_FINAL_FLUSH, true);
-        state.set_countdown(tls::EXITING_COUNTDOWN);
-        state.exact_countdown.store(tls::EXITING_COUNTDOWN, Relaxed);
+        state.sampler.stop();
     }
 }
 
@@ -209,11 +182,8 @@ pub fn after_final_flush(state: &ThreadState, size: usize) -> bool {
         let _registry = REGISTRY.lock();
         fold_into_retired(state);
     }
-    state.set_countdown(tls::EXITING_COUNTDOWN);
-    let mut rng = state.rng.load(Relaxed);
-    let sampled = crate::sampling::sample_independently(&mut rng, size);
-    state.rng.store(rng, Relaxed);
-    sampled
+    state.sampler.stop();
+    state.sampler.sample_independently(size)
 }
 
 /// Exact counters summed over live and exited threads.
@@ -239,7 +209,7 @@ pub fn exact_counts() -> ExactCounts {
     for state in &registry.live {
         counts.allocations += state.allocations.load(Relaxed);
         counts.frees += state.frees.load(Relaxed);
-        counts.bytes_allocated += state.bytes_allocated();
+        counts.bytes_allocated += state.sampler.bytes_allocated();
         counts.live_usable_bytes += state.live_usable_delta.load(Relaxed);
     }
     counts

@@ -1,12 +1,13 @@
 //! Per-thread hot state in initial-exec TLS.
 //!
-//! Owns the block every malloc touches: the sampling countdown and the exact
-//! counters. The fast path reads and writes only its first cache line; the
-//! second holds what only `prof_exact` uses. It lives in a `.tbss` symbol declared
-//! with `global_asm!` and is reached with `fs:[0] + GOTTPOFF`, so reading it
-//! is two instructions and never calls `__tls_get_addr` (which may allocate
-//! after a `dlopen`, see the research notes). A new thread's block is zero,
-//! and there is no destructor.
+//! Owns the block every malloc touches: the sampling countdown (a
+//! [`Sampler`], which alone changes it) and the exact counters. The fast
+//! path reads and writes only its first cache line; the second holds what
+//! only `prof_exact` uses. It lives in a `.tbss` symbol declared with
+//! `global_asm!` and is reached with `fs:[0] + GOTTPOFF`, so reading it is
+//! two instructions and never calls `__tls_get_addr` (which may allocate
+//! after a `dlopen`). A new thread's block is zero, and there is no
+//! destructor.
 //!
 //! Fields are atomics only so that the dump can read other threads' counters
 //! without a data race; the owning thread updates them with plain relaxed
@@ -15,6 +16,9 @@
 //! Runs inside malloc: no allocation, no locks, no calls.
 
 use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use crate::config::MAX_BT_MAX;
+use crate::sampler::Sampler;
 
 /// The thread is inside the profiler's own machinery: allocations pass
 /// through unsampled.
@@ -30,46 +34,116 @@ pub const FLAG_LISTED: u32 = 8;
 /// The thread ran its last exit flush: later allocations fold at once.
 pub const FLAG_FINAL_FLUSH: u32 = 16;
 
-/// The countdown given to an exiting thread: zero, so every allocation takes
-/// the slow path, which counts it in the process totals.
-pub const EXITING_COUNTDOWN: i64 = 0;
-
 /// The hot per-thread block: two cache lines, the first one hot.
 #[repr(C, align(64))]
 pub struct ThreadState {
-    /// Bytes left before the next sampled allocation; the allocation that
-    /// brings it to zero or below is sampled. At rest it is positive, or 0
-    /// for a thread not set up yet or past its exit flush (the assembly fast
-    /// path compares it unsigned, so 0 always takes the slow path).
-    pub bytes_until_sample: AtomicI64,
-    /// Bytes allocated by the thread = `bytes_base - bytes_until_sample`
-    /// (saves an add on the fast path; rebased at each sample event).
-    pub bytes_base: AtomicU64,
+    /// The sampling countdown (the fast path's only write besides
+    /// `allocations`).
+    pub sampler: Sampler,
     /// Allocation calls that returned memory.
     pub allocations: AtomicU64,
     /// Free calls with a non-null pointer (kept under `prof_exact` only).
     pub frees: AtomicU64,
-    /// Usable bytes allocated minus freed (kept under `prof_exact` only).
-    pub live_usable_delta: AtomicI64,
-    /// State of the thread's random generator (0 until the thread is set up).
-    pub rng: AtomicU64,
     /// The thread's larger, cold state (frame buffer and so on), or null.
-    pub ext: AtomicPtr<crate::threads::ThreadExt>,
+    pub ext: AtomicPtr<ThreadExt>,
     /// `FLAG_*` bits.
     pub flags: AtomicU32,
     /// The thread's serial number (0 until the thread is set up).
     pub serial: AtomicU32,
     // ---- second line: `prof_exact` only ----
-    /// Under `prof_exact` the sampling countdown lives here and
-    /// `bytes_until_sample` stays 0, so that every allocation takes the
-    /// slow path (see `hooks::after_alloc_exact`).
-    pub exact_countdown: AtomicI64,
+    /// Usable bytes allocated minus freed (kept under `prof_exact` only).
+    pub live_usable_delta: AtomicI64,
 }
+
+/// Cold per-thread state, reached through `ThreadState::ext`.
+pub struct ThreadExt {
+    /// Where a stack is captured before it is interned: room for the
+    /// deepest stack kept plus the profiler's own frames, dropped after.
+    pub frames: [u64; FRAME_BUFFER_LEN],
+    /// `bytes_allocated` already handed to the interval trigger.
+    pub bytes_fed: u64,
+    /// `live_usable_delta` already handed to the high-water trigger.
+    pub live_usable_fed: i64,
+    /// The thread's private unwinding state (used by `backtrace`).
+    pub unwinder: ThreadUnwinder,
+    /// The stack of the thread's last sample.
+    pub last_stack: LastStack,
+}
+
+/// Buckets of a thread's private rule cache (4 ways each: 1,024 rules, 16 KiB).
+pub const PRIVATE_RULE_BUCKETS: usize = 256;
+
+/// A thread's private rule cache and the memo of its last stack walk.
+pub type ThreadUnwinder =
+    heapsample_unwind::PrivateUnwinder<PRIVATE_RULE_BUCKETS, FRAME_BUFFER_LEN>;
+
+impl ThreadExt {
+    /// A new, zeroed block on the heap (large: never built on the stack).
+    pub fn new_boxed() -> Box<ThreadExt> {
+        let layout = std::alloc::Layout::new::<ThreadExt>();
+        // SAFETY: the layout has a non-zero size.
+        let memory = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<ThreadExt>();
+        if memory.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: all-zero bytes are a valid `ThreadExt` (integers, and caches
+        // and a `LastStack` for which zero means empty), allocated with its layout.
+        unsafe { Box::from_raw(memory) }
+    }
+
+    /// Make a block taken from the pool ready for a new thread.
+    pub fn reset(&mut self) {
+        self.bytes_fed = 0;
+        self.live_usable_fed = 0;
+        self.unwinder.forget();
+        self.last_stack = LastStack::NONE;
+    }
+}
+
+/// The id of a thread's last sampled stack and the module epoch it was
+/// interned under: a sample with the same frames in the same epoch has the
+/// same id, without a lookup. All-zero is "none".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LastStack {
+    id_plus_one: u32,
+    epoch: u32,
+}
+
+impl LastStack {
+    /// Nothing remembered.
+    pub const NONE: LastStack = LastStack {
+        id_plus_one: 0,
+        epoch: 0,
+    };
+
+    /// Remember stack `id`, interned in `epoch`.
+    pub fn new(id: u32, epoch: u32) -> LastStack {
+        LastStack {
+            id_plus_one: id.wrapping_add(1),
+            epoch,
+        }
+    }
+
+    /// The remembered id if it was interned in `epoch`.
+    pub fn id_in(&self, epoch: u32) -> Option<u32> {
+        (self.id_plus_one != 0 && self.epoch == epoch).then(|| self.id_plus_one - 1)
+    }
+}
+
+/// Frames the profiler's own code may add at the leaf of a capture.
+pub const OWN_FRAMES_SLACK: usize = 16;
+/// Capacity of a thread's capture buffer.
+pub const FRAME_BUFFER_LEN: usize = MAX_BT_MAX as usize + OWN_FRAMES_SLACK;
 
 /// Size of [`ThreadState`] in bytes.
 pub const THREAD_STATE_BYTES: usize = core::mem::size_of::<ThreadState>();
 const _: () = assert!(THREAD_STATE_BYTES == 128);
 const _: () = assert!(core::mem::offset_of!(ThreadState, serial) < 64);
+
+/// Offset of the sampling countdown in the thread block (for the assembly
+/// fast path).
+pub const COUNTDOWN_OFFSET: usize =
+    core::mem::offset_of!(ThreadState, sampler) + crate::sampler::COUNTDOWN_OFFSET;
 
 impl ThreadState {
     /// Adds to a counter of this thread. Only the owning thread may call it.
@@ -82,27 +156,6 @@ impl ThreadState {
     #[inline(always)]
     pub fn bump_signed(counter: &AtomicI64, by: i64) {
         counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
-    }
-
-    /// Bytes this thread has allocated since it was set up (or last folded).
-    pub fn bytes_allocated(&self) -> u64 {
-        self.bytes_base
-            .load(Relaxed)
-            .wrapping_sub(self.bytes_until_sample.load(Relaxed) as u64)
-    }
-
-    /// Start a new countdown of `countdown` bytes, keeping
-    /// [`ThreadState::bytes_allocated`] unchanged. Only the owning thread may
-    /// call it.
-    pub fn set_countdown(&self, countdown: i64) {
-        let remaining = self.bytes_until_sample.load(Relaxed);
-        let base = self.bytes_base.load(Relaxed);
-        self.bytes_base.store(
-            base.wrapping_sub(remaining as u64)
-                .wrapping_add(countdown as u64),
-            Relaxed,
-        );
-        self.bytes_until_sample.store(countdown, Relaxed);
     }
 
     /// True while the thread is inside the profiler.

@@ -13,12 +13,10 @@ use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering::
 
 use heapsample_format::Trigger;
 
-use crate::config::{Config, GdumpStep};
-use crate::spin_lock::SpinLock;
-use crate::threads::ThreadExt;
-use crate::tls::ThreadState;
+use crate::config::Config;
+use crate::tls::{ThreadExt, ThreadState};
 use crate::warn::Kind;
-use crate::{dumper, sampling};
+use crate::{dumper, sampling, state};
 
 /// Bytes between interval dumps; 0 when off.
 static INTERVAL: AtomicU64 = AtomicU64::new(0);
@@ -29,7 +27,6 @@ static HIGH_WATER_ON: AtomicBool = AtomicBool::new(false);
 static EXACT_LIVE: AtomicBool = AtomicBool::new(false);
 /// The live heap at which the next high-water dump is due.
 static NEXT_HIGH_WATER: AtomicU64 = AtomicU64::new(0);
-static STEP: SpinLock<GdumpStep> = SpinLock::new(crate::config::DEFAULT_GDUMP_STEP);
 
 /// Sampled estimate of the live heap in requested bytes (each live sample
 /// weighs the inverse of its probability of having been sampled).
@@ -46,19 +43,14 @@ pub fn configure(config: &Config) {
     }
     HIGH_WATER_ON.store(config.prof_gdump, Relaxed);
     EXACT_LIVE.store(config.prof_exact, Relaxed);
-    *STEP.lock() = config.prof_gdump_step;
     NEXT_HIGH_WATER.store(config.prof_gdump_step.step_over(0), Relaxed);
     SIGNAL.store(config.prof_signal, Relaxed);
 }
 
-/// The expected bytes a sampled object of `size` bytes stands for.
+/// The bytes a sampled object of `size` bytes stands for (its
+/// Horvitz–Thompson weight, as in the dump).
 pub fn sample_weight(size: u64) -> i64 {
-    let period = sampling::period();
-    if period <= 1 || size == 0 {
-        return size as i64;
-    }
-    let probability = -(-(size as f64) / period as f64).exp_m1();
-    (size as f64 / probability) as i64
+    (size as f64 / sampling::inclusion_probability(size)) as i64
 }
 
 /// A sample of `size` bytes was recorded (`+1`) or its object freed (`-1`).
@@ -80,7 +72,7 @@ pub fn live_heap() -> u64 {
 /// redrawn): hand over what the thread allocated since its last event and
 /// check the triggers.
 pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
-    let allocated = state.bytes_allocated();
+    let allocated = state.sampler.bytes_allocated();
     let new_bytes = allocated.wrapping_sub(ext.bytes_fed);
     ext.bytes_fed = allocated;
     let interval = INTERVAL.load(Relaxed);
@@ -107,7 +99,7 @@ fn check_high_water() {
     if live < due {
         return;
     }
-    let step = *STEP.lock();
+    let step = state::config().prof_gdump_step;
     let next = live.saturating_add(step.step_over(live));
     if NEXT_HIGH_WATER
         .compare_exchange(due, next, Relaxed, Relaxed)
@@ -124,11 +116,8 @@ pub fn reset_estimate() {
 
 extern "C" fn on_signal(_signal: libc::c_int) {
     // Async-signal-safe: a counter and sem_post; errno is preserved.
-    // SAFETY: __errno_location is async-signal-safe.
-    let errno = unsafe { *libc::__errno_location() };
+    let _errno = crate::sys::ErrnoGuard::save();
     dumper::request(Trigger::Signal);
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
 }
 
 static HANDLER_INSTALLED: AtomicBool = AtomicBool::new(false);

@@ -124,13 +124,10 @@ pub fn say(message: fmt::Arguments<'_>) {
     let _ = line.write_fmt(message);
     line.bytes[line.len] = b'\n';
     line.len += 1;
+    let _errno = crate::sys::ErrnoGuard::save();
     // SAFETY: writes an initialised buffer to fd 2; errors are ignored on
     // purpose (a closed stderr must not disturb the program).
-    unsafe {
-        let errno = *libc::__errno_location();
-        libc::write(2, line.bytes.as_ptr().cast(), line.len);
-        *libc::__errno_location() = errno;
-    }
+    unsafe { libc::write(2, line.bytes.as_ptr().cast(), line.len) };
 }
 
 /// `warn!(Kind::X, "fmt", args...)`.

@@ -15,9 +15,9 @@ use std::ffi::CString;
 
 use heapsample_format::{Dump, Totals, Trigger};
 
-use crate::spin_lock::SpinLock;
+use crate::spin_lock::{LockClass, SpinLock};
 use crate::warn::Kind;
-use crate::{modules, profiler, stack_table::STACKS, sys, threads};
+use crate::{modules, stack_table::STACKS, state, sys, threads};
 
 /// All dumps of this process, in order.
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
@@ -27,7 +27,7 @@ static TRIGGER_SEQUENCE: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 /// true once the process is exiting and no dump may start any more (a dump
 /// begun after the exit dump could be cut short by the process ending and
 /// leave its temporary file behind).
-static DUMP_LOCK: SpinLock<bool> = SpinLock::new(false);
+static DUMP_LOCK: SpinLock<bool> = SpinLock::new(LockClass::Dump, false);
 
 fn trigger_index(trigger: Trigger) -> usize {
     match trigger {
@@ -72,7 +72,7 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
     if trigger == Trigger::Final {
         *closed = true;
     }
-    let config = profiler::config();
+    let config = state::config();
     let seq = SEQUENCE.fetch_add(1, Relaxed);
     // As in jemalloc, a dump to an explicit path does not use up a number of
     // the automatic names.
@@ -95,7 +95,7 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
 
 /// Build the profile from the tables as they are now.
 pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
-    let config = profiler::config();
+    let config = state::config();
     let exact = threads::exact_counts();
     let stacks = STACKS.snapshot(config.prof_accum);
     Dump {
@@ -122,11 +122,12 @@ pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
             live_usable_bytes: config
                 .prof_exact
                 .then_some(exact.live_usable_bytes.max(0) as u64),
-            samples_taken: profiler::SAMPLES_TAKEN.load(Relaxed),
-            samples_dropped: profiler::SAMPLES_DROPPED.load(Relaxed),
+            samples_taken: state::samples_taken(),
+            samples_dropped: state::samples_dropped(),
             samples_live: crate::live_table::LIVE.live_count(),
             threads_seen: exact.threads_seen,
             profiler_bytes: sys::MAPPED_BYTES.load(Relaxed),
+            resets: state::resets(),
         },
     }
 }

@@ -2,43 +2,34 @@
 //! stacks captured in it keep a module to symbolize against.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
-use heapsample_recorder::{modules, profiler, tls};
+use heapsample_recorder::sys::{ErrnoGuard, LazyNext};
+use heapsample_recorder::{modules, state, tls};
 
 type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
-static NEXT_DLCLOSE: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
-
-fn next_dlclose() -> Option<DlcloseFn> {
-    let mut address = NEXT_DLCLOSE.load(Relaxed);
-    if address.is_null() {
-        // SAFETY: dlsym with a valid name; not called inside malloc.
-        address = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlclose".as_ptr()) };
-        NEXT_DLCLOSE.store(address, Relaxed);
-    }
-    // SAFETY: the next definition of dlclose has this signature.
-    (!address.is_null()).then(|| unsafe { core::mem::transmute::<*mut c_void, DlcloseFn>(address) })
-}
+static NEXT_DLCLOSE: LazyNext = LazyNext::new(c"dlclose");
 
 /// # Safety
 /// The C contract of `dlclose`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
-    let profiling = profiler::MODE.load(Relaxed) == profiler::MODE_PROFILING;
+    let profiling = state::profiling();
     if profiling {
         let _guard = tls::Guard::enter();
         modules::before_dlclose();
     }
-    let Some(real) = next_dlclose() else {
+    let address = NEXT_DLCLOSE.get();
+    if address.is_null() {
         return -1;
-    };
+    }
+    // SAFETY: the next definition of dlclose has this signature.
+    let real = unsafe { core::mem::transmute::<*mut c_void, DlcloseFn>(address) };
     // SAFETY: forwarding the caller's handle.
     let result = unsafe { real(handle) };
     if profiling {
-        let errno = heapsample_recorder::next_alloc::errno();
+        let _errno = ErrnoGuard::save();
         let _guard = tls::Guard::enter();
         modules::after_dlclose();
-        heapsample_recorder::next_alloc::set_errno(errno);
     }
     result
 }

@@ -1,12 +1,12 @@
 //! The malloc family under its C names. Each export is a one-line call into
-//! `heapsample_recorder::hooks`, where the logic and its tests live. malloc
+//! `heapsample_recorder::contracts`, where the logic and its tests live. malloc
 //! and free are the recorder's assembly fast paths themselves
 //! (`heapsample_recorder::fast_path`); calloc and realloc are a single `jmp`
 //! through the hook's route (the next allocator itself under `prof:false`).
 
 use core::ffi::{c_int, c_void};
 
-use heapsample_recorder::hooks;
+use heapsample_recorder::{contracts, routes};
 
 /// # Safety
 /// The C contract of `malloc`.
@@ -31,7 +31,7 @@ pub unsafe extern "C" fn free(pointer: *mut c_void) {
 pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
     core::arch::naked_asm!(
         "jmp qword ptr [rip + {route}]",
-        route = sym hooks::CALLOC_ROUTE,
+        route = sym routes::CALLOC_ROUTE,
     )
 }
 
@@ -42,7 +42,7 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
 pub unsafe extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
     core::arch::naked_asm!(
         "jmp qword ptr [rip + {route}]",
-        route = sym hooks::REALLOC_ROUTE,
+        route = sym routes::REALLOC_ROUTE,
     )
 }
 
@@ -55,7 +55,7 @@ pub unsafe extern "C" fn reallocarray(
     size: usize,
 ) -> *mut c_void {
     // SAFETY: same contract.
-    unsafe { hooks::reallocarray(pointer, count, size) }
+    unsafe { contracts::reallocarray(pointer, count, size) }
 }
 
 /// # Safety
@@ -67,7 +67,7 @@ pub unsafe extern "C" fn posix_memalign(
     size: usize,
 ) -> c_int {
     // SAFETY: same contract.
-    unsafe { hooks::posix_memalign(out, alignment, size) }
+    unsafe { contracts::posix_memalign(out, alignment, size) }
 }
 
 /// # Safety
@@ -75,7 +75,7 @@ pub unsafe extern "C" fn posix_memalign(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aligned_alloc(alignment: usize, size: usize) -> *mut c_void {
     // SAFETY: same contract.
-    unsafe { hooks::aligned_alloc(alignment, size) }
+    unsafe { contracts::aligned_alloc(alignment, size) }
 }
 
 /// # Safety
@@ -83,7 +83,7 @@ pub unsafe extern "C" fn aligned_alloc(alignment: usize, size: usize) -> *mut c_
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memalign(alignment: usize, size: usize) -> *mut c_void {
     // SAFETY: same contract.
-    unsafe { hooks::memalign(alignment, size) }
+    unsafe { contracts::memalign(alignment, size) }
 }
 
 /// # Safety
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn memalign(alignment: usize, size: usize) -> *mut c_void 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
     // SAFETY: same contract.
-    unsafe { hooks::valloc(size) }
+    unsafe { contracts::valloc(size) }
 }
 
 /// # Safety
@@ -99,7 +99,7 @@ pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
     // SAFETY: same contract.
-    unsafe { hooks::pvalloc(size) }
+    unsafe { contracts::pvalloc(size) }
 }
 
 /// # Safety
@@ -107,5 +107,5 @@ pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc_usable_size(pointer: *mut c_void) -> usize {
     // SAFETY: same contract.
-    unsafe { hooks::malloc_usable_size(pointer) }
+    unsafe { contracts::malloc_usable_size(pointer) }
 }

@@ -3,26 +3,16 @@
 //! and forward the call unchanged.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
+use heapsample_recorder::sys::{self, LazyNext};
 use heapsample_recorder::triggers;
 
 type SigactionFn =
     unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
 type SignalFn = unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
 
-static NEXT_SIGACTION: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
-static NEXT_SIGNAL: AtomicPtr<c_void> = AtomicPtr::new(core::ptr::null_mut());
-
-fn next(slot: &AtomicPtr<c_void>, name: &core::ffi::CStr) -> *mut c_void {
-    let mut address = slot.load(Relaxed);
-    if address.is_null() {
-        // SAFETY: dlsym with a valid name; not called inside malloc.
-        address = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-        slot.store(address, Relaxed);
-    }
-    address
-}
+static NEXT_SIGACTION: LazyNext = LazyNext::new(c"sigaction");
+static NEXT_SIGNAL: LazyNext = LazyNext::new(c"signal");
 
 /// # Safety
 /// The C contract of `sigaction`.
@@ -35,9 +25,9 @@ pub unsafe extern "C" fn sigaction(
     if !action.is_null() {
         triggers::on_program_sigaction(signal);
     }
-    let address = next(&NEXT_SIGACTION, c"sigaction");
+    let address = NEXT_SIGACTION.get();
     if address.is_null() {
-        heapsample_recorder::next_alloc::set_errno(libc::ENOSYS);
+        sys::set_errno(libc::ENOSYS);
         return -1;
     }
     // SAFETY: the next definition of sigaction, same signature and arguments.
@@ -49,9 +39,9 @@ pub unsafe extern "C" fn sigaction(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn signal(signal: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
     triggers::on_program_sigaction(signal);
-    let address = next(&NEXT_SIGNAL, c"signal");
+    let address = NEXT_SIGNAL.get();
     if address.is_null() {
-        heapsample_recorder::next_alloc::set_errno(libc::ENOSYS);
+        sys::set_errno(libc::ENOSYS);
         return libc::SIG_ERR;
     }
     // SAFETY: the next definition of signal, same signature and arguments.

@@ -23,6 +23,48 @@ fn build_lib(dir: &Path, name: &str, function: &str) -> PathBuf {
 
 #[test]
 fn unloaded_library_frames_stay_attributed() {
+    check_attribution("lg_prof_sample:0", &[]);
+}
+
+/// Under `prof_exact` the profiler runs in a mode of its own; dlclose must
+/// be recorded there too.
+#[test]
+fn unloaded_library_frames_stay_attributed_under_prof_exact() {
+    check_attribution("lg_prof_sample:0,prof_exact:true", &[]);
+}
+
+/// Once the bootstrap arena served an allocation (here: a preloaded dlsym
+/// that allocates while the shim looks up the next allocator), the profiler
+/// runs on the arena-aware paths; dlclose must be recorded there too.
+#[test]
+fn unloaded_library_frames_stay_attributed_after_bootstrap_arena_use() {
+    let libs = TempDir::new("dl-hook");
+    let hook = libs.path().join("libdlsym_allocates.so");
+    let status = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&hook)
+        .arg(programs_dir().join("dlsym_allocates.c"))
+        .arg("-ldl")
+        .status()
+        .expect("gcc");
+    assert!(status.success(), "building the dlsym interposer");
+    let outcome = check_attribution("lg_prof_sample:0", &[hook]);
+    let blocks = outcome
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("dlsym_allocates: arena_blocks="))
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(
+        blocks.is_some_and(|n| n > 0),
+        "the bootstrap arena was not used, so this test shows nothing\n{}",
+        outcome.context()
+    );
+}
+
+/// Run trig_dl_main under the shim (followed by `then` in LD_PRELOAD) with
+/// `conf`, and check that the objects allocated in the unloaded library and
+/// in its replacement are attributed to each.
+fn check_attribution(conf: &str, then: &[PathBuf]) -> Outcome {
     let libs = TempDir::new("dl-libs");
     let liba = build_lib(libs.path(), "libtrig_a.so", "liba_alloc");
     let libb = build_lib(libs.path(), "libtrig_b.so", "libb_alloc");
@@ -33,11 +75,16 @@ fn unloaded_library_frames_stay_attributed() {
             ..BuildOptions::no_pie()
         },
     );
+    let preload = if then.is_empty() {
+        Preload::Shim
+    } else {
+        Preload::ShimThen(then.to_vec())
+    };
     let outcome = Run::program(&program)
         .arg(&liba)
         .arg(&libb)
-        .with_shim()
-        .prof_conf("lg_prof_sample:0")
+        .preload(preload)
+        .prof_conf(conf)
         .run();
     outcome.assert_success();
     let out = &outcome.stdout;
@@ -119,4 +166,5 @@ fn unloaded_library_frames_stay_attributed() {
         (300, 200),
         "heapdiff folded must name the unloaded library's function (symbolizing by epoch)\n{text}"
     );
+    outcome
 }

@@ -671,6 +671,43 @@ fn seeds_are_real_dumps_that_round_trip() {
     assert!(with_stacks >= 3, "fewer than 3 seeds have stacks");
 }
 
+/// The dumps of `fuzz/seeds/dump-v2/`, written by the shim in dump format
+/// 2 (no per-sample weights), still load: the decoder converts them with the
+/// old average-size correction, and heapdiff says so in one note.
+#[test]
+fn version_2_seeds_still_load() {
+    let dir = workspace_root().join("fuzz").join("seeds").join("dump-v2");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("the format-2 seeds") {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let (dump, version) =
+            format::decode_versioned(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(version, format::LEGACY_VERSION, "{}", path.display());
+        let period = dump.sample_period();
+        for stack in &dump.stacks {
+            let (objects, bytes) = format::unsample(stack.live_objects, stack.live_bytes, period);
+            assert!((stack.live.objects - objects).abs() <= 1e-9 * objects.max(1.0));
+            assert!((stack.live.bytes - bytes).abs() <= 1e-9 * bytes.max(1.0));
+        }
+        let output = std::process::Command::new(heapsample_tests::heapdiff_path())
+            .args(["--format", "text"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{}: {stderr}", path.display());
+        assert_eq!(
+            stderr.matches("dump format 2").count(),
+            1,
+            "{}: expected one note about the old format: {stderr}",
+            path.display()
+        );
+        seen += 1;
+    }
+    assert!(seen >= 3, "expected at least 3 format-2 seeds");
+}
+
 #[test]
 fn decoder_survives_mutated_dumps() {
     isolated("decoder_survives_mutated_dumps", decoder_mutations);

@@ -38,6 +38,8 @@ fn dump_with_module(path: &str) -> Dump {
             live_usable_bytes: 104,
             alloc_objects: 1,
             alloc_bytes: 100,
+            live: format::legacy_weights(1, 100, 1),
+            alloc: format::legacy_weights(1, 100, 1),
         }],
         totals: Totals::default(),
     }

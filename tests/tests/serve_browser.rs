@@ -311,6 +311,8 @@ fn synthetic_dump(count: u64) -> Vec<u8> {
                 live_bytes: size,
                 alloc_objects: 1,
                 alloc_bytes: size,
+                live: sample_weights(size, 1),
+                alloc: sample_weights(size, 1),
                 ..Stack::default()
             }
         })

@@ -29,7 +29,7 @@ pub fn invalidate_all_caches() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
 }
 
-fn current_generation() -> u64 {
+pub(crate) fn current_generation() -> u64 {
     GENERATION.load(Ordering::Acquire)
 }
 

@@ -77,12 +77,78 @@ type Slice = EndianSlice<'static, LittleEndian>;
 /// Computes the rule for `address`: an address inside the function whose frame is
 /// being stepped (for a caller frame, its return address minus one).
 pub(crate) fn rule_for_address(address: u64) -> Rule {
-    compute(address).unwrap_or(Rule::Unsupported)
+    match compute(address) {
+        Ok(rule) => rule,
+        Err(FdeMiss::None) => Rule::NoUnwindInfo,
+        Err(FdeMiss::Unreadable) => Rule::Unsupported,
+    }
 }
 
-fn compute(address: u64) -> Option<Rule> {
-    let eh_frame_hdr = find_eh_frame_hdr(address)?;
+/// Why no rule was computed for an address.
+enum FdeMiss {
+    /// No loaded object has an FDE covering it: no object maps the address, it has no
+    /// `.eh_frame_hdr`, or its table has no FDE covering the address.
+    None,
+    /// Unwind information this module does not read or the fast path cannot follow.
+    Unreadable,
+}
+
+/// True if libgcc's `_Unwind_Backtrace` ends the walk at the frame whose return
+/// address is `return_address` after reporting it, because no unwind information
+/// covers `return_address - 1`: it has no registered FDE either, and the frame is not
+/// the `rt_sigreturn` trampoline (libgcc's x86_64 fallback, which reads the code there).
+pub(crate) fn libgcc_stops_at(return_address: u64) -> bool {
+    if crate::libgcc::has_fde(return_address - 1) {
+        return false;
+    }
+    // `mov $15, %rax; syscall`: 48 c7 c0 0f 00 00 00 0f 05.
+    // SAFETY: a return address of the stack being walked: code the thread returns to,
+    // which libgcc would read the same way.
+    let (first, rest) = unsafe {
+        (
+            core::ptr::read_unaligned(return_address as *const u8),
+            core::ptr::read_unaligned((return_address + 1) as *const u64),
+        )
+    };
+    !(first == 0x48 && rest == 0x050f_0000_000f_c0c7)
+}
+
+fn compute(address: u64) -> Result<Rule, FdeMiss> {
+    let eh_frame_hdr = find_eh_frame_hdr(address).ok_or(FdeMiss::None)?;
     let fde_address = find_fde_address(eh_frame_hdr, address)?;
+    let found = parse_fde(eh_frame_hdr, fde_address).ok_or(FdeMiss::Unreadable)?;
+    if !found.fde.contains(address) {
+        return Err(FdeMiss::None);
+    }
+    found.rule(address).ok_or(FdeMiss::Unreadable)
+}
+
+/// A parsed FDE with what evaluating it needs.
+struct ParsedFde {
+    fde: gimli::FrameDescriptionEntry<Slice, usize>,
+    eh_frame: EhFrame<Slice>,
+    bases: BaseAddresses,
+}
+
+impl ParsedFde {
+    /// The rule at `address`, which the FDE covers.
+    fn rule(&self, address: u64) -> Option<Rule> {
+        if self.fde.is_signal_trampoline()
+            || self.fde.cie().return_address_register() != RETURN_ADDRESS
+        {
+            return None;
+        }
+        let mut context = UnwindContext::<usize, FixedStorage>::new_in();
+        let row = self
+            .fde
+            .unwind_info_for_address(&self.eh_frame, &self.bases, &mut context, address)
+            .ok()?;
+        rule_from_row(row)
+    }
+}
+
+/// Parses the FDE at `fde_address` of the object whose header is `eh_frame_hdr`.
+fn parse_fde(eh_frame_hdr: u64, fde_address: u64) -> Option<ParsedFde> {
     // SAFETY: `eh_frame_hdr` was returned by `_dl_find_object` for a loaded object and
     // its `eh_frame_ptr` field was validated by `find_fde_address`.
     let eh_frame_start = unsafe { eh_frame_start(eh_frame_hdr) };
@@ -119,17 +185,11 @@ fn compute(address: u64) -> Option<Rule> {
             EhFrame::cie_from_offset,
         )
         .ok()?;
-    if !fde.contains(address) || fde.is_signal_trampoline() {
-        return None;
-    }
-    if fde.cie().return_address_register() != RETURN_ADDRESS {
-        return None;
-    }
-    let mut context = UnwindContext::<usize, FixedStorage>::new_in();
-    let row = fde
-        .unwind_info_for_address(&eh_frame, &bases, &mut context, address)
-        .ok()?;
-    rule_from_row(row)
+    Some(ParsedFde {
+        fde,
+        eh_frame,
+        bases,
+    })
 }
 
 /// Reduces a CFI row to a [`Rule`], or `None` if the fast path cannot follow it.
@@ -190,10 +250,10 @@ fn find_eh_frame_hdr(address: u64) -> Option<u64> {
     (eh_frame_hdr != 0).then_some(eh_frame_hdr)
 }
 
-/// Binary-searches the `.eh_frame_hdr` table for the FDE covering `address` and returns
-/// the FDE's address, or `None` if the header uses encodings we do not handle or no
-/// entry starts at or below `address`.
-fn find_fde_address(eh_frame_hdr: u64, address: u64) -> Option<u64> {
+/// Binary-searches the `.eh_frame_hdr` table for the last FDE starting at or below
+/// `address` and returns the FDE's address; a miss says whether the header uses
+/// encodings we do not handle or no entry starts at or below `address`.
+fn find_fde_address(eh_frame_hdr: u64, address: u64) -> Result<u64, FdeMiss> {
     // SAFETY: `eh_frame_hdr` is the PT_GNU_EH_FRAME segment of a loaded object; its
     // 12-byte fixed part is always present when the encodings below match.
     let header = unsafe { read_u32(eh_frame_hdr) }.to_le_bytes();
@@ -208,7 +268,7 @@ fn find_fde_address(eh_frame_hdr: u64, address: u64) -> Option<u64> {
         || fde_count_encoding != DW_EH_PE_UDATA4
         || table_encoding != DW_EH_PE_DATAREL_SDATA4
     {
-        return None;
+        return Err(FdeMiss::Unreadable);
     }
     // SAFETY: as above; the FDE count follows the 4-byte `eh_frame_ptr`.
     let fde_count = u64::from(unsafe { read_u32(eh_frame_hdr + 8) });
@@ -229,10 +289,10 @@ fn find_fde_address(eh_frame_hdr: u64, address: u64) -> Option<u64> {
             high = middle;
         }
     }
-    let index = low.checked_sub(1)?;
+    let index = low.checked_sub(1).ok_or(FdeMiss::None)?;
     // SAFETY: `index < fde_count`.
     let fde_offset = i64::from(unsafe { read_u32(table + index * 8 + 4) } as i32);
-    Some(eh_frame_hdr.wrapping_add_signed(fde_offset))
+    Ok(eh_frame_hdr.wrapping_add_signed(fde_offset))
 }
 
 /// The start of `.eh_frame`, from the header's pc-relative `eh_frame_ptr`.
@@ -273,8 +333,8 @@ mod tests {
     }
 
     #[test]
-    fn unknown_addresses_are_unsupported() {
-        assert_eq!(rule_for_address(0), Rule::Unsupported);
-        assert_eq!(rule_for_address(8), Rule::Unsupported);
+    fn unknown_addresses_have_no_unwind_info() {
+        assert_eq!(rule_for_address(0), Rule::NoUnwindInfo);
+        assert_eq!(rule_for_address(8), Rule::NoUnwindInfo);
     }
 }

@@ -65,10 +65,12 @@
 mod cache;
 mod cfi;
 mod libgcc;
+mod memo;
 mod rule;
 mod walk;
 
 pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
+pub use memo::{MemoCounts, StackMemo};
 
 use cache::{LayeredStore, LocalStore, SharedStore};
 use walk::{Registers, WalkEnd};
@@ -121,6 +123,65 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
         store.count_fallback();
     }
     finish(end, frames)
+}
+
+/// Captures the current stack like [`capture_layered`], replaying the outer frames that
+/// are unchanged since the previous capture through `memo` instead of stepping them
+/// (see [`StackMemo`] for why a replayed frame is never stale).
+///
+/// `memo` and `local` belong to the calling thread. See the [crate documentation](crate)
+/// for the contract. Never allocates, locks or makes system calls; safe inside `malloc`.
+#[inline(never)]
+pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS: usize>(
+    local: &mut RuleCache<LOCAL>,
+    shared: &SharedRuleCache<SHARED>,
+    memo: &mut StackMemo<LEVELS>,
+    frames: &mut [u64],
+) -> usize {
+    let regs = Registers::current();
+    let generation = cache::current_generation();
+    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let end = memo::walk_remembered(regs, &mut store, memo, generation, frames);
+    if end == WalkEnd::NeedsFallback {
+        store.count_fallback();
+    }
+    finish(end, frames)
+}
+
+/// One thread's private unwinding state for [`capture_remembered`]: a rule cache of
+/// `LOCAL` buckets in front of a shared one, and the memo of the last walk. All-zero
+/// memory is a valid empty one (build it in zeroed heap memory: it is large).
+#[repr(C)]
+pub struct PrivateUnwinder<const LOCAL: usize, const LEVELS: usize> {
+    rules: RuleCache<LOCAL>,
+    memo: StackMemo<LEVELS>,
+}
+
+impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
+    /// [`capture_remembered`] with this state, backed by `shared`.
+    #[inline(always)]
+    pub fn capture<const SHARED: usize>(
+        &mut self,
+        shared: &SharedRuleCache<SHARED>,
+        frames: &mut [u64],
+    ) -> usize {
+        capture_remembered(&mut self.rules, shared, &mut self.memo, frames)
+    }
+
+    /// Forgets the last walk (the state moves to another thread).
+    pub fn forget(&mut self) {
+        self.memo.forget();
+    }
+
+    /// The memo's counters.
+    pub fn memo_counts(&self) -> MemoCounts {
+        self.memo.counts()
+    }
+
+    /// Captures this state redid with libgcc.
+    pub fn fallbacks(&self) -> u64 {
+        self.rules.fallbacks()
+    }
 }
 
 /// Look up glibc's `_dl_find_object` (glibc ≥ 2.35) once, outside `malloc`'s fast

@@ -20,10 +20,32 @@ const URC_NORMAL_STOP: c_int = 4;
 
 type TraceFn = extern "C" fn(context: *mut UnwindContext, arg: *mut c_void) -> c_int;
 
+/// `struct dwarf_eh_bases` (unwind-dw2-fde.h).
+#[repr(C)]
+struct DwarfEhBases {
+    tbase: *mut c_void,
+    dbase: *mut c_void,
+    func: *mut c_void,
+}
+
 #[link(name = "gcc_s")]
 unsafe extern "C" {
     fn _Unwind_Backtrace(trace: TraceFn, arg: *mut c_void) -> c_int;
     fn _Unwind_GetIP(context: *mut UnwindContext) -> usize;
+    fn _Unwind_Find_FDE(pc: *mut c_void, bases: *mut DwarfEhBases) -> *const c_void;
+}
+
+/// True if libgcc knows an FDE for `address`: its own lookup, which also sees frames a
+/// JIT registered with `__register_frame*` (it takes libgcc's object mutex only if any
+/// were).
+pub(crate) fn has_fde(address: u64) -> bool {
+    let mut bases = DwarfEhBases {
+        tbase: core::ptr::null_mut(),
+        dbase: core::ptr::null_mut(),
+        func: core::ptr::null_mut(),
+    };
+    // SAFETY: libgcc only reads its own tables and writes `bases`.
+    !unsafe { _Unwind_Find_FDE(address as *mut c_void, &mut bases) }.is_null()
 }
 
 /// What the trace callback needs: where to write, and how many frames to drop first.

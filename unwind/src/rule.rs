@@ -2,7 +2,8 @@
 //!
 //! Owns what the fast path knows how to do with a CFI row: find the CFA from rsp or
 //! rbp plus an offset, read the return address at CFA−8, and optionally restore rbp
-//! from CFA+offset. Everything else is [`Rule::Unsupported`] (use libgcc).
+//! from CFA+offset. Everything else is [`Rule::Unsupported`] (use libgcc), or
+//! [`Rule::NoUnwindInfo`] where no unwind information exists at all.
 //!
 //! Pure data: no memory access, no allocation.
 
@@ -26,9 +27,12 @@ pub(crate) enum Rule {
     /// The return address is undefined: this is the outermost frame (`_start`, the
     /// child side of `clone3`).
     Outermost,
-    /// The fast path cannot step from here: CFA expressions, signal trampolines, no
-    /// CFI, unusual rules. The capture falls back to libgcc.
+    /// The fast path cannot step from here: CFA expressions, signal trampolines,
+    /// unusual rules. The capture falls back to libgcc.
     Unsupported,
+    /// No loaded object has an FDE for the address (JIT code, code without CFI).
+    /// Never cached: code may be generated there later.
+    NoUnwindInfo,
 }
 
 // Encoding: bits 0..8 tag, bit 8 "rbp saved", bits 16..32 saved-rbp offset (i16),
@@ -37,6 +41,7 @@ const TAG_STEP_RSP: u64 = 1;
 const TAG_STEP_RBP: u64 = 2;
 const TAG_OUTERMOST: u64 = 3;
 const TAG_UNSUPPORTED: u64 = 4;
+const TAG_NO_UNWIND_INFO: u64 = 5;
 const RBP_SAVED: u64 = 1 << 8;
 
 impl Rule {
@@ -60,6 +65,7 @@ impl Rule {
             }
             Rule::Outermost => TAG_OUTERMOST,
             Rule::Unsupported => TAG_UNSUPPORTED,
+            Rule::NoUnwindInfo => TAG_NO_UNWIND_INFO,
         }
     }
 
@@ -71,6 +77,7 @@ impl Rule {
             TAG_STEP_RBP => CfaBase::Rbp,
             TAG_OUTERMOST => return Some(Rule::Outermost),
             TAG_UNSUPPORTED => return Some(Rule::Unsupported),
+            TAG_NO_UNWIND_INFO => return Some(Rule::NoUnwindInfo),
             _ => return None,
         };
         let saved_rbp_offset = (bits & RBP_SAVED != 0).then_some((bits >> 16) as u16 as i16);
@@ -91,6 +98,7 @@ mod tests {
         let rules = [
             Rule::Outermost,
             Rule::Unsupported,
+            Rule::NoUnwindInfo,
             Rule::Step {
                 cfa_base: CfaBase::Rsp,
                 cfa_offset: 8,

@@ -15,12 +15,12 @@ use crate::rule::{CfaBase, Rule};
 const MAX_FRAME_BYTES: u64 = 64 << 20;
 
 /// The registers the fast path tracks.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Registers {
     /// An address inside the function whose frame this is (exact, not a return address).
-    pc: u64,
-    rsp: u64,
-    rbp: u64,
+    pub(crate) pc: u64,
+    pub(crate) rsp: u64,
+    pub(crate) rbp: u64,
 }
 
 impl Registers {
@@ -59,6 +59,103 @@ pub(crate) enum WalkEnd {
     NeedsFallback,
 }
 
+/// What one step from a frame found.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step {
+    /// The caller's frame: its registers (`pc` is the return address), the stack slot
+    /// its rbp was restored from (0 if rbp was carried over unchanged), and whether the
+    /// CFA was computed from rbp.
+    Caller {
+        regs: Registers,
+        rbp_slot: u64,
+        cfa_from_rbp: bool,
+    },
+    /// The frame is the outermost one (its return address is undefined).
+    Outermost,
+    /// The return address slot at `slot` holds 0: libgcc's terminal zero frame.
+    ZeroReturn { slot: u64, cfa_from_rbp: bool },
+    /// No unwind information covers the frame and libgcc stops after reporting it.
+    NoUnwindInfo,
+    /// The fast path cannot follow this frame.
+    Unsupported,
+}
+
+/// Steps from the frame described by `regs` to its caller. `lookup_address` is
+/// `regs.pc` for the capture's own frame and `regs.pc - 1` for callers' frames.
+///
+/// Reads at most two stack slots, both between `regs.rsp` and a bounded distance above
+/// it. The result is a function of `regs`, the rule for `lookup_address` (fixed for a
+/// cache generation) and the values in those two slots only; `StackMemo`'s replay
+/// relies on that.
+#[inline(always)]
+pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address: u64) -> Step {
+    let rule = match store.get(lookup_address) {
+        Some(rule) => rule,
+        None => {
+            let rule = cfi::rule_for_address(lookup_address);
+            if rule != Rule::NoUnwindInfo {
+                store.put(lookup_address, rule);
+            }
+            rule
+        }
+    };
+    let Rule::Step {
+        cfa_base,
+        cfa_offset,
+        saved_rbp_offset,
+    } = rule
+    else {
+        return match rule {
+            Rule::Outermost => Step::Outermost,
+            // Not the capture's own frame (whose code has unwind information).
+            Rule::NoUnwindInfo if lookup_address != regs.pc && cfi::libgcc_stops_at(regs.pc) => {
+                Step::NoUnwindInfo
+            }
+            _ => Step::Unsupported,
+        };
+    };
+    let base = match cfa_base {
+        CfaBase::Rsp => regs.rsp,
+        CfaBase::Rbp => regs.rbp,
+    };
+    let cfa = base.wrapping_add_signed(i64::from(cfa_offset));
+    // The CFA is the caller's stack pointer: above ours, 8-aligned, within reach.
+    if cfa % 8 != 0 || cfa < regs.rsp.saturating_add(8) || cfa - regs.rsp > MAX_FRAME_BYTES {
+        return Step::Unsupported;
+    }
+    // SAFETY: `regs.rsp <= cfa - 8 < cfa`: the slot lies in the live part of the
+    // stack between the stack pointer of a frame we already stepped into (or our own)
+    // and its CFA, as described by the frame's CFI.
+    let return_address = unsafe { read_stack(cfa - 8) };
+    let (rbp, rbp_slot) = match saved_rbp_offset {
+        None => (regs.rbp, 0),
+        Some(offset) => {
+            let slot = cfa.wrapping_add_signed(i64::from(offset));
+            if slot < regs.rsp || slot > cfa - 8 || slot % 8 != 0 {
+                return Step::Unsupported;
+            }
+            // SAFETY: `regs.rsp <= slot < cfa`, as above.
+            (unsafe { read_stack(slot) }, slot)
+        }
+    };
+    let cfa_from_rbp = cfa_base == CfaBase::Rbp;
+    if return_address == 0 {
+        return Step::ZeroReturn {
+            slot: cfa - 8,
+            cfa_from_rbp,
+        };
+    }
+    Step::Caller {
+        regs: Registers {
+            pc: return_address,
+            rsp: cfa,
+            rbp,
+        },
+        rbp_slot,
+        cfa_from_rbp,
+    }
+}
+
 /// Walks from `start` (the frame of a `capture*` function) outwards, writing each
 /// return address to `frames`.
 #[inline(never)]
@@ -69,61 +166,19 @@ pub(crate) fn walk<S: RuleStore>(start: Registers, store: &mut S, frames: &mut [
     let mut lookup_address = regs.pc;
     let mut written = 0;
     while written < frames.len() {
-        let rule = match store.get(lookup_address) {
-            Some(rule) => rule,
-            None => {
-                let rule = cfi::rule_for_address(lookup_address);
-                store.put(lookup_address, rule);
-                rule
+        match step(store, &regs, lookup_address) {
+            Step::Caller { regs: caller, .. } => {
+                frames[written] = caller.pc;
+                written += 1;
+                regs = caller;
+                lookup_address = caller.pc - 1;
             }
-        };
-        let Rule::Step {
-            cfa_base,
-            cfa_offset,
-            saved_rbp_offset,
-        } = rule
-        else {
-            return match rule {
-                Rule::Outermost => WalkEnd::Complete(written),
-                _ => WalkEnd::NeedsFallback,
-            };
-        };
-        let base = match cfa_base {
-            CfaBase::Rsp => regs.rsp,
-            CfaBase::Rbp => regs.rbp,
-        };
-        let cfa = base.wrapping_add_signed(i64::from(cfa_offset));
-        // The CFA is the caller's stack pointer: above ours, 8-aligned, within reach.
-        if cfa % 8 != 0 || cfa < regs.rsp.saturating_add(8) || cfa - regs.rsp > MAX_FRAME_BYTES {
-            return WalkEnd::NeedsFallback;
-        }
-        // SAFETY: `regs.rsp <= cfa - 8 < cfa`: the slot lies in the live part of the
-        // stack between the stack pointer of a frame we already stepped into (or our own)
-        // and its CFA, as described by the frame's CFI.
-        let return_address = unsafe { read_stack(cfa - 8) };
-        let rbp = match saved_rbp_offset {
-            None => regs.rbp,
-            Some(offset) => {
-                let slot = cfa.wrapping_add_signed(i64::from(offset));
-                if slot < regs.rsp || slot > cfa - 8 || slot % 8 != 0 {
-                    return WalkEnd::NeedsFallback;
-                }
-                // SAFETY: `regs.rsp <= slot < cfa`, as above.
-                unsafe { read_stack(slot) }
+            // A zero return address is what libgcc reports as its terminal frame.
+            Step::Outermost | Step::ZeroReturn { .. } | Step::NoUnwindInfo => {
+                return WalkEnd::Complete(written);
             }
-        };
-        if return_address == 0 {
-            // What libgcc reports as its terminal zero frame.
-            return WalkEnd::Complete(written);
+            Step::Unsupported => return WalkEnd::NeedsFallback,
         }
-        frames[written] = return_address;
-        written += 1;
-        regs = Registers {
-            pc: return_address,
-            rsp: cfa,
-            rbp,
-        };
-        lookup_address = return_address - 1;
     }
     WalkEnd::Complete(written)
 }
@@ -133,7 +188,7 @@ pub(crate) fn walk<S: RuleStore>(start: Registers, store: &mut S, frames: &mut [
 /// # Safety
 /// `address` must be 8-aligned and inside a live stack frame of the current thread.
 #[inline(always)]
-unsafe fn read_stack(address: u64) -> u64 {
+pub(crate) unsafe fn read_stack(address: u64) -> u64 {
     // SAFETY: guaranteed by the caller. Volatile: this memory belongs to frames the
     // compiler does not know we are looking at.
     unsafe { core::ptr::read_volatile(address as *const u64) }

@@ -1,13 +1,15 @@
 //! The interactive flamegraph viewer: the data model it draws from, and the
 //! self-contained HTML page (viewer script, style and data inline).
 //!
-//! Owns the viewer's JSON model: per (thread, call stack) the four corrected
-//! metrics of the new side and, for a comparison, of the base side, with a
-//! standard error for each, plus the frame, module and thread tables. The
+//! Owns the viewer's JSON model: per (thread, call stack) the four estimated
+//! metrics of the new side and, for a comparison, of the base side, with the
+//! standard error of each (from the dump's Horvitz–Thompson variance sums,
+//! see `estimate`), plus the frame, module and thread tables. The
 //! same page is written by `--format html` and served by `heapdiff serve`;
 //! it never fetches anything (users open it from disk, offline).
 //! Transforms, search, zoom and the functions table run in the browser.
 
+use crate::estimate::Pairing;
 use crate::profile::{BuildOptions, FrameRef, Profile, Values, function_name};
 use crate::symbolize::{LocationId, LocationTable};
 use heapsample_format::Dump;
@@ -54,6 +56,9 @@ pub struct Model {
     pub stack_frames: Vec<Vec<u32>>,
     /// Per stack, 4 values (see `metrics`): new side.
     pub new_values: Vec<f64>,
+    /// True when the base is an earlier dump of the same process: the
+    /// variance of a cumulative (alloc) delta is then var(new) − var(base).
+    pub same_process: bool,
     /// Per stack, 4 standard errors of the new side's estimates.
     pub new_errors: Vec<f64>,
     /// Same for the base side (empty without a base).
@@ -89,6 +94,7 @@ pub fn model(
         base_name: base.map(|b| b.name.clone()),
         metrics: ["inuse-space", "inuse-objects", "alloc-space", "alloc-objects"],
         period,
+        same_process: base.is_some_and(|base| same_process(base, new, build)),
         frames: Vec::new(),
         modules: Vec::new(),
         threads: Vec::new(),
@@ -101,6 +107,16 @@ pub fn model(
         totals,
         links: Vec::new(),
     })
+}
+
+/// True when both sides are single dumps of one process, base first.
+fn same_process(base: &Side<'_>, new: &Side<'_>, build: BuildOptions) -> bool {
+    let ([(base, _)], [(new, _)]) = (base.parts.as_slice(), new.parts.as_slice()) else {
+        return false;
+    };
+    let empty = LocationTable::default();
+    let origin = |dump: &Dump| Profile::build(&dump_header(dump), &[], &empty, build);
+    Pairing::of(&origin(base), &origin(new)) == Pairing::SameProcess
 }
 
 /// The whole page: skeleton, style, script and the model as JSON.
@@ -128,31 +144,6 @@ fn script_safe(text: &str) -> String {
 
 fn sum_totals(side: &Side<'_>) -> heapsample_format::Totals {
     crate::merge::sum_totals(side.parts.iter().map(|(dump, _)| &dump.totals))
-}
-
-/// Standard errors of a stack's four estimates, approximated from the
-/// corrected values and the sampling period `r`: for objects much smaller
-/// than `r` the Horvitz–Thompson variance of a byte estimate `b` is about
-/// `r·b`, and of an object count `n` with mean size `b/n` about `n·r/(b/n)`.
-/// Conservative for large objects (whose inclusion probability nears 1);
-/// zero when every allocation is recorded (`r == 1`).
-pub fn standard_errors(values: &Values, period: u64) -> [f64; 4] {
-    if period <= 1 {
-        return [0.0; 4];
-    }
-    let r = period as f64;
-    let pair = |objects: f64, bytes: f64| {
-        if objects <= 0.0 || bytes <= 0.0 {
-            return (0.0, 0.0);
-        }
-        let mean = bytes / objects;
-        let bytes_variance = r * bytes * (-(mean / r)).exp();
-        let objects_variance = objects * (r / mean) * (-(mean / r)).exp();
-        (objects_variance.sqrt(), bytes_variance.sqrt())
-    };
-    let (inuse_objects, inuse_space) = pair(values.inuse_objects, values.inuse_space);
-    let (alloc_objects, alloc_space) = pair(values.alloc_objects, values.alloc_space);
-    [inuse_space, inuse_objects, alloc_space, alloc_objects]
 }
 
 fn four(values: &Values) -> [f64; 4] {
@@ -211,7 +202,7 @@ impl<'a> ModelBuilder<'a> {
                 for sample in &profile.samples {
                     let frames = self.frame_list(&sample.frames);
                     let id = self.stack(thread, frames);
-                    let errors = standard_errors(&sample.values, profile.period);
+                    let variances = four(&sample.variance);
                     let (values, error_sums) = if is_base {
                         (&mut self.base_values, &mut self.base_errors)
                     } else {
@@ -219,8 +210,8 @@ impl<'a> ModelBuilder<'a> {
                     };
                     for (i, value) in four(&sample.values).into_iter().enumerate() {
                         values[id][i] += value;
-                        // Errors add in quadrature; stored squared until finish.
-                        error_sums[id][i] += errors[i] * errors[i];
+                        // Variances add; square-rooted at the end.
+                        error_sums[id][i] += variances[i];
                     }
                 }
             }
@@ -324,7 +315,7 @@ impl<'a> ModelBuilder<'a> {
 }
 
 /// Round values to what the text formats show (compact JSON); errors are
-/// stored squared until here.
+/// variances until here.
 fn flatten(rows: &[[f64; 4]], square_root: bool) -> Vec<f64> {
     rows.iter()
         .flat_map(|row| {
@@ -427,34 +418,6 @@ fn module_kind(path: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exact_profiles_have_no_error() {
-        let values = Values {
-            inuse_objects: 10.0,
-            inuse_space: 1000.0,
-            alloc_objects: 10.0,
-            alloc_space: 1000.0,
-        };
-        assert_eq!(standard_errors(&values, 1), [0.0; 4]);
-    }
-
-    #[test]
-    fn small_objects_have_poisson_like_errors() {
-        // 1,000,000 bytes in 100-byte objects at R = 2^19: about 1.9 samples,
-        // so the relative error is about 1/sqrt(1.9).
-        let values = Values {
-            inuse_objects: 10_000.0,
-            inuse_space: 1_000_000.0,
-            alloc_objects: 0.0,
-            alloc_space: 0.0,
-        };
-        let [space, objects, alloc, _] = standard_errors(&values, 1 << 19);
-        let samples = 1_000_000.0 / (1u64 << 19) as f64;
-        assert!((space / 1_000_000.0 - 1.0 / samples.sqrt()).abs() < 0.01);
-        assert!((objects / 10_000.0 - 1.0 / samples.sqrt()).abs() < 0.01);
-        assert_eq!(alloc, 0.0);
-    }
 
     #[test]
     fn page_cannot_be_closed_by_data() {

@@ -1,9 +1,11 @@
-//! The text report: top functions by self and total value, the top changes
-//! of a comparison, and a totals line that puts the dump's exact counters
-//! beside the estimate from the samples.
+//! The text report: top functions by self and total value with their 95 %
+//! intervals, the top changes of a comparison with the interval of each
+//! change and whether it is significant, and totals lines that put the
+//! dump's exact counters beside the estimate from the samples.
 
 use super::{View, round};
-use crate::profile::{FunctionValue, Profile, function_values};
+use crate::estimate::{Delta, Estimate, FunctionChange, Interval, function_changes, total_change};
+use crate::profile::{FunctionValue, Metric, Profile, function_values};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -23,7 +25,7 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
     let whole = view.metric.of(&view.new.estimated);
     let _ = writeln!(
         out,
-        "heapdiff: {} of {} (sampling period {} bytes, values corrected for sampling)",
+        "heapdiff: {} of {} (sampling period {} bytes, values corrected for sampling, [low,high] = 95 % interval)",
         view.metric.name(),
         view.new_name,
         view.new.period
@@ -31,9 +33,9 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
     for (title, key) in [
         (
             "self",
-            (|f: &FunctionValue| f.self_value) as fn(&FunctionValue) -> f64,
+            (|f: &FunctionValue| f.self_estimate) as fn(&FunctionValue) -> Estimate,
         ),
-        ("total", |f: &FunctionValue| f.total),
+        ("total", |f: &FunctionValue| f.total_estimate),
     ] {
         let _ = writeln!(
             out,
@@ -43,17 +45,19 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
         );
         let _ = writeln!(
             out,
-            "{:>14} {:>7} {:>14} {:>7}  function",
-            "self", "self%", "total", "total%"
+            "{:>14} {:>7} {:>14} {:>7} {:>27} {:>27}  function",
+            "self", "self%", "total", "total%", "self 95% interval", "total 95% interval"
         );
-        for (name, value) in top_by(&functions, top, key) {
+        for (name, value) in top_by(&functions, top, |f| key(f).value) {
             let _ = writeln!(
                 out,
-                "{:>14} {:>7} {:>14} {:>7}  {name}",
+                "{:>14} {:>7} {:>14} {:>7} {:>27} {:>27}  {name}",
                 round(value.self_value),
                 percent(value.self_value, whole),
                 round(value.total),
-                percent(value.total, whole)
+                percent(value.total, whole),
+                bracket(&value.self_estimate.interval()),
+                bracket(&value.total_estimate.interval()),
             );
         }
     }
@@ -62,11 +66,10 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
 }
 
 fn diff_report(out: &mut String, view: &View<'_>, base: &Profile, base_name: &str, top: usize) {
-    let new_functions = function_values(view.new, view.table, view.metric);
-    let base_functions = function_values(base, view.table, view.metric);
+    let changes = function_changes(base, view.new, view.table, view.metric);
     let _ = writeln!(
         out,
-        "heapdiff: {} from {} (base) to {} (new)",
+        "heapdiff: {} from {} (base) to {} (new); a change is significant (yes) when its 95 % interval excludes 0",
         view.metric.name(),
         base_name,
         view.new_name
@@ -74,11 +77,11 @@ fn diff_report(out: &mut String, view: &View<'_>, base: &Profile, base_name: &st
     for (title, pick) in [
         (
             "self",
-            (|f: &FunctionValue| f.self_value) as fn(&FunctionValue) -> f64,
+            (|c: &FunctionChange| c.self_change) as fn(&FunctionChange) -> Delta,
         ),
-        ("total", |f: &FunctionValue| f.total),
+        ("total", |c: &FunctionChange| c.total_change),
     ] {
-        let rows = changes(&base_functions, &new_functions, pick);
+        let rows = largest_changes(&changes, pick);
         let _ = writeln!(
             out,
             "\nTop {top} changes by {title} {} ({}), largest |delta| first:",
@@ -87,58 +90,66 @@ fn diff_report(out: &mut String, view: &View<'_>, base: &Profile, base_name: &st
         );
         let _ = writeln!(
             out,
-            "{:>14} {:>14} {:>14}  function",
-            "base", "new", "delta"
+            "{:>14} {:>14} {:>14} {:>29} {:>4}  function",
+            "base", "new", "delta", "delta 95% interval", "sig"
         );
-        for (name, base, new) in rows.into_iter().take(top) {
-            let delta = round(new) - round(base);
+        for (name, delta) in rows.into_iter().take(top) {
             let _ = writeln!(
                 out,
-                "{:>14} {:>14} {:>+14}  {name}",
-                round(base),
-                round(new),
-                delta
+                "{:>14} {:>14} {:>+14} {:>29} {:>4}  {name}",
+                round(delta.base.value),
+                round(delta.new.value),
+                round(delta.new.value) - round(delta.base.value),
+                bracket(&delta.interval()),
+                significance(&delta),
             );
         }
     }
-    let whole_base = view.metric.of(&base.estimated);
-    let whole_new = view.metric.of(&view.new.estimated);
+    let whole = total_change(base, view.new, view.metric);
     let _ = writeln!(
         out,
-        "\nDelta: {:+} {} ({} base → {} new)",
-        round(whole_new) - round(whole_base),
+        "\nDelta: {:+} {} ({} base → {} new), 95 % interval {}, {}",
+        round(whole.new.value) - round(whole.base.value),
         view.metric.unit(),
-        round(whole_base),
-        round(whole_new)
+        round(whole.base.value),
+        round(whole.new.value),
+        bracket(&whole.interval()),
+        if whole.significant() {
+            "significant"
+        } else {
+            "not significant (within sampling noise)"
+        }
     );
     totals_lines(out, "base ", base);
     totals_lines(out, "new  ", view.new);
 }
 
-/// `(name, base, new)` for every function on either side, largest absolute
-/// change first, ties by name.
-fn changes(
-    base: &HashMap<String, FunctionValue>,
-    new: &HashMap<String, FunctionValue>,
-    pick: fn(&FunctionValue) -> f64,
-) -> Vec<(String, f64, f64)> {
-    let mut names: Vec<&String> = base.keys().chain(new.keys()).collect();
-    names.sort();
-    names.dedup();
-    let mut rows: Vec<(String, f64, f64)> = names
-        .into_iter()
-        .map(|name| {
-            let value = |side: &HashMap<String, FunctionValue>| side.get(name).map_or(0.0, pick);
-            (name.clone(), value(base), value(new))
-        })
-        .filter(|(_, base, new)| round(*new) != round(*base))
+/// `[low,high]`, rounded.
+pub fn bracket(interval: &Interval) -> String {
+    format!("[{},{}]", round(interval.low), round(interval.high))
+}
+
+fn significance(delta: &Delta) -> &'static str {
+    if delta.significant() { "yes" } else { "no" }
+}
+
+/// `(name, change)` of every function whose rounded value changed, largest
+/// absolute change first, ties by name.
+fn largest_changes(
+    changes: &[FunctionChange],
+    pick: fn(&FunctionChange) -> Delta,
+) -> Vec<(&str, Delta)> {
+    let mut rows: Vec<(&str, Delta)> = changes
+        .iter()
+        .map(|change| (change.name.as_str(), pick(change)))
+        .filter(|(_, d)| round(d.new.value) != round(d.base.value))
         .collect();
     rows.sort_by(|a, b| {
-        let magnitude = |row: &(String, f64, f64)| (row.2 - row.1).abs();
-        magnitude(b)
-            .partial_cmp(&magnitude(a))
+        b.1.value()
+            .abs()
+            .partial_cmp(&a.1.value().abs())
             .unwrap_or(Ordering::Equal)
-            .then_with(|| a.0.cmp(&b.0))
+            .then_with(|| a.0.cmp(b.0))
     });
     rows
 }
@@ -181,6 +192,15 @@ fn totals_lines(out: &mut String, label: &str, profile: &Profile) {
         round(estimated.inuse_objects),
         round(estimated.alloc_space),
         round(estimated.alloc_objects)
+    );
+    let interval = |metric: Metric| bracket(&profile.estimate(metric).interval());
+    let _ = writeln!(
+        out,
+        "{label}totals: 95 % intervals:   in use {} bytes in {} objects, allocated {} bytes in {} objects",
+        interval(Metric::InuseSpace),
+        interval(Metric::InuseObjects),
+        interval(Metric::AllocSpace),
+        interval(Metric::AllocObjects)
     );
     let frees = exact
         .frees

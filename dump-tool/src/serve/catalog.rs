@@ -9,9 +9,8 @@
 //! Temporary files (hidden, or with `.tmp` in the name) are skipped.
 
 use crate::load::load_dump;
-use crate::render::html::standard_errors;
-use crate::profile::Values;
-use heapsample_format::{Dump, unsample};
+use crate::estimate::Estimate;
+use heapsample_format::Dump;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -226,20 +225,15 @@ fn summarize(path: &Path) -> std::result::Result<Summary, String> {
 /// The list's numbers: the live estimate with its interval from the
 /// samples, the exact counters beside it.
 pub fn summary_of(dump: &Dump) -> Summary {
-    let period = dump.sample_period();
-    let mut estimate = 0.0;
-    let mut variance = 0.0;
+    let mut live = Estimate::default();
     for stack in &dump.stacks {
-        let (objects, bytes) = unsample(stack.live_objects, stack.live_bytes, period);
-        let values = Values {
-            inuse_objects: objects,
-            inuse_space: bytes,
-            ..Values::default()
-        };
-        estimate += bytes;
-        variance += standard_errors(&values, period)[0].powi(2);
+        live = live.plus(&Estimate {
+            value: stack.live.bytes,
+            variance: stack.live.bytes_variance,
+            floor: stack.live_bytes as f64,
+        });
     }
-    let half_width = 1.96 * variance.sqrt();
+    let interval = live.interval();
     Summary {
         pid: dump.pid,
         executable: dump.executable.clone(),
@@ -248,10 +242,10 @@ pub fn summary_of(dump: &Dump) -> Summary {
         trigger: trigger_name(dump.trigger),
         seq: dump.seq,
         trigger_seq: dump.trigger_seq,
-        sample_period: period,
-        live_estimate: estimate.round(),
-        live_low: (estimate - half_width).max(0.0).round(),
-        live_high: (estimate + half_width).round(),
+        sample_period: dump.sample_period(),
+        live_estimate: interval.estimate.round(),
+        live_low: interval.low.round(),
+        live_high: interval.high.round(),
         live_exact: dump.totals.live_usable_bytes,
         allocated_exact: dump.totals.bytes_allocated,
         allocations: dump.totals.allocations,

@@ -171,6 +171,17 @@ pub fn stack(frames: Vec<u64>, objects: u64, size: u64) -> Stack {
         live_usable_bytes: objects * size,
         alloc_objects: objects,
         alloc_bytes: objects * size,
+        ..Stack::default()
+    }
+}
+
+/// `stack` with the weights the shim records for its sampled objects
+/// (every object of a stack built here has the stack's average size).
+pub fn with_weights(stack: Stack, period: u64) -> Stack {
+    Stack {
+        live: heapsample_format::legacy_weights(stack.live_objects, stack.live_bytes, period),
+        alloc: heapsample_format::legacy_weights(stack.alloc_objects, stack.alloc_bytes, period),
+        ..stack
     }
 }
 
@@ -197,7 +208,13 @@ pub fn dump(
         samples_live: stacks.iter().map(|s| s.live_objects).sum(),
         threads_seen: 1,
         profiler_bytes: 0,
+        resets: 0,
     };
+    let period = 1u64 << lg_sample_period;
+    let stacks = stacks
+        .into_iter()
+        .map(|stack| with_weights(stack, period))
+        .collect();
     Dump {
         writer: "heapdiff-test".into(),
         pid: 4242,

@@ -1,0 +1,114 @@
+//! Counting what the allocation paths did: the exact counters, the
+//! sampling countdown, and handing a crossing to the sample event.
+//!
+//! Owns the per-call accounting shared by every route: an allocation is
+//! counted after it succeeded, a possibly sampled pointer is forgotten
+//! before it is released, and under `prof_exact` usable bytes and frees are
+//! counted too. The common path touches only the calling thread's block;
+//! everything beyond counting is in the `#[cold]` sample event.
+//!
+//! Runs inside malloc: no lock, no syscall, no allocation here (the sample
+//! event has its own rules, see `sample`).
+
+use core::ffi::c_void;
+
+use crate::live_table::LIVE;
+use crate::tls::{self, ThreadState};
+use crate::{next_alloc, sample, state};
+
+/// Count an allocation of `size` requested bytes that returned `pointer`.
+///
+/// # Safety
+/// `pointer` is null or a live allocation of the next allocator.
+#[inline(always)]
+pub unsafe fn after_alloc(pointer: *mut c_void, size: usize) {
+    if pointer.is_null() {
+        return;
+    }
+    let state = tls::current();
+    ThreadState::bump(&state.allocations, 1);
+    if state.sampler.count(size) {
+        // SAFETY: forwarded from our caller's contract.
+        unsafe { sample::on_countdown_expired(pointer, size) };
+    }
+}
+
+/// Forget `pointer` (non-null) if it is a live sample, before the real free.
+/// Releases are counted only under `prof_exact` (see [`before_free_any`]):
+/// the default free path touches no per-thread state.
+///
+/// # Safety
+/// `pointer` is a live allocation of the next allocator.
+#[inline(always)]
+pub unsafe fn before_free(pointer: *mut c_void) {
+    if LIVE.may_contain(pointer as usize) {
+        // SAFETY: forwarded from our caller's contract.
+        unsafe { sample::on_sampled_free(pointer) };
+    }
+}
+
+/// `prof_exact`: add (`sign` 1) or remove (-1) the usable size of a live
+/// allocation from the thread's exact live heap.
+///
+/// # Safety
+/// `pointer` is a live allocation of the next allocator.
+#[inline(always)]
+pub unsafe fn count_usable(pointer: *mut c_void, sign: i64) {
+    // SAFETY: per the contract.
+    let usable = unsafe { next_alloc::usable_size(pointer) } as i64;
+    ThreadState::bump_signed(&tls::current().live_usable_delta, sign * usable);
+}
+
+/// [`after_alloc`] for any mode: counts usable bytes under `prof_exact`.
+///
+/// # Safety
+/// As for [`after_alloc`].
+#[inline(always)]
+pub unsafe fn after_alloc_any(pointer: *mut c_void, size: usize) {
+    if state::exact() {
+        // SAFETY: per the contract.
+        return unsafe { after_alloc_exact(pointer, size) };
+    }
+    // SAFETY: per the contract.
+    unsafe { after_alloc(pointer, size) }
+}
+
+/// [`after_alloc`] under `prof_exact`, where every allocation must reach
+/// this slow path: the fast path's countdown stays 0 and the real one is
+/// parked in the [`crate::sampler::Sampler`], which swaps it in around the
+/// usual logic at a crossing.
+///
+/// # Safety
+/// As for [`after_alloc`].
+#[cold]
+pub unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize) {
+    if !pointer.is_null() {
+        // SAFETY: a live allocation.
+        unsafe { count_usable(pointer, 1) };
+    }
+    let state = tls::current();
+    if !pointer.is_null() && state.sampler.exact_take_without_crossing(size) {
+        ThreadState::bump(&state.allocations, 1);
+        return;
+    }
+    state.sampler.unpark();
+    // SAFETY: per the contract.
+    unsafe { after_alloc(pointer, size) };
+    state.sampler.park();
+}
+
+/// [`before_free`] for any mode: counts the release and its usable bytes
+/// under `prof_exact`.
+///
+/// # Safety
+/// As for [`before_free`].
+#[inline(always)]
+pub unsafe fn before_free_any(pointer: *mut c_void) {
+    if state::exact() {
+        ThreadState::bump(&tls::current().frees, 1);
+        // SAFETY: a live allocation.
+        unsafe { count_usable(pointer, -1) };
+    }
+    // SAFETY: per the contract.
+    unsafe { before_free(pointer) }
+}

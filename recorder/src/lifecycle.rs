@@ -1,0 +1,119 @@
+//! The profiler's life outside malloc: the constructor, the exit dump and
+//! leak summary, and the fork handlers.
+//!
+//! Owns the order in which the profiler's locks are taken around `fork`
+//! (the ranks in `spin_lock`) and what a forked child resets.
+//!
+//! Never runs inside malloc: the constructor registers handlers, the exit
+//! handler writes a file, the fork handlers take every profiler lock.
+
+use heapsample_format::Trigger;
+
+use crate::stack_table::STACKS;
+use crate::{dumper, modules, own_heap, routes, state, threads, tls, triggers, writer};
+
+/// The shim's constructor: start, then register the exit dump and the fork
+/// handlers (here, not in a hook, so the exit dump runs after the program's
+/// own atexit handlers and static destructors).
+pub fn on_library_load() {
+    routes::start();
+    if !state::profiling() {
+        return;
+    }
+    dumper::set_dump_writer(write_background_dump);
+    // SAFETY: registering handlers with the C ABI and no captured state.
+    unsafe {
+        libc::atexit(at_exit);
+        libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+    }
+    triggers::install_signal_handler();
+}
+
+/// What the dumper thread does for each request.
+fn write_background_dump(trigger: Trigger) {
+    let _ = writer::write_dump(trigger, None);
+}
+
+// ---- exit ----
+
+extern "C" fn at_exit() {
+    let _guard = tls::Guard::enter();
+    let config = state::config();
+    // The exit dump is the last one: writing it (or closing, without one)
+    // refuses every dump that other threads might still start.
+    let written = if config.prof_final && !config.prof_prefix.is_empty() {
+        writer::write_dump(Trigger::Final, None).ok()
+    } else {
+        writer::close();
+        None
+    };
+    if config.prof_leak {
+        let dump = match &written {
+            Some((_, dump)) => dump.clone(),
+            None => writer::assemble(Trigger::Final, 0, 0),
+        };
+        print_leak_summary(&dump, written.as_ref().map(|(path, _)| path.as_str()));
+    }
+}
+
+/// jemalloc-style leak lines: the estimated live heap at exit.
+fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
+    let (mut bytes, mut objects, mut contexts) = (0.0, 0.0, 0u64);
+    for stack in dump.stacks.iter().filter(|s| s.live_objects > 0) {
+        objects += stack.live.objects;
+        bytes += stack.live.bytes;
+        contexts += 1;
+    }
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    let (bytes, objects) = (bytes.round() as u64, objects.round() as u64);
+    crate::warn::say(format_args!(
+        "Leak approximation summary: ~{bytes} byte{}, ~{objects} object{}, >= {contexts} context{}",
+        plural(bytes),
+        plural(objects),
+        plural(contexts)
+    ));
+    match path {
+        Some(path) => crate::warn::say(format_args!("Run heapdiff on \"{path}\" for leak detail")),
+        None => crate::warn::say(format_args!(
+            "No dump was written (prof_final:false or the write failed); no leak detail"
+        )),
+    }
+}
+
+// ---- fork ----
+
+extern "C" fn fork_prepare() {
+    tls::current().set_flag(tls::FLAG_GUARD, true);
+    writer::lock_for_fork();
+    modules::lock_for_fork();
+    threads::lock_for_fork();
+    STACKS.lock_for_fork();
+    own_heap::lock_for_fork();
+}
+
+extern "C" fn fork_parent() {
+    // SAFETY: each lock was taken by fork_prepare on this thread.
+    unsafe {
+        own_heap::unlock_after_fork();
+        STACKS.unlock_after_fork();
+        threads::unlock_in_parent();
+        modules::unlock_after_fork();
+        writer::unlock_after_fork(false);
+    }
+    tls::current().set_flag(tls::FLAG_GUARD, false);
+}
+
+extern "C" fn fork_child() {
+    crate::spin_lock::forget_thread_id();
+    // SAFETY: the locks were taken by fork_prepare in the parent; only this
+    // thread exists in the child.
+    unsafe {
+        own_heap::unlock_after_fork();
+        STACKS.unlock_after_fork();
+        threads::reset_in_child();
+        modules::unlock_after_fork();
+        writer::unlock_after_fork(true);
+    }
+    dumper::reset_in_child();
+    tls::current().set_flag(tls::FLAG_GUARD, false);
+}

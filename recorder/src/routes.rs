@@ -1,0 +1,331 @@
+//! The routes: where the exported malloc, free, calloc and realloc go when
+//! their fast path declines, chosen once the mode is known, and the paths
+//! behind them.
+//!
+//! Owns the route table and the paths for each mode: the crossing
+//! allocation, the possibly sampled free, the profiled calloc and realloc,
+//! and the `*_other` paths for start-up, `prof_exact` and the bootstrap
+//! arena. Rules kept here: a live sample is forgotten before its memory is
+//! released (and re-inserted if realloc fails); pointers from the bootstrap
+//! arena never reach the real allocator; calloc overflow before start-up
+//! gives NULL + ENOMEM.
+//!
+//! Runs inside malloc: no lock, no syscall, no allocation on these paths
+//! (start-up and the sample event, reached from here, have their own rules).
+
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
+
+use crate::counting::{after_alloc, after_alloc_any};
+use crate::live_table::LIVE;
+use crate::next_alloc::{self, in_bootstrap_arena};
+use crate::state::{self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING};
+use crate::tls::{self, ThreadState};
+use crate::{counting, sample, startup};
+
+/// Start the profiler if nobody has (see `startup`), pointing the routes at
+/// the paths for the mode it chooses. Returns false when the request must
+/// be served from the bootstrap arena.
+pub fn start() -> bool {
+    startup::start(set_routes)
+}
+
+/// The state is not known yet: start the profiler. Returns false when the
+/// request must be served from the bootstrap arena.
+#[cold]
+#[inline(never)]
+pub fn start_or_bootstrap() -> bool {
+    start()
+}
+
+// ---- routes: where each hook goes ----
+//
+// Each of malloc, free, calloc and realloc has a route, a function pointer
+// chosen once the mode is known. malloc and free take it only when their
+// assembly fast path (`fast_path`) declines: malloc's route is then the
+// crossing allocation while profiling, the next malloc under `prof:false`;
+// free's is the possibly sampled free, the next free under `prof:false`.
+// The exported calloc and realloc always jump through theirs. Start-up and
+// `prof_exact` use the `*_other` paths.
+
+pub type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
+pub type FreeFn = unsafe extern "C" fn(*mut c_void);
+pub type CallocFn = unsafe extern "C" fn(usize, usize) -> *mut c_void;
+pub type ReallocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
+
+/// Where `malloc` goes now.
+pub static MALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(malloc_other as MallocFn as *mut ());
+/// Where `free` goes now.
+pub static FREE_ROUTE: AtomicPtr<()> = AtomicPtr::new(free_other as FreeFn as *mut ());
+/// Where `calloc` goes now.
+pub static CALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(calloc_other as CallocFn as *mut ());
+/// Where `realloc` goes now.
+pub static REALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(realloc_other as ReallocFn as *mut ());
+
+/// Point the hooks at the paths for `mode` (called once the mode is set).
+/// Once the bootstrap arena has served a block, a free or realloc may
+/// receive an arena pointer: those keep paths that recognise it.
+pub fn set_routes(mode: u8) {
+    let arena_in_use = mode & MODE_ARENA_IN_USE != 0;
+    let next = &next_alloc::NEXT;
+    let (free_other, realloc_other): (*mut (), *mut ()) = (
+        free_other as FreeFn as *mut (),
+        realloc_other as ReallocFn as *mut (),
+    );
+    let (malloc, free, calloc, realloc): (*mut (), *mut (), *mut (), *mut ()) =
+        match mode & !MODE_ARENA_IN_USE {
+            MODE_PASS_THROUGH if arena_in_use => (
+                next.malloc.address().cast(),
+                free_other,
+                next.calloc.address().cast(),
+                realloc_other,
+            ),
+            MODE_PASS_THROUGH => (
+                next.malloc.address().cast(),
+                next.free.address().cast(),
+                next.calloc.address().cast(),
+                next.realloc.address().cast(),
+            ),
+            MODE_PROFILING => (
+                malloc_crossing as MallocFn as *mut (),
+                free_maybe_sampled as FreeFn as *mut (),
+                calloc_profiled as CallocFn as *mut (),
+                if arena_in_use {
+                    realloc_other
+                } else {
+                    realloc_profiled as ReallocFn as *mut ()
+                },
+            ),
+            _ => return,
+        };
+    MALLOC_ROUTE.store(malloc, Relaxed);
+    FREE_ROUTE.store(free, Relaxed);
+    CALLOC_ROUTE.store(calloc, Relaxed);
+    REALLOC_ROUTE.store(realloc, Relaxed);
+}
+
+/// `malloc` for callers inside the shim: what the exported `malloc`
+/// (`fast_path::malloc_entry!`) does, in Rust.
+///
+/// # Safety
+/// The C contract of `malloc`.
+pub unsafe fn malloc(size: usize) -> *mut c_void {
+    let state = tls::current();
+    if state.sampler.take_without_crossing(size) {
+        ThreadState::bump(&state.allocations, 1);
+        // SAFETY: a positive countdown means the profiler is running, so the
+        // next allocator is resolved.
+        return unsafe { next_alloc::malloc(size) };
+    }
+    // SAFETY: a route is always a function with malloc's signature.
+    unsafe { core::mem::transmute::<*mut (), MallocFn>(MALLOC_ROUTE.load(Relaxed))(size) }
+}
+
+/// malloc's route while profiling, for the allocation that crosses the
+/// countdown (or finds it at 0): allocate, then count (and sample) only if
+/// it succeeded.
+///
+/// # Safety
+/// The C contract of `malloc`; the next allocator is resolved.
+#[cold]
+#[inline(never)]
+pub unsafe extern "C" fn malloc_crossing(size: usize) -> *mut c_void {
+    // SAFETY: resolved before MODE was set.
+    let pointer = unsafe { next_alloc::malloc(size) };
+    // SAFETY: returned by the next allocator just now.
+    unsafe { after_alloc(pointer, size) };
+    pointer
+}
+
+/// Any mode but the two plain ones: not started, or the arena is in use.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
+    if !state::started() && !start_or_bootstrap() {
+        return next_alloc::bootstrap_alloc(size, 16);
+    }
+    // SAFETY (both arms): resolved, mode set.
+    if state::profiling() {
+        unsafe {
+            let pointer = next_alloc::malloc(size);
+            after_alloc_any(pointer, size);
+            pointer
+        }
+    } else {
+        unsafe { next_alloc::malloc(size) }
+    }
+}
+
+/// `free` for callers inside the shim: what the exported `free`
+/// (`fast_path::free_entry!`) does, in Rust.
+///
+/// # Safety
+/// The C contract of `free`.
+pub unsafe fn free(pointer: *mut c_void) {
+    if LIVE.free_takes_route(pointer as usize) {
+        // SAFETY: a route is always a function with free's signature.
+        unsafe { core::mem::transmute::<*mut (), FreeFn>(FREE_ROUTE.load(Relaxed))(pointer) }
+    } else {
+        // SAFETY: the next free, or `free_other` until it is resolved.
+        unsafe { next_alloc::free(pointer) }
+    }
+}
+
+/// free's route while profiling, taken when the page filter hits: forget
+/// the sample, then release. Arena blocks are never released.
+///
+/// # Safety
+/// The C contract of `free`; the next allocator is resolved.
+#[cold]
+#[inline(never)]
+pub unsafe extern "C" fn free_maybe_sampled(pointer: *mut c_void) {
+    if pointer.is_null() || in_bootstrap_arena(pointer) {
+        return;
+    }
+    // SAFETY: a live allocation; the real free comes after.
+    unsafe { sample::on_sampled_free(pointer) };
+    // SAFETY: a pointer of the next allocator, released once.
+    unsafe { next_alloc::free(pointer) }
+}
+
+/// free's route at start-up, under `prof_exact`, and with the arena in use
+/// under `prof:false`; also the next `free` until that is resolved.
+///
+/// # Safety
+/// The C contract of `free`.
+#[cold]
+#[inline(never)]
+pub unsafe extern "C" fn free_other(pointer: *mut c_void) {
+    if in_bootstrap_arena(pointer) {
+        return;
+    }
+    if !state::started() && !start_or_bootstrap() {
+        return;
+    }
+    // SAFETY (all arms): resolved, mode set; a live pointer, released once.
+    if state::profiling() && !pointer.is_null() {
+        unsafe { counting::before_free_any(pointer) };
+    }
+    unsafe { next_alloc::free(pointer) }
+}
+
+#[inline(never)]
+unsafe extern "C" fn calloc_profiled(count: usize, size: usize) -> *mut c_void {
+    // SAFETY: resolved before MODE was set.
+    let pointer = unsafe { next_alloc::calloc(count, size) };
+    // SAFETY: returned by the next allocator just now.
+    unsafe { after_alloc(pointer, count.wrapping_mul(size)) };
+    pointer
+}
+
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn calloc_other(count: usize, size: usize) -> *mut c_void {
+    if !state::started() && !start_or_bootstrap() {
+        return match count.checked_mul(size) {
+            Some(bytes) => next_alloc::bootstrap_alloc(bytes, 16),
+            None => enomem(),
+        };
+    }
+    // SAFETY (both arms): resolved, mode set.
+    if state::profiling() {
+        unsafe {
+            let pointer = next_alloc::calloc(count, size);
+            after_alloc_any(pointer, count.wrapping_mul(size));
+            pointer
+        }
+    } else {
+        unsafe { next_alloc::calloc(count, size) }
+    }
+}
+
+pub fn enomem() -> *mut c_void {
+    crate::sys::set_errno(libc::ENOMEM);
+    core::ptr::null_mut()
+}
+
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn realloc_other(pointer: *mut c_void, size: usize) -> *mut c_void {
+    if !pointer.is_null() && in_bootstrap_arena(pointer) {
+        // SAFETY: moving a bootstrap block into the real allocator.
+        return unsafe { realloc_from_bootstrap(pointer, size) };
+    }
+    if !state::started() && !start_or_bootstrap() {
+        return if pointer.is_null() {
+            next_alloc::bootstrap_alloc(size, 16)
+        } else {
+            core::ptr::null_mut()
+        };
+    }
+    // SAFETY (both arms): resolved, mode set.
+    if state::profiling() {
+        unsafe { realloc_profiled(pointer, size) }
+    } else {
+        unsafe { next_alloc::realloc(pointer, size) }
+    }
+}
+
+unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut c_void {
+    if pointer.is_null() {
+        // SAFETY: realloc(NULL, n) as the allocator defines it.
+        let result = unsafe { next_alloc::realloc(pointer, size) };
+        // SAFETY: returned by the next allocator just now.
+        unsafe { after_alloc_any(result, size) };
+        return result;
+    }
+    let old_usable = if state::exact() {
+        // SAFETY: a live allocation.
+        unsafe { next_alloc::usable_size(pointer) }
+    } else {
+        0
+    };
+    // A sampled object is forgotten before the allocator may release it.
+    let sampled = if LIVE.may_contain(pointer as usize) {
+        // SAFETY: still allocated.
+        take_live_sample(pointer)
+    } else {
+        None
+    };
+    // SAFETY: the C contract, forwarded.
+    let result = unsafe { next_alloc::realloc(pointer, size) };
+    if result.is_null() && size != 0 {
+        // Failed: the old block is untouched and still sampled.
+        if let Some((sample, _)) = sampled {
+            let _ = LIVE.insert(pointer as usize, sample);
+        }
+        return result;
+    }
+    if state::exact() {
+        let state = tls::current();
+        ThreadState::bump(&state.frees, 1);
+        ThreadState::bump_signed(&state.live_usable_delta, -(old_usable as i64));
+    }
+    if let Some((sample, usable)) = sampled {
+        sample::release(sample, usable);
+    }
+    // SAFETY: returned by the next allocator just now.
+    unsafe { after_alloc_any(result, size) };
+    result
+}
+
+#[cold]
+fn take_live_sample(pointer: *mut c_void) -> Option<(crate::live_table::LiveSample, u64)> {
+    // SAFETY: the pointer is still allocated.
+    let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
+    LIVE.remove(pointer as usize).map(|sample| (sample, usable))
+}
+
+#[cold]
+unsafe fn realloc_from_bootstrap(pointer: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: malloc's contract.
+    let result = unsafe { malloc(size) };
+    if !result.is_null() {
+        let old_size = next_alloc::bootstrap_size(pointer);
+        // SAFETY: both blocks hold at least min(old, new) bytes.
+        unsafe {
+            core::ptr::copy_nonoverlapping(pointer.cast::<u8>(), result.cast(), old_size.min(size))
+        };
+    }
+    result
+}

@@ -1,0 +1,197 @@
+//! The sample event: what happens when a thread's countdown runs out (the
+//! slow path of malloc), and the free of a possibly sampled object.
+//!
+//! Owns the recording of a sample: capture the stack, intern it, count it and
+//! add its Horvitz–Thompson weights on its stack, remember the address in the
+//! live table, feed the triggers.
+//!
+//! Runs inside malloc, under the thread's guard, and preserves errno. It
+//! allocates only through the shim's own heap (never the profiled
+//! allocator), and only when a thread is set up or first listed. Locks it
+//! may take (see the order in `spin_lock`): the thread registry (thread
+//! set-up, first sample of a thread, allocations after the exit flush), the
+//! stack table's insert lock (a stack never seen before) and the own heap's
+//! lock (through those allocations). The triggers it feeds only post
+//! requests to the dumper, which may start the dumper thread (see
+//! `dumper`).
+
+use core::ffi::c_void;
+use core::sync::atomic::Ordering::Relaxed;
+
+use crate::live_table::{LIVE, LiveSample, MAX_STACK_ID};
+use crate::stack_table::STACKS;
+use crate::state;
+use crate::sys::ErrnoGuard;
+use crate::tls::{self, LastStack, ThreadState};
+use crate::warn::Kind;
+use crate::{backtrace, modules, next_alloc, sampling, threads, triggers};
+
+/// The countdown of `state` reached zero with the allocation `pointer` of
+/// `size` bytes: set the thread up if new, draw the next countdown, and
+/// record the sample.
+///
+/// # Safety
+/// `pointer` is a live allocation of the next allocator.
+#[cold]
+#[inline(never)]
+pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize) {
+    let state = tls::current();
+    if state.guarded() {
+        // The profiler's own allocation: keep the fast path fast until the
+        // guard is lifted, without sampling.
+        rearm(state, GUARDED_MIN_INTERVAL);
+        return;
+    }
+    let _errno = ErrnoGuard::save();
+    let _guard = tls::Guard::enter();
+    if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH != 0 {
+        if threads::after_final_flush(state, size) && state::active() {
+            record_sample(state, pointer, size as u64);
+        }
+        return;
+    }
+    if state.serial.load(Relaxed) == 0 && !first_interval_crossed(state) {
+        return;
+    }
+    rearm(state, 0);
+    if state::active() {
+        record_sample(state, pointer, size as u64);
+    }
+    let ext = state.ext.load(Relaxed);
+    if !ext.is_null() {
+        // SAFETY: the thread's own cold block, used by this thread only.
+        triggers::after_sample_event(state, unsafe { &mut *ext });
+    }
+}
+
+/// Set up a new thread and start its first countdown with the current
+/// allocation already counted. Returns true if that allocation crossed it.
+fn first_interval_crossed(state: &'static ThreadState) -> bool {
+    threads::setup_current(state);
+    let seed = sampling::seed(
+        state as *const ThreadState as usize,
+        state.serial.load(Relaxed),
+    );
+    state.sampler.start(seed)
+}
+
+/// The smallest countdown given while the profiler itself allocates, so its
+/// own allocations do not each take the slow path.
+const GUARDED_MIN_INTERVAL: i64 = 4096;
+
+/// Draw a new countdown of at least `minimum` bytes, keeping
+/// `bytes_allocated` unchanged.
+fn rearm(state: &ThreadState, minimum: i64) {
+    state
+        .sampler
+        .rearm(minimum, state as *const ThreadState as usize);
+}
+
+fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
+    let ext = state.ext.load(Relaxed);
+    if ext.is_null() {
+        return record_sample_exiting(state, pointer, size);
+    }
+    // SAFETY: the thread's own cold block, used by this thread only.
+    let ext = unsafe { &mut *ext };
+    let frames = capture_limit(&mut ext.frames);
+    let range = backtrace::capture_with(&mut ext.unwinder, frames);
+    let frames = &frames[range.start..range.end.min(range.start + max_frames())];
+    let (thread, epoch) = (state.serial.load(Relaxed), modules::current_epoch());
+    let id = match ext.last_stack.id_in(epoch) {
+        Some(id) if STACKS.holds(id, frames, thread, epoch) => id,
+        _ => {
+            let Some(id) = STACKS.intern(frames, thread, epoch) else {
+                return drop_sample("the stack table is full");
+            };
+            ext.last_stack = LastStack::new(id, epoch);
+            id
+        }
+    };
+    record_stack_sample(state, id, pointer, size);
+}
+
+/// The largest stack kept (`prof_bt_max`).
+fn max_frames() -> usize {
+    state::config().prof_bt_max as usize
+}
+
+/// The part of `buffer` a capture may fill: a little deeper than
+/// `prof_bt_max`, as the profiler's own frames are dropped after.
+fn capture_limit(buffer: &mut [u64]) -> &mut [u64] {
+    let limit = (max_frames() + tls::OWN_FRAMES_SLACK).min(buffer.len());
+    &mut buffer[..limit]
+}
+
+/// [`record_sample`] for a thread past its exit flush, without its cold block.
+#[cold]
+fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64) {
+    let mut buffer = [0u64; 64];
+    let frames = capture_limit(&mut buffer);
+    let range = backtrace::capture(frames);
+    let frames = &frames[range.start..range.end.min(range.start + max_frames())];
+    let thread = state.serial.load(Relaxed);
+    let Some(id) = STACKS.intern(frames, thread, modules::current_epoch()) else {
+        return drop_sample("the stack table is full");
+    };
+    record_stack_sample(state, id, pointer, size);
+}
+
+/// Count a sample of stack `id` and enter it in the live table.
+fn record_stack_sample(state: &ThreadState, id: u32, pointer: *mut c_void, size: u64) {
+    let Some(entry) = STACKS.entry(id).filter(|_| id <= MAX_STACK_ID) else {
+        return drop_sample("the stack table is full");
+    };
+    // SAFETY: `pointer` was just returned by the next allocator.
+    let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
+    let sample = LiveSample { stack_id: id, size };
+    let weights = sample_weights(sample);
+    entry.add_sample(size, usable, &weights);
+    match LIVE.insert(pointer as usize, sample) {
+        Ok(None) => {}
+        Ok(Some(stale)) => release(stale, usable),
+        Err(_) => {
+            entry.release_sample(size, usable, &weights);
+            return drop_sample("the live-sample table is full");
+        }
+    }
+    triggers::on_live_sample(size, 1);
+    state::note_sample_taken();
+    threads::list_current(state);
+}
+
+fn drop_sample(why: &str) {
+    state::note_sample_dropped();
+    crate::warn!(Kind::TableFull, "{why}; some allocations are not sampled");
+}
+
+/// The Horvitz–Thompson weights of a live sample: a function of its size
+/// (kept in the live table) and the period (fixed for the process's life),
+/// so its free removes exactly what its allocation added.
+fn sample_weights(sample: LiveSample) -> heapsample_format::Weights {
+    let probability = sampling::inclusion_probability(sample.size);
+    heapsample_format::weights_with_probability(sample.size, probability)
+}
+
+/// A live sample's object was freed (or its entry replaced).
+pub fn release(sample: LiveSample, usable: u64) {
+    if let Some(entry) = STACKS.entry(sample.stack_id) {
+        entry.release_sample(sample.size, usable, &sample_weights(sample));
+    }
+    triggers::on_live_sample(sample.size, -1);
+}
+
+/// `pointer`, about to be freed, may be a live sample: forget it.
+///
+/// # Safety
+/// `pointer` is a live allocation of the next allocator.
+#[cold]
+#[inline(never)]
+pub unsafe fn on_sampled_free(pointer: *mut c_void) {
+    let _errno = ErrnoGuard::save();
+    if let Some(sample) = LIVE.remove(pointer as usize) {
+        // SAFETY: the pointer is still allocated (the real free comes after).
+        let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
+        release(sample, usable);
+    }
+}

@@ -1,0 +1,136 @@
+//! Start-up: resolve the next allocator, read `PROF_CONF`, map the tables,
+//! choose the mode.
+//!
+//! Owns the start-up state machine. Start-up runs inside the first hook call
+//! (which may come before the shim's constructor: libstdc++ allocates
+//! first), under the thread's guard; concurrent first callers spin until it
+//! is done, and a nested call from the start-up itself returns at once. It
+//! allocates through the shim's own heap, makes syscalls (mmap, fstat,
+//! getauxval) and takes no lock of the profiler's. The caller passes the
+//! function that points the hooks at the routes for the chosen mode, so
+//! this layer does not depend on the routes.
+
+use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
+
+use crate::config::{self, Config};
+use crate::live_table::LIVE;
+use crate::stack_table::STACKS;
+use crate::state::{
+    self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_PROFILING_EXACT,
+};
+use crate::tls;
+use crate::warn::Kind;
+use crate::{backtrace, next_alloc, sampling, threads, triggers};
+
+const STARTING: u8 = 1;
+const STARTED: u8 = 2;
+static START: AtomicU8 = AtomicU8::new(0);
+
+/// Start the profiler if nobody has: resolve the next allocator, read
+/// PROF_CONF, map the tables, set the mode. Returns false when the calling
+/// thread is inside the resolution itself (its request must be served from
+/// the bootstrap arena).
+pub fn start(install_routes: fn(u8)) -> bool {
+    if !next_alloc::ensure_resolved() {
+        return false;
+    }
+    loop {
+        match START.compare_exchange(0, STARTING, Relaxed, Relaxed) {
+            Ok(_) => break,
+            Err(STARTED) => return true,
+            Err(_) if tls::current().guarded() => return true, // our own start-up, nested
+            Err(_) => core::hint::spin_loop(),
+        }
+    }
+    let _guard = tls::Guard::enter();
+    let mut mode = configure();
+    if next_alloc::bootstrap_used() {
+        mode |= MODE_ARENA_IN_USE;
+    }
+    state::set_mode(mode);
+    install_routes(mode);
+    START.store(STARTED, Relaxed);
+    true
+}
+
+fn in_secure_execution() -> bool {
+    // SAFETY: getauxval has no preconditions.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
+
+unsafe extern "C" {
+    fn secure_getenv(name: *const core::ffi::c_char) -> *mut core::ffi::c_char;
+}
+
+fn read_prof_conf() -> String {
+    // SAFETY: secure_getenv with a NUL-terminated name; the result, if not
+    // null, is a NUL-terminated string owned by the environment.
+    let value = unsafe { secure_getenv(c"PROF_CONF".as_ptr()) };
+    if value.is_null() {
+        return String::new();
+    }
+    // SAFETY: non-null result of getenv.
+    unsafe { core::ffi::CStr::from_ptr(value) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn configure() -> u8 {
+    crate::warn::remember_stderr();
+    if in_secure_execution() {
+        state::set_config(Config {
+            prof: false,
+            ..Config::default()
+        });
+        return MODE_PASS_THROUGH;
+    }
+    let (parsed, warnings) = config::parse(&read_prof_conf());
+    for warning in &warnings {
+        crate::warn!(Kind::Config, "{warning}");
+    }
+    let config = state::set_config(parsed);
+    if !config.prof {
+        return MODE_PASS_THROUGH;
+    }
+    sampling::set_lg_period(config.lg_prof_sample);
+    state::set_exact(config.prof_exact);
+    triggers::configure(config);
+    state::set_active(config.prof_active);
+    let (live_bits, stack_bits) = table_sizes(config.lg_prof_sample);
+    if !LIVE.init(live_bits) || !STACKS.init(stack_bits) {
+        crate::warn!(
+            Kind::Other,
+            "cannot map the profiler's tables; profiling is off"
+        );
+        return MODE_PASS_THROUGH;
+    }
+    if config.prof_exact {
+        // Every free must reach the exact path.
+        LIVE.pin_all();
+    }
+    let fast_unwinder = backtrace::init();
+    if !fast_unwinder && config.prof_unwind != config::Unwinder::Libgcc {
+        crate::warn!(
+            Kind::Other,
+            "this glibc has no _dl_find_object (2.35+); stacks are captured with libgcc's unwinder, which is slower"
+        );
+    }
+    backtrace::use_libgcc(config.prof_unwind == config::Unwinder::Libgcc || !fast_unwinder);
+    threads::create_exit_key();
+    if config.prof_exact {
+        MODE_PROFILING_EXACT
+    } else {
+        MODE_PROFILING
+    }
+}
+
+/// log2 of the live-table and stack-index sizes for a sampling period: a
+/// shorter period keeps more samples live. Hashing spreads entries over the
+/// whole table, so its size is resident memory once enough samples are
+/// live: 2^16 slots (1 MiB) at the default period holds samples for a
+/// ~16 GiB heap before probes lengthen; 2^18 (4 MiB) at lg 14 for ~2 GiB.
+fn table_sizes(lg_sample: u32) -> (u32, u32) {
+    let live_bits = (32u32.saturating_sub(lg_sample)).clamp(16, 22);
+    let stack_bits = (34u32.saturating_sub(lg_sample)).clamp(16, 22);
+    (live_bits, stack_bits)
+}

@@ -1,0 +1,481 @@
+//! Replaying the unchanged outer part of a thread's previous capture.
+//!
+//! Owns [`StackMemo`]: the register state of every frame of the last walk, outermost
+//! first, and [`walk_remembered`], which walks the new stack until it reaches a frame
+//! whose state (pc, rsp, rbp) the memo holds, then replays the memo's outer frames
+//! instead of looking up their rules.
+//!
+//! # Why a replayed frame can never be stale
+//!
+//! [`step`] is a function of three things only: the frame's registers, the rule for its
+//! pc (fixed within one cache generation) and the values of at most two stack slots
+//! (the return address at CFA−8, and the saved rbp if the rule restores it), whose
+//! addresses follow from the registers and the rule. A memo level records, for the
+//! step that produced it, the resulting registers and the saved-rbp slot it read; the
+//! return-address slot is its `rsp − 8`. Replay starts only at a frame whose registers
+//! equal a memo level's, in the same generation, and for each outer level re-reads
+//! exactly the slots the real step would read and compares them with the values the
+//! level was built from. By induction each replayed level is what [`step`] would
+//! compute now: the same slots are read, in the same order, so replay also touches no
+//! memory the real walk would not. The first slot that differs ends the replay and the
+//! walk goes on normally from the last level that was proven. How the old walk ended
+//! is replayed the same way (an outermost rule needs no read; a zero return address is
+//! re-read; code without unwind information is looked up again). A caller whose return address was rewritten (a trampoline, a coroutine
+//! switch, a `longjmp` that reused the frames) therefore never gets a stale suffix: its
+//! slot value differs and the walk continues from there.
+//!
+//! Runs inside malloc: no allocation, no locks, no system calls; the replay costs two
+//! loads and a compare per frame.
+
+use crate::cache::RuleStore;
+use crate::cfi;
+use crate::rule::Rule;
+use crate::walk::{Registers, Step, WalkEnd, read_stack, step};
+
+/// One frame of a remembered walk: its registers, the slot its rbp was read from (0 if
+/// rbp was carried over from the inner frame), and two flags in that slot's low bits
+/// (slots are 8-aligned).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+struct Level {
+    pc: u64,
+    rsp: u64,
+    rbp: u64,
+    slot_and_flags: u64,
+}
+
+/// The step into this level computed the CFA from rbp.
+const FROM_RBP: u64 = 1;
+/// This level's rbp value influences a later step of the remembered walk (a CFA
+/// computed from rbp, possibly after rbp was carried over): only then must it match.
+const RBP_MATTERS: u64 = 2;
+const FLAGS: u64 = FROM_RBP | RBP_MATTERS;
+
+impl Level {
+    fn new(regs: Registers, rbp_slot: u64, cfa_from_rbp: bool) -> Level {
+        Level {
+            pc: regs.pc,
+            rsp: regs.rsp,
+            rbp: regs.rbp,
+            slot_and_flags: rbp_slot | if cfa_from_rbp { FROM_RBP } else { 0 },
+        }
+    }
+
+    fn rbp_slot(&self) -> u64 {
+        self.slot_and_flags & !FLAGS
+    }
+
+    fn flag(&self, flag: u64) -> bool {
+        self.slot_and_flags & flag != 0
+    }
+
+    fn set_rbp_matters(&mut self, matters: bool) {
+        self.slot_and_flags =
+            self.slot_and_flags & !RBP_MATTERS | if matters { RBP_MATTERS } else { 0 };
+    }
+
+    /// True if `regs` (a real frame state) is this level's state, as far as the rest of
+    /// the remembered walk can tell.
+    fn matches(&self, regs: &Registers) -> bool {
+        self.rsp == regs.rsp
+            && self.pc == regs.pc
+            && (!self.flag(RBP_MATTERS) || self.rbp == regs.rbp)
+    }
+
+    /// Re-does the memory reads of the step into this level from the inner level,
+    /// whose real rbp is `inner_rbp`: the level's real rbp if the reads give what the
+    /// level was built from, else None.
+    fn replay_step(&self, inner_rbp: u64) -> Option<u64> {
+        // SAFETY: `rsp - 8` is the return-address slot and `rbp_slot` the saved-rbp
+        // slot that `step` read when it built this level from the inner level, whose
+        // state was just proven current; `step` would read exactly these slots now
+        // (see the module documentation), so they are live stack memory.
+        if unsafe { read_stack(self.rsp - 8) } != self.pc {
+            return None;
+        }
+        let slot = self.rbp_slot();
+        let rbp = if slot == 0 {
+            inner_rbp
+        } else {
+            // SAFETY: as above.
+            unsafe { read_stack(slot) }
+        };
+        (!self.flag(RBP_MATTERS) || rbp == self.rbp).then_some(rbp)
+    }
+}
+
+/// How the remembered walk ended after its outermost level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// The outermost level's rule said "outermost".
+    Outermost,
+    /// The next return-address slot (at this address) held 0.
+    ZeroAt(u64),
+    /// No unwind information covered the outermost level's code and libgcc stops
+    /// there (checked again on every replay: code may since have been generated there).
+    NoUnwindInfo,
+    /// The frame buffer was full: outer frames may follow.
+    Open,
+}
+
+/// A thread's memory of its previous stack walk, so that the next capture replays the
+/// unchanged outer frames (two loads and a compare each) instead of stepping them.
+///
+/// Holds `LEVELS` frames (deeper walks are not remembered). Private to one thread at a
+/// time (`&mut`); all-zero memory is a valid empty memo, so it can live in zeroed heap
+/// memory. Size: 64 × `LEVELS` bytes + 48 (16 KiB + 48 at the default 256).
+#[repr(C)]
+pub struct StackMemo<const LEVELS: usize = 256> {
+    /// The cache generation the levels were computed under.
+    generation: u64,
+    /// Levels remembered, outermost first; 0 when nothing is.
+    len: usize,
+    /// 0: outermost; 1: buffer full; otherwise the zero return-address slot.
+    end: u64,
+    /// Frames the last capture replayed.
+    replayed: u64,
+    /// Counters: see [`MemoCounts`].
+    counts: MemoCounts,
+    levels: [Level; LEVELS],
+    /// The current walk's stepped levels, innermost first.
+    fresh: [Level; LEVELS],
+}
+
+/// Counters of a [`StackMemo`], for tests and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct MemoCounts {
+    /// Captures through the memo.
+    pub captures: u64,
+    /// Captures that reached a remembered frame state and started replaying.
+    pub matches: u64,
+    /// Replays stopped early because a remembered slot had changed.
+    pub rejections: u64,
+}
+
+const END_OUTERMOST: u64 = 0;
+const END_OPEN: u64 = 1;
+const END_NO_UNWIND_INFO: u64 = 2;
+
+impl<const LEVELS: usize> StackMemo<LEVELS> {
+    /// An empty memo. Large: prefer [`StackMemo::init_in_place`] on zeroed memory.
+    pub const fn new() -> Self {
+        const EMPTY: Level = Level {
+            pc: 0,
+            rsp: 0,
+            rbp: 0,
+            slot_and_flags: 0,
+        };
+        StackMemo {
+            generation: 0,
+            len: 0,
+            end: END_OUTERMOST,
+            replayed: 0,
+            counts: MemoCounts {
+                captures: 0,
+                matches: 0,
+                rejections: 0,
+            },
+            levels: [EMPTY; LEVELS],
+            fresh: [EMPTY; LEVELS],
+        }
+    }
+
+    /// Makes the memory at `memo` an empty memo by zeroing it.
+    ///
+    /// # Safety
+    /// `memo` must be valid for writes of `size_of::<StackMemo<LEVELS>>()` bytes and
+    /// suitably aligned.
+    pub unsafe fn init_in_place(memo: *mut Self) {
+        // SAFETY: guaranteed by the caller; all-zero bytes are a valid `StackMemo`.
+        unsafe { core::ptr::write_bytes(memo, 0, 1) };
+    }
+
+    /// Forgets the remembered walk (e.g. when the memo moves to another thread; not
+    /// needed for correctness, which replay checks frame by frame).
+    pub fn forget(&mut self) {
+        self.len = 0;
+    }
+
+    /// How many of the frames the last capture returned were replayed from the memo
+    /// rather than stepped.
+    pub fn replayed_frames(&self) -> usize {
+        self.replayed as usize
+    }
+
+    /// What this memo has done since it was created.
+    pub fn counts(&self) -> MemoCounts {
+        self.counts
+    }
+
+    fn end(&self) -> End {
+        match self.end {
+            END_OUTERMOST => End::Outermost,
+            END_OPEN => End::Open,
+            END_NO_UNWIND_INFO => End::NoUnwindInfo,
+            slot => End::ZeroAt(slot),
+        }
+    }
+
+    fn set_end(&mut self, end: End) {
+        self.end = match end {
+            End::Outermost => END_OUTERMOST,
+            End::Open => END_OPEN,
+            End::NoUnwindInfo => END_NO_UNWIND_INFO,
+            End::ZeroAt(slot) => slot,
+        };
+    }
+
+    /// Remember a walk made only of stepped levels (`fresh[..count]`, innermost first)
+    /// that ended with `end`; `end_uses_rbp`: the final step computed a CFA from rbp.
+    fn remember_fresh(&mut self, count: Option<usize>, end: End, end_uses_rbp: bool) {
+        let Some(count) = count else {
+            self.len = 0;
+            return;
+        };
+        for index in 0..count {
+            self.levels[index] = self.fresh[count - 1 - index];
+        }
+        self.len = count;
+        self.set_end(end);
+        if count > 0 {
+            let matters = end_uses_rbp || end == End::Open;
+            self.levels[0].set_rbp_matters(matters);
+            self.mark_rbp_use(1);
+        }
+    }
+
+    /// After a replay that started at `levels[matched]`: keep `levels[..=matched]` and
+    /// put the stepped levels (`fresh[..count]`, innermost first) inside it.
+    fn remember_around(&mut self, matched: usize, count: usize) {
+        let total = matched + 1 + count;
+        if total > LEVELS {
+            self.len = 0;
+            return;
+        }
+        for index in 0..count {
+            self.levels[matched + 1 + index] = self.fresh[count - 1 - index];
+        }
+        self.len = total;
+        self.mark_rbp_use(matched + 1);
+    }
+
+    /// Sets [`RBP_MATTERS`] on `levels[first..len]` from the outer levels' flags: a
+    /// level's rbp matters if the step out of it computes a CFA from rbp, or carries
+    /// rbp over to an outer level where it matters.
+    fn mark_rbp_use(&mut self, first: usize) {
+        for index in first..self.len {
+            let outer = self.levels[index - 1];
+            let matters =
+                outer.flag(FROM_RBP) || (outer.rbp_slot() == 0 && outer.flag(RBP_MATTERS));
+            self.levels[index].set_rbp_matters(matters);
+        }
+    }
+}
+
+impl<const LEVELS: usize> Default for StackMemo<LEVELS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Outcome of replaying from a matched level.
+enum Replay {
+    /// The capture is complete with this many frames; the memo is updated.
+    Complete(usize),
+    /// Replay proved the levels down to `levels[proven]`, whose real registers are
+    /// `regs`, and the walk must step on from there; `written` frames are in the buffer.
+    StepFrom {
+        proven: usize,
+        regs: Registers,
+        written: usize,
+    },
+}
+
+/// Like [`crate::walk::walk`], but replays the outer frames it finds unchanged in
+/// `memo`, and leaves the memo describing this walk. `generation` is the rule caches'
+/// current generation.
+#[inline(never)]
+pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
+    start: Registers,
+    store: &mut S,
+    memo: &mut StackMemo<LEVELS>,
+    generation: u64,
+    frames: &mut [u64],
+) -> WalkEnd {
+    memo.counts.captures += 1;
+    memo.replayed = 0;
+    if memo.generation != generation {
+        memo.len = 0;
+        memo.generation = generation;
+    }
+    let mut regs = start;
+    let mut lookup_address = regs.pc;
+    let mut written = 0;
+    // Levels stepped so far (in `memo.fresh`); None once there were too many to keep.
+    let mut fresh = Some(0usize);
+    // Remembered levels not yet passed (`levels[..candidates]`); 0 stops matching.
+    let mut candidates = memo.len;
+    loop {
+        if written == frames.len() {
+            memo.remember_fresh(fresh, End::Open, true);
+            return WalkEnd::Complete(written);
+        }
+        let (caller, level) = match step(store, &regs, lookup_address) {
+            Step::Caller {
+                regs,
+                rbp_slot,
+                cfa_from_rbp,
+            } => (regs, Level::new(regs, rbp_slot, cfa_from_rbp)),
+            Step::Outermost => {
+                memo.remember_fresh(fresh, End::Outermost, false);
+                return WalkEnd::Complete(written);
+            }
+            Step::ZeroReturn { slot, cfa_from_rbp } => {
+                memo.remember_fresh(fresh, End::ZeroAt(slot), cfa_from_rbp);
+                return WalkEnd::Complete(written);
+            }
+            Step::NoUnwindInfo => {
+                memo.remember_fresh(fresh, End::NoUnwindInfo, false);
+                return WalkEnd::Complete(written);
+            }
+            Step::Unsupported => {
+                memo.len = 0;
+                return WalkEnd::NeedsFallback;
+            }
+        };
+        frames[written] = caller.pc;
+        written += 1;
+        regs = caller;
+        lookup_address = caller.pc - 1;
+        // Remembered levels are ordered by rsp, which only grows along a walk.
+        while candidates > 0 && memo.levels[candidates - 1].rsp < caller.rsp {
+            candidates -= 1;
+        }
+        if let Some(count) = fresh
+            && candidates > 0
+            && memo.levels[candidates - 1].matches(&caller)
+        {
+            let matched = candidates - 1;
+            memo.counts.matches += 1;
+            // The step into the matched level is this walk's: keep its slot and flag.
+            let mut stepped = level;
+            stepped.set_rbp_matters(memo.levels[matched].flag(RBP_MATTERS));
+            memo.levels[matched] = stepped;
+            match replay(memo, matched, count, caller.rbp, frames, written) {
+                Replay::Complete(total) => return WalkEnd::Complete(total),
+                Replay::StepFrom {
+                    proven,
+                    regs: real,
+                    written: now,
+                } => {
+                    fresh = carry_proven(memo, matched, proven, count);
+                    regs = real;
+                    lookup_address = real.pc - 1;
+                    written = now;
+                    candidates = 0;
+                    continue;
+                }
+            }
+        }
+        fresh = fresh.and_then(|count| {
+            *memo.fresh.get_mut(count)? = level;
+            Some(count + 1)
+        });
+    }
+}
+
+/// Replays `memo.levels[..matched]` outwards after the walk reached the state of
+/// `levels[matched]` with real rbp `rbp`, `count` stepped levels and `written` frames.
+fn replay<const LEVELS: usize>(
+    memo: &mut StackMemo<LEVELS>,
+    matched: usize,
+    count: usize,
+    mut rbp: u64,
+    frames: &mut [u64],
+    mut written: usize,
+) -> Replay {
+    let first_written = written;
+    let mut level = matched;
+    while level > 0 {
+        if written == frames.len() {
+            // Full: the remembered outer levels stay valid records for later captures.
+            return finish_replay(memo, matched, count, written, first_written);
+        }
+        let outer = &memo.levels[level - 1];
+        let Some(outer_rbp) = outer.replay_step(rbp) else {
+            memo.counts.rejections += 1;
+            return step_from(memo, level, rbp, written, first_written);
+        };
+        rbp = outer_rbp;
+        frames[written] = outer.pc;
+        written += 1;
+        level -= 1;
+    }
+    let ended = written == frames.len()
+        || match memo.end() {
+            End::Outermost => true,
+            // SAFETY: the slot `step` read when it found the zero return address, from
+            // the outermost level, whose state was just proven current.
+            End::ZeroAt(slot) => (unsafe { read_stack(slot) }) == 0,
+            End::NoUnwindInfo => {
+                let pc = memo.levels[0].pc;
+                cfi::rule_for_address(pc - 1) == Rule::NoUnwindInfo && cfi::libgcc_stops_at(pc)
+            }
+            End::Open => false,
+        };
+    if ended {
+        return finish_replay(memo, matched, count, written, first_written);
+    }
+    step_from(memo, 0, rbp, written, first_written)
+}
+
+fn step_from<const LEVELS: usize>(
+    memo: &mut StackMemo<LEVELS>,
+    proven: usize,
+    rbp: u64,
+    written: usize,
+    first_written: usize,
+) -> Replay {
+    memo.replayed = (written - first_written) as u64;
+    let level = &memo.levels[proven];
+    Replay::StepFrom {
+        proven,
+        regs: Registers {
+            pc: level.pc,
+            rsp: level.rsp,
+            rbp,
+        },
+        written,
+    }
+}
+
+fn finish_replay<const LEVELS: usize>(
+    memo: &mut StackMemo<LEVELS>,
+    matched: usize,
+    count: usize,
+    written: usize,
+    first_written: usize,
+) -> Replay {
+    memo.remember_around(matched, count);
+    memo.replayed = (written - first_written) as u64;
+    Replay::Complete(written)
+}
+
+/// Replay stopped at `levels[proven]`: move the proven levels `levels[matched..=proven]`
+/// (inner to outer) behind the stepped ones in `fresh`, where the walk goes on. A
+/// carried level's rbp may differ from the real one where it did not matter; it is only
+/// ever compared with real values, so at worst a later match is missed.
+fn carry_proven<const LEVELS: usize>(
+    memo: &mut StackMemo<LEVELS>,
+    matched: usize,
+    proven: usize,
+    count: usize,
+) -> Option<usize> {
+    let mut count = count;
+    for level in (proven..=matched).rev() {
+        *memo.fresh.get_mut(count)? = memo.levels[level];
+        count += 1;
+    }
+    Some(count)
+}
