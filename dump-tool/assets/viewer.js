@@ -431,6 +431,19 @@
     }
     return lines.join("\n");
   }
+  // Where the first drawn frame named `name` is, in client coordinates.
+  function frameBox(name) {
+    const r = canvas.getBoundingClientRect(), top = rows.length - 1;
+    for (let depth = 0; depth < rows.length; depth++) {
+      for (const [x, w, id] of rows[depth]) {
+        if (id > 0 && frames[T.frame[id]].name === name) {
+          const y = (state.icicle ? depth : top - depth) * ROW;
+          return { x: r.left + x + w / 2, y: r.top + y + ROW / 2 };
+        }
+      }
+    }
+    return null;
+  }
   // The tooltip of the first frame named `name` (for tests and scripts).
   function describeFunction(name) {
     for (let id = 1; id < T.count; id++) if (frames[T.frame[id]].name === name) return describe(id);
@@ -637,6 +650,7 @@
   window.onhashchange = () => { readHash(); update(true); };
   update(true);
   // What tests and scripts may read.
-  window.heapdiffViewer = { state, describe, describeFunction, hit, zoom: () => zoomNode,
+  window.heapdiffViewer = { state, describe, describeFunction, frameBox,
+    zoomedName: () => frameOf(zoomNode).name,
     firstDrawMs: Math.round(performance.now() - started), parseMs: Math.round(parsedMs), timings };
 })();

@@ -168,7 +168,10 @@ pub fn merged_profile(
     Profile {
         period: profiles.first().map_or(1, |p| p.period),
         totals: sum_totals(dumps.iter().map(|d| &d.totals)),
-        origin: profiles.first().map(|p| p.origin.clone()).unwrap_or_default(),
+        origin: profiles
+            .first()
+            .map(|p| p.origin.clone())
+            .unwrap_or_default(),
         samples: profiles.into_iter().flat_map(|p| p.samples).collect(),
         estimated,
         variance,

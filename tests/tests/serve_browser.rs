@@ -17,8 +17,8 @@ mod serve_common;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use heapsample_tests::*;
-use serve_common::*;
 use serde_json::{Value, json};
+use serve_common::*;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -85,7 +85,10 @@ async fn connect(driver: &Driver) -> Client {
         "--window-size=1400,1000",
     ];
     let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    args.push(format!("--user-data-dir={}", driver.profile.path().display()));
+    args.push(format!(
+        "--user-data-dir={}",
+        driver.profile.path().display()
+    ));
     let capabilities = json!({
         "goog:chromeOptions": { "binary": "/usr/bin/chromium", "args": args }
     });
@@ -113,7 +116,10 @@ async fn wait_for(client: &Client, expression: &str) -> Value {
         if truthy {
             return value;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {expression}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {expression}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -136,16 +142,30 @@ async fn table_names(client: &Client) -> Vec<String> {
 }
 
 async fn search(client: &Client, text: &str) -> f64 {
-    let input = client.find(Locator::Id("search")).await.expect("search box");
+    let input = client
+        .find(Locator::Id("search"))
+        .await
+        .expect("search box");
     input.clear().await.expect("clear");
-    input.send_keys(&format!("{text}\u{E007}")).await.expect("type");
+    input
+        .send_keys(&format!("{text}\u{E007}"))
+        .await
+        .expect("type");
     let percent = wait_for(client, "document.getElementById('matched').dataset.percent").await;
-    percent.as_str().expect("percent").parse().expect("a number")
+    percent
+        .as_str()
+        .expect("percent")
+        .parse()
+        .expect("a number")
 }
 
 /// The checks made on a single dump's viewer, served or from disk.
 async fn check_single_view(client: &Client, text_percent: f64) {
-    wait_for(client, "document.querySelectorAll('#functions tbody tr').length > 3").await;
+    wait_for(
+        client,
+        "document.querySelectorAll('#functions tbody tr').length > 3",
+    )
+    .await;
     client
         .find(Locator::Css("#functions th[data-column=self]"))
         .await
@@ -166,9 +186,122 @@ async fn check_single_view(client: &Client, text_percent: f64) {
     let tooltip = eval(client, "heapdiffViewer.describeFunction('grow_cache')").await;
     let tooltip = tooltip.as_str().expect("tooltip");
     assert!(
-        tooltip.contains("inuse-space: 8.00 MiB") && tooltip.contains("of total") && tooltip.contains("inuse-objects: 128"),
+        tooltip.contains("inuse-space: 8.00 MiB")
+            && tooltip.contains("of total")
+            && tooltip.contains("inuse-objects: 128"),
         "{tooltip}"
     );
+    // The real tooltip appears on hover, and a click zooms; reset undoes it.
+    let hover = "(() => { const b = heapdiffViewer.frameBox('grow_cache');
+        const c = document.getElementById('canvas');
+        c.dispatchEvent(new MouseEvent('mousemove', {clientX: b.x, clientY: b.y, bubbles: true}));
+        c.dispatchEvent(new MouseEvent('click', {clientX: b.x, clientY: b.y, bubbles: true}));
+        return document.getElementById('tooltip').textContent; })()";
+    let shown = eval(client, hover).await;
+    assert!(shown.as_str().unwrap().starts_with("grow_cache"), "{shown}");
+    assert_eq!(
+        eval(client, "heapdiffViewer.zoomedName()").await,
+        json!("grow_cache")
+    );
+    client
+        .find(Locator::Id("reset"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        eval(client, "heapdiffViewer.zoomedName()").await,
+        json!("all")
+    );
+    // Metric, icicle and minimum width are part of the URL.
+    client
+        .find(Locator::Id("metric"))
+        .await
+        .unwrap()
+        .select_by_value("2")
+        .await
+        .unwrap();
+    let alloc = eval(client, "heapdiffViewer.describeFunction('grow_cache')").await;
+    assert!(
+        alloc.as_str().unwrap().contains("alloc-space: 8.00 MiB"),
+        "{alloc}"
+    );
+    client
+        .find(Locator::Id("icicle"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let url = client.current_url().await.unwrap().to_string();
+    assert!(url.contains("m=2") && url.contains("icicle=1"), "{url}");
+    client
+        .find(Locator::Id("metric"))
+        .await
+        .unwrap()
+        .select_by_value("0")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Id("icicle"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // Rename by regex.
+    client
+        .find(Locator::Id("transform-kind"))
+        .await
+        .unwrap()
+        .select_by_value("rename")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Id("transform-pattern"))
+        .await
+        .unwrap()
+        .send_keys("/grow_(\\w+)/")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Id("transform-with"))
+        .await
+        .unwrap()
+        .send_keys("GROW_$1")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Id("transform-add"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(client, "heapdiffViewer.describeFunction('GROW_cache')").await;
+    client
+        .find(Locator::Css("#transform-list .transform-remove"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(client, "heapdiffViewer.describeFunction('grow_cache')").await;
+    client
+        .find(Locator::Id("transform-pattern"))
+        .await
+        .unwrap()
+        .clear()
+        .await
+        .unwrap();
+    client
+        .find(Locator::Id("transform-with"))
+        .await
+        .unwrap()
+        .clear()
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -176,7 +309,11 @@ async fn serve_and_exported_html_in_chromium() {
     let run = run_growth();
     let dir = run.dir.path();
     let names = dump_names(&run);
-    let exit_dump = names.iter().find(|n| n.contains(".f.")).expect("exit dump").clone();
+    let exit_dump = names
+        .iter()
+        .find(|n| n.contains(".f."))
+        .expect("exit dump")
+        .clone();
     let first_dump = names[0].clone();
     let text = String::from_utf8_lossy(
         &heapdiff_ok(&["--format", "text", dir.join(&exit_dump).to_str().unwrap()]).stdout,
@@ -188,11 +325,21 @@ async fn serve_and_exported_html_in_chromium() {
     let client = connect(&driver).await;
 
     // The index: one process, its dumps and timeline points.
-    client.goto(&format!("{}/", server.url)).await.expect("index");
+    client
+        .goto(&format!("{}/", server.url))
+        .await
+        .expect("index");
     let rows = wait_for(&client, "document.querySelectorAll('tr.dump').length").await;
     assert_eq!(rows.as_u64(), Some(names.len() as u64));
-    let points = eval(&client, "document.querySelectorAll('section.process circle.point').length").await;
-    assert!(points.as_u64().unwrap() >= 2 * names.len() as u64, "timeline points: {points}");
+    let points = eval(
+        &client,
+        "document.querySelectorAll('section.process circle.point').length",
+    )
+    .await;
+    assert!(
+        points.as_u64().unwrap() >= 2 * names.len() as u64,
+        "timeline points: {points}"
+    );
 
     // Open the exit dump from the list.
     client
@@ -205,9 +352,27 @@ async fn serve_and_exported_html_in_chromium() {
     check_single_view(&client, text_percent).await;
 
     // A transform lives in the URL: reload and it is still there.
-    client.find(Locator::Id("transform-kind")).await.unwrap().select_by_value("remove").await.unwrap();
-    client.find(Locator::Id("transform-pattern")).await.unwrap().send_keys("/^main$/").await.unwrap();
-    client.find(Locator::Id("transform-add")).await.unwrap().click().await.unwrap();
+    client
+        .find(Locator::Id("transform-kind"))
+        .await
+        .unwrap()
+        .select_by_value("remove")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Id("transform-pattern"))
+        .await
+        .unwrap()
+        .send_keys("/^main$/")
+        .await
+        .unwrap();
+    client
+        .find(Locator::Id("transform-add"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let search_box = client.find(Locator::Id("search")).await.unwrap();
     search_box.clear().await.unwrap();
     search_box.send_keys("\u{E007}").await.unwrap();
@@ -216,14 +381,30 @@ async fn serve_and_exported_html_in_chromium() {
     assert!(url.contains("t="), "{url}");
     client.goto(&url).await.unwrap();
     client.refresh().await.unwrap();
-    wait_for(&client, "document.querySelectorAll('#transform-list li').length === 1").await;
+    wait_for(
+        &client,
+        "document.querySelectorAll('#transform-list li').length === 1",
+    )
+    .await;
     wait_for(&client, "document.querySelectorAll('#functions tbody tr').length > 3 && !Array.from(document.querySelectorAll('#functions td.name')).some(td => td.textContent === 'main')").await;
     // Removing it brings main back.
-    client.find(Locator::Css("#transform-list .transform-remove")).await.unwrap().click().await.unwrap();
+    client
+        .find(Locator::Css("#transform-list .transform-remove"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     wait_for(&client, "Array.from(document.querySelectorAll('#functions td.name')).some(td => td.textContent === 'main')").await;
 
     // Per-thread split: a root frame per thread name.
-    client.find(Locator::Id("threads")).await.unwrap().click().await.unwrap();
+    client
+        .find(Locator::Id("threads"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     wait_for(&client, "Array.from(document.querySelectorAll('#functions td.name')).some(td => td.textContent === '[thread worker]')").await;
 
     // Back to the list: select the first and the exit dump, open the diff.
@@ -238,10 +419,23 @@ async fn serve_and_exported_html_in_chromium() {
             .await
             .unwrap();
     }
-    client.find(Locator::Id("diff")).await.unwrap().click().await.unwrap();
-    wait_for(&client, "document.querySelectorAll('#functions tbody tr').length > 3").await;
+    client
+        .find(Locator::Id("diff"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(
+        &client,
+        "document.querySelectorAll('#functions tbody tr').length > 3",
+    )
+    .await;
     let growth = eval(&client, "Array.from(document.querySelectorAll('#functions tr.growth td.name')).map(td => td.textContent)").await;
-    assert!(growth.as_array().unwrap().contains(&json!("grow_cache")), "growth rows: {growth}");
+    assert!(
+        growth.as_array().unwrap().contains(&json!("grow_cache")),
+        "growth rows: {growth}"
+    );
     let steady = eval(&client, "Array.from(document.querySelectorAll('#functions tr.growth td.name')).some(td => td.textContent === 'steady_table')").await;
     assert_eq!(steady, json!(false), "steady_table did not grow");
     let legend = eval(&client, "document.getElementById('legend').textContent").await;
@@ -252,34 +446,66 @@ async fn serve_and_exported_html_in_chromium() {
 
     // The exported file, opened from disk with no server.
     let exported = dir.join("export.html");
-    heapdiff_ok(&["--format", "html", dir.join(&exit_dump).to_str().unwrap(), "-o", exported.to_str().unwrap()]);
+    heapdiff_ok(&[
+        "--format",
+        "html",
+        dir.join(&exit_dump).to_str().unwrap(),
+        "-o",
+        exported.to_str().unwrap(),
+    ]);
     drop(server);
-    client.goto(&format!("file://{}", exported.display())).await.unwrap();
+    client
+        .goto(&format!("file://{}", exported.display()))
+        .await
+        .unwrap();
     check_single_view(&client, text_percent).await;
     let diff_file = dir.join("export.diff.html");
     heapdiff_ok(&[
-        "--format", "html",
-        "--base", dir.join(&first_dump).to_str().unwrap(),
+        "--format",
+        "html",
+        "--base",
+        dir.join(&first_dump).to_str().unwrap(),
         dir.join(&exit_dump).to_str().unwrap(),
-        "-o", diff_file.to_str().unwrap(),
+        "-o",
+        diff_file.to_str().unwrap(),
     ]);
-    client.goto(&format!("file://{}", diff_file.display())).await.unwrap();
+    client
+        .goto(&format!("file://{}", diff_file.display()))
+        .await
+        .unwrap();
     wait_for(&client, "Array.from(document.querySelectorAll('#functions tr.growth td.name')).some(td => td.textContent === 'grow_cache')").await;
 
     // 50,000 distinct stacks.
     let big = dir.join("big.prof");
     std::fs::write(&big, synthetic_dump(50_000)).unwrap();
     let big_html = dir.join("big.html");
-    heapdiff_ok(&["--format", "html", big.to_str().unwrap(), "-o", big_html.to_str().unwrap()]);
+    heapdiff_ok(&[
+        "--format",
+        "html",
+        big.to_str().unwrap(),
+        "-o",
+        big_html.to_str().unwrap(),
+    ]);
     let started = Instant::now();
-    client.goto(&format!("file://{}", big_html.display())).await.unwrap();
-    let ms = wait_for(&client, "window.heapdiffViewer && heapdiffViewer.firstDrawMs").await;
+    client
+        .goto(&format!("file://{}", big_html.display()))
+        .await
+        .unwrap();
+    let ms = wait_for(
+        &client,
+        "window.heapdiffViewer && heapdiffViewer.firstDrawMs",
+    )
+    .await;
     eprintln!(
         "50,000 stacks ({} bytes of HTML): first draw {ms} ms after the script started, page loaded in {:?}",
         std::fs::metadata(&big_html).unwrap().len(),
         started.elapsed()
     );
-    let timings = eval(&client, "JSON.stringify([heapdiffViewer.parseMs, heapdiffViewer.timings])").await;
+    let timings = eval(
+        &client,
+        "JSON.stringify([heapdiffViewer.parseMs, heapdiffViewer.timings])",
+    )
+    .await;
     eprintln!("viewer phases (ms): parse, then {timings}");
     let percent = search(&client, "/^0xc0[0-4]/").await;
     assert!(percent > 0.0 && percent < 100.0, "{percent}");
@@ -329,7 +555,11 @@ fn synthetic_dump(count: u64) -> Vec<u8> {
         lg_sample_period: 0,
         config: String::new(),
         modules: vec![],
-        threads: vec![ThreadInfo { serial: 1, tid: 1, name: "main".into() }],
+        threads: vec![ThreadInfo {
+            serial: 1,
+            tid: 1,
+            name: "main".into(),
+        }],
         stacks,
         totals: Totals::default(),
     })

@@ -37,7 +37,11 @@ fn list_refuses_hostile_requests_and_serves_pprof() {
     let dir = run.dir.path();
     let names = dump_names(&run);
     assert!(names.len() >= 5, "expected interval dumps: {names:?}");
-    std::fs::write(dir.join("corrupt.prof"), [b"HEAPSMPL".as_slice(), &[0xff; 64]].concat()).unwrap();
+    std::fs::write(
+        dir.join("corrupt.prof"),
+        [b"HEAPSMPL".as_slice(), &[0xff; 64]].concat(),
+    )
+    .unwrap();
     std::fs::write(dir.join("being-written.prof.tmp.4242"), b"partial").unwrap();
     std::os::unix::fs::symlink("/etc/passwd", dir.join("escape.prof")).unwrap();
     let outside = TempDir::new("serve-outside");
@@ -58,7 +62,12 @@ fn list_refuses_hostile_requests_and_serves_pprof() {
     assert_eq!(errors[0]["id"], "corrupt.prof");
     assert!(!errors[0]["error"].as_str().unwrap().is_empty(), "{list}");
     // Exact mode: the live estimate is the exact sampled sum, no band.
-    let last = processes[0]["dumps"].as_array().unwrap().last().unwrap().clone();
+    let last = processes[0]["dumps"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(last["live_low"], last["live_high"]);
 
     // A new dump appears without a restart.
@@ -89,7 +98,10 @@ fn list_refuses_hostile_requests_and_serves_pprof() {
     }
     let huge = format!("/view?dump={}", "a".repeat(200_000));
     let (status, _) = server.get(&huge);
-    assert!((400..500).contains(&status) || status == 0, "huge query: {status}");
+    assert!(
+        (400..500).contains(&status) || status == 0,
+        "huge query: {status}"
+    );
     let first = &names[0];
     for method in ["POST", "PUT", "DELETE", "PATCH"] {
         let (status, _) = server.raw(&format!(
@@ -109,28 +121,59 @@ fn list_refuses_hostile_requests_and_serves_pprof() {
     )
     .into_owned();
     let percent = text_total_percent(&text, "grow_cache");
-    let go_present = Command::new("go").arg("version").output().is_ok_and(|o| o.status.success());
+    let go_present = Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !go_present {
-        assert!(std::env::var("HEAPSAMPLE_REQUIRE_GO").as_deref() != Ok("1"), "go missing");
+        assert!(
+            std::env::var("HEAPSAMPLE_REQUIRE_GO").as_deref() != Ok("1"),
+            "go missing"
+        );
         eprintln!("skipping go tool pprof: go is not installed");
         return;
     }
     let output = Command::new("go")
-        .args(["tool", "pprof", "-top", "-unit=B", "-sample_index=inuse_space"])
+        .args([
+            "tool",
+            "pprof",
+            "-top",
+            "-unit=B",
+            "-sample_index=inuse_space",
+        ])
         .arg(format!("{}/pprof/{exit_dump}", server.url))
         .env("HOME", dir)
         .env("PPROF_TMPDIR", dir)
         .output()
         .expect("go tool pprof");
     let top = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let row = top
         .lines()
         .find(|l| l.trim_end().ends_with(" grow_cache"))
         .unwrap_or_else(|| panic!("{top}"));
-    let cum_percent: f64 = row.split_whitespace().nth(4).unwrap().trim_end_matches('%').parse().unwrap();
-    assert!((cum_percent - percent).abs() < 0.1, "pprof {cum_percent}% vs text {percent}%\n{top}\n{text}");
-    let flat: f64 = row.split_whitespace().next().unwrap().trim_end_matches('B').parse().unwrap();
+    let cum_percent: f64 = row
+        .split_whitespace()
+        .nth(4)
+        .unwrap()
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    assert!(
+        (cum_percent - percent).abs() < 0.1,
+        "pprof {cum_percent}% vs text {percent}%\n{top}\n{text}"
+    );
+    let flat: f64 = row
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_end_matches('B')
+        .parse()
+        .unwrap();
     assert_eq!(flat, 8.0 * 16.0 * 65536.0, "grow_cache keeps 8 MiB: {row}");
 }
 
@@ -166,7 +209,9 @@ fn merge_sums_the_processes() {
         .collect();
     let texts: Vec<String> = dumps
         .iter()
-        .map(|d| String::from_utf8_lossy(&heapdiff_ok(&["--format", "text", d]).stdout).into_owned())
+        .map(|d| {
+            String::from_utf8_lossy(&heapdiff_ok(&["--format", "text", d]).stdout).into_owned()
+        })
         .collect();
     let merged = String::from_utf8_lossy(
         &heapdiff_ok(&["merge", &dumps[0], &dumps[1], "-f", "text"]).stdout,
@@ -180,10 +225,34 @@ fn merge_sums_the_processes() {
     // The pprof output carries the same total.
     let out = runs[0].dir.path().join("fleet.pb.gz");
     heapdiff_ok(&["merge", &dumps[0], &dumps[1], "-o", out.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&heapdiff_ok(&["merge", &dumps[0], &dumps[1], "-f", "html", "-o", runs[0].dir.path().join("fleet.html").to_str().unwrap()]).stderr).into_owned();
+    let text = String::from_utf8_lossy(
+        &heapdiff_ok(&[
+            "merge",
+            &dumps[0],
+            &dumps[1],
+            "-f",
+            "html",
+            "-o",
+            runs[0].dir.path().join("fleet.html").to_str().unwrap(),
+        ])
+        .stderr,
+    )
+    .into_owned();
     assert!(text.contains("wrote"), "{text}");
     assert!(std::fs::metadata(&out).unwrap().len() > 100);
     let svg = runs[0].dir.path().join("fleet.svg");
-    heapdiff_ok(&["merge", &dumps[0], &dumps[1], "-f", "svg", "-o", svg.to_str().unwrap()]);
-    assert!(std::fs::read_to_string(&svg).unwrap().contains("grow_cache"));
+    heapdiff_ok(&[
+        "merge",
+        &dumps[0],
+        &dumps[1],
+        "-f",
+        "svg",
+        "-o",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        std::fs::read_to_string(&svg)
+            .unwrap()
+            .contains("grow_cache")
+    );
 }

@@ -77,7 +77,10 @@ pub fn model(
     build: BuildOptions,
 ) -> Model {
     let mut builder = ModelBuilder::new(table);
-    let period = new.parts.first().map_or(1, |(dump, _)| dump.sample_period());
+    let period = new
+        .parts
+        .first()
+        .map_or(1, |(dump, _)| dump.sample_period());
     let mut totals = vec![sum_totals(new)];
     builder.add_side(new, build, false);
     if let Some(base) = base {
@@ -92,7 +95,12 @@ pub fn model(
         title,
         new_name: new.name.clone(),
         base_name: base.map(|b| b.name.clone()),
-        metrics: ["inuse-space", "inuse-objects", "alloc-space", "alloc-objects"],
+        metrics: [
+            "inuse-space",
+            "inuse-objects",
+            "alloc-space",
+            "alloc-objects",
+        ],
         period,
         same_process: base.is_some_and(|base| same_process(base, new, build)),
         frames: Vec::new(),

@@ -8,8 +8,8 @@
 //! followed only when their target stays inside the directory given.
 //! Temporary files (hidden, or with `.tmp` in the name) are skipped.
 
-use crate::load::load_dump;
 use crate::estimate::Estimate;
+use crate::load::load_dump;
 use heapsample_format::Dump;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -108,10 +108,10 @@ impl Catalog {
             if root.is_dir {
                 walk(&root.path, &root.path, &root.prefix, 0, &mut found);
             } else if let Ok(metadata) = std::fs::metadata(&root.path) {
-                let name = root.path.file_name().map_or_else(
-                    || "dump".to_string(),
-                    |n| n.to_string_lossy().into_owned(),
-                );
+                let name = root
+                    .path
+                    .file_name()
+                    .map_or_else(|| "dump".to_string(), |n| n.to_string_lossy().into_owned());
                 found.push((
                     format!("{}{name}", root.prefix),
                     root.path.clone(),

@@ -119,8 +119,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
 fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(index))
-        .route("/index.js", get(|| async { asset(INDEX_JS, "text/javascript") }))
-        .route("/style.css", get(|| async { asset(VIEWER_CSS, "text/css") }))
+        .route(
+            "/index.js",
+            get(|| async { asset(INDEX_JS, "text/javascript") }),
+        )
+        .route(
+            "/style.css",
+            get(|| async { asset(VIEWER_CSS, "text/css") }),
+        )
         .route("/api/dumps", get(list))
         .route("/view", get(view))
         .route("/pprof/{*id}", get(pprof))
@@ -268,7 +274,9 @@ async fn view(
         tokio::task::spawn_blocking(move || render_view(&task_state, &pick.0, pick.1.as_deref()))
             .await;
     match result {
-        Ok(Ok(page)) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response(),
+        Ok(Ok(page)) => {
+            ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+        }
         Ok(Err((status, why))) => refuse(status, &why),
         Err(_) => refuse(StatusCode::INTERNAL_SERVER_ERROR, "the view failed"),
     }
@@ -369,7 +377,11 @@ fn with_symbols<T>(
     f(&table, &stacks)
 }
 
-fn render_view(state: &AppState, id: &str, base_id: Option<&str>) -> std::result::Result<String, Failure> {
+fn render_view(
+    state: &AppState,
+    id: &str,
+    base_id: Option<&str>,
+) -> std::result::Result<String, Failure> {
     let (new, base) = load_pick(state, id, base_id)?;
     let mut dumps = vec![&new];
     dumps.extend(base.as_ref());
@@ -406,7 +418,11 @@ fn view_links(id: &str, base: Option<&str>) -> Vec<Link> {
     ]
 }
 
-fn render_pprof(state: &AppState, id: &str, base_id: Option<&str>) -> std::result::Result<Vec<u8>, Failure> {
+fn render_pprof(
+    state: &AppState,
+    id: &str,
+    base_id: Option<&str>,
+) -> std::result::Result<Vec<u8>, Failure> {
     let (new, base) = load_pick(state, id, base_id)?;
     let mut dumps = vec![&new];
     dumps.extend(base.as_ref());
@@ -441,7 +457,10 @@ fn render_pprof(state: &AppState, id: &str, base_id: Option<&str>) -> std::resul
 
 /// Percent-encode everything but unreserved characters and `/`.
 fn url_path(text: &str) -> String {
-    text.split('/').map(url_component).collect::<Vec<_>>().join("/")
+    text.split('/')
+        .map(url_component)
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Percent-encode everything but unreserved characters.

@@ -52,7 +52,11 @@ impl Server {
             .unwrap_or_else(|| panic!("no URL in {line:?}"))
             .trim_end_matches('/')
             .to_string();
-        let port = url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+        let port = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port");
         Server { child, url, port }
     }
 
@@ -65,7 +69,9 @@ impl Server {
     /// code and body.
     pub fn raw(&self, request: &str) -> (u16, String) {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
         stream.write_all(request.as_bytes()).expect("send");
         let mut response = Vec::new();
         let _ = stream.read_to_end(&mut response);
@@ -75,7 +81,10 @@ impl Server {
             .nth(1)
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+        let body = text
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_string();
         (status, body)
     }
 
