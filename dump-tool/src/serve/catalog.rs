@@ -55,6 +55,13 @@ pub struct Summary {
     pub stacks: usize,
 }
 
+/// A dump file found by a scan: its id, path and version.
+struct Found {
+    id: String,
+    path: PathBuf,
+    version: (u64, Option<SystemTime>),
+}
+
 /// One file found under a root.
 #[derive(Clone, Debug, Serialize)]
 pub struct Entry {
@@ -103,7 +110,7 @@ impl Catalog {
 
     /// Look for dumps again; summarize new and changed files.
     pub fn rescan(&mut self) {
-        let mut found: Vec<(String, PathBuf, (u64, Option<SystemTime>))> = Vec::new();
+        let mut found: Vec<Found> = Vec::new();
         for root in &self.roots {
             if root.is_dir {
                 walk(&root.path, &root.path, &root.prefix, 0, &mut found);
@@ -112,16 +119,16 @@ impl Catalog {
                     .path
                     .file_name()
                     .map_or_else(|| "dump".to_string(), |n| n.to_string_lossy().into_owned());
-                found.push((
-                    format!("{}{name}", root.prefix),
-                    root.path.clone(),
-                    version(&metadata),
-                ));
+                found.push(Found {
+                    id: format!("{}{name}", root.prefix),
+                    path: root.path.clone(),
+                    version: version(&metadata),
+                });
             }
         }
         found.truncate(MAX_ENTRIES);
         let mut entries = HashMap::with_capacity(found.len());
-        for (id, path, version) in found {
+        for Found { id, path, version } in found {
             let entry = match self.entries.remove(&id) {
                 Some(old) if old.version == version && old.path == path => old,
                 _ => Entry {
@@ -160,13 +167,7 @@ fn is_dump_name(name: &str) -> bool {
 }
 
 /// Collect dumps below `dir` (inside `root`), ids relative to `root`.
-fn walk(
-    root: &Path,
-    dir: &Path,
-    prefix: &str,
-    depth: usize,
-    found: &mut Vec<(String, PathBuf, (u64, Option<SystemTime>))>,
-) {
+fn walk(root: &Path, dir: &Path, prefix: &str, depth: usize, found: &mut Vec<Found>) {
     let Ok(listing) = std::fs::read_dir(dir) else {
         return;
     };
@@ -191,11 +192,11 @@ fn walk(
         } else if metadata.is_file() && is_dump_name(&name) {
             let relative = item.path();
             let relative = relative.strip_prefix(root).unwrap_or(&relative);
-            found.push((
-                format!("{prefix}{}", relative.to_string_lossy()),
+            found.push(Found {
+                id: format!("{prefix}{}", relative.to_string_lossy()),
                 path,
-                version(&metadata),
-            ));
+                version: version(&metadata),
+            });
         }
     }
 }

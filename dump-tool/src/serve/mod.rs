@@ -262,17 +262,20 @@ async fn view(
     uri: axum::http::Uri,
     query: std::result::Result<Query<Pick>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let pick = match checked_pick(&uri, query) {
-        Ok(pick) => pick,
-        Err(response) => return response,
+    let (id, base) = match checked_query(&uri, query) {
+        Ok(Pick {
+            dump: Some(id),
+            base,
+        }) => (id, base),
+        Ok(_) => return refuse(StatusCode::BAD_REQUEST, "name a dump: ?dump=ID"),
+        Err((status, why)) => return refuse(status, why),
     };
     let Ok(_permit) = state.views.acquire().await else {
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     };
     let task_state = state.clone();
     let result =
-        tokio::task::spawn_blocking(move || render_view(&task_state, &pick.0, pick.1.as_deref()))
-            .await;
+        tokio::task::spawn_blocking(move || render_view(&task_state, &id, base.as_deref())).await;
     match result {
         Ok(Ok(page)) => {
             ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
@@ -288,13 +291,10 @@ async fn pprof(
     uri: axum::http::Uri,
     query: std::result::Result<Query<Pick>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    if uri.query().is_some_and(|q| q.len() > MAX_QUERY_LEN) {
-        return refuse(StatusCode::URI_TOO_LONG, "query too long");
-    }
-    let Ok(Query(pick)) = query else {
-        return refuse(StatusCode::BAD_REQUEST, "bad query");
+    let base = match checked_query(&uri, query) {
+        Ok(pick) => pick.base,
+        Err((status, why)) => return refuse(status, why),
     };
-    let base = pick.base;
     let Ok(_permit) = state.views.acquire().await else {
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     };
@@ -318,21 +318,17 @@ async fn pprof(
     }
 }
 
-/// The dump and base ids of a query, or the refusal to send.
-fn checked_pick(
+/// The ids of a query, or the status and reason of its refusal.
+fn checked_query(
     uri: &axum::http::Uri,
     query: std::result::Result<Query<Pick>, axum::extract::rejection::QueryRejection>,
-) -> std::result::Result<(String, Option<String>), Response> {
+) -> std::result::Result<Pick, (StatusCode, &'static str)> {
     if uri.query().is_some_and(|q| q.len() > MAX_QUERY_LEN) {
-        return Err(refuse(StatusCode::URI_TOO_LONG, "query too long"));
+        return Err((StatusCode::URI_TOO_LONG, "query too long"));
     }
-    let Ok(Query(pick)) = query else {
-        return Err(refuse(StatusCode::BAD_REQUEST, "bad query"));
-    };
-    match pick.dump {
-        Some(dump) => Ok((dump, pick.base)),
-        None => Err(refuse(StatusCode::BAD_REQUEST, "name a dump: ?dump=ID")),
-    }
+    query
+        .map(|Query(pick)| pick)
+        .map_err(|_| (StatusCode::BAD_REQUEST, "bad query"))
 }
 
 type Failure = (StatusCode, String);
