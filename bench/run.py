@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""heapsample overhead benchmark (issue 5).
+"""heapsample overhead benchmark.
 
 Builds the workloads, then runs every workload under every configuration,
 interleaved round by round (A B C ... then again, the order rotated each
@@ -891,7 +891,9 @@ def run_exact(args: argparse.Namespace, configs: list[Config], report: dict,
                   + markdown_table(table_rows(summary, configs, wl, False)))
     cg: dict = {}
     if not args.no_callgrind and shutil.which("valgrind"):
-        cg_configs = [c for c in all_configs() if c.name in EXACT_CALLGRIND_CONFIGS]
+        chosen = args.configs.split(",") if args.configs else EXACT_CALLGRIND_CONFIGS
+        cg_configs = [c for c in all_configs()
+                      if c.name in EXACT_CALLGRIND_CONFIGS and c.name in chosen]
         mark_missing(cg_configs)
         log("callgrind: whole-program instructions per configuration")
         cg = run_exact_callgrind(workloads, cg_configs)

@@ -10,6 +10,12 @@ cd "$root"
 need=()
 dpkg -s libjemalloc2 >/dev/null 2>&1 || need+=(libjemalloc2)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
+# heapdiff reads jemalloc and gperftools heap profiles: the tests compare it
+# with jeprof (libjemalloc-dev) and google-pprof on files libtcmalloc wrote.
+command -v jeprof >/dev/null 2>&1 || need+=(libjemalloc-dev)
+command -v google-pprof >/dev/null 2>&1 || need+=(google-perftools)
+dpkg -s libgoogle-perftools4 >/dev/null 2>&1 || need+=(libgoogle-perftools4)
+command -v c++filt >/dev/null 2>&1 || need+=(binutils)
 command -v heaptrack >/dev/null 2>&1 || need+=(heaptrack)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 # The viewer's tests drive a real browser through chromedriver.

@@ -61,7 +61,7 @@
   }
 
   // ---- frames (the model's, plus renamed and thread frames) ---------------
-  const frames = M.frames.map((f) => ({ name: f[0], module: f[1], place: f[2] }));
+  const frames = M.frames.map((f) => ({ name: f[0], module: f[1], place: f[2], full: f[3] }));
   const frameIds = new Map(frames.map((f, i) => [f.name + "\u0000" + f.module, i]));
   function internFrame(name, module, place) {
     const key = name + "\u0000" + module;
@@ -411,6 +411,7 @@
     const k = state.metric, unit = UNITS[k], c = COMPANION[k];
     const f = frameOf(id);
     const lines = [f.name];
+    if (f.full && f.full !== f.name) lines.push(f.full);
     if (f.module >= 0) lines.push("module: " + M.modules[f.module][0]);
     if (f.place) lines.push("at " + f.place);
     const whole = val(T.n, 0, k);

@@ -1,11 +1,12 @@
 //! Reading dump files and checking that two dumps can be compared.
 //!
-//! Owns every check on the input files that happens before symbolization:
+//! Owns every check on the input files that happens before symbolization
+//! (foreign heap profiles are parsed by [`crate::foreign`]):
 //! I/O errors, format errors (via `heapsample_format::decode`), values that
 //! decode but make no sense, and base/new compatibility.
 
 use crate::{Error, Result};
-use heapsample_format::{Dump, LEGACY_VERSION, decode_versioned};
+use heapsample_format::{Dump, LEGACY_VERSION, VERSION, decode_versioned};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -36,7 +37,8 @@ pub fn open_regular_file(path: &Path) -> std::result::Result<File, String> {
     Ok(file)
 }
 
-/// Read and decode `path`; every failure names the file.
+/// Read and decode `path` (a heapsample dump, or a jemalloc or gperftools
+/// heap profile, see [`crate::foreign`]); every failure names the file.
 pub fn load_dump(path: &Path) -> Result<Dump> {
     load_dump_versioned(path).map(|(dump, _)| dump)
 }
@@ -44,7 +46,17 @@ pub fn load_dump(path: &Path) -> Result<Dump> {
 /// [`load_dump`], also returning the format version the file was written in.
 pub fn load_dump_versioned(path: &Path) -> Result<(Dump, u32)> {
     let bytes = read_dump_bytes(path).map_err(|why| Error::file(path, why))?;
-    let (dump, version) = decode_versioned(&bytes).map_err(|e| Error::file(path, e))?;
+    let (dump, version) = match crate::foreign::detect(&bytes) {
+        // Foreign counts get the average-size correction jeprof applies.
+        Some(kind) => crate::foreign::parse(&bytes, kind, path).map(|dump| (dump, VERSION)),
+        None => decode_versioned(&bytes).map_err(|e| match e {
+            heapsample_format::DecodeError::Foreign => {
+                format!("{e}, nor a jemalloc or gperftools heap profile")
+            }
+            e => e.to_string(),
+        }),
+    }
+    .map_err(|why| Error::file(path, why))?;
     validate(&dump).map_err(|why| Error::file(path, why))?;
     Ok((dump, version))
 }

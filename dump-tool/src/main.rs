@@ -11,9 +11,11 @@ use heapdiff::render::folded::DiffColumns;
 use heapdiff::render::pprof::PprofOptions;
 use heapdiff::render::svg::SvgOptions;
 use heapdiff::render::{self, Base, View, html};
-use heapdiff::symbolize::{LocationId, LocationTable, SymbolizeOptions};
+use heapdiff::symbolize::{LocationId, LocationTable, NameStyle, SymbolizeOptions};
+use heapdiff::transform::{self, Transforms};
 use heapdiff::{Error, Result};
 use heapsample_format::Dump;
+use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -58,14 +60,41 @@ struct Cli {
     /// stacks that vanished stay visible (red still means growth).
     #[arg(long)]
     negate: bool,
-    /// Folded diff as `stack BASE NEW` (inferno's differential input)
-    /// instead of `stack DELTA`.
+    /// Folded diff as `stack DELTA` (signed, as `jeprof --collapsed --base`)
+    /// instead of the default `stack BASE NEW` that flame graph tools draw.
     #[arg(long)]
+    delta: bool,
+    /// Accepted for compatibility: `stack BASE NEW` is the default.
+    #[arg(long, hide = true)]
     two_column: bool,
     /// Keep the allocator's own frames (malloc, operator new, __rust_alloc…)
     /// at the leaf of each stack.
     #[arg(long)]
     keep_allocator_frames: bool,
+    /// Show whole signatures (return type, parameters, template arguments)
+    /// instead of short names such as `std::vector<…>::push_back`.
+    #[arg(long)]
+    full_names: bool,
+    /// Keep only stacks with a frame whose name matches REGEX.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    focus: Option<Regex>,
+    /// Drop stacks with a frame whose name matches REGEX.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    ignore: Option<Regex>,
+    /// Remove frames whose name matches REGEX, keeping the rest of the stack.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    hide: Option<Regex>,
+    /// Treat leaf frames matching REGEX as allocator frames (wrappers such
+    /// as `PyObject_Malloc|xmalloc|g_malloc`), in addition to the built-in list.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    allocator_frames: Option<Regex>,
+    /// A root frame per thread (`[thread NAME tid N]`).
+    #[arg(long)]
+    by_thread: bool,
+    /// A leaf frame per size class of the stack's mean object size
+    /// (`[4–8 KiB]`).
+    #[arg(long)]
+    size_frames: bool,
     /// Compare dumps of different programs anyway.
     #[arg(long)]
     allow_mismatch: bool,
@@ -105,6 +134,10 @@ fn subcommand_args<T: Parser>() -> T {
     let name = format!("heapdiff {}", args[1].to_string_lossy());
     args.splice(0..2, [name.into()]);
     T::parse_from(args)
+}
+
+fn parse_regex(text: &str) -> std::result::Result<Regex, String> {
+    Regex::new(text).map_err(|e| format!("not a valid regular expression: {e}"))
 }
 
 fn warn(message: String) {
@@ -167,6 +200,11 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
     let base_stacks = base_dump.as_ref().map(|dump| table.intern_dump(dump));
     let options = SymbolizeOptions::with_debug_dirs(cli.debug_dir.clone());
     table.symbolize(&options, &mut warn);
+    table.assign_display_names(if cli.full_names {
+        NameStyle::Full
+    } else {
+        NameStyle::Short
+    });
     let build = BuildOptions {
         keep_allocator_frames: cli.keep_allocator_frames,
     };
@@ -175,6 +213,14 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
         .as_ref()
         .zip(base_stacks.as_deref())
         .map(|(dump, stacks)| Profile::build(dump, stacks, &table, build));
+    let transforms = transforms(cli);
+    let (new, base) = if transforms.is_identity() {
+        (new, base)
+    } else {
+        let new = transform::apply(&new, &mut table, &transforms, cli.metric);
+        let base = base.map(|b| transform::apply(&b, &mut table, &transforms, cli.metric));
+        (new, base)
+    };
     Ok(Loaded {
         new_dump,
         base_dump,
@@ -184,6 +230,20 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
         new,
         base,
     })
+}
+
+fn transforms(cli: &Cli) -> Transforms {
+    Transforms {
+        focus: cli.focus.clone(),
+        ignore: cli.ignore.clone(),
+        hide: cli.hide.clone(),
+        allocator_frames: cli
+            .allocator_frames
+            .clone()
+            .filter(|_| !cli.keep_allocator_frames),
+        by_thread: cli.by_thread,
+        size_frames: cli.size_frames,
+    }
 }
 
 fn render_output(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> Result<Vec<u8>> {
@@ -237,10 +297,10 @@ fn svg_options(cli: &Cli) -> SvgOptions {
 }
 
 fn diff_columns(cli: &Cli) -> DiffColumns {
-    if cli.two_column {
-        DiffColumns::BaseAndNew
-    } else {
+    if cli.delta {
         DiffColumns::Delta
+    } else {
+        DiffColumns::BaseAndNew
     }
 }
 

@@ -13,10 +13,10 @@ use crate::render::html::{self, Side};
 use crate::render::pprof::PprofOptions;
 use crate::render::svg::SvgOptions;
 use crate::render::{self, View};
-use crate::symbolize::{LocationId, LocationTable, SymbolizeOptions};
+use crate::symbolize::{LocationId, LocationTable, NameStyle, SymbolizeOptions};
 use crate::{Error, Result};
 use clap::{Parser, ValueEnum};
-use heapsample_format::{Dump, Totals};
+use heapsample_format::{Dump, ThreadInfo, Totals};
 use std::path::PathBuf;
 
 /// Sum dumps of many processes or hosts of the same program into one profile.
@@ -63,6 +63,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     let stacks: Vec<Vec<Vec<LocationId>>> = dumps.iter().map(|d| table.intern_dump(d)).collect();
     let options = SymbolizeOptions::with_debug_dirs(args.debug_dir.clone());
     table.symbolize(&options, &mut |w| eprintln!("heapdiff: warning: {w}"));
+    table.assign_display_names(NameStyle::Short);
     let build = BuildOptions {
         keep_allocator_frames: args.keep_allocator_frames,
     };
@@ -165,7 +166,22 @@ pub fn merged_profile(
         }
     }
     let [estimated, variance, sampled] = sums;
+    // Thread serials are per process: shift each dump's past the previous.
+    let mut threads = Vec::new();
+    let mut offset = 0;
+    let mut profiles = profiles;
+    for profile in &mut profiles {
+        for sample in &mut profile.samples {
+            sample.thread += offset;
+        }
+        threads.extend(profile.threads.iter().map(|t| ThreadInfo {
+            serial: t.serial + offset,
+            ..t.clone()
+        }));
+        offset += profile.threads.iter().map(|t| t.serial).max().unwrap_or(0) + 1;
+    }
     Profile {
+        threads,
         period: profiles.first().map_or(1, |p| p.period),
         totals: sum_totals(dumps.iter().map(|d| &d.totals)),
         origin: profiles

@@ -12,8 +12,8 @@
 //! are exact.
 
 use crate::estimate::Estimate;
-use crate::symbolize::{LocationId, LocationTable};
-use heapsample_format::{Dump, Totals, Weights};
+use crate::symbolize::{Line, LocationId, LocationTable};
+use heapsample_format::{Dump, ThreadInfo, Totals, Weights};
 use std::collections::{BTreeMap, HashMap};
 
 /// What a flamegraph's widths and a report's numbers measure.
@@ -100,7 +100,8 @@ impl Values {
         }
     }
 
-    fn add(&mut self, other: &Values) {
+    /// Add `other` field by field.
+    pub fn add(&mut self, other: &Values) {
         self.inuse_objects += other.inuse_objects;
         self.inuse_space += other.inuse_space;
         self.alloc_objects += other.alloc_objects;
@@ -149,7 +150,7 @@ pub struct FrameRef {
     pub line: usize,
 }
 
-/// One distinct call stack with its corrected values.
+/// One distinct call stack of one thread with its corrected values.
 #[derive(Clone, Debug)]
 pub struct Sample {
     /// Function frames, leaf (innermost) first, allocator frames dropped.
@@ -160,6 +161,9 @@ pub struct Sample {
     pub variance: Values,
     /// The raw sampled counts (lower bounds of the truth).
     pub sampled: Values,
+    /// The [`heapsample_format::ThreadInfo::serial`] of the thread that
+    /// allocated (0: unknown).
+    pub thread: u32,
 }
 
 impl Sample {
@@ -189,6 +193,8 @@ pub struct Profile {
     pub totals: Totals,
     /// Which process and moment the dump describes.
     pub origin: Origin,
+    /// The threads the samples name.
+    pub threads: Vec<ThreadInfo>,
 }
 
 /// Where a profile comes from: enough to tell whether two dumps are of one
@@ -202,6 +208,11 @@ pub struct Origin {
 }
 
 impl Profile {
+    /// The name and tid of the thread with this serial, if the dump has it.
+    pub fn thread(&self, serial: u32) -> Option<&ThreadInfo> {
+        self.threads.iter().find(|t| t.serial == serial)
+    }
+
     /// The whole profile's estimate of `metric`.
     pub fn estimate(&self, metric: Metric) -> Estimate {
         Estimate {
@@ -229,12 +240,13 @@ impl Profile {
     ) -> Profile {
         let mut samples = Vec::new();
         let (mut estimated, mut variance, mut sampled) = Default::default();
-        for (locations, sums) in sum_by_stack(dump, stacks) {
+        for ((locations, thread), sums) in sum_by_stack(dump, stacks) {
             let sample = Sample {
                 frames: frames_of(&locations, table, options.keep_allocator_frames),
                 values: Values::estimates(&sums.live, &sums.alloc),
                 variance: Values::variances(&sums.live, &sums.alloc),
                 sampled: Values::sampled(&sums.raw),
+                thread,
             };
             Values::add(&mut estimated, &sample.values);
             Values::add(&mut variance, &sample.variance);
@@ -254,15 +266,23 @@ impl Profile {
                 seq: dump.seq,
                 time_unix_ns: dump.time_unix_ns,
             },
+            threads: dump.threads.clone(),
         }
     }
 }
 
-/// Raw counts and weights per distinct location list, in a deterministic order.
-fn sum_by_stack(dump: &Dump, stacks: &[Vec<LocationId>]) -> BTreeMap<Vec<LocationId>, StackSums> {
-    let mut sums: BTreeMap<Vec<LocationId>, StackSums> = BTreeMap::new();
+/// Raw counts and weights per distinct location list and thread, in a
+/// deterministic order (the sums are additive, so splitting by thread
+/// changes no total).
+fn sum_by_stack(
+    dump: &Dump,
+    stacks: &[Vec<LocationId>],
+) -> BTreeMap<(Vec<LocationId>, u32), StackSums> {
+    let mut sums: BTreeMap<(Vec<LocationId>, u32), StackSums> = BTreeMap::new();
     for (stack, locations) in dump.stacks.iter().zip(stacks) {
-        sums.entry(locations.clone()).or_default().add(stack);
+        sums.entry((locations.clone(), stack.thread))
+            .or_default()
+            .add(stack);
     }
     sums
 }
@@ -287,7 +307,7 @@ pub fn frames_of(
     }
     let allocator_frames = frames
         .iter()
-        .take_while(|frame| is_allocator_function(function_name(table, **frame)))
+        .take_while(|frame| is_allocator_frame(table, **frame))
         .count();
     // Never drop everything: a stack made only of allocator frames keeps its
     // outermost one.
@@ -295,13 +315,24 @@ pub fn frames_of(
     frames[keep_from..].to_vec()
 }
 
-/// The function name of a frame ("??" if the reference is stale).
-pub fn function_name(table: &LocationTable, frame: FrameRef) -> &str {
+/// The symbolized line of a frame, `None` if the reference is stale.
+pub fn line_of(table: &LocationTable, frame: FrameRef) -> Option<&Line> {
     table
         .locations
         .get(frame.location)
         .and_then(|location| location.lines.get(frame.line))
-        .map_or("??", |line| line.function.as_str())
+}
+
+/// True if the frame is one of the allocator's own functions, by its full
+/// name (whatever name style is shown).
+pub fn is_allocator_frame(table: &LocationTable, frame: FrameRef) -> bool {
+    line_of(table, frame).is_some_and(|line| is_allocator_function(&line.function))
+}
+
+/// The name a frame shows ("??" if the reference is stale): its display
+/// name (see [`LocationTable::assign_display_names`]).
+pub fn function_name(table: &LocationTable, frame: FrameRef) -> &str {
+    line_of(table, frame).map_or("??", |line| line.display.as_str())
 }
 
 /// Exact names of allocator entry points (C, glibc, jemalloc).
@@ -573,7 +604,7 @@ mod tests {
     }
 
     #[test]
-    fn stacks_of_several_threads_merge_and_fold_root_first() {
+    fn stacks_of_several_threads_stay_apart_and_fold_together_root_first() {
         let stack = |thread, objects| Stack {
             frames: vec![0x10, 0x20, 0x30],
             thread,
@@ -590,7 +621,9 @@ mod tests {
         let stacks = table.intern_dump(&dump);
         table.symbolize(&Default::default(), &mut |w| panic!("{w}"));
         let profile = Profile::build(&dump, &stacks, &table, BuildOptions::default());
-        assert_eq!(profile.samples.len(), 1);
+        assert_eq!(profile.samples.len(), 2, "one sample per thread");
+        let threads: Vec<u32> = profile.samples.iter().map(|s| s.thread).collect();
+        assert_eq!(threads, [1, 2]);
         let folded = folded(&profile, &table, Metric::InuseSpace);
         assert_eq!(folded.get("0x30;0x20;0x10"), Some(&40.0));
         assert_eq!(profile.estimated.inuse_objects, 5.0);

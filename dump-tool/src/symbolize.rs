@@ -8,13 +8,19 @@
 //! each module once (`debug_files` finds the file holding its symbols and
 //! checks the build-id) and resolves its addresses in address order.
 //! Modules that cannot be symbolized give `module+0xoffset` frames and one
-//! warning each.
+//! warning each; so do modules whose debug info is missing (names then come
+//! from the symbol table, without file and line).
+//!
+//! Each line keeps its full demangled name, its short form
+//! ([`crate::names`]) and the name the text formats show
+//! ([`LocationTable::assign_display_names`]): short or full, qualified by
+//! its module when two modules define the same name.
 
-use crate::symbolize::debug_files::{SearchPaths, find_symbol_file};
+use crate::names::{self, Language};
+use crate::symbolize::debug_files::{SearchPaths, file_offset_of, find_symbol_file};
 use addr2line::Loader;
 use heapsample_format::{Dump, Module};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -30,8 +36,17 @@ pub type ModuleId = usize;
 /// One function frame of a location: innermost inlined frames come first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Line {
-    /// Demangled function name (Rust without the hash), or `module+0xoffset`.
+    /// Full demangled function name (Rust without the hash), or
+    /// `module+0xoffset`.
     pub function: String,
+    /// The short form of `function` (see [`names::short_name`]).
+    pub short: String,
+    /// The name folded stacks, flamegraphs and the text report show: set by
+    /// [`LocationTable::assign_display_names`], `function` until then.
+    pub display: String,
+    /// The module's name when another module defines a function of the
+    /// same name (then `display` ends with ` [module]`).
+    pub qualifier: Option<String>,
     /// Source file, if the debug info names one.
     pub file: Option<String>,
     /// Source line, 0 if unknown.
@@ -49,6 +64,45 @@ pub struct Location {
     pub file_address: u64,
     /// Functions, innermost (inlined) first; filled by `symbolize`.
     pub lines: Vec<Line>,
+    /// False when no symbol was found and `lines` holds a placeholder.
+    pub resolved: bool,
+}
+
+impl Line {
+    /// A line whose names are all `name` (placeholders, synthetic frames).
+    pub fn plain(name: String) -> Line {
+        Line {
+            short: name.clone(),
+            display: name.clone(),
+            qualifier: None,
+            function: name,
+            file: None,
+            line: 0,
+        }
+    }
+
+    /// A line for a demangled `full` name of `language`.
+    fn named(full: String, language: Language, file: Option<String>, line: u32) -> Line {
+        let short = names::short_name(&full, language);
+        Line {
+            display: full.clone(),
+            qualifier: None,
+            function: full,
+            short,
+            file,
+            line,
+        }
+    }
+
+    /// `file:line`, `file`, or `None`.
+    pub fn source(&self) -> Option<String> {
+        let file = self.file.as_deref()?;
+        Some(if self.line > 0 {
+            format!("{file}:{}", self.line)
+        } else {
+            file.to_string()
+        })
+    }
 }
 
 /// A loaded object, identified by path and build-id.
@@ -63,6 +117,11 @@ pub struct ModuleRecord {
     pub load_bias: u64,
     /// The file symbols came from, once symbolized.
     pub symbols_from: Option<PathBuf>,
+    /// True when those symbols include DWARF (files, lines, inlining).
+    pub has_debug_info: bool,
+    /// The file offset that `memory_start` maps, from the module's program
+    /// headers, once symbolized.
+    pub file_offset: Option<u64>,
 }
 
 impl ModuleRecord {
@@ -76,6 +135,8 @@ impl ModuleRecord {
             memory_limit,
             load_bias: module.load_bias,
             symbols_from: None,
+            has_debug_info: false,
+            file_offset: None,
         }
     }
 
@@ -114,6 +175,17 @@ pub struct LocationTable {
     pub modules: Vec<ModuleRecord>,
     location_index: HashMap<(Option<ModuleId>, u64), LocationId>,
     module_index: HashMap<(String, Vec<u8>), ModuleId>,
+    synthetic_names: HashMap<String, LocationId>,
+}
+
+/// Which name of a function the text formats show.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NameStyle {
+    /// No parameter lists, template arguments collapsed.
+    #[default]
+    Short,
+    /// The whole demangled signature.
+    Full,
 }
 
 /// Statistics of one `symbolize` call.
@@ -157,6 +229,7 @@ impl LocationTable {
                 address,
                 file_address,
                 lines: Vec::new(),
+                resolved: false,
             });
         }
         id
@@ -233,16 +306,30 @@ impl LocationTable {
     ) -> bool {
         let search = SearchPaths::from_options(options);
         let found = find_symbol_file(&self.modules[module], &search);
-        let loader = found.and_then(|path| {
-            Loader::new(&path)
-                .map(|loader| (path.clone(), loader))
-                .map_err(|e| format!("cannot read symbols from {}: {e}", path.display()))
+        let loader = found.and_then(|symbols| {
+            Loader::new(&symbols.path)
+                .map(|loader| (symbols.clone(), loader))
+                .map_err(|e| format!("cannot read symbols from {}: {e}", symbols.path.display()))
         });
         match loader {
-            Ok((path, loader)) => {
-                self.modules[module].symbols_from = Some(path);
+            Ok((symbols, loader)) => {
+                if let Some(looked_for) = &symbols.missing_debug_info {
+                    warn(format!(
+                        "{}: no debug info found ({looked_for}); names come from the symbol table of {}, without file and line",
+                        self.modules[module].path,
+                        symbols.path.display()
+                    ));
+                }
+                let record = &mut self.modules[module];
+                record.has_debug_info = symbols.missing_debug_info.is_none();
+                record.file_offset = symbols.binary.as_deref().and_then(|binary| {
+                    file_offset_of(binary, record.memory_start.wrapping_sub(record.load_bias))
+                });
+                record.symbols_from = Some(symbols.path);
                 for &id in ids {
-                    self.locations[id].lines = resolve(&loader, self.locations[id].file_address);
+                    let lines = resolve(&loader, self.locations[id].file_address);
+                    self.locations[id].resolved = !lines.is_empty();
+                    self.locations[id].lines = lines;
                     progress.tick(1);
                 }
                 self.name_unresolved(ids);
@@ -266,11 +353,77 @@ impl LocationTable {
         for &id in ids {
             if self.locations[id].lines.is_empty() {
                 let name = self.placeholder_name(id);
-                self.locations[id].lines = vec![Line {
-                    function: name,
-                    file: None,
-                    line: 0,
-                }];
+                self.locations[id].lines = vec![Line::plain(name)];
+            }
+        }
+    }
+
+    /// A frame that stands for no address (a thread root, a size class):
+    /// a resolved location outside every module, named `name`, interned
+    /// once per name.
+    pub fn synthetic(&mut self, name: &str) -> LocationId {
+        if let Some(&id) = self.synthetic_names.get(name) {
+            return id;
+        }
+        let id = self.locations.len();
+        self.locations.push(Location {
+            module: None,
+            address: 0,
+            file_address: 0,
+            lines: vec![Line::plain(name.to_string())],
+            resolved: true,
+        });
+        self.synthetic_names.insert(name.to_string(), id);
+        id
+    }
+
+    /// True for frames made by [`LocationTable::synthetic`].
+    pub fn is_synthetic(&self, id: LocationId) -> bool {
+        self.locations
+            .get(id)
+            .is_some_and(|l| l.resolved && l.module.is_none() && l.address == 0)
+    }
+
+    /// Set the name every line shows in folded stacks, flamegraphs and the
+    /// text report: the short or the full name, followed by ` [module]`
+    /// when functions of two modules would otherwise share it (so they are
+    /// never merged).
+    pub fn assign_display_names(&mut self, style: NameStyle) {
+        let base = |line: &Line| match style {
+            NameStyle::Short => line.short.clone(),
+            NameStyle::Full => line.function.clone(),
+        };
+        let mut modules_of: HashMap<String, Vec<Option<ModuleId>>> = HashMap::new();
+        for location in self.locations.iter().filter(|l| l.resolved) {
+            for line in &location.lines {
+                let modules = modules_of.entry(base(line)).or_default();
+                if !modules.contains(&location.module) {
+                    modules.push(location.module);
+                }
+            }
+        }
+        let module_names: Vec<String> = self
+            .modules
+            .iter()
+            .map(|m| m.short_name().to_string())
+            .collect();
+        for location in &mut self.locations {
+            let qualifier = location
+                .module
+                .map(|m| module_names[m].as_str())
+                .unwrap_or("?");
+            for line in &mut location.lines {
+                let name = base(line);
+                let shared = location.resolved
+                    && modules_of
+                        .get(&name)
+                        .is_some_and(|modules| modules.len() > 1);
+                line.qualifier = shared.then(|| qualifier.to_string());
+                line.display = if shared {
+                    format!("{name} [{qualifier}]")
+                } else {
+                    name
+                };
             }
         }
     }
@@ -294,22 +447,39 @@ impl LocationTable {
 fn resolve(loader: &Loader, return_address: u64) -> Vec<Line> {
     let probe = return_address.saturating_sub(1);
     let mut lines = dwarf_frames(loader, probe);
-    let symbol = || loader.find_symbol(probe).map(demangle_symbol);
+    let symbol = || loader.find_symbol(probe).map(names::demangle);
     if lines.is_empty() {
-        if let Some(name) = symbol() {
-            lines.push(Line {
-                function: name,
-                file: None,
-                line: 0,
-            });
+        if let Some((name, language)) = symbol() {
+            lines.push(Line::named(name, language, None, 0));
         }
     } else if lines.iter().any(|l| l.function.is_empty()) {
-        let fallback = symbol().unwrap_or_else(|| "??".to_string());
+        let (name, language) = symbol().unwrap_or_else(|| ("??".to_string(), Language::Other));
         for line in lines.iter_mut().filter(|l| l.function.is_empty()) {
-            line.function = fallback.clone();
+            *line = Line::named(name.clone(), language, line.file.take(), line.line);
         }
+    } else if let Some(outermost) = lines.last_mut()
+        && let Some((name, Language::Cxx)) = symbol()
+    {
+        qualify_from_symbol(outermost, name);
     }
     lines
+}
+
+/// DWARF may name a function by its bare `DW_AT_name` (`operator()`,
+/// `make_sessions`) where the symbol table has the qualified name
+/// (`main::{lambda(int)#1}::operator()`, `(anonymous namespace)::make_sessions`):
+/// take the symbol's name for the outermost (not inlined) frame when it is
+/// that function.
+fn qualify_from_symbol(outermost: &mut Line, symbol: String) {
+    let bare = &outermost.function;
+    if bare.is_empty() || bare.contains("::") {
+        return;
+    }
+    let short = names::short_name(&symbol, Language::Cxx);
+    if short.ends_with(&format!("::{bare}")) {
+        let (file, line) = (outermost.file.take(), outermost.line);
+        *outermost = Line::named(symbol, Language::Cxx, file, line);
+    }
 }
 
 /// The DWARF frames at `probe`, innermost first; empty function names where
@@ -320,29 +490,39 @@ fn dwarf_frames(loader: &Loader, probe: u64) -> Vec<Line> {
         return lines;
     };
     while let Ok(Some(frame)) = frames.next() {
-        let function = frame
+        let (function, language) = frame
             .function
             .as_ref()
-            .and_then(|f| f.demangle().ok())
-            .map(Cow::into_owned)
-            .unwrap_or_default();
+            .and_then(|f| Some((f.raw_name().ok()?, f.language)))
+            .map(|(raw, language)| dwarf_name(&raw, language))
+            .unwrap_or_else(|| (String::new(), Language::Other));
         let (file, line) = match &frame.location {
             Some(location) => (location.file.map(str::to_string), location.line),
             None => (None, None),
         };
-        lines.push(Line {
-            function,
-            file,
-            line: line.unwrap_or(0),
-        });
+        lines.push(Line::named(function, language, file, line.unwrap_or(0)));
     }
     lines
 }
 
+/// A DWARF function name (a linkage name, or the plain `DW_AT_name`) in the
+/// language of its compilation unit.
+fn dwarf_name(raw: &str, language: Option<addr2line::gimli::DwLang>) -> (String, Language) {
+    let (name, demangled_as) = names::demangle(raw);
+    if demangled_as != Language::Other {
+        return (name, demangled_as);
+    }
+    let cxx = language.is_some_and(|l| {
+        let name = l.static_string().unwrap_or_default();
+        name.starts_with("DW_LANG_C_plus_plus")
+    });
+    (name, if cxx { Language::Cxx } else { Language::Other })
+}
+
 /// Demangle a symbol table name: Rust (legacy and v0, without the hash),
-/// then C++, else the name as is.
+/// then C++ (as `c++filt`), else the name as is.
 pub fn demangle_symbol(name: &str) -> String {
-    addr2line::demangle_auto(Cow::Borrowed(name), None).into_owned()
+    names::demangle(name).0
 }
 
 /// A progress bar on stderr that appears only when stderr is a terminal and

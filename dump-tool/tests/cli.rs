@@ -88,16 +88,17 @@ fn keep_allocator_frames_keeps_nothing_extra_when_frames_start_in_user_code() {
 fn folded_diff_signs_and_magnitudes() {
     let fixture = Fixture::new("cli-diff", &["-no-pie"]);
     let (base, new) = two_dumps(&fixture);
-    let out = heapdiff(&["-f", "folded", "--base", s(&base), s(&new)]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        stdout(&out),
-        "main;calls_leaf;leaf_alloc 2000\nmain;outer_with_inline;inlined_helper -200\n"
-    );
-    let two = heapdiff(&["-f", "folded", "--two-column", "--base", s(&base), s(&new)]);
+    // The default is the two-column form flame graph tools draw.
+    let two = heapdiff(&["-f", "folded", "--base", s(&base), s(&new)]);
+    assert!(two.status.success(), "{}", stderr(&two));
     assert_eq!(
         stdout(&two),
         "main;calls_leaf;leaf_alloc 1000 3000\nmain;outer_with_inline;inlined_helper 200 0\n"
+    );
+    let delta = heapdiff(&["-f", "folded", "--delta", "--base", s(&base), s(&new)]);
+    assert_eq!(
+        stdout(&delta),
+        "main;calls_leaf;leaf_alloc 2000\nmain;outer_with_inline;inlined_helper -200\n"
     );
 }
 
@@ -350,8 +351,13 @@ fn bad_input_is_one_line_error() {
         ("short.prof", good[..10].to_vec(), "too short"),
         (
             "foreign.prof",
+            b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0>\0\x01\0\0\0\0\0\0\0".to_vec(),
+            "not a heapsample dump (wrong magic bytes), nor a jemalloc or gperftools heap profile",
+        ),
+        (
+            "cut-jemalloc.heap",
             b"heap_v2/524288\n  t*: 1: 2 [0: 0]\n".to_vec(),
-            "not a heapsample dump",
+            "no MAPPED_LIBRARIES section",
         ),
         ("version.prof", wrong_version, "version 7"),
         (

@@ -89,12 +89,11 @@ fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
         .iter()
         .position(|&address| !is_own(address))
         .unwrap_or(frames.len());
-    let Some(next_own) = frames[first..].iter().position(|&address| is_own(address)) else {
+    if !frames[first..].iter().any(|&address| is_own(address)) {
         return first..frames.len();
-    };
-    let start = first + next_own;
-    let mut kept = start;
-    for index in start..frames.len() {
+    }
+    let mut kept = first;
+    for index in first..frames.len() {
         let address = frames[index];
         frames[kept] = address;
         kept += usize::from(!is_own(address));

@@ -146,27 +146,26 @@ impl OptionSpec {
     }
 }
 
+/// A `bool` option: `true`/`false` (or `1`/`0`).
+macro_rules! bool_option {
+    ($key:ident) => {
+        OptionSpec {
+            key: stringify!($key),
+            kind: "bool",
+            range: "",
+            default_note: "",
+            on_error: "",
+            set: |c, v| parse_bool(v).map(|value| c.$key = value),
+            get: |c| c.$key.to_string(),
+        }
+    };
+}
+
 /// Every option, in the order of the documentation and of
 /// [`Config::describe`].
 pub static OPTIONS: [OptionSpec; 14] = [
-    OptionSpec {
-        key: "prof",
-        kind: "bool",
-        range: "",
-        default_note: "",
-        on_error: "",
-        set: |c, v| parse_bool(v).map(|value| c.prof = value),
-        get: |c| c.prof.to_string(),
-    },
-    OptionSpec {
-        key: "prof_active",
-        kind: "bool",
-        range: "",
-        default_note: "",
-        on_error: "",
-        set: |c, v| parse_bool(v).map(|value| c.prof_active = value),
-        get: |c| c.prof_active.to_string(),
-    },
+    bool_option!(prof),
+    bool_option!(prof_active),
     OptionSpec {
         key: "lg_prof_sample",
         kind: "integer",
@@ -178,33 +177,9 @@ pub static OPTIONS: [OptionSpec; 14] = [
         },
         get: |c| c.lg_prof_sample.to_string(),
     },
-    OptionSpec {
-        key: "prof_accum",
-        kind: "bool",
-        range: "",
-        default_note: "",
-        on_error: "",
-        set: |c, v| parse_bool(v).map(|value| c.prof_accum = value),
-        get: |c| c.prof_accum.to_string(),
-    },
-    OptionSpec {
-        key: "prof_final",
-        kind: "bool",
-        range: "",
-        default_note: "",
-        on_error: "",
-        set: |c, v| parse_bool(v).map(|value| c.prof_final = value),
-        get: |c| c.prof_final.to_string(),
-    },
-    OptionSpec {
-        key: "prof_leak",
-        kind: "bool",
-        range: "",
-        default_note: "",
-        on_error: "",
-        set: |c, v| parse_bool(v).map(|value| c.prof_leak = value),
-        get: |c| c.prof_leak.to_string(),
-    },
+    bool_option!(prof_accum),
+    bool_option!(prof_final),
+    bool_option!(prof_leak),
     OptionSpec {
         key: "prof_prefix",
         kind: "string",
@@ -226,15 +201,7 @@ pub static OPTIONS: [OptionSpec; 14] = [
         set: |c, v| parse_in_range(v, 1, MAX_BT_MAX as i64).map(|n| c.prof_bt_max = n as u32),
         get: |c| c.prof_bt_max.to_string(),
     },
-    OptionSpec {
-        key: "prof_exact",
-        kind: "bool",
-        range: "",
-        default_note: "",
-        on_error: "",
-        set: |c, v| parse_bool(v).map(|value| c.prof_exact = value),
-        get: |c| c.prof_exact.to_string(),
-    },
+    bool_option!(prof_exact),
     OptionSpec {
         key: "lg_prof_interval",
         kind: "integer",
@@ -244,15 +211,7 @@ pub static OPTIONS: [OptionSpec; 14] = [
         set: |c, v| parse_in_range(v, -1, 62).map(|n| c.lg_prof_interval = n as i32),
         get: |c| c.lg_prof_interval.to_string(),
     },
-    OptionSpec {
-        key: "prof_gdump",
-        kind: "bool",
-        range: "",
-        default_note: "",
-        on_error: "",
-        set: |c, v| parse_bool(v).map(|value| c.prof_gdump = value),
-        get: |c| c.prof_gdump.to_string(),
-    },
+    bool_option!(prof_gdump),
     OptionSpec {
         key: "prof_gdump_step",
         kind: "size or percentage",

@@ -4,14 +4,34 @@
 //!
 //! Owns the thread and its request counters. Requests are wake-ups of an
 //! unnamed POSIX semaphore: `sem_post` is async-signal-safe and, unlike a
-//! pipe, holds no file descriptor the program could close or reuse. The
-//! thread is created on first need (not at start-up, so single-threaded-only
-//! calls such as `unshare(CLONE_NEWUSER)` keep working in programs that never
-//! ask for a background dump), runs with every signal blocked and its guard
-//! set for good, and is recreated lazily in a forked child.
+//! pipe, holds no file descriptor the program could close or reuse. What
+//! the thread does for a request (write a dump) is registered by
+//! `lifecycle`, so this module does not depend on the writer.
+//!
+//! The thread exists only once a dump is due: never at start-up, so a
+//! single-threaded program stays single-threaded (`unshare(CLONE_NEWUSER)`
+//! keeps working) until then. Interval and high-water dumps start it from
+//! the sample event that made the first one due: inside malloc, under the
+//! thread's guard (`pthread_create`'s own allocations pass through the
+//! interposed malloc unsampled), holding none of the profiler's locks; glibc
+//! takes its own thread-list and stack-cache locks. The dump signal starts
+//! it from its handler when the interrupted code holds no lock that
+//! `pthread_create` needs: the thread is not inside the profiler, and was
+//! interrupted outside libc, the loader, the shim and the next allocator, or
+//! in a blocking system call there (waiting, so holding no allocator or
+//! loader lock). Otherwise a one-shot kernel timer brings the signal back
+//! 10 ms later to try again (the program sees nothing: the handler knows the
+//! timer's signals), and the next sample event tries too. A forked child
+//! starts its own thread the same way (the parent's did not survive the
+//! fork). The thread runs with every signal blocked and its guard set for
+//! good.
+//!
+//! Takes no profiler lock (the thread it starts takes the dump lock).
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicUsize, Ordering::Relaxed,
+};
 
 use heapsample_format::Trigger;
 
@@ -98,7 +118,175 @@ pub fn request_and_start(trigger: Trigger) {
     }
 }
 
+/// Set when a signal asked for a dump but could not start the thread.
+static START_WANTED: AtomicBool = AtomicBool::new(false);
+
+/// A signal arrived (async-signal-safe): `info` and `context` are the
+/// handler's. A signal of the program (or a user) asks for a dump; the
+/// retry timer's signal only retries the start. The thread starts here if
+/// the interrupted code holds no lock `pthread_create` needs; otherwise a
+/// one-shot timer brings the signal back in 10 ms to try again (the sample
+/// events try too).
+pub fn on_dump_signal(signal: i32, info: *const libc::siginfo_t, context: *const libc::ucontext_t) {
+    if !is_retry(info) {
+        request(Trigger::Signal);
+    }
+    if STARTED.load(Relaxed) {
+        return;
+    }
+    if tls::current().guarded() || !interrupted_where_start_is_safe(context) {
+        START_WANTED.store(true, Relaxed);
+        arm_retry(signal);
+        return;
+    }
+    if ensure_started() {
+        START_WANTED.store(false, Relaxed);
+        // SAFETY: initialised by ensure_started.
+        unsafe { libc::sem_post(WAKE.0.get()) };
+    }
+}
+
+/// The kernel timer that brings the dump signal back while the thread
+/// could not start (-1: none yet in this process).
+static RETRY_TIMER: AtomicI64 = AtomicI64::new(-1);
+
+/// The value the retry timer's signals carry.
+fn retry_marker() -> *mut libc::c_void {
+    (&raw const RETRY_TIMER).cast_mut().cast()
+}
+
+fn is_retry(info: *const libc::siginfo_t) -> bool {
+    // SAFETY: the kernel's siginfo for this signal; si_value is meaningful
+    // for timer signals, which are the only ones tested.
+    !info.is_null()
+        && unsafe {
+            (*info).si_code == libc::SI_TIMER && (*info).si_value().sival_ptr == retry_marker()
+        }
+}
+
+/// Bring `signal` back in 10 ms (raw system calls: async-signal-safe).
+fn arm_retry(signal: i32) {
+    let mut timer = RETRY_TIMER.load(Relaxed);
+    if timer < 0 {
+        // SAFETY: a zeroed sigevent is valid; the fields set describe a
+        // process-directed signal carrying our marker.
+        let mut event: libc::sigevent = unsafe { core::mem::zeroed() };
+        event.sigev_notify = libc::SIGEV_SIGNAL;
+        event.sigev_signo = signal;
+        event.sigev_value = libc::sigval {
+            sival_ptr: retry_marker(),
+        };
+        let mut id: libc::c_int = 0;
+        // SAFETY: timer_create with valid pointers.
+        let created = unsafe {
+            libc::syscall(
+                libc::SYS_timer_create,
+                libc::CLOCK_MONOTONIC,
+                &event,
+                &mut id,
+            )
+        };
+        if created != 0 {
+            return;
+        }
+        timer = i64::from(id);
+        RETRY_TIMER.store(timer, Relaxed);
+    }
+    let delay = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 10_000_000,
+        },
+    };
+    // SAFETY: arming our own timer once, with a valid itimerspec.
+    unsafe {
+        libc::syscall(
+            libc::SYS_timer_settime,
+            timer as libc::c_int,
+            0,
+            &delay,
+            core::ptr::null_mut::<libc::itimerspec>(),
+        )
+    };
+}
+
+/// Called at sample events: start the thread a signal could not start.
+#[inline]
+pub fn start_if_wanted() {
+    if START_WANTED.load(Relaxed) && !STARTED.load(Relaxed) && ensure_started() {
+        START_WANTED.store(false, Relaxed);
+        // SAFETY: initialised by ensure_started.
+        unsafe { libc::sem_post(WAKE.0.get()) };
+    }
+}
+
+/// Code ranges where an interrupted thread may hold a lock that creating a
+/// thread takes (libc, the loader, the shim, the next allocator).
+static RISKY_CODE: [(AtomicUsize, AtomicUsize); 4] =
+    [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; 4];
+/// Set once [`learn_risky_code`] ran; until then no start from a handler.
+static RISKY_CODE_KNOWN: AtomicBool = AtomicBool::new(false);
+
+/// Learn where libc, the loader, the shim and the next allocator lie (at
+/// start-up, before the dump signal's handler is installed).
+pub fn learn_risky_code() {
+    // SAFETY: looking up a symbol by name; no allocation is needed.
+    let loader = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__tls_get_addr".as_ptr()) };
+    let probes = [
+        libc::read as *const () as usize,
+        loader as usize,
+        learn_risky_code as fn() as usize,
+        crate::next_alloc::NEXT.malloc.address() as usize,
+    ];
+    for ((start, end), probe) in RISKY_CODE.iter().zip(probes) {
+        let Some((low, high)) = crate::backtrace::object_range(probe).filter(|_| probe != 0) else {
+            return; // unknown (no _dl_find_object): never start from a handler
+        };
+        start.store(low, Relaxed);
+        end.store(high, Relaxed);
+    }
+    RISKY_CODE_KNOWN.store(true, Relaxed);
+}
+
+const SYSCALL_INSTRUCTION: [u8; 2] = [0x0f, 0x05];
+
+/// Was the interrupted thread in code that holds no allocator or loader
+/// lock? Outside the risky objects, or blocked in a system call there (the
+/// kernel points the saved instruction at the `syscall` to restart it, or
+/// just after it with `-EINTR` in rax).
+fn interrupted_where_start_is_safe(context: *const libc::ucontext_t) -> bool {
+    if context.is_null() || !RISKY_CODE_KNOWN.load(Relaxed) {
+        return false;
+    }
+    // SAFETY: the kernel's saved context of the interrupted thread.
+    let registers = unsafe { &(*context).uc_mcontext.gregs };
+    let pc = registers[libc::REG_RIP as usize] as usize;
+    let risky = RISKY_CODE
+        .iter()
+        .any(|(start, end)| pc >= start.load(Relaxed) && pc < end.load(Relaxed));
+    if !risky {
+        return true;
+    }
+    // SAFETY: pc lies in a mapped code segment of a loaded object, at least
+    // two bytes from its start (a syscall instruction precedes any return).
+    let (at, before) = unsafe {
+        (
+            core::ptr::read_unaligned(pc as *const [u8; 2]),
+            core::ptr::read_unaligned((pc - 2) as *const [u8; 2]),
+        )
+    };
+    at == SYSCALL_INSTRUCTION
+        || (before == SYSCALL_INSTRUCTION
+            && registers[libc::REG_RAX as usize] == -(libc::EINTR as i64))
+}
+
 /// Start the thread unless it runs. Returns true if this call started it.
+/// Async-signal-safe where [`request_from_signal`] calls it: no profiler
+/// lock, no Rust allocation; `pthread_create` itself is safe there.
 pub fn ensure_started() -> bool {
     if STARTED.load(Relaxed) || STARTING.swap(true, Relaxed) {
         return false;
@@ -106,24 +294,42 @@ pub fn ensure_started() -> bool {
     let _guard = tls::Guard::enter();
     // SAFETY: initialising a process-private semaphore with value 0.
     unsafe { libc::sem_init(WAKE.0.get(), 0, 0) };
-    let spawned = std::thread::Builder::new()
-        .name("heapsample-dump".into())
-        .stack_size(256 * 1024)
-        .spawn(run);
-    match spawned {
-        Ok(_) => {
-            STARTED.store(true, Relaxed);
-            true
-        }
-        Err(error) => {
-            STARTING.store(false, Relaxed);
-            crate::warn!(
-                crate::warn::Kind::Other,
-                "cannot start the dump thread ({error}); background dumps are off"
-            );
-            false
-        }
+    // SAFETY: attributes initialised before use and destroyed after; the
+    // entry point has the C signature pthread_create expects.
+    let created = unsafe {
+        let mut attributes: libc::pthread_attr_t = core::mem::zeroed();
+        libc::pthread_attr_init(&mut attributes);
+        libc::pthread_attr_setstacksize(&mut attributes, 256 * 1024);
+        libc::pthread_attr_setdetachstate(&mut attributes, libc::PTHREAD_CREATE_DETACHED);
+        let mut thread: libc::pthread_t = 0;
+        let created =
+            libc::pthread_create(&mut thread, &attributes, thread_main, core::ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attributes);
+        created
+    };
+    if created == 0 {
+        STARTED.store(true, Relaxed);
+        return true;
     }
+    STARTING.store(false, Relaxed);
+    crate::warn!(
+        crate::warn::Kind::Other,
+        "cannot start the dump thread ({}); background dumps are off",
+        std::io::Error::from_raw_os_error(created)
+    );
+    false
+}
+
+extern "C" fn thread_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: naming the calling thread with a NUL-terminated name.
+    unsafe { libc::pthread_setname_np(libc::pthread_self(), c"heapsample-dump".as_ptr()) };
+    run();
+    core::ptr::null_mut()
+}
+
+/// True once the thread was started in this process.
+pub fn started() -> bool {
+    STARTED.load(Relaxed)
 }
 
 fn block_all_signals() {
@@ -166,6 +372,8 @@ fn run() {
 pub fn reset_in_child() {
     STARTED.store(false, Relaxed);
     STARTING.store(false, Relaxed);
+    START_WANTED.store(false, Relaxed);
+    RETRY_TIMER.store(-1, Relaxed); // timers do not survive fork
     PENDING.interval.store(0, Relaxed);
     PENDING.high_water.store(0, Relaxed);
     PENDING.signal.store(0, Relaxed);

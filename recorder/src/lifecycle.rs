@@ -5,7 +5,8 @@
 //! (the ranks in `spin_lock`) and what a forked child resets.
 //!
 //! Never runs inside malloc: the constructor registers handlers, the exit
-//! handler writes a file, the fork handlers take every profiler lock.
+//! handler writes a file, the fork handlers take every profiler lock but
+//! the dump lock.
 
 use heapsample_format::Trigger;
 
@@ -21,6 +22,12 @@ pub fn on_library_load() {
         return;
     }
     dumper::set_dump_writer(write_background_dump);
+    {
+        // The objects loaded with the program, while relative names still
+        // mean what they meant at start-up; forked children inherit the map.
+        let _guard = tls::Guard::enter();
+        modules::refresh();
+    }
     // SAFETY: registering handlers with the C ABI and no captured state.
     unsafe {
         libc::atexit(at_exit);
@@ -73,7 +80,7 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
         plural(contexts)
     ));
     match path {
-        Some(path) => crate::warn::say(format_args!("Run heapdiff on \"{path}\" for leak detail")),
+        Some(path) => crate::warn::say(format_args!("Run heapdiff on {path:?} for leak detail")),
         None => crate::warn::say(format_args!(
             "No dump was written (prof_final:false or the write failed); no leak detail"
         )),
@@ -84,7 +91,7 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
 
 extern "C" fn fork_prepare() {
     tls::current().set_flag(tls::FLAG_GUARD, true);
-    writer::lock_for_fork();
+    // Not the dump lock: a dump in progress must not delay fork.
     modules::lock_for_fork();
     threads::lock_for_fork();
     STACKS.lock_for_fork();

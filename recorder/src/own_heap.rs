@@ -10,8 +10,11 @@
 //! Small blocks (≤ 64 KiB) come in power-of-two size classes carved from
 //! 1 MiB chunks and are recycled through per-class free lists; larger blocks
 //! are mapped and unmapped whole. `GlobalAlloc` passes the layout back on
-//! free, so blocks carry no header. A spin lock serializes the (rare) calls;
-//! it is taken last in the fork handlers' order. Never calls malloc.
+//! free, so blocks carry no header. A lock serializes the (rare) calls; it
+//! has the highest rank (`spin_lock::LOCK_ORDER`), so it may be taken while
+//! any other profiler lock is held, and it is taken last around fork. Never
+//! calls malloc. Runs inside malloc when the profiler allocates there
+//! (thread set-up, a thread's first sample).
 
 use core::alloc::Layout;
 use core::ptr::null_mut;

@@ -19,7 +19,9 @@ use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 use crate::counting::{after_alloc, after_alloc_any};
 use crate::live_table::LIVE;
 use crate::next_alloc::{self, in_bootstrap_arena};
-use crate::state::{self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING};
+use crate::state::{
+    self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_PROFILING_EXACT,
+};
 use crate::tls::{self, ThreadState};
 use crate::{counting, sample, startup};
 
@@ -96,6 +98,16 @@ pub fn set_routes(mode: u8) {
                     realloc_profiled as ReallocFn as *mut ()
                 },
             ),
+            // prof_exact: every call keeps the `*_other` paths, which count
+            // usable bytes and frees (the fast paths always decline: the
+            // countdown stays 0 and every filter counter is pinned).
+            MODE_PROFILING_EXACT => (
+                malloc_other as MallocFn as *mut (),
+                free_other,
+                calloc_other as CallocFn as *mut (),
+                realloc_other,
+            ),
+            // No mode chosen: the start-up paths stay.
             _ => return,
         };
     MALLOC_ROUTE.store(malloc, Relaxed);
@@ -144,16 +156,13 @@ unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
     if !state::started() && !start_or_bootstrap() {
         return next_alloc::bootstrap_alloc(size, 16);
     }
-    // SAFETY (both arms): resolved, mode set.
+    // SAFETY: started, so the next allocator is resolved.
+    let pointer = unsafe { next_alloc::malloc(size) };
     if state::profiling() {
-        unsafe {
-            let pointer = next_alloc::malloc(size);
-            after_alloc_any(pointer, size);
-            pointer
-        }
-    } else {
-        unsafe { next_alloc::malloc(size) }
+        // SAFETY: returned by the next allocator just now.
+        unsafe { after_alloc_any(pointer, size) };
     }
+    pointer
 }
 
 /// `free` for callers inside the shim: what the exported `free`
@@ -202,10 +211,11 @@ pub unsafe extern "C" fn free_other(pointer: *mut c_void) {
     if !state::started() && !start_or_bootstrap() {
         return;
     }
-    // SAFETY (all arms): resolved, mode set; a live pointer, released once.
     if state::profiling() && !pointer.is_null() {
+        // SAFETY: a live pointer of the next allocator, released below.
         unsafe { counting::before_free_any(pointer) };
     }
+    // SAFETY: started, so the next allocator is resolved; released once.
     unsafe { next_alloc::free(pointer) }
 }
 
@@ -227,16 +237,13 @@ unsafe extern "C" fn calloc_other(count: usize, size: usize) -> *mut c_void {
             None => enomem(),
         };
     }
-    // SAFETY (both arms): resolved, mode set.
+    // SAFETY: started, so the next allocator is resolved.
+    let pointer = unsafe { next_alloc::calloc(count, size) };
     if state::profiling() {
-        unsafe {
-            let pointer = next_alloc::calloc(count, size);
-            after_alloc_any(pointer, count.wrapping_mul(size));
-            pointer
-        }
-    } else {
-        unsafe { next_alloc::calloc(count, size) }
+        // SAFETY: returned by the next allocator just now.
+        unsafe { after_alloc_any(pointer, count.wrapping_mul(size)) };
     }
+    pointer
 }
 
 pub fn enomem() -> *mut c_void {
@@ -258,12 +265,12 @@ unsafe extern "C" fn realloc_other(pointer: *mut c_void, size: usize) -> *mut c_
             core::ptr::null_mut()
         };
     }
-    // SAFETY (both arms): resolved, mode set.
     if state::profiling() {
-        unsafe { realloc_profiled(pointer, size) }
-    } else {
-        unsafe { next_alloc::realloc(pointer, size) }
+        // SAFETY: started (resolved, mode set); realloc's contract, forwarded.
+        return unsafe { realloc_profiled(pointer, size) };
     }
+    // SAFETY: started, so the next allocator is resolved.
+    unsafe { next_alloc::realloc(pointer, size) }
 }
 
 unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut c_void {

@@ -8,12 +8,14 @@
 //! Runs inside malloc, under the thread's guard, and preserves errno. It
 //! allocates only through the shim's own heap (never the profiled
 //! allocator), and only when a thread is set up or first listed. Locks it
-//! may take (see the order in `spin_lock`): the thread registry (thread
-//! set-up, first sample of a thread, allocations after the exit flush), the
-//! stack table's insert lock (a stack never seen before) and the own heap's
-//! lock (through those allocations). The triggers it feeds only post
-//! requests to the dumper, which may start the dumper thread (see
-//! `dumper`).
+//! may take (see `spin_lock::LOCK_ORDER`; each waits with priority
+//! inheritance): the thread registry (thread set-up, first sample of a
+//! thread, allocations after the exit flush), the stack table's insert lock
+//! (a stack never seen before) and the own heap's lock (through those
+//! allocations). Syscalls: mmap when a table grows, gettid/prctl at a
+//! thread's first sample, write for a one-time warning. The triggers it
+//! feeds only post requests to the dumper, which may start the dumper
+//! thread (see `dumper`).
 
 use core::ffi::c_void;
 use core::sync::atomic::Ordering::Relaxed;
@@ -97,14 +99,15 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
     let frames = capture_limit(&mut ext.frames);
     let range = backtrace::capture_with(&mut ext.unwinder, frames);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
-    let (thread, epoch) = (state.serial.load(Relaxed), modules::current_epoch());
-    let id = match ext.last_stack.id_in(epoch) {
+    let (thread, epoch) = (state.serial.load(Relaxed), modules::epoch_for(frames));
+    let recent = ext.recent_stacks.slot(frames);
+    let id = match recent.id_in(epoch) {
         Some(id) if STACKS.holds(id, frames, thread, epoch) => id,
         _ => {
             let Some(id) = STACKS.intern(frames, thread, epoch) else {
                 return drop_sample("the stack table is full");
             };
-            ext.last_stack = LastStack::new(id, epoch);
+            *recent = LastStack::new(id, epoch);
             id
         }
     };
@@ -131,7 +134,7 @@ fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64) {
     let range = backtrace::capture(frames);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
     let thread = state.serial.load(Relaxed);
-    let Some(id) = STACKS.intern(frames, thread, modules::current_epoch()) else {
+    let Some(id) = STACKS.intern(frames, thread, modules::epoch_for(frames)) else {
         return drop_sample("the stack table is full");
     };
     record_stack_sample(state, id, pointer, size);

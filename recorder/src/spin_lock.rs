@@ -18,7 +18,7 @@
 //! who takes them and whether inside malloc. A thread may only take a lock
 //! of a higher rank than every lock it holds; builds with debug assertions
 //! (and the unit tests) check it on every acquisition. The fork handlers
-//! take every lock in rank order (`lifecycle`).
+//! take every lock but the dump lock in rank order (`lifecycle`).
 
 use core::cell::{Cell, UnsafeCell};
 use core::ops::{Deref, DerefMut};
@@ -60,13 +60,15 @@ pub const LOCK_ORDER: [LockInfo; 5] = [
         class: LockClass::Dump,
         name: "writer::DUMP_LOCK",
         taken_by: "whoever writes a dump (dumper thread, heapsample_dump, the exit \
-                   handler); the fork handlers",
+                   handler); never around fork (fork must not wait for a dump): \
+                   a forked child resets it",
         inside_malloc: false,
     },
     LockInfo {
         class: LockClass::Modules,
         name: "modules::HISTORY",
-        taken_by: "dumps (refreshing the module map) and dlclose; the fork handlers",
+        taken_by: "dumps (refreshing the module map), start-up, dlopen of a \
+                   relative name, dlclose; the fork handlers",
         inside_malloc: false,
     },
     LockInfo {

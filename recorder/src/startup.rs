@@ -5,10 +5,11 @@
 //! (which may come before the shim's constructor: libstdc++ allocates
 //! first), under the thread's guard; concurrent first callers spin until it
 //! is done, and a nested call from the start-up itself returns at once. It
-//! allocates through the shim's own heap, makes syscalls (mmap, fstat,
-//! getauxval) and takes no lock of the profiler's. The caller passes the
-//! function that points the hooks at the routes for the chosen mode, so
-//! this layer does not depend on the routes.
+//! allocates through the shim's own heap (taking its lock), makes syscalls
+//! (mmap, fstat, getauxval), creates the pthread key of the exit flush and
+//! may print warnings. The caller passes the function that points the hooks
+//! at the routes for the chosen mode, so this layer does not depend on the
+//! routes.
 
 use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 

@@ -6,10 +6,13 @@
 //! threads' hot blocks, the counters of threads that have exited, and the
 //! pthread key whose destructor folds a thread's counters into those.
 //!
-//! Runs in malloc's slow path (setup) and in thread teardown (flush): takes
-//! the registry spin lock, allocates only through the Rust global allocator
-//! (which goes straight to the next allocator), never calls the interposed
-//! functions while holding the lock.
+//! Runs in malloc's slow path (set-up, first sample, allocations after the
+//! exit flush) and in thread teardown (flush): takes the registry lock
+//! (rank `Threads`), allocates only through the shim's own heap (mmap, never
+//! the profiled allocator; its lock ranks above), makes the syscalls gettid
+//! and prctl at a thread's first sample, and never calls the interposed
+//! functions while holding the lock. Dumps take the lock for a copy of the
+//! counters and of the thread list.
 
 use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 

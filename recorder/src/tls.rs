@@ -66,8 +66,38 @@ pub struct ThreadExt {
     pub live_usable_fed: i64,
     /// The thread's private unwinding state (used by `backtrace`).
     pub unwinder: ThreadUnwinder,
-    /// The stack of the thread's last sample.
-    pub last_stack: LastStack,
+    /// Stacks the thread sampled recently, by [`RecentStacks::slot`].
+    pub recent_stacks: RecentStacks,
+}
+
+/// Slots of [`RecentStacks`].
+const RECENT_STACKS: usize = 64;
+
+/// A thread's recently sampled stacks: a direct-mapped table of stack ids
+/// keyed by the innermost frames and the depth, so that a stack sampled
+/// again is found with one comparison of its frames instead of hashing
+/// them all and probing the stack table. All-zero is empty.
+#[repr(C)]
+pub struct RecentStacks {
+    slots: [LastStack; RECENT_STACKS],
+}
+
+impl RecentStacks {
+    /// The slot for a stack of these frames.
+    pub fn slot(&mut self, frames: &[u64]) -> &mut LastStack {
+        let key = match frames {
+            [] => 0,
+            [only] => *only,
+            [first, second, ..] => first ^ second.rotate_left(17),
+        } ^ frames.len() as u64;
+        let index =
+            key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_STACKS.trailing_zeros());
+        &mut self.slots[index as usize]
+    }
+
+    fn clear(&mut self) {
+        self.slots = [LastStack::NONE; RECENT_STACKS];
+    }
 }
 
 /// Buckets of a thread's private rule cache (4 ways each: 1,024 rules, 16 KiB).
@@ -87,7 +117,7 @@ impl ThreadExt {
             std::alloc::handle_alloc_error(layout);
         }
         // SAFETY: all-zero bytes are a valid `ThreadExt` (integers, and caches
-        // and a `LastStack` for which zero means empty), allocated with its layout.
+        // and stack ids for which zero means empty), allocated with its layout.
         unsafe { Box::from_raw(memory) }
     }
 
@@ -96,13 +126,13 @@ impl ThreadExt {
         self.bytes_fed = 0;
         self.live_usable_fed = 0;
         self.unwinder.forget();
-        self.last_stack = LastStack::NONE;
+        self.recent_stacks.clear();
     }
 }
 
-/// The id of a thread's last sampled stack and the module epoch it was
-/// interned under: a sample with the same frames in the same epoch has the
-/// same id, without a lookup. All-zero is "none".
+/// The id of a stack a thread sampled and the module epoch it was interned
+/// under: a sample with the same frames in the same epoch has the same id,
+/// without a lookup. All-zero is "none".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LastStack {
     id_plus_one: u32,

@@ -5,9 +5,15 @@
 //! only at sample events (each thread hands over the bytes it allocated since
 //! its previous event, as jemalloc does), so the malloc fast path writes no
 //! shared cache line; a trigger is therefore late by at most about one
-//! sampling period per thread. A trigger only queues a request for the
-//! dumper thread: the allocation that crossed a boundary never writes the
-//! file itself.
+//! sampling period per thread. A trigger only posts a request to the
+//! dumper (`dumper`): the allocation that crossed a boundary never writes
+//! the file itself.
+//!
+//! [`after_sample_event`] runs inside malloc (the sample event): atomics
+//! only, no lock, no allocation, except that a due interval or high-water
+//! dump starts the dumper thread if it is not running (`dumper`). The
+//! signal handler only posts. The rest runs at start-up (configure), in the
+//! constructor (installing the handler) and in the interposed `sigaction`.
 
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering::Relaxed};
 
@@ -72,6 +78,7 @@ pub fn live_heap() -> u64 {
 /// redrawn): hand over what the thread allocated since its last event and
 /// check the triggers.
 pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
+    dumper::start_if_wanted();
     let allocated = state.sampler.bytes_allocated();
     let new_bytes = allocated.wrapping_sub(ext.bytes_fed);
     ext.bytes_fed = allocated;
@@ -114,10 +121,15 @@ pub fn reset_estimate() {
     LIVE_ESTIMATE.store(0, Relaxed);
 }
 
-extern "C" fn on_signal(_signal: libc::c_int) {
-    // Async-signal-safe: a counter and sem_post; errno is preserved.
+extern "C" fn on_signal(
+    signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
+    // Async-signal-safe: a counter and sem_post (or the dumper's start, when
+    // the interrupted code allows it); errno is preserved.
     let _errno = crate::sys::ErrnoGuard::save();
-    dumper::request(Trigger::Signal);
+    dumper::on_dump_signal(signal, info, context.cast());
 }
 
 static HANDLER_INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -142,6 +154,7 @@ pub fn install_signal_handler() {
     if signal == 0 {
         return;
     }
+    dumper::learn_risky_code();
     // SAFETY: querying and setting a disposition with valid structures.
     unsafe {
         let mut current: libc::sigaction = core::mem::zeroed();
@@ -157,13 +170,14 @@ pub fn install_signal_handler() {
             return;
         }
         let mut action: libc::sigaction = core::mem::zeroed();
-        action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        action.sa_flags = libc::SA_RESTART;
+        action.sa_sigaction = on_signal
+            as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+            as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
         libc::sigemptyset(&mut action.sa_mask);
         if libc::sigaction(signal, &action, core::ptr::null_mut()) != 0 {
             return;
         }
     }
     HANDLER_INSTALLED.store(true, Relaxed);
-    dumper::ensure_started();
 }

@@ -91,10 +91,29 @@ struct LineBuffer {
 
 impl Write for LineBuffer {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let room = self.bytes.len() - 1 - self.len; // keep space for '\n'
-        let take = s.len().min(room);
-        self.bytes[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
-        self.len += take;
+        // Control characters are escaped: the message is one line, whatever
+        // it quotes (a path with a newline must not forge a second line).
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        for &byte in s.as_bytes() {
+            let escaped;
+            let piece: &[u8] = if byte < 0x20 || byte == 0x7f {
+                escaped = [
+                    b'\\',
+                    b'x',
+                    HEX[usize::from(byte >> 4)],
+                    HEX[usize::from(byte & 15)],
+                ];
+                &escaped
+            } else {
+                core::slice::from_ref(&byte)
+            };
+            let room = self.bytes.len() - 1 - self.len; // keep space for '\n'
+            if piece.len() > room {
+                break;
+            }
+            self.bytes[self.len..self.len + piece.len()].copy_from_slice(piece);
+            self.len += piece.len();
+        }
         Ok(())
     }
 }

@@ -3,14 +3,19 @@
 //!
 //! Owns the dump sequence numbers and the file protocol: the profile is
 //! encoded in memory, written to a temporary file in the destination's
-//! directory (created `O_EXCL | O_NOFOLLOW`, mode 0600) and renamed over the
-//! final name, so a crash or a full disk never leaves a partial file under
-//! the final name. Failures are one `<heapsample>:` warning per kind.
+//! directory (created `O_EXCL | O_NOFOLLOW`, mode 0600, locked with `flock`
+//! while it is written) and moved to the final name, so a crash or a full
+//! disk never leaves a partial file under the final name. An automatic name
+//! never replaces an existing file (a repeated pid gets a later generation);
+//! an explicit path replaces only a regular file or a symbolic link. The
+//! first automatic dump of a process removes the temporary files that killed
+//! processes left with the same prefix. Failures are one `<heapsample>:`
+//! warning per kind.
 //!
 //! Never runs inside malloc: it allocates and does I/O. Dumps are serialized
-//! by a lock the allocation paths never take.
+//! by a lock the allocation paths never take, and `fork` never waits for it.
 
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::ffi::CString;
 
 use heapsample_format::{Dump, Totals, Trigger};
@@ -23,8 +28,7 @@ use crate::{modules, stack_table::STACKS, state, sys, threads};
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 /// Dumps per trigger, indexed by [`trigger_index`].
 static TRIGGER_SEQUENCE: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
-/// Serializes dumps (and keeps fork from copying a half-written one); holds
-/// true once the process is exiting and no dump may start any more (a dump
+/// Serializes dumps; holds true once the process is exiting and no dump may start any more (a dump
 /// begun after the exit dump could be cut short by the process ending and
 /// leave its temporary file behind).
 static DUMP_LOCK: SpinLock<bool> = SpinLock::new(LockClass::Dump, false);
@@ -42,21 +46,22 @@ fn trigger_index(trigger: Trigger) -> usize {
 /// Why a dump was not written, as an errno value.
 pub type Errno = i32;
 
-/// The automatic file name of a dump: `<prefix>.<pid>.<seq>.<t><tseq>.prof`,
-/// or `<prefix>.<pid>.<seq>.f.prof` for the final dump. `<seq>` has six
-/// digits (more past a million) so that `ls` lists a process's dumps in the
-/// order they were written.
+/// The automatic file name of a dump: `<prefix>.<tag>.<seq>.<t><tseq>.prof`,
+/// or `<prefix>.<tag>.<seq>.f.prof` for the final dump. `<tag>` is the pid,
+/// or `<pid>_<generation>` once a name of this pid was found taken (see
+/// [`write_dump`]). `<seq>` has six digits (more past a million) so that
+/// `ls` lists a process's dumps in the order they were written.
 pub fn automatic_name(
     prefix: &str,
-    pid: u32,
+    tag: &str,
     seq: u64,
     trigger: Trigger,
     trigger_seq: u64,
 ) -> String {
     match trigger {
-        Trigger::Final => format!("{prefix}.{pid}.{seq:06}.f.prof"),
+        Trigger::Final => format!("{prefix}.{tag}.{seq:06}.f.prof"),
         other => format!(
-            "{prefix}.{pid}.{seq:06}.{}{trigger_seq}.prof",
+            "{prefix}.{tag}.{seq:06}.{}{trigger_seq}.prof",
             other.letter()
         ),
     }
@@ -64,6 +69,15 @@ pub fn automatic_name(
 
 /// Write a dump now. `path` overrides the automatic name. Returns the path
 /// written and the dump itself.
+///
+/// An automatic name never replaces an existing file: when the name is
+/// taken (an earlier process had the same pid: every container's first
+/// process is pid 1, and pids wrap), this process adds a generation to its
+/// pid for this and every later dump, `<pid>_<generation>`, where the
+/// generation is the time in microseconds since the epoch: `_` sorts after
+/// `.`, so the process's dumps list after those of the earlier process.
+/// An explicit path replaces a regular file or a symbolic link (never what
+/// it points to), and refuses anything else with `EINVAL`.
 pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump), Errno> {
     let mut closed = DUMP_LOCK.lock();
     if *closed {
@@ -73,6 +87,9 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
         *closed = true;
     }
     let config = state::config();
+    if path.is_none() && config.prof_prefix.is_empty() {
+        return Err(libc::EINVAL);
+    }
     let seq = SEQUENCE.fetch_add(1, Relaxed);
     // As in jemalloc, a dump to an explicit path does not use up a number of
     // the automatic names.
@@ -81,16 +98,66 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
         Some(_) => trigger_counter.load(Relaxed),
         None => trigger_counter.fetch_add(1, Relaxed),
     };
-    let pid = std::process::id();
-    let target = match path {
-        Some(explicit) => explicit.to_string(),
-        None if config.prof_prefix.is_empty() => return Err(libc::EINVAL),
-        None => automatic_name(&config.prof_prefix, pid, seq, trigger, trigger_seq),
-    };
     let dump = assemble(trigger, seq, trigger_seq);
     let bytes = heapsample_format::encode(&dump);
-    write_atomically(&target, &bytes)?;
+    let target = match path {
+        Some(explicit) => {
+            write_atomically(explicit, &bytes, Placement::Replace)?;
+            explicit.to_string()
+        }
+        None => {
+            let prefix = &config.prof_prefix;
+            let target = write_automatic(prefix, seq, trigger, trigger_seq, &bytes)?;
+            remove_stale_temporaries_once(prefix);
+            target
+        }
+    };
     Ok((target, dump))
+}
+
+/// The generation added to the pid in automatic names; 0 for none.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+fn process_tag() -> String {
+    let pid = std::process::id();
+    match GENERATION.load(Relaxed) {
+        0 => pid.to_string(),
+        generation => format!("{pid}_{generation}"),
+    }
+}
+
+/// A generation later than the current one and than the clock.
+fn next_generation() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(1);
+    let next = now.max(GENERATION.load(Relaxed) + 1);
+    GENERATION.store(next, Relaxed);
+}
+
+fn write_automatic(
+    prefix: &str,
+    seq: u64,
+    trigger: Trigger,
+    trigger_seq: u64,
+    bytes: &[u8],
+) -> Result<String, Errno> {
+    // Each taken name moves to a later generation; a few are plenty (the
+    // generation is the clock, in microseconds).
+    for _ in 0..8 {
+        let target = automatic_name(prefix, &process_tag(), seq, trigger, trigger_seq);
+        match write_atomically(&target, bytes, Placement::NoReplace) {
+            Err(libc::EEXIST) => next_generation(),
+            Ok(()) => return Ok(target),
+            Err(errno) => return Err(errno),
+        }
+    }
+    crate::warn!(
+        Kind::DumpOther,
+        "cannot write dump with prefix {prefix:?}: every name tried exists"
+    );
+    Err(libc::EEXIST)
 }
 
 /// Build the profile from the tables as they are now.
@@ -150,10 +217,24 @@ fn last_errno() -> Errno {
         .unwrap_or(libc::EIO)
 }
 
-/// Write `bytes` to a fresh temporary file next to `target`, then rename it
-/// to `target`. On failure nothing is left under either name and one warning
-/// per kind of failure is printed.
-pub fn write_atomically(target: &str, bytes: &[u8]) -> Result<(), Errno> {
+/// What may be at the final name already.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// A regular file or a symbolic link is replaced (the link itself, not
+    /// what it points to); anything else refuses the dump with `EINVAL`.
+    Replace,
+    /// Nothing: an existing name fails with `EEXIST`, without a warning.
+    NoReplace,
+}
+
+/// Write `bytes` to a fresh temporary file next to `target`, then move it
+/// to `target` as `placement` allows. On failure nothing is left under
+/// either name and one warning per kind of failure is printed.
+///
+/// The temporary file `<target>.tmp.<pid>` is locked (`flock`) until it is
+/// in place, so that [`remove_stale_temporaries_once`] can tell one left
+/// behind by a killed process from one being written.
+pub fn write_atomically(target: &str, bytes: &[u8], placement: Placement) -> Result<(), Errno> {
     let temporary = format!("{target}.tmp.{}", std::process::id());
     let (Ok(temporary_c), Ok(target_c)) = (CString::new(temporary), CString::new(target)) else {
         crate::warn!(
@@ -162,16 +243,27 @@ pub fn write_atomically(target: &str, bytes: &[u8]) -> Result<(), Errno> {
         );
         return Err(libc::EINVAL);
     };
-    let result = create_and_write(&temporary_c, bytes).and_then(|()| {
-        // SAFETY: valid NUL-terminated paths.
-        match unsafe { libc::rename(temporary_c.as_ptr(), target_c.as_ptr()) } {
-            0 => Ok(()),
-            _ => Err((RENAME_STAGE, last_errno())),
-        }
+    if placement == Placement::Replace && !replaceable(&target_c) {
+        crate::warn!(
+            Kind::DumpOther,
+            "cannot write dump {target:?}: it exists and is not a regular file; the dump is refused"
+        );
+        return Err(libc::EINVAL);
+    }
+    let result = create_and_write(&temporary_c, bytes).and_then(|fd| {
+        let placed = place(&temporary_c, &target_c, placement);
+        // SAFETY: fd is ours and open; closing releases the lock.
+        unsafe { libc::close(fd) };
+        placed
     });
     let Err((stage, errno)) = result else {
         return Ok(());
     };
+    // SAFETY: valid path; removes our own partial file if there is one.
+    unsafe { libc::unlink(temporary_c.as_ptr()) };
+    if stage == EXISTS_STAGE {
+        return Err(errno);
+    }
     let kind = if stage == RENAME_STAGE {
         Kind::DumpRename
     } else {
@@ -182,17 +274,71 @@ pub fn write_atomically(target: &str, bytes: &[u8]) -> Result<(), Errno> {
         "cannot {stage} dump {target:?}: {}; the program goes on, later dumps will retry",
         std::io::Error::from_raw_os_error(errno)
     );
-    // SAFETY: valid path; removes our own partial file if there is one.
-    unsafe { libc::unlink(temporary_c.as_ptr()) };
     Err(errno)
+}
+
+fn lstat(path: &CString) -> Option<libc::stat> {
+    // SAFETY: a valid path and a valid out pointer.
+    unsafe {
+        let mut status: libc::stat = core::mem::zeroed();
+        (libc::lstat(path.as_ptr(), &mut status) == 0).then_some(status)
+    }
+}
+
+/// True if `target` does not exist, or is a regular file or a symbolic
+/// link: never replace a device node, a FIFO, a socket or a directory (a
+/// dump to `/dev/null` as root would replace the system's).
+fn replaceable(target: &CString) -> bool {
+    lstat(target)
+        .is_none_or(|status| matches!(status.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFLNK))
 }
 
 /// What failed ("create", "write", ...) and the errno.
 type Failure = (&'static str, Errno);
 
 const RENAME_STAGE: &str = "rename into place";
+/// The final name exists and must not be replaced.
+const EXISTS_STAGE: &str = "exists";
 
-fn create_and_write(temporary: &CString, bytes: &[u8]) -> Result<(), Failure> {
+/// Move the written temporary file to `target`.
+fn place(temporary: &CString, target: &CString, placement: Placement) -> Result<(), Failure> {
+    if placement == Placement::Replace {
+        // SAFETY: valid NUL-terminated paths.
+        return match unsafe { libc::rename(temporary.as_ptr(), target.as_ptr()) } {
+            0 => Ok(()),
+            _ => Err((RENAME_STAGE, last_errno())),
+        };
+    }
+    // SAFETY: valid NUL-terminated paths, relative to the working directory.
+    let renamed = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            temporary.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    match (renamed, last_errno()) {
+        (0, _) => Ok(()),
+        (_, libc::EEXIST) => Err((EXISTS_STAGE, libc::EEXIST)),
+        // The file system cannot rename without replacing: a hard link
+        // fails on an existing name as well.
+        (_, libc::EINVAL | libc::ENOSYS) => {
+            // SAFETY: valid NUL-terminated paths.
+            match unsafe { libc::link(temporary.as_ptr(), target.as_ptr()) } {
+                0 => Ok(()),
+                _ if last_errno() == libc::EEXIST => Err((EXISTS_STAGE, libc::EEXIST)),
+                _ => Err((RENAME_STAGE, last_errno())),
+            }
+        }
+        (_, errno) => Err((RENAME_STAGE, errno)),
+    }
+}
+
+/// Create the temporary file, lock it and write `bytes`; returns its
+/// descriptor, still open (closing it releases the lock).
+fn create_and_write(temporary: &CString, bytes: &[u8]) -> Result<i32, Failure> {
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: a valid NUL-terminated path.
     let mut fd = unsafe { libc::open(temporary.as_ptr(), flags, 0o600) };
@@ -207,14 +353,93 @@ fn create_and_write(temporary: &CString, bytes: &[u8]) -> Result<(), Failure> {
     if fd < 0 {
         return Err(("create", last_errno()));
     }
-    let written = write_all(fd, bytes);
-    // SAFETY: fd is ours and open.
-    let closed = unsafe { libc::close(fd) };
-    match written {
-        Err(errno) => Err(("write", errno)),
-        Ok(()) if closed != 0 => Err(("write", last_errno())),
-        Ok(()) => Ok(()),
+    // SAFETY: fd is ours and open. Nobody else has the new file open.
+    unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
+    match write_all(fd, bytes) {
+        Ok(()) => Ok(fd),
+        Err(errno) => {
+            // SAFETY: fd is ours and open.
+            unsafe { libc::close(fd) };
+            Err(("write", errno))
+        }
     }
+}
+
+/// Set once this process looked for stale temporary files (forked children
+/// start with it set: their parent's image looks).
+static STALE_CHECKED: AtomicBool = AtomicBool::new(false);
+
+/// Remove the temporary files that dumps with `prefix` left behind when
+/// their process was killed mid-write: `<prefix>.*.tmp.<pid>` whose pid is
+/// not running and whose lock nobody holds. Once per process.
+fn remove_stale_temporaries_once(prefix: &str) {
+    if STALE_CHECKED.swap(true, Relaxed) {
+        return;
+    }
+    let (directory, base) = match prefix.rfind('/') {
+        Some(0) => ("/", &prefix[1..]),
+        Some(slash) => (&prefix[..slash], &prefix[slash + 1..]),
+        None => (".", prefix),
+    };
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return;
+    };
+    let own_pid = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(pid) = stale_temporary_pid(name, base) else {
+            continue;
+        };
+        if pid != own_pid && !process_exists(pid) {
+            remove_if_unlocked(&entry.path());
+        }
+    }
+}
+
+/// The pid of a temporary dump file name `<base>.<...>.prof.tmp.<pid>`.
+fn stale_temporary_pid(name: &str, base: &str) -> Option<u32> {
+    let rest = name.strip_prefix(base)?.strip_prefix('.')?;
+    let (dump, pid) = rest.rsplit_once(".tmp.")?;
+    if !dump.ends_with(".prof") || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 || last_errno() == libc::EPERM }
+}
+
+/// Unlink `path` if it is a regular file whose lock is free (its writer is
+/// gone: a writer holds the lock until its file is in place).
+fn remove_if_unlocked(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path_c) = CString::new(path.as_os_str().as_bytes()) else {
+        return;
+    };
+    let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    // SAFETY: a valid NUL-terminated path.
+    let fd = unsafe { libc::open(path_c.as_ptr(), flags) };
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: fd is ours and open; a valid out pointer.
+    let regular = unsafe {
+        let mut status: libc::stat = core::mem::zeroed();
+        libc::fstat(fd, &mut status) == 0 && status.st_mode & libc::S_IFMT == libc::S_IFREG
+    };
+    // SAFETY: fd is ours and open.
+    if regular && unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        // SAFETY: a valid path; unlink removes the name, never follows it.
+        unsafe { libc::unlink(path_c.as_ptr()) };
+    }
+    // SAFETY: fd is ours and open.
+    unsafe { libc::close(fd) };
 }
 
 fn write_all(fd: i32, mut bytes: &[u8]) -> Result<(), Errno> {
@@ -242,22 +467,61 @@ pub fn close() {
     *DUMP_LOCK.lock() = true;
 }
 
-/// Hold the dump lock across `fork`.
-pub fn lock_for_fork() {
-    DUMP_LOCK.lock_for_fork();
-}
-
-/// Release after `fork` (both sides); the child starts its own numbering.
+/// After `fork` (the dump lock is not held across it: a dump in progress on
+/// another thread does not delay the fork). In the child, the thread that may have been writing a dump
+/// is gone: release its lock, reopen dumping, start the numbering and the
+/// pid's generation afresh, and leave the search for stale temporary files
+/// to the parent's image.
 ///
 /// # Safety
-/// Only from the fork handlers after [`lock_for_fork`].
+/// Only from the fork handlers, once per fork.
 pub unsafe fn unlock_after_fork(in_child: bool) {
-    if in_child {
-        SEQUENCE.store(0, Relaxed);
-        for counter in &TRIGGER_SEQUENCE {
-            counter.store(0, Relaxed);
-        }
+    if !in_child {
+        return;
     }
-    // SAFETY: per the contract.
+    SEQUENCE.store(0, Relaxed);
+    for counter in &TRIGGER_SEQUENCE {
+        counter.store(0, Relaxed);
+    }
+    GENERATION.store(0, Relaxed);
+    STALE_CHECKED.store(true, Relaxed);
+    // SAFETY: only this thread exists in the child; a guard of the lock
+    // held by a thread that did not survive the fork is never used.
     unsafe { DUMP_LOCK.force_unlock() };
+    *DUMP_LOCK.lock() = false;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_temporary_names() {
+        assert_eq!(
+            stale_temporary_pid("hs.12.000001.f.prof.tmp.12", "hs"),
+            Some(12)
+        );
+        assert_eq!(
+            stale_temporary_pid("hs.1_5.000000.m0.prof.tmp.7", "hs"),
+            Some(7)
+        );
+        assert_eq!(
+            stale_temporary_pid("hsx.12.000001.f.prof.tmp.12", "hs"),
+            None
+        );
+        assert_eq!(stale_temporary_pid("hs.12.000001.f.prof", "hs"), None);
+        assert_eq!(stale_temporary_pid("hs.notes.tmp.12", "hs"), None);
+        assert_eq!(
+            stale_temporary_pid("hs.12.000001.f.prof.tmp.1x", "hs"),
+            None
+        );
+    }
+
+    #[test]
+    fn names_with_a_generation_sort_after_the_plain_pid() {
+        let plain = automatic_name("p", "1", 5, Trigger::Final, 0);
+        let later = automatic_name("p", "1_1795371915353128", 0, Trigger::Manual, 0);
+        let other = automatic_name("p", "1_1795371915359047", 0, Trigger::Final, 0);
+        assert!(plain < later && later < other, "{plain} {later} {other}");
+    }
 }

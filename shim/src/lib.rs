@@ -2,13 +2,14 @@
 //!
 //! This crate is only the C face of [`heapsample_recorder`]:
 //! - `interpose.rs`: the malloc family, exported under their C names.
-//! - `cxx.rs`: C++ `operator new`/`delete`, forwarded to the next definition
-//!   and counted only when that definition does not itself call `malloc`.
+//! - `cxx.rs`: C++ `operator new`/`delete`, one `jmp` each through a route;
+//!   the logic (forward, count only when the next definition does not itself
+//!   call `malloc`) is `heapsample_recorder::cxx`.
 //! - `dl.rs`: `dlclose`, so stacks in unloaded libraries still symbolize.
 //! - `api.rs`: `heapsample_dump`, `heapsample_set_active`, `heapsample_reset`.
 //! - `signals.rs`: `sigaction`/`signal`, to notice a program taking the dump signal.
-//! - `allocator.rs`: the Rust global allocator of the shim's own code, which
-//!   goes straight to the next allocator and is never sampled.
+//! - `allocator.rs`: the Rust global allocator of the shim's own code: the
+//!   recorder's own heap (mmap), never the allocator being profiled.
 //!
 //! The constructor starts the profiler and registers the exit dump.
 

@@ -791,7 +791,7 @@ pub fn first_difference(expected: &str, actual: &str) -> String {
 // ---------------------------------------------------------------------------
 // Dump files
 
-/// A dump file name parsed: `<prefix>.<pid>.<seq>.<trigger><n>.prof`
+/// A dump file name parsed: `<prefix>.<pid>[_<generation>].<seq>.<trigger><n>.prof`
 /// (e.g. `heapsample.1234.0.f.prof`; `trigger` is `f`, or `i3`, `m0`...).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DumpFile {
@@ -803,6 +803,9 @@ pub struct DumpFile {
     pub prefix: String,
     /// The pid in the name.
     pub pid: u32,
+    /// The generation after the pid (`<pid>_<generation>`), present when an
+    /// earlier process with the same pid had taken the plain name.
+    pub generation: Option<u64>,
     /// The global sequence number in the name.
     pub seq: u64,
     /// The trigger letter (`f`, `i`, `m`, `u`, `s`).
@@ -820,7 +823,11 @@ impl DumpFile {
         if parts.len() != 4 {
             return None;
         }
-        let (kind, seq, pid, prefix) = (parts[0], parts[1], parts[2], parts[3]);
+        let (kind, seq, tag, prefix) = (parts[0], parts[1], parts[2], parts[3]);
+        let (pid, generation) = match tag.split_once('_') {
+            Some((pid, generation)) => (pid, Some(generation.parse().ok()?)),
+            None => (tag, None),
+        };
         let letter = kind.chars().next()?;
         if !"fimus".contains(letter) {
             return None;
@@ -836,6 +843,7 @@ impl DumpFile {
             name: name.clone(),
             prefix: prefix.to_string(),
             pid: pid.parse().ok()?,
+            generation,
             seq: seq.parse().ok()?,
             trigger: letter.to_string(),
             trigger_seq,

@@ -1,4 +1,4 @@
-//! Issue 6: a bounded, stable-toolchain fuzz run of the two parsers that read
+//! A bounded, stable-toolchain fuzz run of the two parsers that read
 //! untrusted input, so CI exercises them without nightly or cargo-fuzz (the
 //! coverage-guided targets are in `fuzz/`, run with `fuzz/run.sh`).
 //!

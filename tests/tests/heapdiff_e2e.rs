@@ -407,11 +407,13 @@ fn diff_shows_growth_and_shrinkage() {
     let (base, new, _keep) = diff_dumps(dir.path());
     let (base, new) = (path_str(&base), path_str(&new));
 
-    let folded = parse_folded(&heapdiff_ok(&["-f", "folded", "--base", base, new]));
+    let folded = parse_folded(&heapdiff_ok(&[
+        "-f", "folded", "--delta", "--base", base, new,
+    ]));
     assert_eq!(attributed(&folded, "grow_site"), 20 * 1000, "{folded:?}");
     assert_eq!(attributed(&folded, "shrink_site"), -30 * 512, "{folded:?}");
 
-    let two = heapdiff_ok(&["-f", "folded", "--two-column", "--base", base, new]);
+    let two = heapdiff_ok(&["-f", "folded", "--base", base, new]);
     let shrink_line = two.lines().find(|l| l.contains("shrink_site")).expect(&two);
     assert!(shrink_line.ends_with(" 25600 10240"), "{shrink_line}");
 

@@ -1,4 +1,4 @@
-//! Issue 6: heapdiff never trusts its input. Module paths naming a FIFO,
+//! heapdiff never trusts its input. Module paths naming a FIFO,
 //! /dev/zero, a directory or a huge sparse file neither hang it nor exhaust
 //! memory (each run is bounded by a 20 s timeout and a 2 GB address-space
 //! limit); a 1 KB file claiming 2^60 stacks fails fast with exit status 2.

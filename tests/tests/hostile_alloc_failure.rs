@@ -1,4 +1,4 @@
-//! Issue 6, hostile programs: the next allocator fails. `libfailing.so`
+//! Hostile programs: the next allocator fails. `libfailing.so`
 //! (tests/programs/hostile_failing_lib.c), preloaded after the shim, returns
 //! NULL with ENOMEM on every 7th call once armed; and a run under an
 //! address-space limit (`prlimit --as`, and `setrlimit` inside the program).

@@ -1,4 +1,4 @@
-//! Issue 6, hostile programs: exit while other threads allocate and dump,
+//! Hostile programs: exit while other threads allocate and dump,
 //! `_exit`, `vfork`/`posix_spawn` children, programs that close or `dup2`
 //! over every descriptor, and programs that own SIGUSR2 while
 //! `prof_signal:USR2` is set.

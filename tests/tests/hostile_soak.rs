@@ -1,4 +1,4 @@
-//! Issue 6: soak. 16 threads churn random-sized blocks with interval dumps
+//! Soak. 16 threads churn random-sized blocks with interval dumps
 //! every 4 MiB allocated; the process's RSS (sampled by the program every
 //! 250 ms) stays flat and every dump decodes.
 //!

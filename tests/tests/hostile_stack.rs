@@ -1,4 +1,4 @@
-//! Issue 6, hostile programs: recursion far deeper than prof_bt_max,
+//! Hostile programs: recursion far deeper than prof_bt_max,
 //! sigaltstack handlers that allocate, longjmp out of nested allocating
 //! frames, SIGALRM handlers that allocate (only while the main thread is in
 //! a known non-allocating spin: legal, but a stress of the shim's per-thread

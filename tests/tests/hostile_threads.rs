@@ -1,4 +1,4 @@
-//! Issue 6, hostile programs: 1,000 short-lived threads, each allocating and
+//! Hostile programs: 1,000 short-lived threads, each allocating and
 //! exiting. The program works, no sample is lost, and the shim's memory stays
 //! within a stated bound.
 //!

@@ -63,7 +63,7 @@ fn check_exact(options: &BuildOptions) {
     );
 }
 
-/// The core acceptance test of issue 2: exact counts per site, no-pie build
+/// The core acceptance test of exact mode: exact counts per site, no-pie build
 /// (addresses absolute).
 #[test]
 fn exact_counts_per_site_at_lg_prof_sample_0() {

@@ -1,4 +1,4 @@
-//! Issue 6: real projects' own test suites under the shim, each passing
+//! Real projects' own test suites under the shim, each passing
 //! exactly as it does without it (same set of passed, failed and skipped
 //! test cases, same exit status). The reference run without the shim
 //! happens in the same test, concurrently, so environment-specific failures

@@ -1,4 +1,4 @@
-//! Dump triggers of issue 3 as real processes: interval, high-water, the
+//! Dump triggers as real processes: interval, high-water, the
 //! manual C API, the signal; samples of exited threads; and the pause an
 //! allocating thread sees while a large profile is dumped.
 //!
@@ -154,7 +154,7 @@ fn interval_dumps_one_per_mib() {
     assert!(files.iter().all(|(f, _)| f.seq < final_file.seq));
 }
 
-/// Issue 3: "`<seq>` counts all dumps of a process in order, so `ls` sorts
+/// "`<seq>` counts all dumps of a process in order, so `ls` sorts
 /// them in time order". With more than 10 dumps, plain name order (what
 /// `ls` shows in the C locale) must still be seq order.
 #[test]
@@ -453,6 +453,7 @@ fn manual_api_dump_active_reset() {
             name: name.to_string(),
             prefix: String::new(),
             pid: outcome.pid,
+            generation: None,
             seq: 0,
             trigger: "m".into(),
             trigger_seq: None,
@@ -597,7 +598,7 @@ fn manual_dump_example() {
     assert!(plain.stdout.contains("not running under libheapsample.so"));
 }
 
-/// Issue 3, disk problems: "one `<heapsample>:` warning per kind of
+/// Disk problems: "one `<heapsample>:` warning per kind of
 /// failure". A missing directory and a too-long file name are two kinds:
 /// each must be reported (at least once), not only the first one.
 #[test]

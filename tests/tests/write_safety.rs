@@ -1,4 +1,4 @@
-//! Issue 6, safety of what the shim writes: mode 0600, symlinks planted at
+//! Safety of what the shim writes: mode 0600, symlinks planted at
 //! the temporary or final name are not followed, the prefix's directory is
 //! never created, and a full disk leaves no file under the final name, one
 //! warning, and a later dump that succeeds.

@@ -41,8 +41,8 @@
 //! `mmap`'d memory, in a `static`, or in a zeroed heap block.
 //!
 //! Measured with `examples/capture_bench.rs` (release, 2 loaded vCPUs, medians; the
-//! run's libgcc figures were about 2× the unloaded ones in
-//! `shared/research/fast-unwinding.md`, so absolute numbers are pessimistic):
+//! run's libgcc figures were about 2× those of an unloaded machine, so
+//! absolute numbers are pessimistic):
 //!
 //! | ns per capture, 38 frames | warm | cold cache | first on a new thread |
 //! |---|---:|---:|---:|

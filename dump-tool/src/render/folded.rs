@@ -1,9 +1,12 @@
 //! Folded (collapsed) stacks: `root;…;leaf VALUE`, one stack per line,
 //! integer values, the format inferno, flamegraph.pl and speedscope read.
 //!
-//! For a comparison the default is one signed column, new − base (as
-//! `jeprof --collapsed --base` prints); `--two-column` prints `stack BASE NEW`
-//! instead, the input of inferno's differential flamegraph.
+//! For a comparison the default is two columns, `stack BASE NEW`: what
+//! `inferno-diff-folded` and `difffolded.pl` write and what
+//! `inferno-flamegraph` and `flamegraph.pl` draw as a differential flame
+//! graph (a one-column negative value is silently dropped by those tools).
+//! `--delta` prints one signed column, new − base, as
+//! `jeprof --collapsed --base` does.
 
 use super::{View, round};
 use crate::profile::{diff, folded};
@@ -12,11 +15,11 @@ use std::fmt::Write;
 /// How a comparison is folded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DiffColumns {
-    /// `stack DELTA`, signed.
-    #[default]
-    Delta,
     /// `stack BASE NEW`.
+    #[default]
     BaseAndNew,
+    /// `stack DELTA`, signed.
+    Delta,
 }
 
 /// The folded text of the view.

@@ -45,8 +45,8 @@ pub struct Model {
     /// Metric names in the order of every 4-value group below.
     pub metrics: [&'static str; 4],
     pub period: u64,
-    /// `[function name, module index or -1, "file:line" or ""]`.
-    pub frames: Vec<(String, i64, String)>,
+    /// `[shown name, module index or -1, "file:line" or "", full name]`.
+    pub frames: Vec<(String, i64, String, String)>,
     /// `[short name, kind]`, kind one of `program`, `runtime`, `library`.
     pub modules: Vec<(String, &'static str)>,
     pub threads: Vec<String>,
@@ -82,10 +82,14 @@ pub fn model(
         .first()
         .map_or(1, |(dump, _)| dump.sample_period());
     let mut totals = vec![sum_totals(new)];
-    builder.add_side(new, build, false);
+    let new_profiles = builder.add_side(new, build, false);
+    let mut same_process = false;
     if let Some(base) = base {
-        builder.add_side(base, build, true);
+        let base_profiles = builder.add_side(base, build, true);
         totals.push(sum_totals(base));
+        if let ([base], [new]) = (base_profiles.as_slice(), new_profiles.as_slice()) {
+            same_process = Pairing::of(base, new) == Pairing::SameProcess;
+        }
     }
     let title = match base {
         Some(base) => format!("{} vs {}", new.name, base.name),
@@ -102,7 +106,7 @@ pub fn model(
             "alloc-objects",
         ],
         period,
-        same_process: base.is_some_and(|base| same_process(base, new, build)),
+        same_process,
         frames: Vec::new(),
         modules: Vec::new(),
         threads: Vec::new(),
@@ -115,16 +119,6 @@ pub fn model(
         totals,
         links: Vec::new(),
     })
-}
-
-/// True when both sides are single dumps of one process, base first.
-fn same_process(base: &Side<'_>, new: &Side<'_>, build: BuildOptions) -> bool {
-    let ([(base, _)], [(new, _)]) = (base.parts.as_slice(), new.parts.as_slice()) else {
-        return false;
-    };
-    let empty = LocationTable::default();
-    let origin = |dump: &Dump| Profile::build(&dump_header(dump), &[], &empty, build);
-    Pairing::of(&origin(base), &origin(new)) == Pairing::SameProcess
 }
 
 /// The whole page: skeleton, style, script and the model as JSON.
@@ -166,7 +160,7 @@ fn four(values: &Values) -> [f64; 4] {
 /// Interns frames, modules, threads and (thread, frames) stacks.
 struct ModelBuilder<'a> {
     table: &'a LocationTable,
-    frames: Vec<(String, i64, String)>,
+    frames: Vec<(String, i64, String, String)>,
     frame_ids: HashMap<(String, i64), u32>,
     module_ids: HashMap<usize, i64>,
     modules: Vec<(String, &'static str)>,
@@ -201,29 +195,31 @@ impl<'a> ModelBuilder<'a> {
         }
     }
 
-    /// Add every dump of `side`, split by thread.
-    fn add_side(&mut self, side: &Side<'_>, build: BuildOptions, is_base: bool) {
+    /// Add every dump of `side`, split by thread; returns their profiles.
+    fn add_side(&mut self, side: &Side<'_>, build: BuildOptions, is_base: bool) -> Vec<Profile> {
+        let mut profiles = Vec::new();
         for (dump, stacks) in &side.parts {
             self.executables.push(dump.executable.clone());
-            for (thread, profile) in thread_profiles(dump, stacks, self.table, build) {
-                let thread = self.thread(&thread);
-                for sample in &profile.samples {
-                    let frames = self.frame_list(&sample.frames);
-                    let id = self.stack(thread, frames);
-                    let variances = four(&sample.variance);
-                    let (values, error_sums) = if is_base {
-                        (&mut self.base_values, &mut self.base_errors)
-                    } else {
-                        (&mut self.new_values, &mut self.new_errors)
-                    };
-                    for (i, value) in four(&sample.values).into_iter().enumerate() {
-                        values[id][i] += value;
-                        // Variances add; square-rooted at the end.
-                        error_sums[id][i] += variances[i];
-                    }
+            let profile = Profile::build(dump, stacks, self.table, build);
+            for sample in &profile.samples {
+                let thread = self.thread(&thread_name(&profile, sample.thread));
+                let frames = self.frame_list(&sample.frames);
+                let id = self.stack(thread, frames);
+                let (values, variances) = if is_base {
+                    (&mut self.base_values, &mut self.base_errors)
+                } else {
+                    (&mut self.new_values, &mut self.new_errors)
+                };
+                let sample_variances = four(&sample.variance);
+                for (i, value) in four(&sample.values).into_iter().enumerate() {
+                    values[id][i] += value;
+                    // Variances add; square-rooted at the end.
+                    variances[id][i] += sample_variances[i];
                 }
             }
+            profiles.push(profile);
         }
+        profiles
     }
 
     fn thread(&mut self, name: &str) -> u32 {
@@ -250,16 +246,17 @@ impl<'a> ModelBuilder<'a> {
         if let Some(&id) = self.frame_ids.get(&(name.clone(), module)) {
             return id;
         }
-        let place = location
-            .and_then(|l| l.lines.get(frame.line))
+        let line = location.and_then(|l| l.lines.get(frame.line));
+        let place = line
             .and_then(|line| {
                 line.file
                     .as_ref()
                     .map(|file| format!("{file}:{}", line.line))
             })
             .unwrap_or_default();
+        let full = line.map_or_else(String::new, |line| line.function.clone());
         let id = self.frames.len() as u32;
-        self.frames.push((name.clone(), module, place));
+        self.frames.push((name.clone(), module, place, full));
         self.frame_ids.insert((name, module), id);
         id
     }
@@ -335,65 +332,12 @@ fn flatten(rows: &[[f64; 4]], square_root: bool) -> Vec<f64> {
         .collect()
 }
 
-/// The corrected profile of each thread of `dump` (named by the thread's
-/// name, or `thread <tid>`).
-fn thread_profiles(
-    dump: &Dump,
-    stacks: &[Vec<LocationId>],
-    table: &LocationTable,
-    build: BuildOptions,
-) -> Vec<(String, Profile)> {
-    let mut by_thread: HashMap<u32, (Vec<heapsample_format::Stack>, Vec<Vec<LocationId>>)> =
-        HashMap::new();
-    for (stack, locations) in dump.stacks.iter().zip(stacks) {
-        let entry = by_thread.entry(stack.thread).or_default();
-        entry.0.push(stack.clone());
-        entry.1.push(locations.clone());
-    }
-    let mut threads: Vec<_> = by_thread.into_iter().collect();
-    threads.sort_by_key(|(serial, _)| *serial);
-    let mut template = Dump {
-        stacks: Vec::new(),
-        modules: dump.modules.clone(),
-        threads: Vec::new(),
-        command_line: Vec::new(),
-        ..dump_header(dump)
-    };
-    threads
-        .into_iter()
-        .map(|(serial, (thread_stacks, locations))| {
-            template.stacks = thread_stacks;
-            let profile = Profile::build(&template, &locations, table, build);
-            (thread_name(dump, serial), profile)
-        })
-        .collect()
-}
-
-/// A copy of `dump` without its tables.
-fn dump_header(dump: &Dump) -> Dump {
-    Dump {
-        writer: dump.writer.clone(),
-        pid: dump.pid,
-        executable: dump.executable.clone(),
-        command_line: Vec::new(),
-        time_unix_ns: dump.time_unix_ns,
-        trigger: dump.trigger,
-        seq: dump.seq,
-        trigger_seq: dump.trigger_seq,
-        lg_sample_period: dump.lg_sample_period,
-        config: String::new(),
-        modules: Vec::new(),
-        threads: Vec::new(),
-        stacks: Vec::new(),
-        totals: dump.totals.clone(),
-    }
-}
-
-fn thread_name(dump: &Dump, serial: u32) -> String {
-    match dump.threads.iter().find(|t| t.serial == serial) {
+/// A thread's name, `tid N` without one, `?` when the dump does not know.
+fn thread_name(profile: &Profile, serial: u32) -> String {
+    match profile.thread(serial) {
         Some(t) if !t.name.is_empty() => t.name.clone(),
-        Some(t) => format!("thread {}", t.tid),
-        None => format!("thread #{serial}"),
+        Some(t) => format!("tid {}", t.tid),
+        None => "?".to_string(),
     }
 }
 

@@ -11,7 +11,7 @@
 
 use super::{View, round};
 use crate::profile::{Metric, Profile, Sample};
-use crate::symbolize::{LocationId, LocationTable, hex};
+use crate::symbolize::{Line, LocationId, LocationTable, ModuleId, hex};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
@@ -183,7 +183,7 @@ struct Builder<'a> {
     strings: Vec<String>,
     string_ids: HashMap<String, i64>,
     functions: Vec<PbFunction>,
-    function_ids: HashMap<(String, Option<String>), u64>,
+    function_ids: HashMap<(String, Option<String>, Option<ModuleId>), u64>,
     locations: Vec<PbLocation>,
     location_ids: HashMap<(LocationId, usize), u64>,
     mapping_ids: HashMap<usize, u64>,
@@ -229,7 +229,9 @@ impl<'a> Builder<'a> {
         id
     }
 
-    /// Add every sample of `profile`, values multiplied by `sign`.
+    /// Add every sample of `profile`, values multiplied by `sign`. Base
+    /// samples (`sign < 0`) carry `pprof::base`, as `pprof -diff_base`
+    /// marks them, so percentages are of the new profile.
     fn add_profile(&mut self, profile: &Profile, sign: i64) {
         for sample in &profile.samples {
             let value = sample_values(sample, sign);
@@ -237,7 +239,11 @@ impl<'a> Builder<'a> {
                 continue;
             }
             let location_id = self.sample_locations(sample);
-            let label = self.size_label(sample);
+            let mut label = self.size_label(sample);
+            label.extend(self.thread_labels(profile, sample.thread));
+            if sign < 0 {
+                label.push(self.string_label("pprof::base", "true"));
+            }
             self.samples.push(PbSample {
                 location_id,
                 value,
@@ -268,11 +274,17 @@ impl<'a> Builder<'a> {
         let Some(source) = self.table.locations.get(location) else {
             return 0;
         };
-        let lines = source.lines.get(first_line..).unwrap_or_default().to_vec();
+        // Unresolved addresses stay addresses (no lines), so pprof can
+        // symbolize them from the binary the mapping names.
+        let lines = if source.resolved {
+            source.lines.get(first_line..).unwrap_or_default().to_vec()
+        } else {
+            Vec::new()
+        };
         let line = lines
             .iter()
             .map(|l| PbLine {
-                function_id: self.function(&l.function, l.file.as_deref()),
+                function_id: self.function(l, source.module),
                 line: i64::from(l.line),
             })
             .collect();
@@ -292,14 +304,21 @@ impl<'a> Builder<'a> {
         id
     }
 
-    fn function(&mut self, name: &str, file: Option<&str>) -> u64 {
-        let key = (name.to_string(), file.map(str::to_string));
+    /// The function of a line: its full name, qualified by its module when
+    /// another module defines the same name (never merged).
+    fn function(&mut self, line: &Line, module: Option<ModuleId>) -> u64 {
+        let name = match &line.qualifier {
+            Some(qualifier) => format!("{} [{qualifier}]", line.function),
+            None => line.function.clone(),
+        };
+        let file = line.file.clone();
+        let key = (name.clone(), file.clone(), module);
         if let Some(&id) = self.function_ids.get(&key) {
             return id;
         }
         let id = self.functions.len() as u64 + 1;
-        let name = self.string(name);
-        let filename = self.string(file.unwrap_or(""));
+        let name = self.string(&name);
+        let filename = self.string(file.as_deref().unwrap_or(""));
         self.functions.push(PbFunction {
             id,
             name,
@@ -308,6 +327,34 @@ impl<'a> Builder<'a> {
         });
         self.function_ids.insert(key, id);
         id
+    }
+
+    fn string_label(&mut self, key: &str, value: &str) -> PbLabel {
+        PbLabel {
+            key: self.string(key),
+            str: self.string(value),
+            num: 0,
+            num_unit: 0,
+        }
+    }
+
+    /// `thread` (its name) and `tid`, for `-tagfocus` and `-tags`.
+    fn thread_labels(&mut self, profile: &Profile, serial: u32) -> Vec<PbLabel> {
+        let Some(thread) = profile.thread(serial) else {
+            return Vec::new();
+        };
+        let (name, tid) = (thread.name.clone(), thread.tid);
+        let mut labels = Vec::new();
+        if !name.is_empty() {
+            labels.push(self.string_label("thread", &name));
+        }
+        labels.push(PbLabel {
+            key: self.string("tid"),
+            str: 0,
+            num: i64::from(tid),
+            num_unit: 0,
+        });
+        labels
     }
 
     /// pprof's heap label `bytes`: the average object size.
@@ -339,19 +386,23 @@ impl<'a> Builder<'a> {
             .map(|module| {
                 let record = &table.modules[module];
                 let (path, build_id) = (record.path.clone(), hex(&record.build_id));
-                let symbolized = record.symbols_from.is_some();
+                let functions = all_resolved(table, module);
+                let lines = functions && record.has_debug_info;
                 let id = self.mapping_ids.get(&module).copied().unwrap_or(0);
+                let file_offset = record
+                    .file_offset
+                    .unwrap_or_else(|| guessed_file_offset(record));
                 PbMapping {
                     id,
                     memory_start: record.memory_start,
                     memory_limit: record.memory_limit,
-                    file_offset: record.memory_start.wrapping_sub(record.load_bias),
+                    file_offset,
                     filename: self.string(&path),
                     build_id: self.string(&build_id),
-                    has_functions: symbolized,
-                    has_filenames: symbolized,
-                    has_line_numbers: symbolized,
-                    has_inline_frames: symbolized,
+                    has_functions: functions,
+                    has_filenames: lines,
+                    has_line_numbers: lines,
+                    has_inline_frames: lines,
                 }
             })
             .collect()
@@ -386,6 +437,32 @@ impl<'a> Builder<'a> {
             default_sample_type,
         }
     }
+}
+
+/// The file offset of a mapping whose file heapdiff could not read, as
+/// linkers lay files out: a non-PIE x86-64 executable (no load bias) is
+/// linked at 0x400000 with its file mapped from there; shared objects and
+/// PIEs have `p_offset == p_vaddr`.
+fn guessed_file_offset(record: &crate::symbolize::ModuleRecord) -> u64 {
+    /// GNU ld's default image base for x86-64 executables.
+    const EXECUTABLE_BASE: u64 = 0x40_0000;
+    let address = record.memory_start.wrapping_sub(record.load_bias);
+    if record.load_bias == 0 && address >= EXECUTABLE_BASE {
+        address - EXECUTABLE_BASE
+    } else {
+        address
+    }
+}
+
+/// True if every location of `module` was symbolized: only then may pprof
+/// be told the mapping has functions (else it would not symbolize it).
+fn all_resolved(table: &LocationTable, module: ModuleId) -> bool {
+    let mut locations = table
+        .locations
+        .iter()
+        .filter(|l| l.module == Some(module))
+        .peekable();
+    locations.peek().is_some() && locations.all(|l| l.resolved)
 }
 
 /// `[alloc_objects, alloc_space, inuse_objects, inuse_space]`, times `sign`.

@@ -8,9 +8,10 @@
 //! vanished stacks visible while red still means growth.
 
 use super::{View, round};
-use crate::profile::{diff, folded};
+use crate::profile::{Profile, diff, folded, line_of};
 use inferno::flamegraph::color::{BasicPalette, Palette};
-use inferno::flamegraph::{self, Direction, Options};
+use inferno::flamegraph::{self, Direction, Options, TextTruncateDirection};
+use std::collections::BTreeMap;
 
 /// The flamegraph knobs of the command line.
 #[derive(Clone, Debug, Default)]
@@ -46,7 +47,109 @@ pub fn render(view: &View<'_>, options: &SvgOptions) -> Result<Vec<u8>, String> 
         &mut svg,
     )
     .map_err(|e| format!("flamegraph rendering failed: {e}"))?;
-    Ok(svg)
+    Ok(with_tooltip_details(&svg, &tooltip_details(view)))
+}
+
+/// Per shown name, the lines a tooltip adds: the full name(s) and the
+/// `file:line` of the frames drawn under that name.
+fn tooltip_details(view: &View<'_>) -> BTreeMap<String, String> {
+    let mut found: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
+    let profiles: Vec<&Profile> = std::iter::once(view.new)
+        .chain(view.base.as_ref().map(|b| b.profile))
+        .collect();
+    for profile in profiles {
+        for frame in profile.samples.iter().flat_map(|s| &s.frames) {
+            let Some(line) = line_of(view.table, *frame) else {
+                continue;
+            };
+            let (full, sources) = found
+                .entry(crate::profile::folded_frame(&line.display))
+                .or_default();
+            if line.function != line.display && !full.contains(&line.function) {
+                full.push(line.function.clone());
+            }
+            if let Some(source) = line.source()
+                && !sources.contains(&source)
+            {
+                sources.push(source);
+            }
+        }
+    }
+    found
+        .into_iter()
+        .filter(|(_, (full, sources))| !full.is_empty() || !sources.is_empty())
+        .map(|(name, (full, sources))| (name, detail_text(&full, &sources)))
+        .collect()
+}
+
+/// At most three of each, then how many more.
+fn detail_text(full: &[String], sources: &[String]) -> String {
+    let list = |items: &[String]| {
+        let mut text = items.iter().take(3).cloned().collect::<Vec<_>>().join("\n");
+        if items.len() > 3 {
+            text.push_str(&format!("\n(+{} more)", items.len() - 3));
+        }
+        text
+    };
+    [list(full), list(sources)]
+        .into_iter()
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Insert the details into each frame's `<title>`: `NAME\nDETAILS (counts)`.
+/// The counts stay last, so inferno's script (which strips the last
+/// parenthesised group to label a zoomed frame) still finds the name first.
+fn with_tooltip_details(svg: &[u8], details: &BTreeMap<String, String>) -> Vec<u8> {
+    let Ok(text) = std::str::from_utf8(svg) else {
+        return svg.to_vec();
+    };
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    let mut rest = text;
+    while let Some(start) = rest.find("<title>") {
+        let body_start = start + "<title>".len();
+        let Some(length) = rest[body_start..].find("</title>") else {
+            break;
+        };
+        let body = &rest[body_start..body_start + length];
+        out.push_str(&rest[..body_start]);
+        out.push_str(&title_with_details(body, details));
+        rest = &rest[body_start + length..];
+    }
+    out.push_str(rest);
+    out.into_bytes()
+}
+
+/// `NAME (counts)` → `NAME\nDETAILS (counts)`, in escaped XML text.
+fn title_with_details(body: &str, details: &BTreeMap<String, String>) -> String {
+    let Some(counts_at) = body.rfind(" (") else {
+        return body.to_string();
+    };
+    let name = unescape(&body[..counts_at]);
+    match details.get(&name) {
+        Some(extra) => format!(
+            "{}\n{}{}",
+            &body[..counts_at],
+            escape(extra),
+            &body[counts_at..]
+        ),
+        None => body.to_string(),
+    }
+}
+
+fn unescape(text: &str) -> String {
+    text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&amp;", "&")
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
@@ -63,6 +166,8 @@ fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
     ));
     inferno.count_name = view.metric.unit().to_string();
     inferno.colors = Palette::Basic(BasicPalette::Mem);
+    // Names are recognised by their start (`std::vector<…>::push_back`).
+    inferno.text_truncate_direction = TextTruncateDirection::Right;
     if options.inverted {
         inferno.direction = Direction::Inverted;
     }

@@ -202,6 +202,13 @@ fn totals_lines(out: &mut String, label: &str, profile: &Profile) {
         interval(Metric::AllocSpace),
         interval(Metric::AllocObjects)
     );
+    if exact.allocations == 0 && exact.samples_taken == 0 {
+        let _ = writeln!(
+            out,
+            "{label}totals: exact counters:   not recorded (a foreign heap profile)"
+        );
+        return;
+    }
     let frees = exact
         .frees
         .map_or_else(|| "frees not counted".to_string(), |n| format!("{n} frees"));

@@ -6,7 +6,8 @@
 //! up among the scanned entries and never turned into a path, so `..`,
 //! absolute paths and encodings of them name nothing. Symbolic links are
 //! followed only when their target stays inside the directory given.
-//! Temporary files (hidden, or with `.tmp` in the name) are skipped.
+//! Dumps are `*.prof` (and foreign `*.heap` profiles); temporary files
+//! (hidden, or with `.tmp` in the name) are skipped.
 
 use crate::estimate::Estimate;
 use crate::load::load_dump;
@@ -160,10 +161,13 @@ fn version(metadata: &std::fs::Metadata) -> (u64, Option<SystemTime>) {
     (metadata.len(), metadata.modified().ok())
 }
 
-/// True for names the shim writes dumps under; temporary and hidden files
-/// are not dumps (yet).
+/// True for names the shim writes dumps under (`.prof`) and those of
+/// jemalloc and gperftools heap profiles (`.heap`); temporary and hidden
+/// files are not dumps (yet).
 fn is_dump_name(name: &str) -> bool {
-    !name.starts_with('.') && !name.contains(".tmp") && name.ends_with(".prof")
+    !name.starts_with('.')
+        && !name.contains(".tmp")
+        && (name.ends_with(".prof") || name.ends_with(".heap"))
 }
 
 /// Collect dumps below `dir` (inside `root`), ids relative to `root`.
@@ -277,5 +281,6 @@ mod tests {
         assert!(!is_dump_name("heapsample.12.000001.f.prof.tmp.12"));
         assert!(!is_dump_name(".hidden.prof"));
         assert!(!is_dump_name("notes.txt"));
+        assert!(is_dump_name("jeprof.4242.0.f.heap"));
     }
 }

@@ -16,7 +16,7 @@ use crate::profile::{BuildOptions, Metric, Profile};
 use crate::render::html::{self, Link, Side};
 use crate::render::pprof::PprofOptions;
 use crate::render::{self, Base, View};
-use crate::symbolize::{LocationTable, SymbolizeOptions};
+use crate::symbolize::{LocationTable, NameStyle, SymbolizeOptions};
 use crate::{Error, Result};
 use axum::Router;
 use axum::extract::{Path as UrlPath, Query, State};
@@ -370,6 +370,7 @@ fn with_symbols<T>(
     table.symbolize(&state.symbolize, &mut |w| {
         eprintln!("heapdiff: warning: {w}")
     });
+    table.assign_display_names(NameStyle::Short);
     f(&table, &stacks)
 }
 

@@ -44,26 +44,82 @@ struct ObjectInfo {
     has_dwarf: bool,
 }
 
+/// The file symbols are read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SymbolFile {
+    pub path: PathBuf,
+    /// The module's own file, when found (its program headers give file
+    /// offsets).
+    pub binary: Option<PathBuf>,
+    /// Set when the file has no DWARF and no separate debug file was found:
+    /// what was looked for, for the warning.
+    pub missing_debug_info: Option<String>,
+}
+
 /// The file to load symbols from, or why there is none.
-pub fn find_symbol_file(module: &ModuleRecord, search: &SearchPaths) -> Result<PathBuf, String> {
+pub fn find_symbol_file(module: &ModuleRecord, search: &SearchPaths) -> Result<SymbolFile, String> {
     let mut mismatch = None;
     let binary = find_module_file(module, search, &mut mismatch);
     if let Some((path, info)) = &binary
         && info.has_dwarf
     {
-        return Ok(path.clone());
+        return Ok(SymbolFile {
+            path: path.clone(),
+            binary: Some(path.clone()),
+            missing_debug_info: None,
+        });
     }
-    let debuglink = binary
-        .as_ref()
-        .and_then(|(_, info)| info.debuglink.as_deref());
+    let debuglink = binary.as_ref().and_then(|(_, info)| info.debuglink.clone());
+    let debuglink = debuglink.as_deref();
     if let Some(path) = find_debug_file(module, search, debuglink, &mut mismatch) {
-        return Ok(path);
+        return Ok(SymbolFile {
+            path,
+            binary: binary.map(|(path, _)| path),
+            missing_debug_info: None,
+        });
     }
     match (binary, mismatch) {
-        (Some((path, _)), _) => Ok(path),
+        (Some((path, _)), _) => Ok(SymbolFile {
+            missing_debug_info: Some(looked_for(module, &path, search, debuglink)),
+            binary: Some(path.clone()),
+            path,
+        }),
         (None, Some(why)) => Err(why),
         (None, None) => Err(not_found_reason(module, search)),
     }
+}
+
+/// Where debug info was looked for: DWARF in the module, its build-id
+/// under each debug root, its debuglink name in gdb's places.
+fn looked_for(
+    module: &ModuleRecord,
+    binary: &Path,
+    search: &SearchPaths,
+    debuglink: Option<&str>,
+) -> String {
+    let mut places = vec![format!("no DWARF in {}", binary.display())];
+    let by_id = build_id_candidates(&module.build_id, search);
+    if by_id.is_empty() {
+        places.push("no build-id to look up".to_string());
+    } else {
+        let list: Vec<String> = by_id.iter().map(|p| p.display().to_string()).collect();
+        places.push(format!(
+            "build-id {}: {}",
+            hex(&module.build_id),
+            list.join(", ")
+        ));
+    }
+    match debuglink {
+        Some(name) => {
+            let list: Vec<String> = debuglink_candidates(Path::new(&module.path), name, search)
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            places.push(format!("debuglink {name}: {}", list.join(", ")));
+        }
+        None => places.push("no .gnu_debuglink".to_string()),
+    }
+    places.join("; ")
 }
 
 fn not_found_reason(module: &ModuleRecord, search: &SearchPaths) -> String {
@@ -169,6 +225,22 @@ fn verified_object(
         ));
     }
     None
+}
+
+/// The file offset of the ELF virtual address `address` in `path`: the
+/// `PT_LOAD` segment holding it maps file bytes at `p_offset` to `p_vaddr`.
+pub fn file_offset_of(path: &Path, address: u64) -> Option<u64> {
+    use object::ObjectSegment;
+    let file = crate::load::open_regular_file(path).ok()?;
+    // SAFETY: read-only map dropped before return, see `read_object_info`.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    let object = object::File::parse(&*map).ok()?;
+    object.segments().find_map(|segment| {
+        let (offset, size) = segment.file_range();
+        let start = segment.address();
+        (address >= start && address < start + size.max(segment.size()))
+            .then(|| offset + (address - start))
+    })
 }
 
 fn read_object_info(path: &Path) -> Result<ObjectInfo, String> {

@@ -1,0 +1,196 @@
+//! Views of a profile: focus, ignore, hide, extra allocator frames, a root
+//! frame per thread, a leaf frame per size class.
+//!
+//! Owns [`Transforms`] and [`apply`], a plain function from a profile to the
+//! profile every renderer then draws, so every format shows the same view.
+//! Frames are matched by the name they show and by their full name.
+//! Synthetic frames (threads, size classes) are interned in the
+//! [`LocationTable`] as locations outside every module. Never reads files,
+//! never changes the samples' values.
+
+use crate::profile::{FrameRef, Metric, Profile, Sample, Values, line_of};
+use crate::symbolize::LocationTable;
+use regex::Regex;
+
+/// What to show of a profile. The default shows everything as it is.
+#[derive(Clone, Debug, Default)]
+pub struct Transforms {
+    /// Keep only stacks with a frame matching.
+    pub focus: Option<Regex>,
+    /// Drop stacks with a frame matching.
+    pub ignore: Option<Regex>,
+    /// Remove matching frames, keep the rest of the stack.
+    pub hide: Option<Regex>,
+    /// Treat matching frames at the leaf as allocator frames (dropped like
+    /// `malloc`), in addition to the built-in list.
+    pub allocator_frames: Option<Regex>,
+    /// A root frame per thread: `[thread NAME tid N]`.
+    pub by_thread: bool,
+    /// A leaf frame per size class of the stack's mean object size,
+    /// `[4–8 KiB]`, measured by the metric's side (in use or allocated).
+    pub size_frames: bool,
+}
+
+impl Transforms {
+    /// True if [`apply`] would return the profile unchanged.
+    pub fn is_identity(&self) -> bool {
+        self.focus.is_none()
+            && self.ignore.is_none()
+            && self.hide.is_none()
+            && self.allocator_frames.is_none()
+            && !self.by_thread
+            && !self.size_frames
+    }
+}
+
+/// The profile as `transforms` show it. `estimated` (and its variance and
+/// sampled counts) becomes the sum of the samples kept, so percentages are
+/// of what is shown.
+pub fn apply(
+    profile: &Profile,
+    table: &mut LocationTable,
+    transforms: &Transforms,
+    metric: Metric,
+) -> Profile {
+    let mut samples = Vec::with_capacity(profile.samples.len());
+    let (mut estimated, mut variance, mut sampled) =
+        (Values::default(), Values::default(), Values::default());
+    for sample in &profile.samples {
+        let Some(sample) = transform_sample(sample, profile, table, transforms, metric) else {
+            continue;
+        };
+        estimated.add(&sample.values);
+        variance.add(&sample.variance);
+        sampled.add(&sample.sampled);
+        samples.push(sample);
+    }
+    Profile {
+        samples,
+        estimated,
+        variance,
+        sampled,
+        ..profile.clone()
+    }
+}
+
+fn transform_sample(
+    sample: &Sample,
+    profile: &Profile,
+    table: &mut LocationTable,
+    transforms: &Transforms,
+    metric: Metric,
+) -> Option<Sample> {
+    let matches = |regex: &Regex, frame: &FrameRef| frame_matches(table, regex, *frame);
+    let mut frames = sample.frames.clone();
+    if let Some(allocator) = &transforms.allocator_frames {
+        let wrappers = frames.iter().take_while(|f| matches(allocator, f)).count();
+        frames.drain(..wrappers.min(frames.len().saturating_sub(1)));
+    }
+    if let Some(ignore) = &transforms.ignore
+        && frames.iter().any(|f| matches(ignore, f))
+    {
+        return None;
+    }
+    if let Some(focus) = &transforms.focus
+        && !frames.iter().any(|f| matches(focus, f))
+    {
+        return None;
+    }
+    if let Some(hide) = &transforms.hide {
+        frames.retain(|f| !matches(hide, f));
+    }
+    if transforms.size_frames
+        && let Some(size) = mean_size(&sample.values, metric)
+    {
+        let location = table.synthetic(&size_class(size));
+        frames.insert(0, FrameRef { location, line: 0 });
+    }
+    if transforms.by_thread {
+        let location = table.synthetic(&thread_frame(profile, sample.thread));
+        frames.push(FrameRef { location, line: 0 });
+    }
+    Some(Sample {
+        frames,
+        ..sample.clone()
+    })
+}
+
+/// True if the frame's shown name or full name matches.
+fn frame_matches(table: &LocationTable, regex: &Regex, frame: FrameRef) -> bool {
+    line_of(table, frame)
+        .is_some_and(|line| regex.is_match(&line.display) || regex.is_match(&line.function))
+}
+
+/// `[thread NAME tid N]`, `[thread tid N]` without a name, `[thread ?]`
+/// when the dump does not know it.
+pub fn thread_frame(profile: &Profile, serial: u32) -> String {
+    match profile.thread(serial) {
+        Some(thread) if !thread.name.is_empty() => {
+            format!("[thread {} tid {}]", thread.name, thread.tid)
+        }
+        Some(thread) => format!("[thread tid {}]", thread.tid),
+        None => "[thread ?]".to_string(),
+    }
+}
+
+/// The mean object size of a sample on the metric's side.
+fn mean_size(values: &Values, metric: Metric) -> Option<f64> {
+    let (objects, bytes) = match metric {
+        Metric::InuseSpace | Metric::InuseObjects => (values.inuse_objects, values.inuse_space),
+        Metric::AllocSpace | Metric::AllocObjects => (values.alloc_objects, values.alloc_space),
+    };
+    (objects > 0.0).then(|| bytes / objects)
+}
+
+/// The power-of-two class holding `size` bytes: `[64–128 B]`, `[4–8 KiB]`.
+pub fn size_class(size: f64) -> String {
+    if size < 1.0 {
+        return "[0–1 B]".to_string();
+    }
+    let exponent = size.log2().floor().clamp(0.0, 62.0) as u32;
+    let (low, high) = (1u64 << exponent, 1u64 << (exponent + 1));
+    let (divisor, unit) = match exponent {
+        0..=9 => (1, "B"),
+        10..=19 => (1 << 10, "KiB"),
+        20..=29 => (1 << 20, "MiB"),
+        30..=39 => (1 << 30, "GiB"),
+        _ => (1 << 40, "TiB"),
+    };
+    // 512–1024 B reads better as 512 B–1 KiB.
+    let high_text = if high / divisor >= 1024 {
+        format!("{} {}", high / divisor / 1024, next_unit(unit))
+    } else {
+        format!("{}", high / divisor)
+    };
+    if high_text.contains(' ') {
+        format!("[{} {unit}–{high_text}]", low / divisor)
+    } else {
+        format!("[{}–{high_text} {unit}]", low / divisor)
+    }
+}
+
+fn next_unit(unit: &str) -> &'static str {
+    match unit {
+        "B" => "KiB",
+        "KiB" => "MiB",
+        "MiB" => "GiB",
+        "GiB" => "TiB",
+        _ => "PiB",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes() {
+        assert_eq!(size_class(1.0), "[1–2 B]");
+        assert_eq!(size_class(100.0), "[64–128 B]");
+        assert_eq!(size_class(600.0), "[512 B–1 KiB]");
+        assert_eq!(size_class(4096.0), "[4–8 KiB]");
+        assert_eq!(size_class(5000.0), "[4–8 KiB]");
+        assert_eq!(size_class(3.0 * 1048576.0), "[2–4 MiB]");
+        assert_eq!(size_class(0.5), "[0–1 B]");
+    }
+}
