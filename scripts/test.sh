@@ -38,6 +38,12 @@ echo "== tests"
 test_log=$(mktemp)
 trap 'rm -f "$test_log"' EXIT
 HEAPSAMPLE_REQUIRE_GO=1 cargo test --release --workspace 2>&1 | tee "$test_log"
+echo "== lock order: end-to-end tests under the debug shim (lock ranks checked)"
+cargo build -p heapsample-shim
+HEAPSAMPLE_SHIM="$root/target/debug/libheapsample.so" cargo test --release -p heapsample-tests \
+    --test shim_fork --test fork_stress --test shim_threads --test hostile_threads \
+    --test hostile_exit --test dlclose --test shim_exact --test shim_cxx --test signal_dumps \
+    2>&1 | tee -a "$test_log"
 echo "== fmt and clippy"
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings

@@ -13,6 +13,7 @@
 pub mod error;
 pub mod estimate;
 pub mod foreign;
+pub mod gate;
 pub mod load;
 pub mod merge;
 pub mod names;

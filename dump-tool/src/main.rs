@@ -4,6 +4,7 @@
 //! `heapdiff merge` are subcommands with their own arguments.
 
 use clap::{Parser, ValueEnum};
+use heapdiff::gate::Threshold;
 use heapdiff::load::{check_comparable, legacy_note, load_dump_versioned};
 use heapdiff::output::{self, Destination};
 use heapdiff::profile::{BuildOptions, Metric, Profile};
@@ -101,6 +102,12 @@ struct Cli {
     /// No summary on the terminal after writing a flamegraph or profile.
     #[arg(short, long)]
     quiet: bool,
+    /// With --base: exit with status 1 when the live heap grew
+    /// significantly and the 95 % interval's lower end exceeds SIZE (bytes,
+    /// or with a unit: 512KiB, 5MB, 1GiB) or PCT of the base's live heap
+    /// (10%). Exit status 0 otherwise; 2 stays "bad input".
+    #[arg(long, value_name = "SIZE|PCT", requires = "base")]
+    fail_if_grows: Option<Threshold>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -111,16 +118,18 @@ enum Format {
     Pprof,
     /// The interactive viewer as one self-contained HTML file.
     Html,
+    /// The machine-readable report (all metrics, 95 % intervals).
+    Json,
 }
 
 fn main() -> ExitCode {
     let result = match std::env::args_os().nth(1).as_ref().and_then(|a| a.to_str()) {
-        Some("serve") => heapdiff::serve::run(subcommand_args()),
-        Some("merge") => heapdiff::merge::run(subcommand_args()),
+        Some("serve") => heapdiff::serve::run(subcommand_args()).map(|()| ExitCode::SUCCESS),
+        Some("merge") => heapdiff::merge::run(subcommand_args()).map(|()| ExitCode::SUCCESS),
         _ => run(&Cli::parse()),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => status,
         Err(error) => {
             eprintln!("heapdiff: {error}");
             ExitCode::from(2)
@@ -147,7 +156,8 @@ fn warn(message: String) {
 /// Both dumps, their symbolized locations and corrected profiles.
 struct Loaded {
     new_dump: Dump,
-    base_dump: Option<Dump>,
+    new_version: u32,
+    base_dump: Option<(Dump, u32)>,
     new_stacks: Vec<Vec<LocationId>>,
     base_stacks: Option<Vec<Vec<LocationId>>>,
     table: LocationTable,
@@ -155,7 +165,7 @@ struct Loaded {
     base: Option<Profile>,
 }
 
-fn run(cli: &Cli) -> Result<()> {
+fn run(cli: &Cli) -> Result<ExitCode> {
     let loaded = load_and_symbolize(cli)?;
     let new_name = cli.dump.display().to_string();
     let base_name = cli.base.as_ref().map(|p| p.display().to_string());
@@ -174,7 +184,21 @@ fn run(cli: &Cli) -> Result<()> {
     let destination = destination(cli);
     output::write(&destination, &bytes)?;
     report_written(cli, &view, &destination);
-    Ok(())
+    Ok(judge_growth(cli, &view))
+}
+
+/// `--fail-if-grows`: the verdict on stderr, exit status 1 when it fails.
+fn judge_growth(cli: &Cli, view: &View<'_>) -> ExitCode {
+    let (Some(threshold), Some(base)) = (cli.fail_if_grows, &view.base) else {
+        return ExitCode::SUCCESS;
+    };
+    let verdict = heapdiff::gate::judge(base.profile, view.new, view.table, threshold, cli.top);
+    eprint!("heapdiff: {}", verdict.message);
+    if verdict.failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
@@ -187,7 +211,7 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
     if let Some(note) = legacy_note(&versions) {
         eprintln!("heapdiff: note: {note}");
     }
-    let base_dump = base_loaded.map(|(dump, _)| dump);
+    let base_dump = base_loaded.as_ref().map(|(dump, _)| dump);
     if let Some(base) = &base_dump {
         let compatibility = check_comparable(base, &new_dump, cli.allow_mismatch);
         compatibility.warnings.into_iter().for_each(warn);
@@ -197,7 +221,7 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
     }
     let mut table = LocationTable::default();
     let new_stacks = table.intern_dump(&new_dump);
-    let base_stacks = base_dump.as_ref().map(|dump| table.intern_dump(dump));
+    let base_stacks = base_dump.map(|dump| table.intern_dump(dump));
     let options = SymbolizeOptions::with_debug_dirs(cli.debug_dir.clone());
     table.symbolize(&options, &mut warn);
     table.assign_display_names(if cli.full_names {
@@ -210,7 +234,6 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
     };
     let new = Profile::build(&new_dump, &new_stacks, &table, build);
     let base = base_dump
-        .as_ref()
         .zip(base_stacks.as_deref())
         .map(|(dump, stacks)| Profile::build(dump, stacks, &table, build));
     let transforms = transforms(cli);
@@ -223,7 +246,8 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
     };
     Ok(Loaded {
         new_dump,
-        base_dump,
+        new_version,
+        base_dump: base_loaded,
         new_stacks,
         base_stacks,
         table,
@@ -258,6 +282,7 @@ fn render_output(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> Result<Vec<u8>>
         Format::Text => Ok(render::text::render(view, cli.top).into_bytes()),
         Format::Pprof => render::pprof::render(view, &pprof_options(cli, new_dump)).map_err(fail),
         Format::Html => Ok(html_page(cli, view, loaded).into_bytes()),
+        Format::Json => Ok(json_report(cli, view, loaded).into_bytes()),
     }
 }
 
@@ -274,6 +299,7 @@ fn html_page(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
     let base = loaded
         .base_dump
         .as_ref()
+        .map(|(dump, _)| dump)
         .zip(loaded.base_stacks.as_ref())
         .zip(view.base.as_ref())
         .map(|((dump, stacks), base)| html_side(dump, stacks, base.name));
@@ -285,6 +311,27 @@ fn html_page(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
         model.title = title.clone();
     }
     html::page(&model)
+}
+
+fn json_report(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
+    let new_path = cli.dump.display().to_string();
+    let new = render::json::Source {
+        path: &new_path,
+        dump: &loaded.new_dump,
+        version: loaded.new_version,
+    };
+    let base_path = cli.base.as_ref().map(|p| p.display().to_string());
+    let base =
+        loaded
+            .base_dump
+            .as_ref()
+            .zip(base_path.as_deref())
+            .map(|((dump, version), path)| render::json::Source {
+                path,
+                dump,
+                version: *version,
+            });
+    render::json::render(view, &new, base.as_ref())
 }
 
 fn svg_options(cli: &Cli) -> SvgOptions {
@@ -362,7 +409,7 @@ fn default_extension(cli: &Cli) -> Option<&'static str> {
         (Format::Pprof, true) => Some(".diff.pb.gz"),
         (Format::Html, false) => Some(".html"),
         (Format::Html, true) => Some(".diff.html"),
-        (Format::Folded | Format::Text, _) => None,
+        (Format::Folded | Format::Text | Format::Json, _) => None,
     }
 }
 

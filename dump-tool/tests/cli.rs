@@ -148,6 +148,58 @@ fn text_report_single_and_diff() {
     );
 }
 
+/// The JSON report: schema, every metric, per-function self and total with
+/// point intervals at period 1, and with a base the changes of each function.
+#[test]
+fn json_report_single_and_diff() {
+    let fixture = Fixture::new("cli-json", &["-no-pie"]);
+    let (base, new) = two_dumps(&fixture);
+    let single: serde_json::Value =
+        serde_json::from_str(&stdout(&heapdiff(&["-f", "json", s(&base)]))).unwrap();
+    assert_eq!(single["schema"], "heapdiff-report/1");
+    assert_eq!(single["new"]["estimator"], "horvitz-thompson");
+    assert_eq!(single["new"]["sampling_period"], 1);
+    let inuse = &single["metrics"]["inuse-space"];
+    assert_eq!(inuse["total"]["estimate"], 1200.0);
+    assert_eq!(inuse["total"]["low"], 1200.0);
+    let leaf = inuse["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "leaf_alloc")
+        .expect("leaf_alloc");
+    assert_eq!(leaf["self"]["estimate"], 1000.0);
+    assert_eq!(leaf["self"]["high"], 1000.0);
+    assert_eq!(
+        single["metrics"]["alloc-objects"]["total"]["estimate"],
+        15.0
+    );
+    assert!(single.get("base").is_none());
+
+    let diff: serde_json::Value = serde_json::from_str(&stdout(&heapdiff(&[
+        "-f",
+        "json",
+        "--base",
+        s(&base),
+        s(&new),
+    ])))
+    .unwrap();
+    assert_eq!(diff["pairing"], "independent");
+    let inuse = &diff["metrics"]["inuse-space"];
+    assert_eq!(inuse["delta"]["estimate"], 1800.0);
+    assert_eq!(inuse["delta"]["significant"], true);
+    let grew = inuse["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "leaf_alloc")
+        .expect("leaf_alloc changed");
+    assert_eq!(grew["base"]["self"], 1000.0);
+    assert_eq!(grew["new"]["self"], 3000.0);
+    assert_eq!(grew["delta"]["self"]["estimate"], 2000.0);
+    assert_eq!(grew["delta"]["self"]["significant"], true);
+}
+
 #[test]
 fn svg_default_path_and_summary() {
     let fixture = Fixture::new("cli-svg", &["-no-pie"]);

@@ -65,6 +65,9 @@ pub enum Trigger {
     Manual,
     /// The configured signal (`prof_signal`): `...s<sseq>.prof`.
     Signal,
+    /// The cgroup's memory use crossed `prof_oom_pct` of its limit:
+    /// `...o<oseq>.prof`.
+    MemoryLimit,
 }
 
 impl Trigger {
@@ -76,6 +79,7 @@ impl Trigger {
             Trigger::HighWater => 'u',
             Trigger::Manual => 'm',
             Trigger::Signal => 's',
+            Trigger::MemoryLimit => 'o',
         }
     }
 }

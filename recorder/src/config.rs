@@ -41,6 +41,22 @@ pub struct Config {
     pub prof_signal: i32,
     /// Which unwinder captures stacks.
     pub prof_unwind: Unwinder,
+    /// Which forked children (without `exec`) write an exit dump.
+    pub prof_fork_final: ForkFinal,
+    /// Dump when the cgroup's memory use crosses this percentage of its
+    /// limit (0: off).
+    pub prof_oom_pct: u32,
+}
+
+/// Which forked children write an exit dump.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForkFinal {
+    /// Those that took a sample since the fork.
+    Sampled,
+    /// Every one.
+    All,
+    /// None.
+    None,
 }
 
 /// The stack unwinder.
@@ -97,6 +113,8 @@ impl Default for Config {
             prof_gdump_step: DEFAULT_GDUMP_STEP,
             prof_signal: 0,
             prof_unwind: Unwinder::Fast,
+            prof_fork_final: ForkFinal::Sampled,
+            prof_oom_pct: 0,
         }
     }
 }
@@ -163,7 +181,7 @@ macro_rules! bool_option {
 
 /// Every option, in the order of the documentation and of
 /// [`Config::describe`].
-pub static OPTIONS: [OptionSpec; 14] = [
+pub static OPTIONS: [OptionSpec; 16] = [
     bool_option!(prof),
     bool_option!(prof_active),
     OptionSpec {
@@ -251,6 +269,39 @@ pub static OPTIONS: [OptionSpec; 14] = [
             }
             .to_string()
         },
+    },
+    OptionSpec {
+        key: "prof_fork_final",
+        kind: "`sampled`, `all` or `none`",
+        range: "",
+        default_note: "",
+        on_error: "",
+        set: |c, v| {
+            c.prof_fork_final = match v {
+                "sampled" => ForkFinal::Sampled,
+                "all" => ForkFinal::All,
+                "none" => ForkFinal::None,
+                _ => return Err("is not sampled, all or none".to_string()),
+            };
+            Ok(())
+        },
+        get: |c| {
+            match c.prof_fork_final {
+                ForkFinal::Sampled => "sampled",
+                ForkFinal::All => "all",
+                ForkFinal::None => "none",
+            }
+            .to_string()
+        },
+    },
+    OptionSpec {
+        key: "prof_oom_pct",
+        kind: "integer",
+        range: "0–100",
+        default_note: "off",
+        on_error: "",
+        set: |c, v| parse_in_range(v, 0, 100).map(|value| c.prof_oom_pct = value as u32),
+        get: |c| c.prof_oom_pct.to_string(),
     },
 ];
 

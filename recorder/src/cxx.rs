@@ -181,14 +181,14 @@ fn out_of_memory() -> ! {
 /// own `operator new`/`delete`, to tell afterwards whether that operator
 /// called back into the interposed malloc family (jemalloc's aligned `new`
 /// calls `aligned_alloc` through its PLT) and was therefore counted already.
-pub struct ExternalCall {
+struct ExternalCall {
     allocations: u64,
     frees: u64,
     usable: i64,
 }
 
 /// Note the thread's counters before forwarding to an external operator.
-pub fn external_call_begin() -> ExternalCall {
+fn external_call_begin() -> ExternalCall {
     let state = tls::current();
     ExternalCall {
         allocations: state.allocations.load(Relaxed),
@@ -202,7 +202,7 @@ pub fn external_call_begin() -> ExternalCall {
 ///
 /// # Safety
 /// `pointer` is null or a live allocation of the next allocator.
-pub unsafe fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, size: usize) {
+unsafe fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, size: usize) {
     if state::profiling() && tls::current().allocations.load(Relaxed) == call.allocations {
         // SAFETY: returned by the next allocator just now.
         unsafe { after_alloc_any(pointer, size) };
@@ -215,7 +215,7 @@ pub unsafe fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, siz
 ///
 /// # Safety
 /// `pointer` is null or a live allocation of the next allocator.
-pub unsafe fn external_free_begin(pointer: *mut c_void) -> Option<ExternalCall> {
+unsafe fn external_free_begin(pointer: *mut c_void) -> Option<ExternalCall> {
     if pointer.is_null() || !state::profiling() {
         return None;
     }
@@ -234,7 +234,7 @@ pub unsafe fn external_free_begin(pointer: *mut c_void) -> Option<ExternalCall> 
 
 /// After the operator returned: if it called the interposed `free` itself,
 /// that call counted the release again; undo our count.
-pub fn external_free_end(call: Option<ExternalCall>) {
+fn external_free_end(call: Option<ExternalCall>) {
     let Some(call) = call else { return };
     let state = tls::current();
     if state.frees.load(Relaxed) != call.frees {

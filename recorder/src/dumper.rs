@@ -65,12 +65,14 @@ struct Pending {
     interval: AtomicU32,
     high_water: AtomicU32,
     signal: AtomicU32,
+    memory_limit: AtomicU32,
 }
 
 static PENDING: Pending = Pending {
     interval: AtomicU32::new(0),
     high_water: AtomicU32::new(0),
     signal: AtomicU32::new(0),
+    memory_limit: AtomicU32::new(0),
 };
 
 /// The most requests of one kind that may wait.
@@ -92,6 +94,7 @@ fn counter(trigger: Trigger) -> Option<&'static AtomicU32> {
         Trigger::Interval => Some(&PENDING.interval),
         Trigger::HighWater => Some(&PENDING.high_water),
         Trigger::Signal => Some(&PENDING.signal),
+        Trigger::MemoryLimit => Some(&PENDING.memory_limit),
         Trigger::Final | Trigger::Manual => None,
     }
 }
@@ -351,20 +354,49 @@ fn run() {
     tls::current().set_flag(tls::FLAG_GUARD, true);
     block_all_signals();
     loop {
-        // SAFETY: initialised before the thread was spawned.
-        if unsafe { libc::sem_wait(WAKE.0.get()) } != 0 {
-            continue; // EINTR
+        wait_for_request();
+        if crate::memory_limit::check() {
+            request(Trigger::MemoryLimit);
         }
         let Some(write_dump) = dump_writer() else {
             continue; // not registered yet: requests stay pending
         };
-        for trigger in [Trigger::Signal, Trigger::Interval, Trigger::HighWater] {
+        for trigger in [
+            Trigger::MemoryLimit,
+            Trigger::Signal,
+            Trigger::Interval,
+            Trigger::HighWater,
+        ] {
             if let Some(pending) = counter(trigger) {
                 while take(pending) {
                     write_dump(trigger);
                 }
             }
         }
+    }
+}
+
+/// Wait for a request; with the pre-OOM trigger on, at most a tenth of a
+/// second, so the thread also watches the cgroup while nothing allocates.
+fn wait_for_request() {
+    if !crate::memory_limit::enabled() {
+        // SAFETY: initialised before the thread was spawned.
+        unsafe { libc::sem_wait(WAKE.0.get()) };
+        return;
+    }
+    let mut deadline = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer; then a timed wait on our semaphore.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_REALTIME, &mut deadline);
+        deadline.tv_nsec += 100_000_000;
+        if deadline.tv_nsec >= 1_000_000_000 {
+            deadline.tv_sec += 1;
+            deadline.tv_nsec -= 1_000_000_000;
+        }
+        libc::sem_timedwait(WAKE.0.get(), &deadline);
     }
 }
 
@@ -377,4 +409,5 @@ pub fn reset_in_child() {
     PENDING.interval.store(0, Relaxed);
     PENDING.high_water.store(0, Relaxed);
     PENDING.signal.store(0, Relaxed);
+    PENDING.memory_limit.store(0, Relaxed);
 }

@@ -20,9 +20,9 @@
 //! 4. [`state`]: the process-wide mode, flags, configuration and counters,
 //!    behind functions.
 //! 5. events: [`sample`] (the sample event), [`threads`] (set-up, registry,
-//!    exit flush), [`triggers`] (when a dump is due), [`dumper`] (the
-//!    request queue and the thread; what it writes is registered from
-//!    layer 8).
+//!    exit flush), [`triggers`] (when a dump is due), [`memory_limit`]
+//!    (the cgroup's use against its limit), [`dumper`] (the request queue
+//!    and the thread; what it writes is registered from layer 8).
 //! 6. dispatch: [`startup`], [`counting`], [`routes`].
 //! 7. hooks: [`contracts`] (the rest of the malloc family), [`fast_path`]
 //!    (malloc's and free's assembly), [`cxx`] (C++ operator accounting).
@@ -39,6 +39,7 @@ pub mod dumper;
 pub mod fast_path;
 pub mod lifecycle;
 pub mod live_table;
+pub mod memory_limit;
 pub mod modules;
 pub mod next_alloc;
 pub mod own_heap;

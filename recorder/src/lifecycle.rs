@@ -8,7 +8,11 @@
 //! handler writes a file, the fork handlers take every profiler lock but
 //! the dump lock.
 
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 use heapsample_format::Trigger;
+
+use crate::config::{Config, ForkFinal};
 
 use crate::stack_table::STACKS;
 use crate::{dumper, modules, own_heap, routes, state, threads, tls, triggers, writer};
@@ -22,6 +26,9 @@ pub fn on_library_load() {
         return;
     }
     dumper::set_dump_writer(write_background_dump);
+    // Detect the CPU's CRC instructions now, once: forked children inherit
+    // the answer instead of each paying for it in its exit dump.
+    let _ = std::is_x86_feature_detected!("pclmulqdq");
     {
         // The objects loaded with the program, while relative names still
         // mean what they meant at start-up; forked children inherit the map.
@@ -34,6 +41,15 @@ pub fn on_library_load() {
         libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
     }
     triggers::install_signal_handler();
+    let oom_pct = state::config().prof_oom_pct;
+    if oom_pct > 0
+        && let Err(why) = crate::memory_limit::discover(oom_pct)
+    {
+        crate::warn!(
+            crate::warn::Kind::Other,
+            "prof_oom_pct: {why}; pre-OOM dumps are off"
+        );
+    }
 }
 
 /// What the dumper thread does for each request.
@@ -43,18 +59,36 @@ fn write_background_dump(trigger: Trigger) {
 
 // ---- exit ----
 
+/// In a forked child (without exec): the samples taken when it was
+/// forked; `u64::MAX` in a process that was not forked.
+static SAMPLES_AT_FORK: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Does `prof_fork_final` let this process write its exit dump?
+fn exit_dump_wanted(config: &Config) -> bool {
+    let at_fork = SAMPLES_AT_FORK.load(Relaxed);
+    if at_fork == u64::MAX {
+        return true;
+    }
+    match config.prof_fork_final {
+        ForkFinal::All => true,
+        ForkFinal::None => false,
+        ForkFinal::Sampled => state::samples_taken() != at_fork,
+    }
+}
+
 extern "C" fn at_exit() {
     let _guard = tls::Guard::enter();
     let config = state::config();
+    let wanted = exit_dump_wanted(config);
     // The exit dump is the last one: writing it (or closing, without one)
     // refuses every dump that other threads might still start.
-    let written = if config.prof_final && !config.prof_prefix.is_empty() {
+    let written = if wanted && config.prof_final && !config.prof_prefix.is_empty() {
         writer::write_dump(Trigger::Final, None).ok()
     } else {
         writer::close();
         None
     };
-    if config.prof_leak {
+    if wanted && config.prof_leak {
         let dump = match &written {
             Some((_, dump)) => dump.clone(),
             None => writer::assemble(Trigger::Final, 0, 0),
@@ -122,5 +156,6 @@ extern "C" fn fork_child() {
         writer::unlock_after_fork(true);
     }
     dumper::reset_in_child();
+    SAMPLES_AT_FORK.store(state::samples_taken(), Relaxed);
     tls::current().set_flag(tls::FLAG_GUARD, false);
 }

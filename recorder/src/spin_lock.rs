@@ -17,7 +17,8 @@
 //! Every lock has a [`LockClass`]; [`LOCK_ORDER`] lists them with their rank,
 //! who takes them and whether inside malloc. A thread may only take a lock
 //! of a higher rank than every lock it holds; builds with debug assertions
-//! (and the unit tests) check it on every acquisition. The fork handlers
+//! (and the unit tests) check it on every acquisition; `scripts/test.sh`
+//! runs end-to-end tests under the debug shim for that. The fork handlers
 //! take every lock but the dump lock in rank order (`lifecycle`).
 
 use core::cell::{Cell, UnsafeCell};

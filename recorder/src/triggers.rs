@@ -79,6 +79,9 @@ pub fn live_heap() -> u64 {
 /// check the triggers.
 pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
     dumper::start_if_wanted();
+    if crate::memory_limit::check() {
+        dumper::request_and_start(Trigger::MemoryLimit);
+    }
     let allocated = state.sampler.bytes_allocated();
     let new_bytes = allocated.wrapping_sub(ext.bytes_fed);
     ext.bytes_fed = allocated;

@@ -27,7 +27,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("next allocator", &["next_alloc"]),
     ("state", &["state"]),
-    ("events", &["sample", "threads", "triggers", "dumper"]),
+    (
+        "events",
+        &["sample", "threads", "triggers", "dumper", "memory_limit"],
+    ),
     ("dispatch", &["startup", "counting", "routes"]),
     ("hooks", &["contracts", "fast_path", "cxx"]),
     ("outside malloc", &["writer", "api", "lifecycle"]),

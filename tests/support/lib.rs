@@ -76,10 +76,23 @@ fn release_artifact(name: &str, what: &str) -> PathBuf {
     path
 }
 
-/// Path of the built shim, `target/release/libheapsample.so`. Panics with a
-/// message telling to run `cargo build --release` if it is missing.
+/// Path of the built shim, `target/release/libheapsample.so`, or
+/// `$HEAPSAMPLE_SHIM` when set (e.g. a debug build, whose lock-order checks
+/// are on). Panics with a message telling to run `cargo build --release` if
+/// it is missing.
 pub fn shim_path() -> PathBuf {
-    release_artifact("libheapsample.so", "the shim libheapsample.so")
+    match std::env::var_os("HEAPSAMPLE_SHIM") {
+        Some(path) if !path.is_empty() => {
+            let path = PathBuf::from(path);
+            assert!(
+                path.is_file(),
+                "HEAPSAMPLE_SHIM={} is not a file",
+                path.display()
+            );
+            path
+        }
+        _ => release_artifact("libheapsample.so", "the shim libheapsample.so"),
+    }
 }
 
 /// Path of the built `heapdiff` tool, `target/release/heapdiff`. Panics with a
@@ -829,7 +842,7 @@ impl DumpFile {
             None => (tag, None),
         };
         let letter = kind.chars().next()?;
-        if !"fimus".contains(letter) {
+        if !"fimuso".contains(letter) {
             return None;
         }
         let rest = &kind[1..];

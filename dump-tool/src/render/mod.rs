@@ -3,8 +3,10 @@
 
 pub mod folded;
 pub mod html;
+pub mod json;
 pub mod pprof;
 pub mod svg;
+pub mod svg_intervals;
 pub mod text;
 
 use crate::profile::{Metric, Profile};

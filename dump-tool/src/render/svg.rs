@@ -47,7 +47,8 @@ pub fn render(view: &View<'_>, options: &SvgOptions) -> Result<Vec<u8>, String> 
         &mut svg,
     )
     .map_err(|e| format!("flamegraph rendering failed: {e}"))?;
-    Ok(with_tooltip_details(&svg, &tooltip_details(view)))
+    let svg = with_tooltip_details(&svg, &tooltip_details(view));
+    Ok(super::svg_intervals::annotate(svg, view))
 }
 
 /// Per shown name, the lines a tooltip adds: the full name(s) and the
@@ -138,7 +139,8 @@ fn title_with_details(body: &str, details: &BTreeMap<String, String>) -> String 
     }
 }
 
-fn unescape(text: &str) -> String {
+/// XML text → text (the entities inferno writes).
+pub(super) fn unescape(text: &str) -> String {
     text.replace("&lt;", "<")
         .replace("&gt;", ">")
         .replace("&quot;", "\"")
@@ -146,7 +148,8 @@ fn unescape(text: &str) -> String {
         .replace("&amp;", "&")
 }
 
-fn escape(text: &str) -> String {
+/// Text → XML text.
+pub(super) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -159,10 +162,15 @@ fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
         .clone()
         .unwrap_or_else(|| default_title(view, options));
     inferno.subtitle = Some(format!(
-        "{} {}, corrected for sampling (mean period {} bytes)",
+        "{} {}, corrected for sampling (mean period {} bytes); tooltips give 95 % intervals{}",
         view.metric.name(),
         view.metric.unit(),
-        view.new.period
+        view.new.period,
+        if view.base.is_some() {
+            ", faded frames changed within sampling noise"
+        } else {
+            ""
+        }
     ));
     inferno.count_name = view.metric.unit().to_string();
     inferno.colors = Palette::Basic(BasicPalette::Mem);

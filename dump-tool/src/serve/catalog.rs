@@ -11,6 +11,7 @@
 
 use crate::estimate::Estimate;
 use crate::load::load_dump;
+use crate::render::json::trigger_name;
 use heapsample_format::Dump;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -257,17 +258,6 @@ pub fn summary_of(dump: &Dump) -> Summary {
         samples_taken: dump.totals.samples_taken,
         samples_live: dump.totals.samples_live,
         stacks: dump.stacks.len(),
-    }
-}
-
-fn trigger_name(trigger: heapsample_format::Trigger) -> &'static str {
-    use heapsample_format::Trigger;
-    match trigger {
-        Trigger::Final => "exit",
-        Trigger::Interval => "interval",
-        Trigger::HighWater => "high-water",
-        Trigger::Manual => "manual",
-        Trigger::Signal => "signal",
     }
 }
 

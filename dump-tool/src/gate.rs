@@ -1,0 +1,169 @@
+//! The CI gate: `heapdiff --base A B --fail-if-grows SIZE|PCT`.
+//!
+//! Fails (exit status 1) when the live heap grew significantly between the
+//! two dumps, that is when the 95 % interval of the in-use-space change
+//! excludes 0, *and* the interval's lower end exceeds the threshold: a
+//! size in bytes (`5MB`, `512KiB`, `1048576`) or a percentage of the base's
+//! estimated live heap (`10%`). So sampling noise alone fails it in at most
+//! 2.5 % of runs, and only if the threshold is 0. Never touches files.
+
+use crate::estimate::{Delta, FunctionChange, function_changes, total_change};
+use crate::profile::{Metric, Profile};
+use crate::render::text::bracket;
+use crate::symbolize::LocationTable;
+use std::cmp::Ordering;
+use std::fmt::Write;
+
+/// How much growth is tolerated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Threshold {
+    Bytes(f64),
+    /// Percent of the base's estimated live heap.
+    Percent(f64),
+}
+
+impl std::str::FromStr for Threshold {
+    type Err = String;
+
+    /// `N`, `N%`, or `N` with a unit: `B`, `K`/`KiB`, `KB`, `M`/`MiB`, `MB`,
+    /// `G`/`GiB`, `GB` (the `i` forms and the single letters are powers of
+    /// 1024, `KB`/`MB`/`GB` powers of 1000); case-insensitive.
+    fn from_str(text: &str) -> Result<Threshold, String> {
+        let text = text.trim();
+        let bad = || {
+            format!("{text:?} is not a size (e.g. 5MB, 512KiB, 1048576) or a percentage (e.g. 10%)")
+        };
+        if let Some(number) = text.strip_suffix('%') {
+            let percent: f64 = number.trim().parse().map_err(|_| bad())?;
+            return (percent.is_finite() && percent >= 0.0)
+                .then_some(Threshold::Percent(percent))
+                .ok_or_else(bad);
+        }
+        let split = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let value: f64 = number.parse().map_err(|_| bad())?;
+        let scale = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "k" | "kib" => 1024.0,
+            "kb" => 1e3,
+            "m" | "mib" => 1024.0 * 1024.0,
+            "mb" => 1e6,
+            "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+            "gb" => 1e9,
+            _ => return Err(bad()),
+        };
+        (value.is_finite() && value >= 0.0)
+            .then_some(Threshold::Bytes(value * scale))
+            .ok_or_else(bad)
+    }
+}
+
+/// The verdict and what to print about it.
+#[derive(Clone, Debug)]
+pub struct Verdict {
+    /// True when the gate fails (exit status 1).
+    pub failed: bool,
+    /// Lines for the terminal: the live-heap change with its interval, the
+    /// threshold, and (when failing) the top growing functions.
+    pub message: String,
+}
+
+/// Judge the in-use-space change from `base` to `new`.
+pub fn judge(
+    base: &Profile,
+    new: &Profile,
+    table: &LocationTable,
+    threshold: Threshold,
+    top: usize,
+) -> Verdict {
+    let metric = Metric::InuseSpace;
+    let change = total_change(base, new, metric);
+    let limit = match threshold {
+        Threshold::Bytes(bytes) => bytes,
+        Threshold::Percent(percent) => change.base.value * percent / 100.0,
+    };
+    let interval = change.interval();
+    let failed = change.significant() && interval.low > limit;
+    let mut message = format!(
+        "live heap changed by {:+.0} bytes, 95 % interval {} ({}), threshold {:.0} bytes: {}\n",
+        change.value(),
+        bracket(&interval),
+        if change.significant() {
+            "significant"
+        } else {
+            "within sampling noise"
+        },
+        limit,
+        if failed {
+            "FAIL (the growth's lower bound exceeds the threshold)"
+        } else {
+            "pass"
+        }
+    );
+    if failed {
+        let _ = writeln!(message, "top growing functions (in-use bytes, total):");
+        let _ = writeln!(
+            message,
+            "{:>14} {:>29} {:>4}  function",
+            "delta", "95% interval", "sig"
+        );
+        for (name, delta) in top_growing(base, new, table, top) {
+            let _ = writeln!(
+                message,
+                "{:>+14.0} {:>29} {:>4}  {name}",
+                delta.value(),
+                bracket(&delta.interval()),
+                if delta.significant() { "yes" } else { "no" }
+            );
+        }
+    }
+    Verdict { failed, message }
+}
+
+/// The functions whose total in-use bytes grew most, largest first.
+fn top_growing(
+    base: &Profile,
+    new: &Profile,
+    table: &LocationTable,
+    top: usize,
+) -> Vec<(String, Delta)> {
+    let mut rows: Vec<(String, Delta)> = function_changes(base, new, table, Metric::InuseSpace)
+        .into_iter()
+        .map(
+            |FunctionChange {
+                 name, total_change, ..
+             }| (name, total_change),
+        )
+        .filter(|(_, delta)| delta.value() > 0.0)
+        .collect();
+    rows.sort_by(|a, b| {
+        b.1.value()
+            .partial_cmp(&a.1.value())
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    rows.truncate(top);
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thresholds_parse() {
+        let parse = |s: &str| s.parse::<Threshold>();
+        assert_eq!(parse("1048576"), Ok(Threshold::Bytes(1048576.0)));
+        assert_eq!(parse("5MB"), Ok(Threshold::Bytes(5e6)));
+        assert_eq!(parse("5MiB"), Ok(Threshold::Bytes(5.0 * 1048576.0)));
+        assert_eq!(parse("512k"), Ok(Threshold::Bytes(512.0 * 1024.0)));
+        assert_eq!(parse("1.5G"), Ok(Threshold::Bytes(1.5 * 1073741824.0)));
+        assert_eq!(parse("10%"), Ok(Threshold::Percent(10.0)));
+        assert_eq!(parse(" 2.5 %"), Ok(Threshold::Percent(2.5)));
+        for bad in ["", "MB", "5XB", "-1", "ten%", "1e400", "%"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! The machine-readable report (`--format json`), for scripts and CI.
+//!
+//! One JSON object, schema `heapdiff-report/1` (documented field by field
+//! in dump-tool/README.md). Fields are only ever added within a schema
+//! version; a change of meaning gets a new version. Every estimate is
+//! `{"estimate", "low", "high", "sampled"}` with the 95 % interval (see
+//! `estimate`); every change is `{"estimate", "low", "high", "significant"}`.
+//! All four metrics are reported whatever `--metric` says.
+
+use super::View;
+use crate::estimate::{Delta, Estimate, FunctionChange, Pairing, function_changes, total_change};
+use crate::profile::{Metric, Profile, function_values};
+use crate::symbolize::LocationTable;
+use heapsample_format::{Dump, LEGACY_VERSION, Trigger};
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// The schema name and version written in every report.
+pub const SCHEMA: &str = "heapdiff-report/1";
+
+/// A dump as the report describes it: its path, its contents and the
+/// format version it was written in.
+pub struct Source<'a> {
+    pub path: &'a str,
+    pub dump: &'a Dump,
+    pub version: u32,
+}
+
+/// The report as pretty-printed JSON, ending with a newline.
+pub fn render(view: &View<'_>, new: &Source<'_>, base: Option<&Source<'_>>) -> String {
+    let report = Report {
+        schema: SCHEMA,
+        confidence: 0.95,
+        new: DumpInfo::of(new),
+        base: base.map(DumpInfo::of),
+        pairing: view
+            .base
+            .as_ref()
+            .map(|b| match Pairing::of(b.profile, view.new) {
+                Pairing::SameProcess => "same-process",
+                Pairing::Independent => "independent",
+            }),
+        metrics: ALL_METRICS
+            .iter()
+            .map(|&metric| (metric.name(), MetricReport::of(view, metric)))
+            .collect(),
+    };
+    let mut text = serde_json::to_string_pretty(&report).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+const ALL_METRICS: [Metric; 4] = [
+    Metric::InuseSpace,
+    Metric::InuseObjects,
+    Metric::AllocSpace,
+    Metric::AllocObjects,
+];
+
+#[derive(Serialize)]
+struct Report {
+    schema: &'static str,
+    confidence: f64,
+    new: DumpInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base: Option<DumpInfo>,
+    /// With a base: `same-process` (the base is an earlier dump of the same
+    /// process, cumulative samples shared) or `independent`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pairing: Option<&'static str>,
+    /// Keyed by metric name (`inuse-space`, ...).
+    metrics: BTreeMap<&'static str, MetricReport>,
+}
+
+#[derive(Serialize)]
+struct DumpInfo {
+    path: String,
+    format_version: u32,
+    /// `horvitz-thompson`, or `average-size` for format-2 dumps.
+    estimator: &'static str,
+    writer: String,
+    pid: u32,
+    executable: String,
+    command_line: Vec<String>,
+    time_unix_ns: u64,
+    trigger: &'static str,
+    seq: u64,
+    trigger_seq: u64,
+    sampling_period: u64,
+    lg_sample_period: u32,
+    exact: Exact,
+}
+
+impl DumpInfo {
+    fn of(source: &Source<'_>) -> DumpInfo {
+        let dump = source.dump;
+        DumpInfo {
+            path: source.path.to_string(),
+            format_version: source.version,
+            estimator: if source.version == LEGACY_VERSION {
+                "average-size"
+            } else {
+                "horvitz-thompson"
+            },
+            writer: dump.writer.clone(),
+            pid: dump.pid,
+            executable: dump.executable.clone(),
+            command_line: dump.command_line.clone(),
+            time_unix_ns: dump.time_unix_ns,
+            trigger: trigger_name(dump.trigger),
+            seq: dump.seq,
+            trigger_seq: dump.trigger_seq,
+            sampling_period: dump.sample_period(),
+            lg_sample_period: dump.lg_sample_period,
+            exact: Exact::of(dump),
+        }
+    }
+}
+
+/// The trigger's name in reports (`final`, `interval`, ...).
+pub fn trigger_name(trigger: Trigger) -> &'static str {
+    match trigger {
+        Trigger::Final => "final",
+        Trigger::Interval => "interval",
+        Trigger::HighWater => "high-water",
+        Trigger::Manual => "manual",
+        Trigger::Signal => "signal",
+        Trigger::MemoryLimit => "memory-limit",
+    }
+}
+
+/// The dump's exact counters (absent ones are `null`).
+#[derive(Serialize)]
+struct Exact {
+    allocations: u64,
+    frees: Option<u64>,
+    bytes_allocated: u64,
+    live_usable_bytes: Option<u64>,
+    samples_taken: u64,
+    samples_dropped: u64,
+    samples_live: u64,
+    threads_seen: u64,
+    profiler_bytes: u64,
+    resets: u64,
+}
+
+impl Exact {
+    fn of(dump: &Dump) -> Exact {
+        let t = &dump.totals;
+        Exact {
+            allocations: t.allocations,
+            frees: t.frees,
+            bytes_allocated: t.bytes_allocated,
+            live_usable_bytes: t.live_usable_bytes,
+            samples_taken: t.samples_taken,
+            samples_dropped: t.samples_dropped,
+            samples_live: t.samples_live,
+            threads_seen: t.threads_seen,
+            profiler_bytes: t.profiler_bytes,
+            resets: t.resets,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Bound {
+    estimate: f64,
+    low: f64,
+    high: f64,
+    /// What the samples themselves add up to (a certain lower bound).
+    sampled: f64,
+}
+
+impl Bound {
+    fn of(estimate: &Estimate) -> Bound {
+        let interval = estimate.interval();
+        Bound {
+            estimate: interval.estimate,
+            low: interval.low,
+            high: interval.high,
+            sampled: estimate.floor,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct DeltaBound {
+    estimate: f64,
+    low: f64,
+    high: f64,
+    /// The interval excludes 0: not explained by sampling noise.
+    significant: bool,
+}
+
+impl DeltaBound {
+    fn of(delta: &Delta) -> DeltaBound {
+        let interval = delta.interval();
+        DeltaBound {
+            estimate: interval.estimate,
+            low: interval.low,
+            high: interval.high,
+            significant: delta.significant(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct FunctionReport {
+    name: String,
+    #[serde(rename = "self")]
+    self_value: Bound,
+    total: Bound,
+}
+
+#[derive(Serialize)]
+struct StackReport {
+    /// Function names, root first.
+    frames: Vec<String>,
+    #[serde(flatten)]
+    value: Bound,
+}
+
+#[derive(Serialize)]
+struct SidePair {
+    #[serde(rename = "self")]
+    self_value: f64,
+    total: f64,
+}
+
+#[derive(Serialize)]
+struct DeltaPair {
+    #[serde(rename = "self")]
+    self_value: DeltaBound,
+    total: DeltaBound,
+}
+
+#[derive(Serialize)]
+struct ChangeReport {
+    name: String,
+    base: SidePair,
+    new: SidePair,
+    delta: DeltaPair,
+}
+
+impl ChangeReport {
+    fn of(change: &FunctionChange) -> ChangeReport {
+        let (s, t) = (&change.self_change, &change.total_change);
+        ChangeReport {
+            name: change.name.clone(),
+            base: SidePair {
+                self_value: s.base.value,
+                total: t.base.value,
+            },
+            new: SidePair {
+                self_value: s.new.value,
+                total: t.new.value,
+            },
+            delta: DeltaPair {
+                self_value: DeltaBound::of(s),
+                total: DeltaBound::of(t),
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct MetricReport {
+    unit: &'static str,
+    /// The new (or only) dump's whole-profile estimate.
+    total: Bound,
+    /// Its functions, largest total first.
+    functions: Vec<FunctionReport>,
+    /// Its distinct stacks with a non-zero estimate, largest first.
+    stacks: Vec<StackReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_total: Option<Bound>,
+    /// new − base for the whole profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delta: Option<DeltaBound>,
+    /// Every function of either dump that changed, largest |total delta| first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changes: Option<Vec<ChangeReport>>,
+}
+
+impl MetricReport {
+    fn of(view: &View<'_>, metric: Metric) -> MetricReport {
+        let base = view.base.as_ref().map(|b| b.profile);
+        MetricReport {
+            unit: metric.unit(),
+            total: Bound::of(&view.new.estimate(metric)),
+            functions: functions(view.new, view.table, metric),
+            stacks: stacks(view.new, view.table, metric),
+            base_total: base.map(|b| Bound::of(&b.estimate(metric))),
+            delta: base.map(|b| DeltaBound::of(&total_change(b, view.new, metric))),
+            changes: base.map(|b| changes(b, view.new, view.table, metric)),
+        }
+    }
+}
+
+fn by_size_then_name(a: (f64, &str), b: (f64, &str)) -> Ordering {
+    b.0.partial_cmp(&a.0)
+        .unwrap_or(Ordering::Equal)
+        .then_with(|| a.1.cmp(b.1))
+}
+
+fn functions(profile: &Profile, table: &LocationTable, metric: Metric) -> Vec<FunctionReport> {
+    let mut rows: Vec<FunctionReport> = function_values(profile, table, metric)
+        .into_iter()
+        .map(|(name, value)| FunctionReport {
+            name,
+            self_value: Bound::of(&value.self_estimate),
+            total: Bound::of(&value.total_estimate),
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        by_size_then_name((a.total.estimate, &a.name), (b.total.estimate, &b.name))
+    });
+    rows
+}
+
+fn stacks(profile: &Profile, table: &LocationTable, metric: Metric) -> Vec<StackReport> {
+    let mut rows: Vec<StackReport> = profile
+        .samples
+        .iter()
+        .filter(|sample| metric.of(&sample.values) > 0.0)
+        .map(|sample| StackReport {
+            frames: sample
+                .frames
+                .iter()
+                .rev()
+                .map(|&frame| crate::profile::function_name(table, frame).to_string())
+                .collect(),
+            value: Bound::of(&sample.estimate(metric)),
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.value
+            .estimate
+            .partial_cmp(&a.value.estimate)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| a.frames.cmp(&b.frames))
+    });
+    rows
+}
+
+fn changes(
+    base: &Profile,
+    new: &Profile,
+    table: &LocationTable,
+    metric: Metric,
+) -> Vec<ChangeReport> {
+    let mut rows: Vec<&FunctionChange> = Vec::new();
+    let all = function_changes(base, new, table, metric);
+    rows.extend(
+        all.iter()
+            .filter(|c| c.total_change.value() != 0.0 || c.self_change.value() != 0.0),
+    );
+    rows.sort_by(|a, b| {
+        by_size_then_name(
+            (a.total_change.value().abs(), &a.name),
+            (b.total_change.value().abs(), &b.name),
+        )
+    });
+    rows.into_iter().map(ChangeReport::of).collect()
+}
