@@ -580,9 +580,9 @@ def callgrind_markdown(results: dict[str, dict]) -> str:
 # Parts of a sample, by function (inclusive instructions, callgrind_annotate).
 # A part's functions must not call each other's (no double counting).
 PARTS = (
-    ("walk", r"heapsample_recorder::backtrace::(\w+<_>::)?capture$"),
+    ("walk", r"heapsample_recorder::backtrace::(\w+<_>::)?capture(_with)?$"),
     ("intern", r"heapsample_recorder::stack_table::StackTable::(intern|holds)$"),
-    ("live table", r"heapsample_recorder::live_table::LiveTable::(insert|remove)$"),
+    ("table insert", r"heapsample_recorder::live_table::LiveTable::insert$"),
     ("sample event", r"::(on_countdown_expired|on_sampled_free)$"),
 )
 CALLGRIND_TIMEOUT_S = 1200
@@ -630,12 +630,13 @@ def sample_parts(out_dir: Path) -> dict[str, int]:
             for name, pattern in PARTS:
                 if re.search(pattern, m.group(2)):
                     totals[name] += int(m.group(1).replace(",", ""))
-    event = totals["sample event"] - totals["walk"] - totals["intern"] - totals["live table"]
+    event = totals["sample event"] - totals["walk"] - totals["intern"] - totals["table insert"]
     totals["sample event"] = max(event, 0)
     return totals
 
 
-def run_exact_callgrind(workloads: list[Workload], configs: list[Config]) -> dict:
+def run_exact_callgrind(workloads: list[Workload], configs: list[Config],
+                        progress=lambda partial: None) -> dict:
     results: dict[str, dict] = {}
     for wl in workloads:
         per: dict[str, dict] = {}
@@ -651,6 +652,8 @@ def run_exact_callgrind(workloads: list[Workload], configs: list[Config]) -> dic
             if keep is not None and ir is not None:
                 per[cfg.name]["parts"] = sample_parts(keep)
             log(f"  callgrind {wl.name:7} {cfg.name:18} Ir {fmt(ir, ',')}")
+            results[wl.name] = per
+            progress(results)
         results[wl.name] = per
     return results
 
@@ -658,7 +661,7 @@ def run_exact_callgrind(workloads: list[Workload], configs: list[Config]) -> dic
 def exact_markdown(workloads: list[Workload], cg: dict, walls: dict) -> str:
     """One table: instructions and wall-clock ratios against no preload, side by side."""
     cols = [c for c in EXACT_CONFIGS if c != "none"]
-    head = ["workload"] + [f"{c} Ir × / wall ×" for c in cols]
+    head = ["workload"] + [f"{c} Ir × / CPU × / wall ×" for c in cols]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for wl in workloads:
         per, summary = cg.get(wl.name, {}), walls.get(wl.name, {})
@@ -667,9 +670,10 @@ def exact_markdown(workloads: list[Workload], cg: dict, walls: dict) -> str:
         for c in cols:
             ir = per.get(c, {}).get("ir")
             ir_ratio = fmt(ir / base, ".3f") if ir and base else "–"
-            wall = summary.get(c, {}).get("vs_none", {}).get("wall")
-            wall_ratio = f"{wall['median']:.2f}" if wall else "–"
-            cells.append(f"{ir_ratio} / {wall_ratio}")
+            vs_none = summary.get(c, {}).get("vs_none", {})
+            times = [f"{r['median']:.2f}" if r else "–"
+                     for r in (vs_none.get("cpu"), vs_none.get("wall"))]
+            cells.append(f"{ir_ratio} / {times[0]} / {times[1]}")
         lines.append("| " + " | ".join(cells) + " |")
     floor = ["", "**Default period against the minimal interposer** (callgrind "
              "instructions over no preload):", "",
@@ -686,8 +690,8 @@ def exact_markdown(workloads: list[Workload], cg: dict, walls: dict) -> str:
                      f"{fmt(jp / j if jp and j else None, '.2f')} |")
     parts = ["", "**Where the profiler's instructions go at lg_prof_sample:0** (inclusive "
              "callgrind instructions per allocation call; `rest` = lg 0 − floor − the parts):",
-             "", "| workload | allocations | walk | intern | live table | sample event | rest |"
-             " lg 0 − floor |", "|---|---|---|---|---|---|---|---|"]
+             "", "| workload | allocations | walk | intern | table insert | rest of the sample "
+             "event and the sampled free | rest | lg 0 − floor |", "|---|---|---|---|---|---|---|---|"]
     for wl in workloads:
         per = cg.get(wl.name, {})
         lg0, fl = per.get("shim-lg0", {}), per.get("floor", {}).get("ir")
@@ -807,6 +811,11 @@ def parse_args() -> argparse.Namespace:
                         "none, floor, default, lg 14, lg 0, jemalloc (lg 0) and heaptrack; "
                         "wall-clock ratios and callgrind instructions side by side, and the "
                         "per-part cost of a sample at lg 0")
+    p.add_argument("--callgrind-configs",
+                   help="--exact: comma-separated configs measured under callgrind "
+                        "(default: --configs, else the exact-mode set)")
+    p.add_argument("--no-wall", action="store_true",
+                   help="--exact: skip the wall-clock rounds (callgrind only)")
     p.add_argument("--shim", type=Path, default=None,
                    help="benchmark this libheapsample.so instead of target/release's")
     return p.parse_args()
@@ -879,7 +888,7 @@ def run_exact(args: argparse.Namespace, configs: list[Config], report: dict,
     rounds = args.rounds
     walls: dict[str, dict] = {}
     failures = 0
-    for wl in workloads:
+    for wl in workloads if not args.no_wall else []:
         log(f"workload {wl.name} (exact-mode size)")
         runs = run_workload(wl, configs, rounds, True, False, args.max_load)
         summary = summarize(configs, runs)
@@ -889,27 +898,39 @@ def run_exact(args: argparse.Namespace, configs: list[Config], report: dict,
         report["workloads"][wl.name] = {"desc": wl.desc, "summary": summary, "runs": runs}
         md.append(workload_heading(wl, summary["_allocs"], summary, False) + "\n\n"
                   + markdown_table(table_rows(summary, configs, wl, False)))
+        write_results(args.results, report, md)
+    if args.no_wall:
+        for wl in workloads:
+            walls[wl.name] = {"_allocs": count_allocations(wl, False)}
     cg: dict = {}
     if not args.no_callgrind and shutil.which("valgrind"):
-        chosen = args.configs.split(",") if args.configs else EXACT_CALLGRIND_CONFIGS
+        chosen = (args.callgrind_configs or args.configs or ",".join(EXACT_CALLGRIND_CONFIGS)) \
+            .split(",")
         cg_configs = [c for c in all_configs()
                       if c.name in EXACT_CALLGRIND_CONFIGS and c.name in chosen]
         mark_missing(cg_configs)
         log("callgrind: whole-program instructions per configuration")
-        cg = run_exact_callgrind(workloads, cg_configs)
+        cg = run_exact_callgrind(workloads, cg_configs,
+                                 lambda partial: write_results(
+                                     args.results, report | {"exact_callgrind": partial}, md))
         report["exact_callgrind"] = cg
     section = "### Exact mode and the default period: instructions and wall clock\n\n" \
-        + f"Callgrind instructions (whole program, children included) and median wall-clock " \
-        f"ratios of {rounds} interleaved rounds, both over no preload, at the exact-mode " \
-        "sizes.\n\n" + exact_markdown(workloads, cg, walls)
+        + f"Callgrind instructions (whole program, children included) and median CPU-time " \
+        f"and wall-clock ratios of {rounds} interleaved rounds, all over no preload, at the " \
+        "exact-mode sizes.\n\n" + exact_markdown(workloads, cg, walls)
     print("\n" + section + "\n", flush=True)
     md.insert(1, section)
     report["machine"]["loadavg_end"] = os.getloadavg()
-    base = OUT / args.results
+    write_results(args.results, report, md)
+    return 1 if failures else 0
+
+
+def write_results(name: str, report: dict, md: list[str]) -> None:
+    """Write (or rewrite, as a long run goes on) bench/out/NAME.json and .md."""
+    base = OUT / name
     base.with_suffix(".json").write_text(json.dumps(report, indent=1, default=str))
     base.with_suffix(".md").write_text("\n\n".join(md) + "\n")
     log(f"wrote {base}.json and {base}.md")
-    return 1 if failures else 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,7 +25,8 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "heapdiff", version)]
 struct Cli {
-    /// The dump to show (the "new" side of a comparison).
+    /// The dump to show (the "new" side of a comparison): a heapsample
+    /// dump, or a jemalloc (`jeprof.*.heap`) or gperftools heap profile.
     dump: PathBuf,
     /// Compare against this earlier dump: show what grew and what shrank.
     #[arg(long, value_name = "DUMP")]

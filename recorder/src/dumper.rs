@@ -167,6 +167,15 @@ fn is_retry(info: *const libc::siginfo_t) -> bool {
         }
 }
 
+/// The program took the dump signal over: disarm the retry timer, so its
+/// handler never receives the timer's signal.
+pub fn cancel_retry() {
+    let timer = RETRY_TIMER.load(Relaxed);
+    if timer >= 0 {
+        set_retry_timer(timer, 0);
+    }
+}
+
 /// Bring `signal` back in 10 ms (raw system calls: async-signal-safe).
 fn arm_retry(signal: i32) {
     let mut timer = RETRY_TIMER.load(Relaxed);
@@ -195,6 +204,11 @@ fn arm_retry(signal: i32) {
         timer = i64::from(id);
         RETRY_TIMER.store(timer, Relaxed);
     }
+    set_retry_timer(timer, 10_000_000);
+}
+
+/// Arm the retry timer to fire once in `nanoseconds` (0 disarms it).
+fn set_retry_timer(timer: i64, nanoseconds: i64) {
     let delay = libc::itimerspec {
         it_interval: libc::timespec {
             tv_sec: 0,
@@ -202,10 +216,10 @@ fn arm_retry(signal: i32) {
         },
         it_value: libc::timespec {
             tv_sec: 0,
-            tv_nsec: 10_000_000,
+            tv_nsec: nanoseconds,
         },
     };
-    // SAFETY: arming our own timer once, with a valid itimerspec.
+    // SAFETY: setting our own timer with a valid itimerspec.
     unsafe {
         libc::syscall(
             libc::SYS_timer_settime,

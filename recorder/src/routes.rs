@@ -336,3 +336,59 @@ unsafe fn realloc_from_bootstrap(pointer: *mut c_void, size: usize) -> *mut c_vo
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routes() -> [*mut (); 4] {
+        [
+            MALLOC_ROUTE.load(Relaxed),
+            FREE_ROUTE.load(Relaxed),
+            CALLOC_ROUTE.load(Relaxed),
+            REALLOC_ROUTE.load(Relaxed),
+        ]
+    }
+
+    /// Every mode's routes, named (the only test of this crate's unit tests
+    /// that sets them; the profiler is not started here).
+    #[test]
+    fn each_mode_has_its_routes() {
+        let other = [
+            malloc_other as MallocFn as *mut (),
+            free_other as FreeFn as *mut (),
+            calloc_other as CallocFn as *mut (),
+            realloc_other as ReallocFn as *mut (),
+        ];
+        assert_eq!(routes(), other, "before start-up");
+        let next = &next_alloc::NEXT;
+        let next_routes = [
+            next.malloc.address().cast(),
+            next.free.address().cast(),
+            next.calloc.address().cast(),
+            next.realloc.address().cast(),
+        ];
+        let profiled = [
+            malloc_crossing as MallocFn as *mut (),
+            free_maybe_sampled as FreeFn as *mut (),
+            calloc_profiled as CallocFn as *mut (),
+            realloc_profiled as ReallocFn as *mut (),
+        ];
+        set_routes(MODE_PASS_THROUGH);
+        assert_eq!(routes(), next_routes, "prof:false goes straight on");
+        set_routes(MODE_PASS_THROUGH | MODE_ARENA_IN_USE);
+        assert_eq!(
+            routes(),
+            [next_routes[0], other[1], next_routes[2], other[3]],
+            "arena blocks must never reach the next free or realloc"
+        );
+        set_routes(MODE_PROFILING);
+        assert_eq!(routes(), profiled);
+        set_routes(MODE_PROFILING | MODE_ARENA_IN_USE);
+        assert_eq!(routes(), [profiled[0], profiled[1], profiled[2], other[3]]);
+        set_routes(MODE_PROFILING_EXACT);
+        assert_eq!(routes(), other, "prof_exact counts on the *_other paths");
+        set_routes(MODE_PROFILING_EXACT | MODE_ARENA_IN_USE);
+        assert_eq!(routes(), other);
+    }
+}

@@ -7,7 +7,9 @@
 //! `global_asm!` and is reached with `fs:[0] + GOTTPOFF`, so reading it is
 //! two instructions and never calls `__tls_get_addr` (which may allocate
 //! after a `dlopen`). A new thread's block is zero, and there is no
-//! destructor.
+//! destructor. It also defines the thread's cold block ([`ThreadExt`]:
+//! frame buffer, private unwinding state, recently sampled stacks), which
+//! `threads` allocates and pools.
 //!
 //! Fields are atomics only so that the dump can read other threads' counters
 //! without a data race; the owning thread updates them with plain relaxed

@@ -142,6 +142,7 @@ static HANDLER_INSTALLED: AtomicBool = AtomicBool::new(false);
 /// handler wins and signal dumps stop, with one warning.
 pub fn on_program_sigaction(signal: libc::c_int) {
     if signal != 0 && signal == SIGNAL.load(Relaxed) && HANDLER_INSTALLED.swap(false, Relaxed) {
+        dumper::cancel_retry();
         crate::warn!(
             Kind::Signal,
             "prof_signal: the program installed its own handler for signal {}; signal dumps are off",

@@ -13,9 +13,17 @@
 //! 2. The rule goes into a caller-owned cache ([`RuleCache`], [`SharedRuleCache`],
 //!    or both), so a warm capture is a few loads per frame.
 //! 3. Whenever the fast walk stops for any reason other than reaching the outermost
-//!    frame (CFA expressions, signal trampolines, code without CFI, unusual register
-//!    rules, implausible stack values), the whole stack is captured again from scratch
-//!    with libgcc's `_Unwind_Backtrace` ([`capture_libgcc`]): correctness beats speed.
+//!    frame (CFA expressions, signal trampolines, unusual register rules, implausible
+//!    stack values), the whole stack is captured again from scratch with libgcc's
+//!    `_Unwind_Backtrace` ([`capture_libgcc`]): correctness beats speed. A frame in
+//!    code without any unwind information (JIT code) ends the walk after it is
+//!    reported, exactly where libgcc's walk ends: libgcc's own `_Unwind_Find_FDE`
+//!    (which also sees frames a JIT registered) and its `rt_sigreturn` test confirm it.
+//! 4. [`capture_remembered`] also keeps a thread's previous walk in a [`StackMemo`] and
+//!    replays its outer frames when the new walk reaches one of their register states:
+//!    two loads and a compare per frame instead of a rule lookup, re-reading exactly
+//!    the slots the real step would read, so a changed caller is never replayed (the
+//!    proof is in [`StackMemo`]'s module).
 //!
 //! # Contract shared by every `capture*` function
 //!
@@ -36,6 +44,8 @@
 //! * [`SharedRuleCache`] — one per process (`&self`, lock-free seqlock buckets),
 //!   256 KiB by default. A new thread starts warm; costs a few ns per frame more.
 //! * [`capture_layered`] — a small private cache backed by a shared one.
+//! * [`capture_remembered`] / [`PrivateUnwinder`] — the layered caches plus a
+//!   thread's [`StackMemo`]: the choice for repeated captures on one thread.
 //!
 //! All-zero memory is a valid empty cache of either kind, so caches can live in
 //! `mmap`'d memory, in a `static`, or in a zeroed heap block.

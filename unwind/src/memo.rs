@@ -12,17 +12,29 @@
 //! (the return address at CFA−8, and the saved rbp if the rule restores it), whose
 //! addresses follow from the registers and the rule. A memo level records, for the
 //! step that produced it, the resulting registers and the saved-rbp slot it read; the
-//! return-address slot is its `rsp − 8`. Replay starts only at a frame whose registers
-//! equal a memo level's, in the same generation, and for each outer level re-reads
-//! exactly the slots the real step would read and compares them with the values the
-//! level was built from. By induction each replayed level is what [`step`] would
-//! compute now: the same slots are read, in the same order, so replay also touches no
-//! memory the real walk would not. The first slot that differs ends the replay and the
-//! walk goes on normally from the last level that was proven. How the old walk ended
-//! is replayed the same way (an outermost rule needs no read; a zero return address is
-//! re-read; code without unwind information is looked up again). A caller whose return address was rewritten (a trampoline, a coroutine
-//! switch, a `longjmp` that reused the frames) therefore never gets a stale suffix: its
-//! slot value differs and the walk continues from there.
+//! return-address slot is its `rsp − 8`.
+//!
+//! Replay starts only at a frame whose registers equal a memo level's, in the same
+//! generation, and for each outer level re-reads exactly the slots the real step would
+//! read and compares them with the values the level was built from. By induction each
+//! replayed level is what [`step`] would compute now: the same slots are read, in the
+//! same order, so replay also touches no memory the real walk would not. The first
+//! slot that differs ends the replay, and the walk goes on normally from the last
+//! level that was proven. How the old walk ended is replayed the same way (an
+//! outermost rule needs no read; a zero return address is re-read; code without
+//! unwind information is looked up again). A caller whose return address was
+//! rewritten (a trampoline, a coroutine switch, a `longjmp` that reused the frames)
+//! therefore never gets a stale suffix: its slot value differs and the walk continues
+//! from there.
+//!
+//! rbp is the one register that code without frame pointers uses for data, so its
+//! value changes between calls in frames whose return addresses do not. A level's rbp
+//! is therefore compared only where it can matter: where a later step of the
+//! remembered walk computes a CFA from it, directly or after carrying it over unchanged
+//! (flag [`RBP_MATTERS`], derived from the rules). Elsewhere its value reaches no
+//! address and no frame, so any value gives the same steps. Replay keeps the real rbp
+//! (re-reading saved-rbp slots as the real steps do), so a walk that goes on after a
+//! replay stops does so from the real registers.
 //!
 //! Runs inside malloc: no allocation, no locks, no system calls; the replay costs two
 //! loads and a compare per frame.
@@ -123,7 +135,7 @@ enum End {
 ///
 /// Holds `LEVELS` frames (deeper walks are not remembered). Private to one thread at a
 /// time (`&mut`); all-zero memory is a valid empty memo, so it can live in zeroed heap
-/// memory. Size: 64 × `LEVELS` bytes + 48 (16 KiB + 48 at the default 256).
+/// memory. Size: 64 × `LEVELS` bytes + 64 (16 KiB + 64 at the default 256).
 #[repr(C)]
 pub struct StackMemo<const LEVELS: usize = 256> {
     /// The cache generation the levels were computed under.
@@ -134,6 +146,9 @@ pub struct StackMemo<const LEVELS: usize = 256> {
     end: u64,
     /// Frames the last capture replayed.
     replayed: u64,
+    /// Frames of the last capture made without remembering (see
+    /// [`REMEMBER_FROM_DEPTH`]).
+    plain_depth: u64,
     /// Counters: see [`MemoCounts`].
     counts: MemoCounts,
     levels: [Level; LEVELS],
@@ -171,6 +186,7 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
             len: 0,
             end: END_OUTERMOST,
             replayed: 0,
+            plain_depth: 0,
             counts: MemoCounts {
                 captures: 0,
                 matches: 0,
@@ -292,11 +308,47 @@ enum Replay {
     },
 }
 
+/// Stacks shallower than this many frames are walked without the memo: remembering
+/// costs about as much per frame as stepping a cached frame, and replay only pays
+/// once enough outer frames repeat. Measured per capture on the benchmark at
+/// `lg_prof_sample:0`: the C++ churn's ~15-frame stacks cost 1,320 instructions with
+/// the memo against 1,000 without, Python's ~30-frame stacks 1,870 against 2,700.
+const REMEMBER_FROM_DEPTH: usize = 20;
+
 /// Like [`crate::walk::walk`], but replays the outer frames it finds unchanged in
 /// `memo`, and leaves the memo describing this walk. `generation` is the rule caches'
-/// current generation.
+/// current generation. A thread whose last stack was shallow walks without the memo.
 #[inline(never)]
 pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
+    start: Registers,
+    store: &mut S,
+    memo: &mut StackMemo<LEVELS>,
+    generation: u64,
+    frames: &mut [u64],
+) -> WalkEnd {
+    if memo.len == 0 && (memo.plain_depth as usize) < REMEMBER_FROM_DEPTH {
+        memo.counts.captures += 1;
+        memo.replayed = 0;
+        let end = crate::walk::walk(start, store, frames);
+        memo.plain_depth = match end {
+            WalkEnd::Complete(written) => written as u64,
+            WalkEnd::NeedsFallback => 0,
+        };
+        return end;
+    }
+    let end = walk_with_memo(start, store, memo, generation, frames);
+    if let WalkEnd::Complete(written) = end
+        && written < REMEMBER_FROM_DEPTH
+    {
+        memo.len = 0;
+        memo.plain_depth = written as u64;
+    }
+    end
+}
+
+/// [`walk_remembered`] through the memo.
+#[inline(always)]
+fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
     start: Registers,
     store: &mut S,
     memo: &mut StackMemo<LEVELS>,

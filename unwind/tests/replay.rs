@@ -55,8 +55,9 @@ fn repeated_captures_replay_and_match_libgcc() {
     }
     let counts = capturer.memo.counts();
     assert_eq!(counts.captures, 12);
-    // Each depth's captures after the first replay (same outer frames).
-    assert!(counts.matches >= 9, "{counts:?}");
+    // The deep stacks' captures after the first replay (same outer frames); the
+    // shallowest may be walked without the memo.
+    assert!(counts.matches >= 6, "{counts:?}");
 }
 
 #[test]
@@ -74,7 +75,9 @@ fn inner_changes_keep_the_outer_part() {
         0
     });
     let counts = capturer.memo.counts();
-    assert!(counts.matches >= 5, "{counts:?}");
+    // The first capture walks without the memo (it does not know the depth yet), the
+    // second fills it, the other four replay.
+    assert!(counts.matches >= 4, "{counts:?}");
     assert!(
         capturer.memo.replayed_frames() > 20,
         "{counts:?} replayed {}",
@@ -231,10 +234,12 @@ extern "C" fn capture_under_jit() {
     JIT_CAPTURER.with(|capturer| {
         let mut capturer = capturer.borrow_mut();
         let capturer = capturer.as_mut().expect("set by the test");
-        let len = chain(4, &mut || {
-            capturer.check("under code without unwind info") as u64
+        let mut frames = 0;
+        chain(30, &mut || {
+            frames = capturer.check("under code without unwind info");
+            0
         });
-        assert!(len > 4);
+        assert!(frames > 30, "{frames} frames");
     });
 }
 
@@ -242,7 +247,7 @@ extern "C" fn capture_under_jit() {
 fn stops_where_libgcc_stops_in_code_without_unwind_info() {
     let stub = jit_stub();
     JIT_CAPTURER.with(|capturer| *capturer.borrow_mut() = Some(Capturer::new()));
-    for _ in 0..black_box(3) {
+    for _ in 0..black_box(5) {
         chain(6, &mut || {
             stub(capture_under_jit);
             0
@@ -252,6 +257,10 @@ fn stops_where_libgcc_stops_in_code_without_unwind_info() {
         let capturer = capturer.borrow();
         let capturer = capturer.as_ref().expect("set above");
         assert_eq!(capturer.local.fallbacks(), 0, "libgcc was not needed");
-        assert!(capturer.memo.counts().matches >= 2);
+        assert!(
+            capturer.memo.counts().matches >= 2,
+            "{:?}",
+            capturer.memo.counts()
+        );
     });
 }

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Fork-heavy and dlopen-heavy programs: the shim's cost, side by side with
+no preload, medians over alternating rounds.
+
+Measures
+  - fork_children (bench/workloads/fork_children.c): the parent's fork() and a
+    short child's whole life (fork to waitpid), for children that allocate
+    nothing and children that allocate 1 MiB (so they sample and, with the
+    default prof_fork_final:sampled, write an exit dump); the exit dump's own
+    cost is the difference with prof_fork_final:none;
+  - dl_loop (tests/programs/dl_loop.c): 60,000 dlopen/dlclose iterations over
+    20 plugins, CPU time and RSS;
+  - pgbench -C -S against a PostgreSQL started with and without the shim (a
+    backend is forked per connection): TPS ratio. PostgreSQL is installed with
+    apt-get when missing (never by the tests).
+
+python3 bench/fork_heavy.py [--rounds N] [--pgbench-seconds S] [--no-pgbench]
+"""
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIM = ROOT / "target" / "release" / "libheapsample.so"
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def build(work: Path) -> dict:
+    out = {}
+    subprocess.run(["gcc", "-O2", "-o", work / "fork_children",
+                    ROOT / "bench/workloads/fork_children.c"], check=True)
+    out["fork_children"] = work / "fork_children"
+    subprocess.run(["gcc", "-O1", "-g", "-o", work / "dl_loop",
+                    ROOT / "tests/programs/dl_loop.c", "-ldl"], check=True)
+    out["dl_loop"] = work / "dl_loop"
+    plugins = work / "plugins"
+    plugins.mkdir()
+    for i in range(20):
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O1", f"-DPLUGIN_ID={i}", "-o",
+                        plugins / f"plugin_{i}.so", ROOT / "tests/programs/dl_plugin.c"],
+                       check=True)
+    out["plugins"] = plugins
+    return out
+
+
+def run(cmd, env_extra=None, cwd=None) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PROF_CONF")}
+    env.update(env_extra or {})
+    return subprocess.run(cmd, env=env, cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def values(text: str) -> dict:
+    return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", text)}
+
+
+def shim_env(conf: str = "") -> dict:
+    env = {"LD_PRELOAD": str(SHIM)}
+    if conf:
+        env["PROF_CONF"] = conf
+    return env
+
+
+def bench_fork(bins: dict, rounds: int, work: Path) -> list:
+    configs = [("none", None), ("default", ""), ("fork_final:none", "prof_fork_final:none")]
+    results = {}
+    for bytes_ in ("0", "1048576"):
+        for _ in range(rounds):
+            for name, conf in configs:
+                cwd = Path(tempfile.mkdtemp(dir=work))
+                env = None if conf is None else shim_env(conf)
+                v = values(run([bins["fork_children"], "1000", bytes_], env, cwd))
+                results.setdefault((bytes_, name), []).append(v)
+                shutil.rmtree(cwd)
+    rows = []
+    for (bytes_, name), vs in results.items():
+        rows.append((bytes_, name, statistics.median(v["fork_us"] for v in vs),
+                     statistics.median(v["child_us"] for v in vs)))
+    return rows
+
+
+def bench_dl(bins: dict, rounds: int, work: Path) -> list:
+    rows = []
+    for mode, n in (("rounds", "3000"), ("single", "60000")):
+        cpu = {"none": [], "default": []}
+        rss = {"none": [], "default": []}
+        for _ in range(rounds):
+            for name in ("none", "default"):
+                cwd = Path(tempfile.mkdtemp(dir=work))
+                env = None if name == "none" else shim_env()
+                v = values(run([bins["dl_loop"], mode, n, bins["plugins"], "20"], env, cwd))
+                cpu[name].append(v["seconds"])
+                rss[name].append(v["rss_kib"])
+                shutil.rmtree(cwd)
+        rows.append((mode, statistics.median(cpu["none"]), statistics.median(cpu["default"]),
+                     statistics.median(rss["none"]), statistics.median(rss["default"])))
+    return rows
+
+
+def ensure_postgres() -> bool:
+    if (PG_BIN / "pgbench").exists():
+        return True
+    print("installing postgresql (apt-get)", file=sys.stderr)
+    subprocess.run(["apt-get", "install", "-y", "-q", "postgresql"], check=False,
+                   capture_output=True)
+    return (PG_BIN / "pgbench").exists()
+
+
+def as_postgres(cmd: list) -> list:
+    return ["runuser", "-u", "postgres", "--"] + cmd if os.geteuid() == 0 else cmd
+
+
+def bench_pgbench(rounds: int, seconds: int) -> list:
+    base = Path(tempfile.mkdtemp(prefix="hs-pgbench-"))
+    os.chmod(base, 0o777)
+    shim_copy = base / "libheapsample.so"
+    shutil.copy(SHIM, shim_copy)
+    os.chmod(shim_copy, 0o755)
+    data, port = base / "data", "54329"
+    dumps = base / "dumps"
+    dumps.mkdir()
+    os.chmod(dumps, 0o777)
+    run(as_postgres([PG_BIN / "initdb", "-D", data, "-A", "trust"]))
+    tps = {"none": [], "default": []}
+    initialised = False
+    try:
+        for r in range(rounds):
+            for name in ("none", "default") if r % 2 == 0 else ("default", "none"):
+                env = {} if name == "none" else {
+                    "LD_PRELOAD": str(shim_copy), "PROF_CONF": f"prof_prefix:{dumps}/pg"}
+                run(as_postgres([PG_BIN / "pg_ctl", "-D", data, "-w", "-l", base / "log", "-o",
+                                 f"-p {port} -k {base} -c listen_addresses=''", "start"]), env)
+                try:
+                    if not initialised:
+                        run(as_postgres([PG_BIN / "pgbench", "-h", base, "-p", port, "-i",
+                                         "-s", "1", "-q", "postgres"]))
+                        initialised = True
+                    out = run(as_postgres([PG_BIN / "pgbench", "-h", base, "-p", port, "-C",
+                                           "-S", "-c", "2", "-T", str(seconds), "postgres"]))
+                    tps[name].append(float(re.search(r"tps = ([0-9.]+)", out).group(1)))
+                finally:
+                    run(as_postgres([PG_BIN / "pg_ctl", "-D", data, "-w", "stop"]))
+        files = len(list(dumps.iterdir()))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return [(statistics.median(tps["none"]), statistics.median(tps["default"]), files,
+             tps["none"], tps["default"])]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--pgbench-seconds", type=int, default=8)
+    p.add_argument("--no-pgbench", action="store_true")
+    args = p.parse_args()
+    if not SHIM.exists():
+        subprocess.run(["cargo", "build", "--release"], cwd=ROOT, check=True)
+    work = Path(tempfile.mkdtemp(prefix="hs-forkbench-"))
+    try:
+        bins = build(work)
+        print(f"## fork_children, 1000 children, medians of {args.rounds} rounds (µs)")
+        print("| child allocates | config | fork() | child fork→waitpid |")
+        print("|---|---|---|---|")
+        for bytes_, name, fork_us, child_us in bench_fork(bins, args.rounds, work):
+            print(f"| {bytes_} B | {name} | {fork_us:.1f} | {child_us:.1f} |")
+        print(f"\n## dl_loop, 60,000 dlopen/dlclose of 20 plugins, medians of {args.rounds}")
+        print("| mode | CPU none (s) | CPU shim (s) | ratio | RSS none (KiB) | RSS shim (KiB) |")
+        print("|---|---|---|---|---|---|")
+        for mode, c0, c1, r0, r1 in bench_dl(bins, args.rounds, work):
+            print(f"| {mode} | {c0:.3f} | {c1:.3f} | {c1 / c0:.2f}x | {r0:.0f} | {r1:.0f} |")
+        if not args.no_pgbench and ensure_postgres():
+            print(f"\n## pgbench -C -S -c 2 -T {args.pgbench_seconds}, {args.rounds} rounds")
+            for t0, t1, files, all0, all1 in bench_pgbench(args.rounds, args.pgbench_seconds):
+                print(f"tps none {t0:.1f}, shim {t1:.1f}: {t1 / t0:.3f}x; "
+                      f"{files} dump files; rounds none {all0} shim {all1}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
