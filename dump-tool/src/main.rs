@@ -90,7 +90,8 @@ struct Cli {
     /// as `PyObject_Malloc|xmalloc|g_malloc`), in addition to the built-in list.
     #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
     allocator_frames: Option<Regex>,
-    /// A root frame per thread (`[thread NAME tid N]`).
+    /// A root frame per thread name (`[thread NAME]`, `[thread tid N]` for
+    /// an unnamed thread).
     #[arg(long)]
     by_thread: bool,
     /// A leaf frame per size class of the stack's mean object size
