@@ -131,6 +131,37 @@ async fn eval(client: &Client, expression: &str) -> Value {
         .unwrap_or_else(|e| panic!("{expression}: {e}"))
 }
 
+async fn element(client: &Client, css: &str) -> fantoccini::elements::Element {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+}
+
+async fn click(client: &Client, css: &str) {
+    element(client, css).await.click().await.expect("click");
+}
+
+async fn clear(client: &Client, css: &str) {
+    element(client, css).await.clear().await.expect("clear");
+}
+
+async fn select(client: &Client, css: &str, value: &str) {
+    element(client, css)
+        .await
+        .select_by_value(value)
+        .await
+        .expect("select");
+}
+
+async fn type_into(client: &Client, css: &str, text: &str) {
+    element(client, css)
+        .await
+        .send_keys(text)
+        .await
+        .expect("type");
+}
+
 /// The function names of the table, in order.
 async fn table_names(client: &Client) -> Vec<String> {
     let names = eval(
@@ -203,105 +234,33 @@ async fn check_single_view(client: &Client, text_percent: f64) {
         eval(client, "heapdiffViewer.zoomedName()").await,
         json!("grow_cache")
     );
-    client
-        .find(Locator::Id("reset"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, "#reset").await;
     assert_eq!(
         eval(client, "heapdiffViewer.zoomedName()").await,
         json!("all")
     );
     // Metric, icicle and minimum width are part of the URL.
-    client
-        .find(Locator::Id("metric"))
-        .await
-        .unwrap()
-        .select_by_value("2")
-        .await
-        .unwrap();
+    select(client, "#metric", "2").await;
     let alloc = eval(client, "heapdiffViewer.describeFunction('grow_cache')").await;
     assert!(
         alloc.as_str().unwrap().contains("alloc-space: 8.00 MiB"),
         "{alloc}"
     );
-    client
-        .find(Locator::Id("icicle"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, "#icicle").await;
     let url = client.current_url().await.unwrap().to_string();
     assert!(url.contains("m=2") && url.contains("icicle=1"), "{url}");
-    client
-        .find(Locator::Id("metric"))
-        .await
-        .unwrap()
-        .select_by_value("0")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("icicle"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    select(client, "#metric", "0").await;
+    click(client, "#icicle").await;
     // Rename by regex.
-    client
-        .find(Locator::Id("transform-kind"))
-        .await
-        .unwrap()
-        .select_by_value("rename")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("transform-pattern"))
-        .await
-        .unwrap()
-        .send_keys("/grow_(\\w+)/")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("transform-with"))
-        .await
-        .unwrap()
-        .send_keys("GROW_$1")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("transform-add"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    select(client, "#transform-kind", "rename").await;
+    type_into(client, "#transform-pattern", "/grow_(\\w+)/").await;
+    type_into(client, "#transform-with", "GROW_$1").await;
+    click(client, "#transform-add").await;
     wait_for(client, "heapdiffViewer.describeFunction('GROW_cache')").await;
-    client
-        .find(Locator::Css("#transform-list .transform-remove"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(client, "#transform-list .transform-remove").await;
     wait_for(client, "heapdiffViewer.describeFunction('grow_cache')").await;
-    client
-        .find(Locator::Id("transform-pattern"))
-        .await
-        .unwrap()
-        .clear()
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("transform-with"))
-        .await
-        .unwrap()
-        .clear()
-        .await
-        .unwrap();
+    clear(client, "#transform-pattern").await;
+    clear(client, "#transform-with").await;
 }
 
 #[tokio::test]
@@ -352,27 +311,9 @@ async fn serve_and_exported_html_in_chromium() {
     check_single_view(&client, text_percent).await;
 
     // A transform lives in the URL: reload and it is still there.
-    client
-        .find(Locator::Id("transform-kind"))
-        .await
-        .unwrap()
-        .select_by_value("remove")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("transform-pattern"))
-        .await
-        .unwrap()
-        .send_keys("/^main$/")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Id("transform-add"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    select(&client, "#transform-kind", "remove").await;
+    type_into(&client, "#transform-pattern", "/^main$/").await;
+    click(&client, "#transform-add").await;
     let search_box = client.find(Locator::Id("search")).await.unwrap();
     search_box.clear().await.unwrap();
     search_box.send_keys("\u{E007}").await.unwrap();
@@ -388,44 +329,20 @@ async fn serve_and_exported_html_in_chromium() {
     .await;
     wait_for(&client, "document.querySelectorAll('#functions tbody tr').length > 3 && !Array.from(document.querySelectorAll('#functions td.name')).some(td => td.textContent === 'main')").await;
     // Removing it brings main back.
-    client
-        .find(Locator::Css("#transform-list .transform-remove"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "#transform-list .transform-remove").await;
     wait_for(&client, "Array.from(document.querySelectorAll('#functions td.name')).some(td => td.textContent === 'main')").await;
 
     // Per-thread split: a root frame per thread name.
-    client
-        .find(Locator::Id("threads"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "#threads").await;
     wait_for(&client, "Array.from(document.querySelectorAll('#functions td.name')).some(td => td.textContent === '[thread worker]')").await;
 
     // Back to the list: select the first and the exit dump, open the diff.
     client.goto(&format!("{}/", server.url)).await.unwrap();
     wait_for(&client, "document.querySelectorAll('tr.dump').length").await;
     for id in [&first_dump, &exit_dump] {
-        client
-            .find(Locator::Css(&format!("tr[data-id='{id}'] input.pick")))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        click(&client, &format!("tr[data-id='{id}'] input.pick")).await;
     }
-    client
-        .find(Locator::Id("diff"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&client, "#diff").await;
     wait_for(
         &client,
         "document.querySelectorAll('#functions tbody tr').length > 3",
