@@ -221,7 +221,7 @@ fn flush_jemalloc_stack(
             .first()
             .map(|&(uid, _)| (Some(uid), all_threads.unwrap_or(per_thread[0].1)))
             .unwrap_or((None, all_threads.unwrap_or_default()));
-        let thread = uid.map_or(0, |u| u + 1);
+        let thread = uid.map_or(0, |u| u.saturating_add(1));
         let period = records.period;
         records.stacks.push(stack(frames, thread, counts, period));
         return;
@@ -230,7 +230,7 @@ fn flush_jemalloc_stack(
         let period = records.period;
         records
             .stacks
-            .push(stack(frames.clone(), uid + 1, counts, period));
+            .push(stack(frames.clone(), uid.saturating_add(1), counts, period));
     }
 }
 
@@ -404,8 +404,8 @@ impl ElfFacts {
     fn address_of_offset(&self, offset: u64) -> Option<u64> {
         self.segments
             .iter()
-            .find(|&&(start, size, _)| offset >= start && offset < start + size)
-            .map(|&(start, _, address)| address + (offset - start))
+            .find(|&&(start, size, _)| offset >= start && offset - start < size)
+            .map(|&(start, _, address)| address.wrapping_add(offset - start))
     }
 }
 
@@ -550,6 +550,28 @@ MAPPED_LIBRARIES:
         assert_eq!(dump.lg_sample_period, 0);
         assert_eq!(dump.totals.allocations, 3);
         assert_eq!(dump.stacks[0].alloc_bytes, 1100);
+    }
+
+    #[test]
+    fn mutated_files_never_panic() {
+        let mut state = 0x5eed_u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as usize
+        };
+        for _ in 0..3000 {
+            let mut bytes = JEMALLOC.as_bytes().to_vec();
+            for _ in 0..1 + next() % 4 {
+                let index = next() % bytes.len();
+                let alphabet = b"0123456789abcdefx:[]@t* \n/-";
+                bytes[index] = alphabet[next() % alphabet.len()];
+            }
+            if let Some(kind) = detect(&bytes) {
+                let _ = parse(&bytes, kind, Path::new("x"));
+            }
+        }
     }
 
     #[test]

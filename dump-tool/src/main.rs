@@ -24,7 +24,8 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(name = "heapdiff", version)]
 struct Cli {
-    /// The dump to show (the "new" side of a comparison).
+    /// The dump to show (the "new" side of a comparison): a heapsample
+    /// dump, or a jemalloc (`jeprof.*.heap`) or gperftools heap profile.
     dump: PathBuf,
     /// Compare against this earlier dump: show what grew and what shrank.
     #[arg(long, value_name = "DUMP")]
@@ -87,7 +88,8 @@ struct Cli {
     /// as `PyObject_Malloc|xmalloc|g_malloc`), in addition to the built-in list.
     #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
     allocator_frames: Option<Regex>,
-    /// A root frame per thread (`[thread NAME tid N]`).
+    /// A root frame per thread name (`[thread NAME]`, `[thread tid N]` for
+    /// an unnamed thread).
     #[arg(long)]
     by_thread: bool,
     /// A leaf frame per size class of the stack's mean object size

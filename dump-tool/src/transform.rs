@@ -24,7 +24,7 @@ pub struct Transforms {
     /// Treat matching frames at the leaf as allocator frames (dropped like
     /// `malloc`), in addition to the built-in list.
     pub allocator_frames: Option<Regex>,
-    /// A root frame per thread: `[thread NAME tid N]`.
+    /// A root frame per thread name: `[thread NAME]`.
     pub by_thread: bool,
     /// A leaf frame per size class of the stack's mean object size,
     /// `[4–8 KiB]`, measured by the metric's side (in use or allocated).
@@ -121,13 +121,13 @@ fn frame_matches(table: &LocationTable, regex: &Regex, frame: FrameRef) -> bool 
         .is_some_and(|line| regex.is_match(&line.display) || regex.is_match(&line.function))
 }
 
-/// `[thread NAME tid N]`, `[thread tid N]` without a name, `[thread ?]`
-/// when the dump does not know it.
+/// `[thread NAME]`, `[thread tid N]` without a name, `[thread ?]` when the
+/// dump does not know it. By name, not tid: a pool's threads group
+/// together, and the same thread of two processes lines up in a diff
+/// (pprof's `tid` label keeps the tids).
 pub fn thread_frame(profile: &Profile, serial: u32) -> String {
     match profile.thread(serial) {
-        Some(thread) if !thread.name.is_empty() => {
-            format!("[thread {} tid {}]", thread.name, thread.tid)
-        }
+        Some(thread) if !thread.name.is_empty() => format!("[thread {}]", thread.name),
         Some(thread) => format!("[thread tid {}]", thread.tid),
         None => "[thread ?]".to_string(),
     }

@@ -11,7 +11,10 @@
 //! add/remove counters did not move, and O(loaded + remembered objects)
 //! when they did; an object that is loaded again at the same address reuses
 //! its entry when no other object took that address in between; an object
-//! loaded and unloaded while no stack was captured leaves no entry at all.
+//! loaded and unloaded within one epoch leaves no entry at all. The epoch
+//! only advances past one in which a stack with a frame outside the
+//! program's own objects was captured, so the history grows at most with
+//! such stacks, which the stack table stores anyway.
 //!
 //! Paths are absolute: a relative name the program gave `dlopen` is
 //! resolved against the working directory at the time of the call

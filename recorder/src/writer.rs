@@ -201,15 +201,41 @@ pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
 }
 
 fn command_line() -> Vec<String> {
-    std::fs::read("/proc/self/cmdline")
-        .map(|bytes| {
-            bytes
-                .split(|&b| b == 0)
-                .filter(|arg| !arg.is_empty())
-                .map(|arg| String::from_utf8_lossy(arg).into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+    read_proc_file(c"/proc/self/cmdline")
+        .split(|&b| b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect()
+}
+
+/// A small /proc file read whole with plain `read`s (no `stat` to size the
+/// buffer first: a forked child's exit dump reads it, and counts each call).
+fn read_proc_file(path: &core::ffi::CStr) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(4096);
+    // SAFETY: a valid NUL-terminated path.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return bytes;
+    }
+    loop {
+        if bytes.len() == bytes.capacity() {
+            bytes.reserve(bytes.capacity());
+        }
+        let spare = bytes.spare_capacity_mut();
+        // SAFETY: reading into the vector's spare capacity from our fd.
+        let n = unsafe { libc::read(fd, spare.as_mut_ptr().cast(), spare.len()) };
+        if n < 0 && last_errno() == libc::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        // SAFETY: `n` more bytes were just initialised by read.
+        unsafe { bytes.set_len(bytes.len() + n as usize) };
+    }
+    // SAFETY: fd is ours and open.
+    unsafe { libc::close(fd) };
+    bytes
 }
 
 fn last_errno() -> Errno {

@@ -13,7 +13,8 @@
 //!   `pprof::base` on diffs; `thread`/`tid` labels for `-tagfocus`;
 //! - views (`--focus`, `--ignore`, `--hide`, `--allocator-frames`,
 //!   `--by-thread`, `--size-frames`) in folded, text, svg and pprof; a
-//!   Python program's allocator wrappers;
+//!   Python program's allocator wrappers; Rust names (whole, no hash) and
+//!   views on them;
 //! - jemalloc heap_v2 and gperftools heap profiles written by Debian's
 //!   libjemalloc2 and libtcmalloc, against `jeprof --text` and
 //!   `google-pprof --text`, in every format and on either side of `--base`;
@@ -603,7 +604,7 @@ fn views_in_every_format() {
     let root = |name: &str| -> i64 {
         threads
             .iter()
-            .filter(|(frames, _)| frames[0].starts_with(&format!("[thread {name} tid ")))
+            .filter(|(frames, _)| frames[0] == format!("[thread {name}]"))
             .map(|(_, v)| v[0])
             .sum()
     };
@@ -650,7 +651,7 @@ fn views_in_every_format() {
         dump,
     ]);
     let svg = std::fs::read_to_string(&svg_path).expect("svg");
-    assert!(svg.contains("[thread worker-b tid "));
+    assert!(svg.contains("[thread worker-b]"));
     assert!(!svg.contains("<title>hidden_layer"));
     let pprof = outcome.dir.path().join("view.pb.gz");
     heapdiff_ok(&[
@@ -730,6 +731,38 @@ const PYTHON_WRAPPERS: [&str; 6] = [
 
 fn is_python_wrapper(frame: &str) -> bool {
     PYTHON_WRAPPERS.contains(&frame.trim_start_matches('_'))
+}
+
+#[test]
+fn rust_names_and_views() {
+    let program = compile_rust("rust_prog.rs");
+    let outcome = Run::program(&program)
+        .with_shim()
+        .prof_conf("lg_prof_sample:0")
+        .run();
+    outcome.assert_success();
+    let dump = final_dump_path(&outcome);
+    let dump = path_str(&dump);
+    let metric = ["-m", "alloc-space", "-f", "folded"];
+    let short = heapdiff_ok(&[&metric[..], &[dump]].concat());
+    // Rust names are shown whole (no hash); the C++ shortening leaves them.
+    let full = heapdiff_ok(&[&metric[..], &["--full-names", dump]].concat());
+    assert_eq!(short, full);
+    let folded = parse_folded(&short);
+    let frames = || folded.iter().flat_map(|(frames, _)| frames);
+    assert!(frames().any(|f| f == "rust_prog::collections"), "{short}");
+    let hashed = frames().find(|f| {
+        f.rsplit_once("::h")
+            .is_some_and(|(_, h)| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    });
+    assert_eq!(hashed, None);
+    // Views on Rust names.
+    let focus = parse_folded(&heapdiff_ok(
+        &[&metric[..], &["--focus", "^rust_prog::collections$", dump]].concat(),
+    ));
+    let total: i64 = focus.iter().map(|(_, v)| v[0]).sum();
+    assert_eq!(total, attributed(&folded, "rust_prog::collections"));
+    assert!(total > 0);
 }
 
 // ---------------------------------------------------------------------------
@@ -979,12 +1012,15 @@ fn readers_agree_with_the_text_report() {
     let svg_path = outcome.dir.path().join("readers.svg");
     heapdiff_ok(&["-q", "-o", path_str(&svg_path), dump]);
     let svg = std::fs::read_to_string(&svg_path).expect("svg");
+    // (The root's tooltip may carry more lines, e.g. its interval, before
+    // the value.)
+    let root_title = svg
+        .split("<title>")
+        .find(|t| t.starts_with("all (") || t.starts_with("all\n"))
+        .unwrap_or_default();
     assert!(
-        svg.contains(&format!(
-            "<title>all ({} bytes, 100%)",
-            group_thousands(total)
-        )),
-        "total {total}"
+        root_title.contains(&format!("({} bytes, 100%)", group_thousands(total))),
+        "total {total}: {root_title}"
     );
 
     // go tool pprof: same flat values per function as the text report.

@@ -11,7 +11,7 @@ use super::View;
 use crate::estimate::{Delta, Estimate, FunctionChange, Pairing, function_changes, total_change};
 use crate::profile::{Metric, Profile, function_values};
 use crate::symbolize::LocationTable;
-use heapsample_format::{Dump, LEGACY_VERSION, Trigger};
+use heapsample_format::{Dump, LEGACY_VERSION, Totals, Trigger};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -89,7 +89,9 @@ struct DumpInfo {
     trigger_seq: u64,
     sampling_period: u64,
     lg_sample_period: u32,
-    exact: Exact,
+    /// The dump's exact counters, as the format names them (absent ones
+    /// are `null`).
+    exact: Totals,
 }
 
 impl DumpInfo {
@@ -113,7 +115,7 @@ impl DumpInfo {
             trigger_seq: dump.trigger_seq,
             sampling_period: dump.sample_period(),
             lg_sample_period: dump.lg_sample_period,
-            exact: Exact::of(dump),
+            exact: dump.totals.clone(),
         }
     }
 }
@@ -126,39 +128,6 @@ fn trigger_name(trigger: Trigger) -> &'static str {
         Trigger::Manual => "manual",
         Trigger::Signal => "signal",
         Trigger::MemoryLimit => "memory-limit",
-    }
-}
-
-/// The dump's exact counters (absent ones are `null`).
-#[derive(Serialize)]
-struct Exact {
-    allocations: u64,
-    frees: Option<u64>,
-    bytes_allocated: u64,
-    live_usable_bytes: Option<u64>,
-    samples_taken: u64,
-    samples_dropped: u64,
-    samples_live: u64,
-    threads_seen: u64,
-    profiler_bytes: u64,
-    resets: u64,
-}
-
-impl Exact {
-    fn of(dump: &Dump) -> Exact {
-        let t = &dump.totals;
-        Exact {
-            allocations: t.allocations,
-            frees: t.frees,
-            bytes_allocated: t.bytes_allocated,
-            live_usable_bytes: t.live_usable_bytes,
-            samples_taken: t.samples_taken,
-            samples_dropped: t.samples_dropped,
-            samples_live: t.samples_live,
-            threads_seen: t.threads_seen,
-            profiler_bytes: t.profiler_bytes,
-            resets: t.resets,
-        }
     }
 }
 

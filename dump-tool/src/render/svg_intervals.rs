@@ -1,140 +1,274 @@
-//! Intervals in the flamegraph: each frame's tooltip gets its function's
-//! 95 % interval (the function's total value; for a comparison, the
+//! Intervals in the flamegraph: each frame's tooltip gets the 95 % interval
+//! of that frame's own value (the stacks through it; for a comparison, the
 //! interval of its change and whether it is significant), and in a
-//! differential flamegraph the frames of functions whose change is within
-//! sampling noise are desaturated.
+//! differential flamegraph the frames whose change is within sampling noise
+//! are desaturated.
 //!
 //! Works on the SVG inferno wrote, after `svg` added its details: every
-//! frame is `<g><title>NAME[\nDETAILS] (VALUE…)</title><rect …
-//! fill="rgb(r,g,b)" …/>…</g>`. The note becomes one more line before the
-//! value, which stays last (inferno's script strips that last parenthesised
-//! group). Titles whose name is not a known function are left as they are.
+//! frame is `<g><title>NAME[\nDETAILS] (VALUE…)</title><rect … y="…"
+//! fill="rgb(r,g,b)" fg:x="…" fg:w="…"/>…</g>`. A frame is a stack prefix:
+//! its path is found from the geometry (its parent is the frame one row
+//! nearer the root whose `[fg:x, fg:x + fg:w)` holds its `fg:x`) and looked
+//! up in a trie of the profile's stacks. The note becomes one more line
+//! before the value, which stays last (inferno's script strips that last
+//! parenthesised group). Frames whose path is not found are left as they are.
 
 use super::View;
 use super::svg::{escape, unescape};
 use super::text::bracket;
-use crate::estimate::{Interval, function_changes};
-use crate::profile::{folded_frame, function_values};
+use crate::estimate::{Delta, Estimate, Pairing};
+use crate::profile::{Metric, Profile, folded_frame, function_name};
+use crate::symbolize::LocationTable;
 use std::collections::HashMap;
-
-/// What to add to the frames of one function.
-struct Note {
-    text: String,
-    muted: bool,
-}
 
 /// `svg` with interval notes in its tooltips (and muted noise frames).
 pub fn annotate(svg: Vec<u8>, view: &View<'_>) -> Vec<u8> {
     let Ok(svg) = String::from_utf8(svg) else {
         return Vec::new();
     };
-    let notes = notes(view);
-    let mut out = String::with_capacity(svg.len() + svg.len() / 4);
-    let mut rest = svg.as_str();
-    while let Some(start) = rest.find("<g><title>") {
-        let title_start = start + "<g><title>".len();
-        let Some(title_len) = rest[title_start..].find("</title>") else {
+    let frames = parse_frames(&svg);
+    let paths = frame_paths(&frames);
+    let trie = StackTrie::of(view);
+    let notes: Vec<Option<Note>> = paths
+        .iter()
+        .map(|path| path.as_ref().and_then(|p| trie.note(p, view)))
+        .collect();
+    rewrite(&svg, &frames, &notes)
+}
+
+/// One frame as drawn.
+struct Frame {
+    /// Byte range of the title text in the SVG.
+    title: (usize, usize),
+    /// Where the value part of the title (` (…)`) starts, in the title.
+    counts_at: usize,
+    name: String,
+    y: f64,
+    x: u64,
+    width: u64,
+}
+
+fn parse_frames(svg: &str) -> Vec<Frame> {
+    const OPEN: &str = "<g><title>";
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while let Some(found) = svg[at..].find(OPEN) {
+        let start = at + found + OPEN.len();
+        let Some(length) = svg[start..].find("</title>") else {
             break;
         };
-        let title = &rest[title_start..title_start + title_len];
-        let after_title = title_start + title_len + "</title>".len();
-        out.push_str(&rest[..start]);
-        match note_for(title, &notes) {
-            Some((note, counts_at)) => {
-                out.push_str(if note.muted {
-                    "<g class=\"noise\"><title>"
-                } else {
-                    "<g><title>"
-                });
-                out.push_str(&title[..counts_at]);
-                out.push('\n');
-                out.push_str(&escape(&note.text));
-                out.push_str(&title[counts_at..]);
-                out.push_str("</title>");
-                rest = &rest[after_title..];
-                if note.muted {
-                    rest = desaturate_next_fill(rest, &mut out);
+        let title = &svg[start..start + length];
+        at = start + length;
+        let rect_end = svg[at..].find("/>").map_or(svg.len(), |e| at + e);
+        let rect = &svg[at..rect_end];
+        let (Some(counts_at), Some(y), Some(x), Some(width)) = (
+            title.rfind(" ("),
+            attribute(rect, " y=\""),
+            attribute(rect, " fg:x=\""),
+            attribute(rect, " fg:w=\""),
+        ) else {
+            continue;
+        };
+        let name = title[..counts_at].split('\n').next().unwrap_or_default();
+        frames.push(Frame {
+            title: (start, start + length),
+            counts_at,
+            name: unescape(name),
+            y,
+            x: x as u64,
+            width: width as u64,
+        });
+    }
+    frames
+}
+
+fn attribute(element: &str, key: &str) -> Option<f64> {
+    let start = element.find(key)? + key.len();
+    let length = element[start..].find('"')?;
+    element[start..start + length].parse().ok()
+}
+
+/// Each frame's path of names from the root (the `all` frame has the empty
+/// path), or None when the geometry does not say.
+fn frame_paths(frames: &[Frame]) -> Vec<Option<Vec<String>>> {
+    // The widest `all` frame (a function may be called `all` too).
+    let root = (0..frames.len())
+        .filter(|&i| frames[i].name == "all")
+        .max_by_key(|&i| frames[i].width);
+    let Some(root) = root else {
+        return frames.iter().map(|_| None).collect();
+    };
+    // Rows ordered from the root: the root's row is the lowest (flame) or
+    // the highest (icicle) on the page.
+    let mut rows: Vec<f64> = frames.iter().map(|f| f.y).collect();
+    rows.sort_by(|a, b| a.total_cmp(b));
+    rows.dedup();
+    if rows.last() == Some(&frames[root].y) {
+        rows.reverse();
+    }
+    let depth_of = |frame: &Frame| rows.iter().position(|&y| y == frame.y);
+    let mut by_depth: Vec<Vec<usize>> = vec![Vec::new(); rows.len()];
+    for (index, frame) in frames.iter().enumerate() {
+        if let Some(depth) = depth_of(frame) {
+            by_depth[depth].push(index);
+        }
+    }
+    let mut paths: Vec<Option<Vec<String>>> = frames.iter().map(|_| None).collect();
+    paths[root] = Some(Vec::new());
+    for depth in 1..by_depth.len() {
+        for &child in &by_depth[depth] {
+            let x = frames[child].x;
+            let parent = by_depth[depth - 1].iter().copied().find(|&p| {
+                let f = &frames[p];
+                f.x <= x && x < f.x + f.width.max(1)
+            });
+            let path = parent.and_then(|p| paths[p].clone()).map(|mut path| {
+                path.push(frames[child].name.clone());
+                path
+            });
+            paths[child] = path;
+        }
+    }
+    paths
+}
+
+/// What to add to one frame.
+struct Note {
+    text: String,
+    muted: bool,
+}
+
+/// Estimates summed over every stack prefix, for both sides.
+struct StackTrie {
+    children: HashMap<(usize, String), usize>,
+    /// Per node: (base, new).
+    values: Vec<(Estimate, Estimate)>,
+    metric: Metric,
+}
+
+impl StackTrie {
+    fn of(view: &View<'_>) -> StackTrie {
+        let mut trie = StackTrie {
+            children: HashMap::new(),
+            values: vec![Default::default()],
+            metric: view.metric,
+        };
+        if let Some(base) = &view.base {
+            trie.add(base.profile, view.table, false);
+        }
+        trie.add(view.new, view.table, true);
+        trie
+    }
+
+    fn add(&mut self, profile: &Profile, table: &LocationTable, new: bool) {
+        for sample in &profile.samples {
+            let estimate = sample.estimate(self.metric);
+            let mut node = 0;
+            self.credit(node, &estimate, new);
+            let names = sample.frames.iter().rev().map(|&f| function_name(table, f));
+            let names: Vec<String> = if sample.frames.is_empty() {
+                vec!["[no frames]".to_string()]
+            } else {
+                names.map(folded_frame).collect()
+            };
+            for name in names {
+                let next = self.values.len();
+                node = *self.children.entry((node, name)).or_insert(next);
+                if node == next {
+                    self.values.push(Default::default());
                 }
-            }
-            None => {
-                out.push_str(&rest[start..after_title]);
-                rest = &rest[after_title..];
+                self.credit(node, &estimate, new);
             }
         }
     }
-    out.push_str(rest);
+
+    fn credit(&mut self, node: usize, estimate: &Estimate, new: bool) {
+        let (base_value, new_value) = &mut self.values[node];
+        let side = if new { new_value } else { base_value };
+        *side = side.plus(estimate);
+    }
+
+    fn find(&self, path: &[String]) -> Option<usize> {
+        path.iter().try_fold(0, |node, name| {
+            self.children.get(&(node, name.clone())).copied()
+        })
+    }
+
+    fn note(&self, path: &[String], view: &View<'_>) -> Option<Note> {
+        let (base, new) = self.values[self.find(path)?];
+        let unit = self.metric.unit();
+        let Some(base_view) = &view.base else {
+            return Some(Note {
+                text: format!("95 %: {} {unit}", bracket(&new.interval())),
+                muted: false,
+            });
+        };
+        let pairing = Pairing::of(base_view.profile, view.new);
+        let delta = Delta::between(base, new, self.metric, pairing);
+        let significant = delta.significant();
+        Some(Note {
+            text: format!(
+                "changed {:+.0} {unit}, 95 %: {}, {}",
+                delta.value(),
+                bracket(&delta.interval()),
+                if significant {
+                    "significant"
+                } else {
+                    "within sampling noise"
+                }
+            ),
+            muted: !significant,
+        })
+    }
+}
+
+/// The SVG with each noted frame's title extended (and its fill muted).
+fn rewrite(svg: &str, frames: &[Frame], notes: &[Option<Note>]) -> Vec<u8> {
+    let mut out = String::with_capacity(svg.len() + svg.len() / 4);
+    let mut copied = 0;
+    for (frame, note) in frames.iter().zip(notes) {
+        let Some(note) = note else { continue };
+        let (start, end) = frame.title;
+        let open = start - "<g><title>".len();
+        out.push_str(&svg[copied..open]);
+        out.push_str(if note.muted {
+            "<g class=\"noise\"><title>"
+        } else {
+            "<g><title>"
+        });
+        let title = &svg[start..end];
+        out.push_str(&title[..frame.counts_at]);
+        out.push('\n');
+        out.push_str(&escape(&note.text));
+        out.push_str(&title[frame.counts_at..]);
+        copied = end;
+        if note.muted {
+            copied = end + desaturate_next_fill(&svg[end..], &mut out);
+        }
+    }
+    out.push_str(&svg[copied..]);
     out.into_bytes()
 }
 
-/// The note of the function a title names, and where the title's value
-/// starts: the title is `NAME[\nDETAILS] (…)`.
-fn note_for<'a>(title: &str, notes: &'a HashMap<String, Note>) -> Option<(&'a Note, usize)> {
-    let counts_at = title.rfind(" (")?;
-    let name = title[..counts_at].split('\n').next()?;
-    notes.get(&unescape(name)).map(|note| (note, counts_at))
-}
-
-fn notes(view: &View<'_>) -> HashMap<String, Note> {
-    let unit = view.metric.unit();
-    match &view.base {
-        None => function_values(view.new, view.table, view.metric)
-            .into_iter()
-            .map(|(name, value)| {
-                let note = Note {
-                    text: format!(
-                        "function total, 95 %: {} {unit}",
-                        bracket(&value.total_estimate.interval())
-                    ),
-                    muted: false,
-                };
-                (folded_frame(&name), note)
-            })
-            .collect(),
-        Some(base) => function_changes(base.profile, view.new, view.table, view.metric)
-            .into_iter()
-            .map(|change| {
-                let delta = change.total_change;
-                let note = Note {
-                    text: format!(
-                        "function total changed {:+.0} {unit}, 95 %: {}, {}",
-                        delta.value(),
-                        bracket(&delta.interval()),
-                        verdict(&delta.interval())
-                    ),
-                    muted: !delta.significant(),
-                };
-                (folded_frame(&change.name), note)
-            })
-            .collect(),
-    }
-}
-
-fn verdict(interval: &Interval) -> &'static str {
-    if interval.excludes_zero() {
-        "significant"
-    } else {
-        "within sampling noise"
-    }
-}
-
-/// Copy `rest` up to and including the frame's `fill="rgb(r,g,b)"`, with the
-/// colour moved three quarters of the way to its grey; return what follows.
-fn desaturate_next_fill<'a>(rest: &'a str, out: &mut String) -> &'a str {
+/// Copy `rest` up to and including the frame's `fill="rgb(r,g,b` with the
+/// colour moved three quarters of the way to its grey; returns how many
+/// bytes of `rest` were consumed.
+fn desaturate_next_fill(rest: &str, out: &mut String) -> usize {
     const FILL: &str = "fill=\"rgb(";
     let end_of_frame = rest.find("</g>").unwrap_or(rest.len());
     let Some(at) = rest[..end_of_frame].find(FILL) else {
-        return rest;
+        return 0;
     };
     let values_start = at + FILL.len();
     let Some(values_len) = rest[values_start..].find(")\"") else {
-        return rest;
+        return 0;
     };
     let channels: Vec<f64> = rest[values_start..values_start + values_len]
         .split(',')
         .filter_map(|c| c.trim().parse().ok())
         .collect();
     if channels.len() != 3 {
-        return rest;
+        return 0;
     }
     let grey = channels.iter().sum::<f64>() / 3.0;
     let muted: Vec<String> = channels
@@ -143,7 +277,7 @@ fn desaturate_next_fill<'a>(rest: &'a str, out: &mut String) -> &'a str {
         .collect();
     out.push_str(&rest[..values_start]);
     out.push_str(&muted.join(","));
-    &rest[values_start + values_len..]
+    values_start + values_len
 }
 
 #[cfg(test)]
@@ -153,30 +287,40 @@ mod tests {
     #[test]
     fn desaturates_only_the_frames_fill() {
         let mut out = String::new();
-        let rest = desaturate_next_fill(
-            "<rect x=\"0\" fill=\"rgb(255,100,100)\" fg:w=\"3\"/></g><g>",
-            &mut out,
-        );
-        out.push_str(rest);
+        let rest = "<rect x=\"0\" fill=\"rgb(255,100,100)\" fg:w=\"3\"/></g><g>";
+        let used = desaturate_next_fill(rest, &mut out);
+        out.push_str(&rest[used..]);
         assert_eq!(
             out,
             "<rect x=\"0\" fill=\"rgb(178,139,139)\" fg:w=\"3\"/></g><g>"
         );
     }
 
+    fn frame(title: &str, y: u32, x: u32, w: u32) -> String {
+        format!(
+            "<g><title>{title}</title><rect x=\"0%\" y=\"{y}\" width=\"1%\" height=\"15\" fill=\"rgb(1,2,3)\" fg:x=\"{x}\" fg:w=\"{w}\"/><text></text></g>"
+        )
+    }
+
     #[test]
-    fn names_are_found_before_the_last_parenthesis() {
-        let notes = HashMap::from([(
-            "f<a>(int)".to_string(),
-            Note {
-                text: "x".into(),
-                muted: false,
-            },
-        )]);
-        assert!(note_for("f&lt;a&gt;(int) (12 bytes, 1.00%)", &notes).is_some());
-        let with_details = "f&lt;a&gt;(int)\nf&lt;a&gt;(int, long)\nx.c:3 (12 bytes, 1.00%)";
-        assert_eq!(note_for(with_details, &notes).map(|n| n.1), Some(43));
-        assert!(note_for("g (12 bytes, 1.00%)", &notes).is_none());
-        assert!(note_for("no value", &notes).is_none());
+    fn paths_follow_the_geometry_in_both_directions() {
+        for (root_y, step) in [(100i32, -16i32), (20, 16)] {
+            let row = |depth: i32| (root_y + depth * step) as u32;
+            let svg = [
+                frame("all (10 bytes, 100%)", row(0), 0, 10),
+                frame("main\nx.c:1 (10 bytes, 100%)", row(1), 0, 10),
+                frame("f&lt;int&gt; (6 bytes, 60%)", row(2), 0, 6),
+                frame("g (4 bytes, 40%)", row(2), 6, 4),
+                frame("leaf (4 bytes, 40%)", row(3), 6, 4),
+            ]
+            .concat();
+            let frames = parse_frames(&svg);
+            let paths = frame_paths(&frames);
+            let names = |i: usize| paths[i].clone().unwrap().join(";");
+            assert_eq!(names(0), "");
+            assert_eq!(names(1), "main");
+            assert_eq!(names(2), "main;f<int>");
+            assert_eq!(names(4), "main;g;leaf");
+        }
     }
 }

@@ -238,8 +238,8 @@ pub fn file_offset_of(path: &Path, address: u64) -> Option<u64> {
     object.segments().find_map(|segment| {
         let (offset, size) = segment.file_range();
         let start = segment.address();
-        (address >= start && address < start + size.max(segment.size()))
-            .then(|| offset + (address - start))
+        (address >= start && address - start < size.max(segment.size()))
+            .then(|| offset.wrapping_add(address - start))
     })
 }
 
