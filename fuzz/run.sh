@@ -23,6 +23,10 @@ for target in decode prof_conf; do
     mkdir -p "corpus/$target" "artifacts/$target"
     cp -n "$seeds"/* "corpus/$target/" 2>/dev/null || true
     if [ "$target" = decode ]; then
+        # Dumps of the previous format version, which the decoder converts.
+        for f in seeds/dump-v2/*.prof; do
+            cp -n "$f" "corpus/$target/v2-$(basename "$f")"
+        done
         # The same dumps in the target's body mode (first byte odd, then the
         # body without its header): mutations then keep a valid CRC.
         for f in "$seeds"/*.prof; do

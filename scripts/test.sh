@@ -18,6 +18,9 @@ dpkg -s libgoogle-perftools4 >/dev/null 2>&1 || need+=(libgoogle-perftools4)
 command -v c++filt >/dev/null 2>&1 || need+=(binutils)
 command -v heaptrack >/dev/null 2>&1 || need+=(heaptrack)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
+# The viewer's tests drive a real browser through chromedriver.
+[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
 # CPython's own test modules for tests/tests/suites.rs (Debian 12: 3.11).
 python3 -c 'import test.test_dict, test.test_subprocess' >/dev/null 2>&1 \
     || /usr/bin/python3 -c 'import test.test_dict, test.test_subprocess' >/dev/null 2>&1 \

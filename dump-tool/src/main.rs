@@ -1,6 +1,7 @@
 //! The `heapdiff` command line: parses arguments, runs the pipeline of the
 //! library (load → symbolize → profile → render → output) and turns every
-//! failure into one line on stderr and exit status 2.
+//! failure into one line on stderr and exit status 2. `heapdiff serve` and
+//! `heapdiff merge` are subcommands with their own arguments.
 
 use clap::{Parser, ValueEnum};
 use heapdiff::gate::Threshold;
@@ -10,8 +11,8 @@ use heapdiff::profile::{BuildOptions, Metric, Profile};
 use heapdiff::render::folded::DiffColumns;
 use heapdiff::render::pprof::PprofOptions;
 use heapdiff::render::svg::SvgOptions;
-use heapdiff::render::{self, Base, View};
-use heapdiff::symbolize::{LocationTable, NameStyle, SymbolizeOptions};
+use heapdiff::render::{self, Base, View, html};
+use heapdiff::symbolize::{LocationId, LocationTable, NameStyle, SymbolizeOptions};
 use heapdiff::transform::{self, Transforms};
 use heapdiff::{Error, Result};
 use heapsample_format::Dump;
@@ -36,8 +37,9 @@ struct Cli {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Svg)]
     format: Format,
-    /// Output file, `-` for stdout. Default: svg and pprof next to the dump
-    /// (`.svg`, `.diff.svg`, `.pb.gz`, `.diff.pb.gz`), text and folded to stdout.
+    /// Output file, `-` for stdout. Default: svg, pprof and html next to the
+    /// dump (`.svg`, `.diff.svg`, `.pb.gz`, `.diff.pb.gz`, `.html`,
+    /// `.diff.html`), text and folded to stdout.
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
     /// Flamegraph title.
@@ -116,19 +118,33 @@ enum Format {
     Folded,
     Text,
     Pprof,
+    /// The interactive viewer as one self-contained HTML file.
+    Html,
     /// The machine-readable report (all metrics, 95 % intervals).
     Json,
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(&cli) {
+    let result = match std::env::args_os().nth(1).as_ref().and_then(|a| a.to_str()) {
+        Some("serve") => heapdiff::serve::run(subcommand_args()).map(|()| ExitCode::SUCCESS),
+        Some("merge") => heapdiff::merge::run(subcommand_args()).map(|()| ExitCode::SUCCESS),
+        _ => run(&Cli::parse()),
+    };
+    match result {
         Ok(status) => status,
         Err(error) => {
             eprintln!("heapdiff: {error}");
             ExitCode::from(2)
         }
     }
+}
+
+/// The arguments after the subcommand's name.
+fn subcommand_args<T: Parser>() -> T {
+    let mut args: Vec<_> = std::env::args_os().collect();
+    let name = format!("heapdiff {}", args[1].to_string_lossy());
+    args.splice(0..2, [name.into()]);
+    T::parse_from(args)
 }
 
 fn parse_regex(text: &str) -> std::result::Result<Regex, String> {
@@ -144,6 +160,8 @@ struct Loaded {
     new_dump: Dump,
     new_version: u32,
     base_dump: Option<(Dump, u32)>,
+    new_stacks: Vec<Vec<LocationId>>,
+    base_stacks: Option<Vec<Vec<LocationId>>>,
     table: LocationTable,
     new: Profile,
     base: Option<Profile>,
@@ -232,6 +250,8 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
         new_dump,
         new_version,
         base_dump: base_loaded,
+        new_stacks,
+        base_stacks,
         table,
         new,
         base,
@@ -263,8 +283,36 @@ fn render_output(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> Result<Vec<u8>>
         Format::Folded => Ok(render::folded::render(view, diff_columns(cli)).into_bytes()),
         Format::Text => Ok(render::text::render(view, cli.top).into_bytes()),
         Format::Pprof => render::pprof::render(view, &pprof_options(cli, new_dump)).map_err(fail),
+        Format::Html => Ok(html_page(cli, view, loaded).into_bytes()),
         Format::Json => Ok(json_report(cli, view, loaded).into_bytes()),
     }
+}
+
+fn html_side<'a>(dump: &'a Dump, stacks: &'a [Vec<LocationId>], name: &str) -> html::Side<'a> {
+    html::Side {
+        parts: vec![(dump, stacks)],
+        name: name.to_string(),
+    }
+}
+
+/// The viewer with the dumps' per-thread stacks (the profiles merge threads).
+fn html_page(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
+    let new = html_side(&loaded.new_dump, &loaded.new_stacks, view.new_name);
+    let base = loaded
+        .base_dump
+        .as_ref()
+        .map(|(dump, _)| dump)
+        .zip(loaded.base_stacks.as_ref())
+        .zip(view.base.as_ref())
+        .map(|((dump, stacks), base)| html_side(dump, stacks, base.name));
+    let build = BuildOptions {
+        keep_allocator_frames: cli.keep_allocator_frames,
+    };
+    let mut model = html::model(view.table, &new, base.as_ref(), build);
+    if let Some(title) = &cli.title {
+        model.title = title.clone();
+    }
+    html::page(&model)
 }
 
 fn json_report(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
@@ -352,7 +400,8 @@ fn destination(cli: &Cli) -> Destination {
     }
 }
 
-/// Svg and pprof go next to the dump by default; text and folded to stdout.
+/// Svg, pprof and html go next to the dump by default; text and folded to
+/// stdout.
 fn default_extension(cli: &Cli) -> Option<&'static str> {
     let diff = cli.base.is_some();
     match (cli.format, diff) {
@@ -360,6 +409,8 @@ fn default_extension(cli: &Cli) -> Option<&'static str> {
         (Format::Svg, true) => Some(".diff.svg"),
         (Format::Pprof, false) => Some(".pb.gz"),
         (Format::Pprof, true) => Some(".diff.pb.gz"),
+        (Format::Html, false) => Some(".html"),
+        (Format::Html, true) => Some(".diff.html"),
         (Format::Folded | Format::Text | Format::Json, _) => None,
     }
 }
@@ -376,7 +427,7 @@ fn report_written(cli: &Cli, view: &View<'_>, destination: &Destination) {
     if let Destination::File(path) = destination {
         eprintln!("heapdiff: wrote {}", path.display());
     }
-    if cli.quiet || !matches!(cli.format, Format::Svg | Format::Pprof) {
+    if cli.quiet || !matches!(cli.format, Format::Svg | Format::Pprof | Format::Html) {
         return;
     }
     let summary = render::text::summary(view, 10);

@@ -245,7 +245,7 @@ impl LocationTable {
         id
     }
 
-    /// Resolve every interned location. Warnings (one per module that cannot
+    /// Resolve every interned location not resolved yet. Warnings (one per module that cannot
     /// be symbolized) go to `warn`.
     pub fn symbolize(
         &mut self,
@@ -280,7 +280,11 @@ impl LocationTable {
     /// Location ids grouped by module, each group sorted by file address.
     fn locations_by_module(&self) -> Vec<(Option<ModuleId>, Vec<LocationId>)> {
         let mut groups: HashMap<Option<ModuleId>, Vec<LocationId>> = HashMap::new();
+        // Locations symbolized by an earlier call keep their lines.
         for (id, location) in self.locations.iter().enumerate() {
+            if !location.lines.is_empty() {
+                continue;
+            }
             groups.entry(location.module).or_default().push(id);
         }
         let mut groups: Vec<_> = groups.into_iter().collect();

@@ -120,7 +120,8 @@ impl DumpInfo {
     }
 }
 
-fn trigger_name(trigger: Trigger) -> &'static str {
+/// The trigger's name in reports (`final`, `interval`, ...).
+pub fn trigger_name(trigger: Trigger) -> &'static str {
     match trigger {
         Trigger::Final => "final",
         Trigger::Interval => "interval",

@@ -2,6 +2,7 @@
 //! format. They never touch files; `output` writes what they return.
 
 pub mod folded;
+pub mod html;
 pub mod json;
 pub mod pprof;
 pub mod svg;

@@ -1,0 +1,387 @@
+//! The interactive flamegraph viewer: the data model it draws from, and the
+//! self-contained HTML page (viewer script, style and data inline).
+//!
+//! Owns the viewer's JSON model: per (thread, call stack) the four estimated
+//! metrics of the new side and, for a comparison, of the base side, with the
+//! standard error of each (from the dump's Horvitz–Thompson variance sums,
+//! see `estimate`), plus the frame, module and thread tables. The
+//! same page is written by `--format html` and served by `heapdiff serve`;
+//! it never fetches anything (users open it from disk, offline).
+//! Transforms, search, zoom and the functions table run in the browser.
+
+use crate::estimate::Pairing;
+use crate::profile::{BuildOptions, FrameRef, Profile, Values, function_name};
+use crate::symbolize::{LocationId, LocationTable};
+use heapsample_format::Dump;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// The viewer script, style and page skeleton, compiled in.
+const VIEWER_JS: &str = include_str!("../../assets/viewer.js");
+const VIEWER_CSS: &str = include_str!("../../assets/viewer.css");
+const VIEWER_HTML: &str = include_str!("../../assets/viewer.html");
+
+/// One side of a view: the dumps it sums (one, or several for `merge`) with
+/// their interned stacks, in `dump.stacks` order.
+pub struct Side<'a> {
+    pub parts: Vec<(&'a Dump, &'a [Vec<LocationId>])>,
+    /// How to name this side in titles (a path, or a list of paths).
+    pub name: String,
+}
+
+/// A download or navigation link shown in the viewer's header.
+#[derive(Clone, Debug, Serialize)]
+pub struct Link {
+    pub label: String,
+    pub href: String,
+}
+
+/// What the viewer draws, serialized into the page.
+#[derive(Debug, Serialize)]
+pub struct Model {
+    pub title: String,
+    pub new_name: String,
+    pub base_name: Option<String>,
+    /// Metric names in the order of every 4-value group below.
+    pub metrics: [&'static str; 4],
+    pub period: u64,
+    /// `[shown name, module index or -1, "file:line" or "", full name]`.
+    pub frames: Vec<(String, i64, String, String)>,
+    /// `[short name, kind]`, kind one of `program`, `runtime`, `library`.
+    pub modules: Vec<(String, &'static str)>,
+    pub threads: Vec<String>,
+    /// Per stack: thread index.
+    pub stack_threads: Vec<u32>,
+    /// Per stack: frame indices, root first.
+    pub stack_frames: Vec<Vec<u32>>,
+    /// Per stack, 4 values (see `metrics`): new side.
+    pub new_values: Vec<f64>,
+    /// True when the base is an earlier dump of the same process: the
+    /// variance of a cumulative (alloc) delta is then var(new) − var(base).
+    pub same_process: bool,
+    /// Per stack, 4 standard errors of the new side's estimates.
+    pub new_errors: Vec<f64>,
+    /// Same for the base side (empty without a base).
+    pub base_values: Vec<f64>,
+    pub base_errors: Vec<f64>,
+    /// Exact counters of the new side, then the base side.
+    pub totals: Vec<heapsample_format::Totals>,
+    pub links: Vec<Link>,
+}
+
+/// Build the model of `new` (and the comparison with `base`).
+pub fn model(
+    table: &LocationTable,
+    new: &Side<'_>,
+    base: Option<&Side<'_>>,
+    build: BuildOptions,
+) -> Model {
+    let mut builder = ModelBuilder::new(table);
+    let period = new
+        .parts
+        .first()
+        .map_or(1, |(dump, _)| dump.sample_period());
+    let mut totals = vec![sum_totals(new)];
+    let new_profiles = builder.add_side(new, build, false);
+    let mut same_process = false;
+    if let Some(base) = base {
+        let base_profiles = builder.add_side(base, build, true);
+        totals.push(sum_totals(base));
+        if let ([base], [new]) = (base_profiles.as_slice(), new_profiles.as_slice()) {
+            same_process = Pairing::of(base, new) == Pairing::SameProcess;
+        }
+    }
+    let title = match base {
+        Some(base) => format!("{} vs {}", new.name, base.name),
+        None => new.name.clone(),
+    };
+    builder.finish(Model {
+        title,
+        new_name: new.name.clone(),
+        base_name: base.map(|b| b.name.clone()),
+        metrics: [
+            "inuse-space",
+            "inuse-objects",
+            "alloc-space",
+            "alloc-objects",
+        ],
+        period,
+        same_process,
+        frames: Vec::new(),
+        modules: Vec::new(),
+        threads: Vec::new(),
+        stack_threads: Vec::new(),
+        stack_frames: Vec::new(),
+        new_values: Vec::new(),
+        new_errors: Vec::new(),
+        base_values: Vec::new(),
+        base_errors: Vec::new(),
+        totals,
+        links: Vec::new(),
+    })
+}
+
+/// The whole page: skeleton, style, script and the model as JSON.
+pub fn page(model: &Model) -> String {
+    let json = serde_json::to_string(model).unwrap_or_else(|_| "null".to_string());
+    VIEWER_HTML
+        .replace("{{TITLE}}", &escape_html(&model.title))
+        .replace("{{CSS}}", VIEWER_CSS)
+        .replace("{{JS}}", &script_safe(VIEWER_JS))
+        .replace("{{DATA}}", &script_safe(&json))
+}
+
+/// Text for an HTML element body.
+pub fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Inline script text that cannot close its `<script>` element early.
+fn script_safe(text: &str) -> String {
+    text.replace("</", "<\\/")
+}
+
+fn sum_totals(side: &Side<'_>) -> heapsample_format::Totals {
+    crate::merge::sum_totals(side.parts.iter().map(|(dump, _)| &dump.totals))
+}
+
+fn four(values: &Values) -> [f64; 4] {
+    [
+        values.inuse_space,
+        values.inuse_objects,
+        values.alloc_space,
+        values.alloc_objects,
+    ]
+}
+
+/// Interns frames, modules, threads and (thread, frames) stacks.
+struct ModelBuilder<'a> {
+    table: &'a LocationTable,
+    frames: Vec<(String, i64, String, String)>,
+    frame_ids: HashMap<(String, i64), u32>,
+    module_ids: HashMap<usize, i64>,
+    modules: Vec<(String, &'static str)>,
+    threads: Vec<String>,
+    thread_ids: HashMap<String, u32>,
+    stack_ids: HashMap<(u32, Vec<u32>), usize>,
+    stacks: Vec<(u32, Vec<u32>)>,
+    new_values: Vec<[f64; 4]>,
+    new_errors: Vec<[f64; 4]>,
+    base_values: Vec<[f64; 4]>,
+    base_errors: Vec<[f64; 4]>,
+    executables: Vec<String>,
+}
+
+impl<'a> ModelBuilder<'a> {
+    fn new(table: &'a LocationTable) -> Self {
+        ModelBuilder {
+            table,
+            frames: Vec::new(),
+            frame_ids: HashMap::new(),
+            module_ids: HashMap::new(),
+            modules: Vec::new(),
+            threads: Vec::new(),
+            thread_ids: HashMap::new(),
+            stack_ids: HashMap::new(),
+            stacks: Vec::new(),
+            new_values: Vec::new(),
+            new_errors: Vec::new(),
+            base_values: Vec::new(),
+            base_errors: Vec::new(),
+            executables: Vec::new(),
+        }
+    }
+
+    /// Add every dump of `side`, split by thread; returns their profiles.
+    fn add_side(&mut self, side: &Side<'_>, build: BuildOptions, is_base: bool) -> Vec<Profile> {
+        let mut profiles = Vec::new();
+        for (dump, stacks) in &side.parts {
+            self.executables.push(dump.executable.clone());
+            let profile = Profile::build(dump, stacks, self.table, build);
+            for sample in &profile.samples {
+                let thread = self.thread(&thread_name(&profile, sample.thread));
+                let frames = self.frame_list(&sample.frames);
+                let id = self.stack(thread, frames);
+                let (values, variances) = if is_base {
+                    (&mut self.base_values, &mut self.base_errors)
+                } else {
+                    (&mut self.new_values, &mut self.new_errors)
+                };
+                let sample_variances = four(&sample.variance);
+                for (i, value) in four(&sample.values).into_iter().enumerate() {
+                    values[id][i] += value;
+                    // Variances add; square-rooted at the end.
+                    variances[id][i] += sample_variances[i];
+                }
+            }
+            profiles.push(profile);
+        }
+        profiles
+    }
+
+    fn thread(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.thread_ids.get(name) {
+            return id;
+        }
+        let id = self.threads.len() as u32;
+        self.threads.push(name.to_string());
+        self.thread_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// Frame indices root first (the profile keeps them leaf first).
+    fn frame_list(&mut self, frames: &[FrameRef]) -> Vec<u32> {
+        frames.iter().rev().map(|&f| self.frame(f)).collect()
+    }
+
+    fn frame(&mut self, frame: FrameRef) -> u32 {
+        let name = function_name(self.table, frame).to_string();
+        let location = self.table.locations.get(frame.location);
+        let module = location
+            .and_then(|l| l.module)
+            .map_or(-1, |m| self.module(m));
+        if let Some(&id) = self.frame_ids.get(&(name.clone(), module)) {
+            return id;
+        }
+        let line = location.and_then(|l| l.lines.get(frame.line));
+        let place = line
+            .and_then(|line| {
+                line.file
+                    .as_ref()
+                    .map(|file| format!("{file}:{}", line.line))
+            })
+            .unwrap_or_default();
+        let full = line.map_or_else(String::new, |line| line.function.clone());
+        let id = self.frames.len() as u32;
+        self.frames.push((name.clone(), module, place, full));
+        self.frame_ids.insert((name, module), id);
+        id
+    }
+
+    fn module(&mut self, module: usize) -> i64 {
+        if let Some(&id) = self.module_ids.get(&module) {
+            return id;
+        }
+        let record = &self.table.modules[module];
+        let id = self.modules.len() as i64;
+        self.modules
+            .push((record.short_name().to_string(), module_kind(&record.path)));
+        self.module_ids.insert(module, id);
+        id
+    }
+
+    fn stack(&mut self, thread: u32, frames: Vec<u32>) -> usize {
+        let key = (thread, frames);
+        if let Some(&id) = self.stack_ids.get(&key) {
+            return id;
+        }
+        let id = self.stacks.len();
+        self.stacks.push(key.clone());
+        self.stack_ids.insert(key, id);
+        for column in [
+            &mut self.new_values,
+            &mut self.new_errors,
+            &mut self.base_values,
+            &mut self.base_errors,
+        ] {
+            column.push([0.0; 4]);
+        }
+        id
+    }
+
+    fn finish(mut self, mut model: Model) -> Model {
+        // The executables are the "program" modules.
+        for (index, (_, kind)) in self.modules.iter_mut().enumerate() {
+            let path = self
+                .module_ids
+                .iter()
+                .find(|&(_, &id)| id == index as i64)
+                .map(|(&m, _)| self.table.modules[m].path.as_str());
+            if path.is_some_and(|p| self.executables.iter().any(|e| e == p)) {
+                *kind = "program";
+            }
+        }
+        let has_base = model.base_name.is_some();
+        model.frames = self.frames;
+        model.modules = self.modules;
+        model.threads = self.threads;
+        (model.stack_threads, model.stack_frames) = self.stacks.into_iter().unzip();
+        model.new_values = flatten(&self.new_values, false);
+        model.new_errors = flatten(&self.new_errors, true);
+        if has_base {
+            model.base_values = flatten(&self.base_values, false);
+            model.base_errors = flatten(&self.base_errors, true);
+        }
+        model
+    }
+}
+
+/// Round values to what the text formats show (compact JSON); errors are
+/// variances until here.
+fn flatten(rows: &[[f64; 4]], square_root: bool) -> Vec<f64> {
+    rows.iter()
+        .flat_map(|row| {
+            row.iter().map(move |&v| {
+                let v = if square_root { v.sqrt() } else { v };
+                v.round()
+            })
+        })
+        .collect()
+}
+
+/// A thread's name, `tid N` without one, `?` when the dump does not know.
+fn thread_name(profile: &Profile, serial: u32) -> String {
+    match profile.thread(serial) {
+        Some(t) if !t.name.is_empty() => t.name.clone(),
+        Some(t) => format!("tid {}", t.tid),
+        None => "?".to_string(),
+    }
+}
+
+/// `runtime` for the C/C++/Rust runtime and the loader, `library` otherwise
+/// (the executables are marked `program` once known).
+fn module_kind(path: &str) -> &'static str {
+    const RUNTIME: &[&str] = &[
+        "libc.so",
+        "libc-",
+        "libstdc++",
+        "libc++",
+        "libgcc_s",
+        "ld-linux",
+        "ld-musl",
+        "libm.so",
+        "libpthread",
+        "libdl.so",
+        "librt.so",
+        "linux-vdso",
+        "libstd-",
+    ];
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if RUNTIME.iter().any(|prefix| name.starts_with(prefix)) {
+        "runtime"
+    } else {
+        "library"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_cannot_be_closed_by_data() {
+        let text = script_safe(r#"{"name":"</script><b>"}"#);
+        assert!(!text.contains("</script"));
+        assert_eq!(escape_html("<a&\">"), "&lt;a&amp;&quot;&gt;");
+    }
+
+    #[test]
+    fn module_kinds() {
+        assert_eq!(module_kind("/lib/x86_64-linux-gnu/libc.so.6"), "runtime");
+        assert_eq!(module_kind("/usr/lib/libstdc++.so.6"), "runtime");
+        assert_eq!(module_kind("/opt/app/libplugin.so"), "library");
+    }
+}
