@@ -2,7 +2,8 @@
 //! slow path of malloc), and the free of a possibly sampled object.
 //!
 //! Owns the recording of a sample: capture the stack, intern it, count it and
-//! add its Horvitz–Thompson weights on its stack, remember the address in the
+//! add its Horvitz–Thompson weights on its stack (not when every allocation
+//! is sampled: the counts are then the weight sums), remember the address in the
 //! live table, feed the triggers.
 //!
 //! Runs inside malloc, under the thread's guard, and preserves errno. It
@@ -149,12 +150,12 @@ fn record_stack_sample(state: &ThreadState, id: u32, pointer: *mut c_void, size:
     let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
     let sample = LiveSample { stack_id: id, size };
     let weights = sample_weights(sample);
-    entry.add_sample(size, usable, &weights);
+    entry.add_sample(size, usable, weights.as_ref());
     match LIVE.insert(pointer as usize, sample) {
         Ok(None) => {}
         Ok(Some(stale)) => release(stale, usable),
         Err(_) => {
-            entry.release_sample(size, usable, &weights);
+            entry.release_sample(size, usable, weights.as_ref());
             return drop_sample("the live-sample table is full");
         }
     }
@@ -170,16 +171,24 @@ fn drop_sample(why: &str) {
 
 /// The Horvitz–Thompson weights of a live sample: a function of its size
 /// (kept in the live table) and the period (fixed for the process's life),
-/// so its free removes exactly what its allocation added.
-fn sample_weights(sample: LiveSample) -> heapsample_format::Weights {
+/// so its free removes exactly what its allocation added. None when every
+/// allocation is sampled: each weight is then 1 and the stack's counts are
+/// its sums, so none are kept.
+fn sample_weights(sample: LiveSample) -> Option<heapsample_format::Weights> {
+    if sampling::samples_every_allocation() {
+        return None;
+    }
     let probability = sampling::inclusion_probability(sample.size);
-    heapsample_format::weights_with_probability(sample.size, probability)
+    Some(heapsample_format::weights_with_probability(
+        sample.size,
+        probability,
+    ))
 }
 
 /// A live sample's object was freed (or its entry replaced).
 pub fn release(sample: LiveSample, usable: u64) {
     if let Some(entry) = STACKS.entry(sample.stack_id) {
-        entry.release_sample(sample.size, usable, &sample_weights(sample));
+        entry.release_sample(sample.size, usable, sample_weights(sample).as_ref());
     }
     triggers::on_live_sample(sample.size, -1);
 }

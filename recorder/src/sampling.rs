@@ -39,6 +39,13 @@ pub fn lg_period() -> u32 {
     LG_PERIOD.load(Relaxed)
 }
 
+/// True when the period is 1 byte: every allocation is sampled, with
+/// probability 1. Fixed for the process's life once the options are read.
+#[inline]
+pub fn samples_every_allocation() -> bool {
+    lg_period() == 0
+}
+
 /// The current period in bytes.
 pub fn period() -> u64 {
     1u64 << lg_period().min(62)

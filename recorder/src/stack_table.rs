@@ -5,7 +5,10 @@
 //! that never move (chunks mapped on demand). Only inserting a stack never
 //! seen before takes a spin lock; counts and Horvitz–Thompson weight sums are
 //! atomics updated at sample events and at frees of sampled objects, never on
-//! the allocation fast path.
+//! the allocation fast path. When every allocation is sampled (period 1, all
+//! inclusion probabilities 1) the weight sums are not kept: they equal the
+//! object and byte counts (variances 0), and [`StackTable::snapshot`] derives
+//! them from those.
 //!
 //! Runs inside malloc's slow path: no allocation through malloc (memory comes
 //! from `mmap`), no lock but the insert lock, which is never held while
@@ -78,6 +81,19 @@ impl WeightCells {
         for cell in &self.0 {
             cell.store(0, Ordering::Relaxed);
         }
+    }
+}
+
+/// The weight sums of `objects` samples of `bytes` bytes in all, each taken
+/// with probability 1: Σ1/p and Σs/p are the counts, the variances are 0.
+fn certain_weights(objects: u64, bytes: u64) -> Weights {
+    if objects == 0 {
+        return Weights::default();
+    }
+    Weights {
+        objects: objects as f64,
+        bytes: bytes as f64,
+        ..Weights::default()
     }
 }
 
@@ -280,8 +296,9 @@ impl StackTable {
     }
 
     /// Copy every stack that has live objects, or (with `include_freed`) any
-    /// allocations at all.
-    pub fn snapshot(&self, include_freed: bool) -> Vec<Stack> {
+    /// allocations at all. With `counts_are_weights` (every allocation
+    /// sampled, so no weight sums were kept) the weight sums are the counts.
+    pub fn snapshot(&self, include_freed: bool, counts_are_weights: bool) -> Vec<Stack> {
         let mut out = Vec::new();
         for id in 0..self.len() as u32 {
             let Some(entry) = self.entry(id) else {
@@ -297,17 +314,29 @@ impl StackTable {
             // SAFETY: as in `matches`.
             let frames =
                 unsafe { core::slice::from_raw_parts(entry.frames.load(Ordering::Relaxed), depth) };
+            let (live_bytes, alloc_bytes) = (read(&entry.live_bytes), read(&entry.alloc_bytes));
+            let (live, alloc) = if counts_are_weights {
+                (
+                    certain_weights(live_objects, live_bytes),
+                    certain_weights(alloc_objects, alloc_bytes),
+                )
+            } else {
+                (
+                    entry.live.read(live_objects),
+                    entry.alloc.read(alloc_objects),
+                )
+            };
             out.push(Stack {
                 frames: frames.to_vec(),
                 thread: entry.thread.load(Ordering::Relaxed),
                 epoch: entry.epoch.load(Ordering::Relaxed),
                 live_objects,
-                live_bytes: read(&entry.live_bytes),
+                live_bytes,
                 live_usable_bytes: read(&entry.live_usable_bytes),
                 alloc_objects,
-                alloc_bytes: read(&entry.alloc_bytes),
-                live: entry.live.read(live_objects),
-                alloc: entry.alloc.read(alloc_objects),
+                alloc_bytes,
+                live,
+                alloc,
             });
         }
         out
@@ -355,10 +384,13 @@ impl Default for StackTable {
 
 impl StackEntry {
     /// Count a sampled allocation of `size` requested and `usable` bytes,
-    /// whose Horvitz–Thompson contribution is `weights`.
-    pub fn add_sample(&self, size: u64, usable: u64, weights: &Weights) {
-        self.alloc.add(weights, 1.0);
-        self.live.add(weights, 1.0);
+    /// whose Horvitz–Thompson contribution is `weights` (None when every
+    /// allocation is sampled: the counts are the sums).
+    pub fn add_sample(&self, size: u64, usable: u64, weights: Option<&Weights>) {
+        if let Some(weights) = weights {
+            self.alloc.add(weights, 1.0);
+            self.live.add(weights, 1.0);
+        }
         self.alloc_objects.fetch_add(1, Ordering::Relaxed);
         self.alloc_bytes.fetch_add(size as i64, Ordering::Relaxed);
         self.live_objects.fetch_add(1, Ordering::Relaxed);
@@ -368,9 +400,11 @@ impl StackEntry {
     }
 
     /// Count the free of a sampled object: `weights` are the ones its
-    /// allocation added.
-    pub fn release_sample(&self, size: u64, usable: u64, weights: &Weights) {
-        self.live.add(weights, -1.0);
+    /// allocation added (None if it added none).
+    pub fn release_sample(&self, size: u64, usable: u64, weights: Option<&Weights>) {
+        if let Some(weights) = weights {
+            self.live.add(weights, -1.0);
+        }
         self.live_objects.fetch_sub(1, Ordering::Relaxed);
         self.live_bytes.fetch_sub(size as i64, Ordering::Relaxed);
         self.live_usable_bytes
@@ -398,17 +432,49 @@ mod tests {
         assert!(!table.holds(a, &[1, 2, 3], 1, 1));
         assert!(!table.holds(a, &[1, 2], 1, 0));
         let weights = heapsample_format::sample_weights(10, 1 << 19);
-        table.entry(a).unwrap().add_sample(10, 16, &weights);
-        let snapshot = table.snapshot(false);
+        table.entry(a).unwrap().add_sample(10, 16, Some(&weights));
+        let snapshot = table.snapshot(false, false);
         assert_eq!(snapshot.len(), 1);
         assert_eq!(snapshot[0].frames, vec![1, 2, 3]);
         assert_eq!((snapshot[0].live_objects, snapshot[0].live_bytes), (1, 10));
         assert_eq!((snapshot[0].live, snapshot[0].alloc), (weights, weights));
-        table.entry(a).unwrap().release_sample(10, 16, &weights);
-        assert!(table.snapshot(false).is_empty());
-        let all = table.snapshot(true);
+        table
+            .entry(a)
+            .unwrap()
+            .release_sample(10, 16, Some(&weights));
+        assert!(table.snapshot(false, false).is_empty());
+        let all = table.snapshot(true, false);
         assert_eq!(all.len(), 1);
         assert_eq!((all[0].live, all[0].alloc), (Default::default(), weights));
+    }
+
+    #[test]
+    fn without_kept_sums_the_counts_are_the_weights_of_certain_samples() {
+        let table = StackTable::new();
+        assert!(table.init(8));
+        let a = table.intern(&[7], 1, 0).unwrap();
+        let entry = table.entry(a).unwrap();
+        for size in [10, 0, 4096] {
+            entry.add_sample(size, size + 8, None);
+        }
+        entry.release_sample(4096, 4104, None);
+        let (live, alloc) = (certain_sums(&[10, 0]), certain_sums(&[10, 0, 4096]));
+        let snapshot = table.snapshot(true, true);
+        assert_eq!((snapshot[0].live, snapshot[0].alloc), (live, alloc));
+        entry.release_sample(10, 18, None);
+        entry.release_sample(0, 8, None);
+        let snapshot = table.snapshot(true, true);
+        assert_eq!(
+            (snapshot[0].live, snapshot[0].alloc),
+            (Weights::default(), alloc)
+        );
+    }
+
+    /// The weight sums of samples of `sizes` taken at period 1.
+    fn certain_sums(sizes: &[u64]) -> Weights {
+        sizes.iter().fold(Weights::default(), |sum, &size| {
+            sum.plus(&heapsample_format::sample_weights(size, 1))
+        })
     }
 
     #[test]

@@ -165,7 +165,10 @@ fn write_automatic(
 pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
     let config = state::config();
     let exact = threads::exact_counts();
-    let stacks = STACKS.snapshot(config.prof_accum);
+    let stacks = STACKS.snapshot(
+        config.prof_accum,
+        crate::sampling::samples_every_allocation(),
+    );
     Dump {
         writer: concat!("heapsample ", env!("CARGO_PKG_VERSION")).to_string(),
         pid: std::process::id(),
