@@ -37,7 +37,7 @@ cargo build --release --workspace --all-targets
 echo "== tests"
 test_log=$(mktemp)
 trap 'rm -f "$test_log"' EXIT
-HEAPSAMPLE_REQUIRE_GO=1 cargo test --release --workspace 2>&1 | tee "$test_log"
+HEAPSAMPLE_REQUIRE_GO=1 cargo test --release --workspace --no-fail-fast 2>&1 | tee "$test_log"
 echo "== lock order: end-to-end tests under the debug shim (lock ranks checked)"
 cargo build -p heapsample-shim
 HEAPSAMPLE_SHIM="$root/target/debug/libheapsample.so" cargo test --release -p heapsample-tests \

@@ -31,7 +31,7 @@ use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Output, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -99,6 +99,31 @@ pub fn shim_path() -> PathBuf {
 /// message telling to run `cargo build --release` if it is missing.
 pub fn heapdiff_path() -> PathBuf {
     release_artifact("heapdiff", "the heapdiff binary")
+}
+
+/// Runs the built `heapdiff` with `args`.
+pub fn heapdiff(args: &[&str]) -> Output {
+    Command::new(heapdiff_path())
+        .args(args)
+        .output()
+        .expect("run heapdiff")
+}
+
+/// Runs the built `heapdiff` with `args`, asserts it succeeded and returns
+/// its standard output.
+pub fn heapdiff_ok(args: &[&str]) -> String {
+    let out = heapdiff(args);
+    assert!(
+        out.status.success(),
+        "heapdiff {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `path` as `&str` (the tests' paths are UTF-8).
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
 }
 
 /// `tests/programs/`, the sources of the test programs.

@@ -14,31 +14,10 @@
 use heapsample_tests::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-fn heapdiff(args: &[&str]) -> Output {
-    Command::new(heapdiff_path())
-        .args(args)
-        .output()
-        .expect("run heapdiff")
-}
-
-fn heapdiff_ok(args: &[&str]) -> String {
-    let out = heapdiff(args);
-    assert!(
-        out.status.success(),
-        "heapdiff {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().expect("UTF-8 path")
-}
 
 /// Folded lines `stack value` into (frames root first, value).
 fn parse_folded(text: &str) -> Vec<(Vec<String>, i64)> {

@@ -275,7 +275,7 @@ async fn serve_and_exported_html_in_chromium() {
         .clone();
     let first_dump = names[0].clone();
     let text = String::from_utf8_lossy(
-        &heapdiff_ok(&["--format", "text", dir.join(&exit_dump).to_str().unwrap()]).stdout,
+        heapdiff_ok(&["--format", "text", dir.join(&exit_dump).to_str().unwrap()]).as_bytes(),
     )
     .into_owned();
     let text_percent = text_total_percent(&text, "grow_cache");

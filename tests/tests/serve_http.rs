@@ -117,7 +117,7 @@ fn list_refuses_hostile_requests_and_serves_pprof() {
     // go tool pprof on the served URL agrees with the text report.
     let exit_dump = names.iter().find(|n| n.contains(".f.")).expect("exit dump");
     let text = String::from_utf8_lossy(
-        &heapdiff_ok(&["--format", "text", dir.join(exit_dump).to_str().unwrap()]).stdout,
+        heapdiff_ok(&["--format", "text", dir.join(exit_dump).to_str().unwrap()]).as_bytes(),
     )
     .into_owned();
     let percent = text_total_percent(&text, "grow_cache");
@@ -210,11 +210,11 @@ fn merge_sums_the_processes() {
     let texts: Vec<String> = dumps
         .iter()
         .map(|d| {
-            String::from_utf8_lossy(&heapdiff_ok(&["--format", "text", d]).stdout).into_owned()
+            String::from_utf8_lossy(heapdiff_ok(&["--format", "text", d]).as_bytes()).into_owned()
         })
         .collect();
     let merged = String::from_utf8_lossy(
-        &heapdiff_ok(&["merge", &dumps[0], &dumps[1], "-f", "text"]).stdout,
+        heapdiff_ok(&["merge", &dumps[0], &dumps[1], "-f", "text"]).as_bytes(),
     )
     .into_owned();
     let (bytes, objects) = estimate(&merged);
@@ -225,19 +225,17 @@ fn merge_sums_the_processes() {
     // The pprof output carries the same total.
     let out = runs[0].dir.path().join("fleet.pb.gz");
     heapdiff_ok(&["merge", &dumps[0], &dumps[1], "-o", out.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(
-        &heapdiff_ok(&[
-            "merge",
-            &dumps[0],
-            &dumps[1],
-            "-f",
-            "html",
-            "-o",
-            runs[0].dir.path().join("fleet.html").to_str().unwrap(),
-        ])
-        .stderr,
-    )
-    .into_owned();
+    let merged_html = heapdiff(&[
+        "merge",
+        &dumps[0],
+        &dumps[1],
+        "-f",
+        "html",
+        "-o",
+        runs[0].dir.path().join("fleet.html").to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&merged_html.stderr).into_owned();
+    assert!(merged_html.status.success(), "{text}");
     assert!(text.contains("wrote"), "{text}");
     assert!(std::fs::metadata(&out).unwrap().len() > 100);
     let svg = runs[0].dir.path().join("fleet.svg");

@@ -8,7 +8,7 @@ use heapsample_tests::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// `serve_growth.c` under the shim: every allocation sampled (the numbers
@@ -101,20 +101,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Run heapdiff with `args`; panics on failure.
-pub fn heapdiff_ok(args: &[&str]) -> Output {
-    let output = Command::new(heapdiff_path())
-        .args(args)
-        .output()
-        .expect("run heapdiff");
-    assert!(
-        output.status.success(),
-        "heapdiff {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
 }
 
 /// The total% column of `function` in `heapdiff --format text`.
