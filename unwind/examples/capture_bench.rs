@@ -2,7 +2,7 @@
 //! caches) vs libgcc's `_Unwind_Backtrace`, at chain depths 10, 30 and 100.
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target-unwind cargo run --release -p heapsample-unwind --example capture_bench
+//! cargo run --release -p heapsample-unwind --example capture_bench
 //! ```
 //!
 //! Depth *d* means *d* distinct generated never-inlined functions (varied frame sizes)
