@@ -126,6 +126,36 @@ pub fn path_str(path: &Path) -> &str {
     path.to_str().expect("UTF-8 path")
 }
 
+/// `go tool pprof ARGS PROFILE` (a file or a URL), its standard output and
+/// error together; `None`, with a printed reason, when go is not installed
+/// (a failure under `HEAPSAMPLE_REQUIRE_GO=1`, as in CI). `home` holds
+/// pprof's own files.
+pub fn go_tool_pprof(args: &[&str], profile: impl AsRef<OsStr>, home: &Path) -> Option<String> {
+    let require = std::env::var("HEAPSAMPLE_REQUIRE_GO").as_deref() == Ok("1");
+    let go = Command::new("go").arg("version").output();
+    if !go.is_ok_and(|o| o.status.success()) {
+        assert!(!require, "HEAPSAMPLE_REQUIRE_GO=1 but go is not on PATH");
+        eprintln!("SKIPPED (go tool pprof part): go is not installed (apt-get install golang-go)");
+        return None;
+    }
+    let output = Command::new("go")
+        .args(["tool", "pprof"])
+        .args(args)
+        .arg(profile)
+        .env("HOME", home)
+        .env("PPROF_TMPDIR", home)
+        .env_remove("PPROF_BINARY_PATH")
+        .output()
+        .expect("run go tool pprof");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "go tool pprof failed:\n{text}");
+    Some(text)
+}
+
 /// `tests/programs/`, the sources of the test programs.
 pub fn programs_dir() -> PathBuf {
     workspace_root().join("tests").join("programs")

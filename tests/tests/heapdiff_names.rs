@@ -154,34 +154,6 @@ fn read_pprof(path: &Path) -> PbProfile {
     PbProfile::decode(&bytes[..]).expect("decode profile.proto")
 }
 
-/// `go tool pprof ARGS PROFILE`, or `None` when go is missing (a failure
-/// under `HEAPSAMPLE_REQUIRE_GO=1`).
-fn go_pprof(args: &[&str], profile: &Path, home: &Path) -> Option<String> {
-    let require = std::env::var("HEAPSAMPLE_REQUIRE_GO").as_deref() == Ok("1");
-    let go = Command::new("go").arg("version").output();
-    if !go.is_ok_and(|o| o.status.success()) {
-        assert!(!require, "HEAPSAMPLE_REQUIRE_GO=1 but go is not on PATH");
-        eprintln!("SKIPPED (go tool pprof part): go is not installed");
-        return None;
-    }
-    let output = Command::new("go")
-        .args(["tool", "pprof"])
-        .args(args)
-        .arg(profile)
-        .env("HOME", home)
-        .env("PPROF_TMPDIR", home)
-        .env_remove("PPROF_BINARY_PATH")
-        .output()
-        .expect("run go tool pprof");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "go tool pprof failed:\n{text}");
-    Some(text)
-}
-
 /// `flat` bytes per function from `go tool pprof -top -unit=B`.
 fn pprof_flat(top: &str) -> BTreeMap<String, i64> {
     top.lines()
@@ -355,7 +327,7 @@ fn same_function_in_two_libraries_is_never_merged() {
 
     let pprof = outcome.dir.path().join("plugins.pb.gz");
     heapdiff_ok(&["-f", "pprof", "-q", "-o", path_str(&pprof), dump]);
-    if let Some(top) = go_pprof(&["-top", "-unit=B"], &pprof, outcome.dir.path()) {
+    if let Some(top) = go_tool_pprof(&["-top", "-unit=B"], &pprof, outcome.dir.path()) {
         let flat = pprof_flat(&top);
         assert_eq!(
             flat.get("plugin_alloc [libplugin_a.so]"),
@@ -464,7 +436,7 @@ fn pprof_leaves_unsymbolized_frames_to_pprof_with_correct_mappings() {
         "its frames are addresses, not placeholder names"
     );
     // …and pprof symbolizes them from the binary.
-    if let Some(top) = go_pprof(&["-top", "-unit=B"], &pprof, outcome.dir.path()) {
+    if let Some(top) = go_tool_pprof(&["-top", "-unit=B"], &pprof, outcome.dir.path()) {
         assert!(top.contains("alloc_site_big"), "{top}");
         assert!(!top.contains("sites+0x"), "{top}");
     }
@@ -520,14 +492,14 @@ fn pprof_diff_base_label_and_thread_labels() {
         path_str(&single),
         path_str(&new_dump),
     ]);
-    if let Some(tags) = go_pprof(&["-tags"], &single, new.dir.path()) {
+    if let Some(tags) = go_tool_pprof(&["-tags"], &single, new.dir.path()) {
         assert!(
             tags.contains("worker-a") && tags.contains("worker-b"),
             "{tags}"
         );
         assert!(tags.contains("tid"), "{tags}");
     }
-    if let Some(top) = go_pprof(
+    if let Some(top) = go_tool_pprof(
         &["-top", "-unit=B", "-tagfocus=thread=worker-a"],
         &single,
         new.dir.path(),
@@ -646,7 +618,7 @@ fn views_in_every_format() {
         path_str(&pprof),
         dump,
     ]);
-    if let Some(top) = go_pprof(&["-top", "-unit=B"], &pprof, outcome.dir.path()) {
+    if let Some(top) = go_tool_pprof(&["-top", "-unit=B"], &pprof, outcome.dir.path()) {
         let flat = pprof_flat(&top);
         // big_site's 500,000 B plus stdio's 4 KiB buffer.
         assert_eq!(flat.get("[4–8 KiB]"), Some(&504_096), "{top}");
@@ -1013,7 +985,7 @@ fn readers_agree_with_the_text_report() {
         "--full-names",
         dump,
     ]);
-    if let Some(top) = go_pprof(
+    if let Some(top) = go_tool_pprof(
         &["-top", "-unit=B", "-nodefraction=0", "-nodecount=1000"],
         &pprof,
         outcome.dir.path(),

@@ -13,7 +13,6 @@ mod serve_common;
 
 use heapsample_tests::*;
 use serve_common::*;
-use std::process::Command;
 
 fn listing(server: &Server) -> serde_json::Value {
     let (status, body) = server.get("/api/dumps");
@@ -121,37 +120,14 @@ fn list_refuses_hostile_requests_and_serves_pprof() {
     )
     .into_owned();
     let percent = text_total_percent(&text, "grow_cache");
-    let go_present = Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !go_present {
-        assert!(
-            std::env::var("HEAPSAMPLE_REQUIRE_GO").as_deref() != Ok("1"),
-            "go missing"
-        );
-        eprintln!("skipping go tool pprof: go is not installed");
+    let pprof_url = format!("{}/pprof/{exit_dump}", server.url);
+    let Some(top) = go_tool_pprof(
+        &["-top", "-unit=B", "-sample_index=inuse_space"],
+        &pprof_url,
+        dir,
+    ) else {
         return;
-    }
-    let output = Command::new("go")
-        .args([
-            "tool",
-            "pprof",
-            "-top",
-            "-unit=B",
-            "-sample_index=inuse_space",
-        ])
-        .arg(format!("{}/pprof/{exit_dump}", server.url))
-        .env("HOME", dir)
-        .env("PPROF_TMPDIR", dir)
-        .output()
-        .expect("go tool pprof");
-    let top = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    };
     let row = top
         .lines()
         .find(|l| l.trim_end().ends_with(" grow_cache"))
