@@ -1,10 +1,15 @@
 //! Stack capture for sampled allocations.
 //!
-//! Owns the choice of unwinder, its use of each thread's private unwinding
-//! state (`tls::ThreadUnwinder`: a small rule cache and the memo of its last
-//! walk) and the removal of the shim's own frames. The default is
-//! `heapsample-unwind`: a thread's private cache in front of one
-//! process-wide rule cache (a new thread starts warm), and the memo, which
+//! Owns the choice of unwinder, the rule cache all threads share, its use of
+//! each thread's private unwinding state (`tls::ThreadUnwinder`: a small rule
+//! cache and the memo of its last walk) and the removal of the shim's own
+//! frames. The default is `heapsample-unwind`: a thread's private cache in
+//! front of one rule cache shared by every thread (a new thread starts warm)
+//! and, through `MAP_SHARED` memory, by every process forked from this one
+//! (a new child starts warm: a fork-per-connection server computes the rules
+//! of its connection code once, not once per child; a process takes a new
+//! lineage before it loads or unloads an object, so processes whose objects
+//! differ never use each other's rules), and the memo, which
 //! replays the outer frames unchanged since the thread's previous capture
 //! instead of stepping them (consecutive samples on a thread usually share
 //! most of their stack). A thread without its private state (one that is
@@ -15,23 +20,58 @@
 //!
 //! Runs inside malloc's slow path: no allocation, no locks of ours.
 
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 use crate::tls::ThreadUnwinder;
 
-/// Rules cached for every thread of the process (256 KiB of zeroed .bss,
-/// touched as used).
-static RULES: heapsample_unwind::SharedRuleCache = heapsample_unwind::SharedRuleCache::new();
+type SharedRules = heapsample_unwind::SharedRuleCache;
+
+/// The rules every thread and every forked child uses: a `MAP_SHARED`
+/// mapping made at start-up (256 KiB, touched as used), or [`PRIVATE_RULES`]
+/// until then and if it cannot be made.
+static RULES: AtomicPtr<SharedRules> = AtomicPtr::new(core::ptr::null_mut());
+/// Rules for this process alone (zeroed .bss).
+static PRIVATE_RULES: SharedRules = SharedRules::new();
 static USE_LIBGCC: AtomicBool = AtomicBool::new(false);
+
+fn rules() -> &'static SharedRules {
+    let shared = RULES.load(Acquire);
+    if shared.is_null() {
+        &PRIVATE_RULES
+    } else {
+        // SAFETY: set once by `share_rules` to a zeroed mapping of the cache's
+        // size that is never unmapped; all-zero memory is an empty cache.
+        unsafe { &*shared }
+    }
+}
+
+/// Put the rule cache where forked children will share it.
+fn share_rules() {
+    let memory = crate::sys::map_shared_zeroed(SharedRules::size_in_bytes());
+    if !memory.is_null() {
+        RULES.store(memory.cast(), Release);
+    }
+}
 
 /// Use libgcc's unwinder instead of the cached one.
 pub fn use_libgcc(on: bool) {
     USE_LIBGCC.store(on, Relaxed);
 }
 
-/// Forget cached unwind rules (around `dlclose`).
+/// Forget cached unwind rules (around `dlclose`), here and in the processes
+/// this one shares rules with.
 pub fn invalidate() {
     heapsample_unwind::invalidate_all_caches();
+    rules().start_new_lineage();
+}
+
+/// Call before `dlopen` may load an object: from now on this process and
+/// the ones it shares rules with use different rules.
+pub fn before_dlopen() {
+    rules().start_new_lineage();
 }
 
 /// The address range of the object that contains the profiler's code.
@@ -45,6 +85,7 @@ pub fn init() -> bool {
     if !heapsample_unwind::init() {
         return false;
     }
+    share_rules();
     if let Some((start, end)) = object_range(init as fn() -> bool as usize) {
         OWN_START.store(start, Relaxed);
         OWN_END.store(end, Relaxed);
@@ -60,7 +101,7 @@ pub fn capture(frames: &mut [u64]) -> core::ops::Range<usize> {
     let captured = if USE_LIBGCC.load(Relaxed) {
         heapsample_unwind::capture_libgcc(frames)
     } else {
-        heapsample_unwind::capture_shared(&RULES, frames)
+        heapsample_unwind::capture_shared(rules(), frames)
     };
     drop_own_frames(&mut frames[..captured])
 }
@@ -73,7 +114,7 @@ pub fn capture_with(unwinder: &mut ThreadUnwinder, frames: &mut [u64]) -> core::
     let captured = if USE_LIBGCC.load(Relaxed) {
         heapsample_unwind::capture_libgcc(frames)
     } else {
-        unwinder.capture(&RULES, frames)
+        unwinder.capture(rules(), frames)
     };
     drop_own_frames(&mut frames[..captured])
 }

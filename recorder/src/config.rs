@@ -48,9 +48,16 @@ pub struct Config {
     pub prof_oom_pct: u32,
 }
 
+/// How long a forked child must run for `prof_fork_final:lived` to let it
+/// write an exit dump: one second.
+pub const FORK_FINAL_MIN_LIFE_NS: u64 = 1_000_000_000;
+
 /// Which forked children write an exit dump.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ForkFinal {
+    /// Those that took a sample since the fork and ran for at least
+    /// [`FORK_FINAL_MIN_LIFE_NS`].
+    Lived,
     /// Those that took a sample since the fork.
     Sampled,
     /// Every one.
@@ -113,7 +120,7 @@ impl Default for Config {
             prof_gdump_step: DEFAULT_GDUMP_STEP,
             prof_signal: 0,
             prof_unwind: Unwinder::Fast,
-            prof_fork_final: ForkFinal::Sampled,
+            prof_fork_final: ForkFinal::Lived,
             prof_oom_pct: 0,
         }
     }
@@ -272,21 +279,23 @@ pub static OPTIONS: [OptionSpec; 16] = [
     },
     OptionSpec {
         key: "prof_fork_final",
-        kind: "`sampled`, `all` or `none`",
+        kind: "`lived`, `sampled`, `all` or `none`",
         range: "",
         default_note: "",
         on_error: "",
         set: |c, v| {
             c.prof_fork_final = match v {
+                "lived" => ForkFinal::Lived,
                 "sampled" => ForkFinal::Sampled,
                 "all" => ForkFinal::All,
                 "none" => ForkFinal::None,
-                _ => return Err("is not sampled, all or none".to_string()),
+                _ => return Err("is not lived, sampled, all or none".to_string()),
             };
             Ok(())
         },
         get: |c| {
             match c.prof_fork_final {
+                ForkFinal::Lived => "lived",
                 ForkFinal::Sampled => "sampled",
                 ForkFinal::All => "all",
                 ForkFinal::None => "none",

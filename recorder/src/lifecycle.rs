@@ -12,7 +12,7 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use heapsample_format::Trigger;
 
-use crate::config::{Config, ForkFinal};
+use crate::config::{Config, FORK_FINAL_MIN_LIFE_NS, ForkFinal};
 
 use crate::stack_table::STACKS;
 use crate::{dumper, modules, own_heap, routes, state, threads, tls, triggers, writer};
@@ -68,16 +68,34 @@ fn write_background_dump(trigger: Trigger) {
 /// forked; `u64::MAX` in a process that was not forked.
 static SAMPLES_AT_FORK: AtomicU64 = AtomicU64::new(u64::MAX);
 
+/// In a forked child: CLOCK_MONOTONIC at the fork, in nanoseconds.
+static FORKED_AT_NS: AtomicU64 = AtomicU64::new(0);
+
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the current time into `now`; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    (now.tv_sec as u64).saturating_mul(1_000_000_000) + now.tv_nsec as u64
+}
+
 /// Does `prof_fork_final` let this process write its exit dump?
 fn exit_dump_wanted(config: &Config) -> bool {
     let at_fork = SAMPLES_AT_FORK.load(Relaxed);
     if at_fork == u64::MAX {
         return true;
     }
+    let sampled = state::samples_taken() != at_fork;
     match config.prof_fork_final {
         ForkFinal::All => true,
         ForkFinal::None => false,
-        ForkFinal::Sampled => state::samples_taken() != at_fork,
+        ForkFinal::Sampled => sampled,
+        ForkFinal::Lived => {
+            let life = monotonic_ns().saturating_sub(FORKED_AT_NS.load(Relaxed));
+            sampled && life >= FORK_FINAL_MIN_LIFE_NS
+        }
     }
 }
 
@@ -163,5 +181,6 @@ extern "C" fn fork_child() {
     dumper::reset_in_child();
     triggers::reset_in_child();
     SAMPLES_AT_FORK.store(state::samples_taken(), Relaxed);
+    FORKED_AT_NS.store(monotonic_ns(), Relaxed);
     tls::current().set_flag(tls::FLAG_GUARD, false);
 }

@@ -17,13 +17,24 @@ pub static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Map `bytes` of zeroed, private memory. Returns null on failure (for
 /// example under `ulimit -v`); callers then degrade instead of failing.
 pub fn map_zeroed(bytes: usize) -> *mut u8 {
-    // SAFETY: an anonymous private mapping has no preconditions.
+    map_anonymous(bytes, libc::MAP_PRIVATE)
+}
+
+/// Map `bytes` of zeroed memory that forked children share with this
+/// process (`MAP_SHARED`): what one process writes there, the others see.
+/// Returns null on failure.
+pub fn map_shared_zeroed(bytes: usize) -> *mut u8 {
+    map_anonymous(bytes, libc::MAP_SHARED)
+}
+
+fn map_anonymous(bytes: usize, sharing: c_int) -> *mut u8 {
+    // SAFETY: an anonymous mapping has no preconditions.
     let address = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
             bytes,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            sharing | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
             0,
         )

@@ -32,18 +32,22 @@ fn child_dumps(outcome: &Outcome) -> usize {
 #[test]
 fn which_forked_children_dump_at_exit() {
     let (_dir, binary) = fork_children();
-    // (option, bytes each child allocates, child dumps expected). 4 MiB is
-    // 8 sampling periods: a child misses every sample with e^-8 odds.
+    // (option, children, bytes each child allocates, how long each lives in
+    // ms, child dumps expected). 4 MiB is 8 sampling periods: a child misses
+    // every sample with e^-8 odds. The default (`lived`) wants a child that
+    // sampled and ran for a second.
     let cases = [
-        ("", "0", 0),
-        ("", "4194304", 20),
-        ("prof_fork_final:sampled", "0", 0),
-        ("prof_fork_final:all", "0", 20),
-        ("prof_fork_final:none", "4194304", 0),
+        ("", "20", "4194304", "0", 0),
+        ("", "2", "4194304", "1100", 2),
+        ("", "2", "0", "1100", 0),
+        ("prof_fork_final:sampled", "20", "0", "0", 0),
+        ("prof_fork_final:sampled", "20", "4194304", "0", 20),
+        ("prof_fork_final:all", "20", "0", "0", 20),
+        ("prof_fork_final:none", "2", "4194304", "1100", 0),
     ];
-    for (conf, bytes, expected) in cases {
+    for (conf, children, bytes, life_ms, expected) in cases {
         let outcome = Run::new(&binary)
-            .args(["20", bytes])
+            .args([children, bytes, "exit", life_ms])
             .with_shim()
             .prof_conf(conf)
             .run();
@@ -51,7 +55,7 @@ fn which_forked_children_dump_at_exit() {
         assert_eq!(
             child_dumps(&outcome),
             expected,
-            "PROF_CONF={conf} with {bytes} bytes per child\n{}",
+            "PROF_CONF={conf} with {children} children of {bytes} bytes living {life_ms} ms\n{}",
             outcome.context()
         );
         assert!(

@@ -31,7 +31,7 @@ fn threads_dumps_and_forks() {
         Run::program(&program)
             .args(args)
             .with_shim()
-            .prof_conf("lg_prof_sample:0")
+            .prof_conf("lg_prof_sample:0,prof_fork_final:sampled")
             .timeout(Duration::from_secs(60))
             .run()
     };
