@@ -137,3 +137,73 @@ fn fork_while_another_thread_allocates() {
         profiled.assert_success();
     }
 }
+
+/// Forked processes share unwind rules, but never those of an object only
+/// one of them loaded: two siblings load two builds of a plugin with the
+/// same code layout and different frame sizes at the same address, one after
+/// the other; every stack through the second one's plugin must still reach
+/// `main` (a rule reused from the first would send the walk into the
+/// plugin's padding).
+#[test]
+fn siblings_loading_different_objects_at_one_address_keep_correct_stacks() {
+    let libs = TempDir::new("fork-plugins");
+    let build = |name: &str, pad: u32| {
+        let out = libs.path().join(name);
+        let status = std::process::Command::new("gcc")
+            .args(["-shared", "-fPIC", "-O1", "-fomit-frame-pointer"])
+            .args(["-fno-stack-protector", "-fcf-protection=none"])
+            .arg(format!("-DPAD={pad}"))
+            .arg("-o")
+            .arg(&out)
+            .arg(programs_dir().join("fork_plugin.c"))
+            .status()
+            .expect("gcc");
+        assert!(status.success(), "building {name}");
+        out
+    };
+    let big = build("fork_plugin_big.so", 4000);
+    let small = build("fork_plugin_small.so", 256);
+    let program = compile_c(
+        "fork_plugins.c",
+        &BuildOptions {
+            extra_flags: vec!["-ldl".into()],
+            ..BuildOptions::no_pie()
+        },
+    );
+    let outcome = Run::program(&program)
+        .args([&big, &small])
+        .with_shim()
+        .prof_conf("lg_prof_sample:0,prof_fork_final:all")
+        .run();
+    outcome.assert_success();
+    let addresses = tagged_values(&outcome.stderr, "fork_plugins:", "plugin_alloc");
+    assert_eq!(addresses.len(), 2, "{}", outcome.context());
+    assert_eq!(
+        addresses[0],
+        addresses[1],
+        "the plugins must load at one address for this test to show anything\n{}",
+        outcome.context()
+    );
+    let symbols = Symbols::of(&program);
+    let children = tagged_values(&outcome.stderr, "fork_plugins:", "pid");
+    let dumps = outcome.dumps();
+    for child in &children {
+        let pid: u32 = child.parse().expect("pid");
+        let (file, dump) = dumps
+            .iter()
+            .find(|(f, _)| f.pid == pid && f.trigger == "f")
+            .unwrap_or_else(|| panic!("no exit dump of child {pid}\n{}", outcome.context()));
+        let stacks = stacks_in(dump, &symbols, "leaf_site");
+        let allocations: u64 = stacks.iter().map(|s| s.alloc_objects).sum();
+        assert_eq!(allocations, 200, "{}", file.name);
+        for stack in stacks {
+            let functions = symbols.frame_functions(dump, stack);
+            let reaches = |name: &str| functions.iter().any(|f| f.as_deref() == Some(name));
+            assert!(
+                reaches("child_work") && reaches("main"),
+                "{}: a stack through the plugin stops short: {functions:?}",
+                file.name
+            );
+        }
+    }
+}
