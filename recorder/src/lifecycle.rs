@@ -68,7 +68,9 @@ fn write_background_dump(trigger: Trigger) {
 /// forked; `u64::MAX` in a process that was not forked.
 static SAMPLES_AT_FORK: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// In a forked child: CLOCK_MONOTONIC at the fork, in nanoseconds.
+/// CLOCK_MONOTONIC at the last fork, in nanoseconds: read in the parent
+/// before the fork (a child that read the clock itself would first fault in
+/// the clock's data page), so a child has it from its parent's image.
 static FORKED_AT_NS: AtomicU64 = AtomicU64::new(0);
 
 fn monotonic_ns() -> u64 {
@@ -148,6 +150,7 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
 
 extern "C" fn fork_prepare() {
     tls::current().set_flag(tls::FLAG_GUARD, true);
+    FORKED_AT_NS.store(monotonic_ns(), Relaxed);
     // Not the dump lock: a dump in progress must not delay fork.
     modules::lock_for_fork();
     threads::lock_for_fork();
@@ -181,6 +184,5 @@ extern "C" fn fork_child() {
     dumper::reset_in_child();
     triggers::reset_in_child();
     SAMPLES_AT_FORK.store(state::samples_taken(), Relaxed);
-    FORKED_AT_NS.store(monotonic_ns(), Relaxed);
     tls::current().set_flag(tls::FLAG_GUARD, false);
 }
