@@ -170,6 +170,16 @@ extern "C" fn fork_parent() {
     tls::current().set_flag(tls::FLAG_GUARD, false);
 }
 
+/// A forked child's sampling must not repeat its siblings': the thread that
+/// survived the fork gets a generator seeded from its new pid.
+fn reseed_forking_thread() {
+    let state = tls::current();
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u32;
+    let seed = crate::sampling::seed(state as *const tls::ThreadState as usize, pid);
+    state.sampler.reseed_after_fork(seed);
+}
+
 extern "C" fn fork_child() {
     crate::spin_lock::forget_thread_id();
     // SAFETY: the locks were taken by fork_prepare in the parent; only this
@@ -184,5 +194,6 @@ extern "C" fn fork_child() {
     dumper::reset_in_child();
     triggers::reset_in_child();
     SAMPLES_AT_FORK.store(state::samples_taken(), Relaxed);
+    reseed_forking_thread();
     tls::current().set_flag(tls::FLAG_GUARD, false);
 }

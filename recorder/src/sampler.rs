@@ -136,6 +136,27 @@ impl Sampler {
         self.set_countdown(interval);
     }
 
+    /// In a forked child, on the thread that forked: a generator of its own
+    /// and fresh countdowns. Without this every child of one parent would
+    /// draw the same intervals and sample the same allocations. The
+    /// countdown in progress may be replaced by a fresh draw because it is
+    /// memoryless; a countdown at 0 (a thread not set up, stopped, or under
+    /// `prof_exact`) stays 0.
+    pub fn reseed_after_fork(&self, seed: u64) {
+        if self.rng.load(Relaxed) == 0 {
+            return;
+        }
+        self.rng.store(seed, Relaxed);
+        if self.countdown.load(Relaxed) > 0 {
+            let interval = self.draw();
+            self.set_countdown(interval);
+        }
+        if self.parked.load(Relaxed) > 0 {
+            let interval = self.draw();
+            self.parked.store(interval, Relaxed);
+        }
+    }
+
     /// The thread is past its last exit flush: from now on every allocation
     /// takes the slow path (in every mode), which folds it at once.
     pub fn stop(&self) {
@@ -212,6 +233,34 @@ mod tests {
         );
         assert!(!sampler.take_without_crossing(usize::MAX), "no wrap");
         assert_eq!(sampler.bytes_allocated(), 99);
+    }
+
+    #[test]
+    fn reseeding_after_fork_draws_anew_and_keeps_the_byte_count() {
+        let sampler = Sampler::new();
+        sampler.reseed_after_fork(12345);
+        assert_eq!(
+            sampler.countdown.load(Relaxed),
+            0,
+            "a thread not set up stays so"
+        );
+        assert!(!sampler.start(sampling::seed(1, 1)));
+        assert!(sampler.take_without_crossing(100));
+        let twin = Sampler::new();
+        twin.countdown
+            .store(sampler.countdown.load(Relaxed), Relaxed);
+        twin.base.store(sampler.base.load(Relaxed), Relaxed);
+        twin.rng.store(sampler.rng.load(Relaxed), Relaxed);
+        let bytes = sampler.bytes_allocated();
+        sampler.reseed_after_fork(sampling::seed(2, 2));
+        twin.reseed_after_fork(sampling::seed(3, 3));
+        assert_eq!(sampler.bytes_allocated(), bytes);
+        assert_ne!(
+            sampler.countdown.load(Relaxed),
+            twin.countdown.load(Relaxed),
+            "two children of one parent draw different countdowns"
+        );
+        assert!(sampler.countdown.load(Relaxed) > 0);
     }
 
     #[test]
