@@ -189,7 +189,7 @@ impl SamplingLaw {
         let ln_keep = if period <= 1 {
             0.0
         } else {
-            (-1.0 / period as f64).ln_1p()
+            libm::log1p(-1.0 / period as f64)
         };
         SamplingLaw { ln_keep }
     }
@@ -220,13 +220,13 @@ impl SamplingLaw {
         if self.samples_everything() || size == 0 {
             return 1.0;
         }
-        (-(size as f64 * self.ln_keep).exp_m1()).clamp(f64::MIN_POSITIVE, 1.0)
+        (-libm::expm1(size as f64 * self.ln_keep)).clamp(f64::MIN_POSITIVE, 1.0)
     }
 
     /// The probability that an allocation of `size` bytes is not sampled,
     /// `(1 − 1/R)^s`.
     pub fn keep_probability(self, size: u64) -> f64 {
-        (self.ln_keep * size as f64).exp()
+        libm::exp(self.ln_keep * size as f64)
     }
 
     /// The bytes until the next sample for `uniform` drawn in (0, 1]: the
@@ -238,7 +238,7 @@ impl SamplingLaw {
         if self.samples_everything() {
             return 0;
         }
-        let wait = (uniform.ln() / self.ln_keep).floor() + 1.0;
+        let wait = (libm::log(uniform) / self.ln_keep).floor() + 1.0;
         if wait >= (i64::MAX / 4) as f64 {
             i64::MAX / 4
         } else {
@@ -418,7 +418,7 @@ pub fn unsample_scale(objects: u64, bytes: u64, period: u64) -> f64 {
         return 1.0;
     }
     let mean_size = bytes as f64 / objects as f64;
-    let probability = -(-mean_size / period as f64).exp_m1();
+    let probability = -libm::expm1(-mean_size / period as f64);
     if probability <= 0.0 {
         return 1.0;
     }

@@ -173,3 +173,31 @@ fn gcc_compiles_under_the_shim() {
     let dumps = outcome.dumps();
     assert!(!dumps.is_empty(), "gcc left no dump\n{}", outcome.context());
 }
+
+/// The shim brings no library into a program beyond libc, the loader and
+/// libgcc_s (its fallback unwinder): every library it needed would be
+/// loaded, relocated, forked and finalized in every profiled process.
+#[test]
+fn the_shim_needs_no_library_beyond_libc_and_libgcc_s() {
+    let out = std::process::Command::new("readelf")
+        .arg("-d")
+        .arg(shim_path())
+        .output()
+        .expect("readelf (binutils)");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let needed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| l.split('[').nth(1)?.split(']').next())
+        .collect();
+    assert!(!needed.is_empty(), "no NEEDED entries found in:\n{text}");
+    for library in &needed {
+        assert!(
+            library.starts_with("libc.so")
+                || library.starts_with("ld-linux")
+                || library.starts_with("libgcc_s.so"),
+            "the shim needs {library} (all: {needed:?})"
+        );
+    }
+}
