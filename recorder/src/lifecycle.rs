@@ -94,9 +94,12 @@ fn exit_dump_wanted(config: &Config) -> bool {
         ForkFinal::All => true,
         ForkFinal::None => false,
         ForkFinal::Sampled => sampled,
+        // The clock only for a child that sampled (the first read of the
+        // clock's page costs a child a page fault).
         ForkFinal::Lived => {
-            let life = monotonic_ns().saturating_sub(FORKED_AT_NS.load(Relaxed));
-            sampled && life >= FORK_FINAL_MIN_LIFE_NS
+            sampled
+                && monotonic_ns().saturating_sub(FORKED_AT_NS.load(Relaxed))
+                    >= FORK_FINAL_MIN_LIFE_NS
         }
     }
 }
