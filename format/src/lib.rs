@@ -506,16 +506,60 @@ fn decode_config() -> bincode::config::Configuration<
 
 /// Serialize a dump into the complete file contents (header and body).
 pub fn encode(dump: &Dump) -> Vec<u8> {
-    let mut out = vec![0u8; HEADER_LEN];
-    // Encoding plain data into a Vec cannot fail: no I/O, no unsupported types.
-    let body = bincode::serde::encode_to_vec(dump, config()).unwrap_or_default();
-    let crc = crc32fast::hash(&body);
-    out[0..8].copy_from_slice(&MAGIC);
-    out[8..12].copy_from_slice(&VERSION.to_le_bytes());
-    out[12..16].copy_from_slice(&crc.to_le_bytes());
-    out[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&body);
-    out
+    let mut out = std::io::Cursor::new(Vec::new());
+    // Encoding plain data into memory cannot fail: no I/O, no unsupported types.
+    let _ = encode_to(dump, &mut out);
+    out.into_inner()
+}
+
+/// Write `dump` in the file format to `out` from its current position,
+/// streaming the body (no copy of the encoded dump is held in memory: a
+/// dump of tens of MB would otherwise double the memory a dump takes). The
+/// header, whose CRC and length are known only at the end, is written over
+/// a placeholder last, so `out` must be seekable and is left at the end.
+pub fn encode_to<W: std::io::Write + std::io::Seek>(
+    dump: &Dump,
+    out: &mut W,
+) -> std::io::Result<()> {
+    let start = out.stream_position()?;
+    out.write_all(&[0u8; HEADER_LEN])?;
+    let mut body = ChecksummedWriter {
+        inner: &mut *out,
+        hasher: crc32fast::Hasher::new(),
+        len: 0,
+    };
+    bincode::serde::encode_into_std_write(dump, &mut body, config())
+        .map_err(|error| std::io::Error::other(error.to_string()))?;
+    let (crc, len) = (body.hasher.finalize(), body.len);
+    let mut header = [0u8; HEADER_LEN];
+    header[0..8].copy_from_slice(&MAGIC);
+    header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    header[12..16].copy_from_slice(&crc.to_le_bytes());
+    header[16..24].copy_from_slice(&len.to_le_bytes());
+    out.seek(std::io::SeekFrom::Start(start))?;
+    out.write_all(&header)?;
+    out.seek(std::io::SeekFrom::Start(start + HEADER_LEN as u64 + len))?;
+    Ok(())
+}
+
+/// Passes bytes through, keeping their CRC-32 and count.
+struct ChecksummedWriter<'a, W: std::io::Write> {
+    inner: &'a mut W,
+    hasher: crc32fast::Hasher,
+    len: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for ChecksummedWriter<'_, W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.inner.write(bytes)?;
+        self.hasher.update(&bytes[..written]);
+        self.len += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 fn le_u32(bytes: &[u8]) -> u32 {

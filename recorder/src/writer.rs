@@ -2,9 +2,9 @@
 //! atomically.
 //!
 //! Owns the dump sequence numbers and the file protocol: the profile is
-//! encoded in memory, written to a temporary file in the destination's
-//! directory (created `O_EXCL | O_NOFOLLOW`, mode 0600, locked with `flock`
-//! while it is written) and moved to the final name, so a crash or a full
+//! encoded as it is written (no encoded copy in memory) to a temporary file
+//! in the destination's directory (created `O_EXCL | O_NOFOLLOW`, mode 0600,
+//! locked with `flock` while it is written) and moved to the final name, so a crash or a full
 //! disk never leaves a partial file under the final name. An automatic name
 //! never replaces an existing file (a repeated pid gets a later generation);
 //! an explicit path replaces only a regular file or a symbolic link. The
@@ -100,15 +100,14 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
         None => trigger_counter.fetch_add(1, Relaxed),
     };
     let dump = assemble(trigger, seq, trigger_seq);
-    let bytes = heapsample_format::encode(&dump);
     let target = match path {
         Some(explicit) => {
-            write_atomically(explicit, &bytes, Placement::Replace)?;
+            write_atomically(explicit, &dump, Placement::Replace)?;
             explicit.to_string()
         }
         None => {
             let prefix = &config.prof_prefix;
-            let target = write_automatic(prefix, seq, trigger, trigger_seq, &bytes)?;
+            let target = write_automatic(prefix, seq, trigger, trigger_seq, &dump)?;
             remove_stale_temporaries_once(prefix);
             target
         }
@@ -142,13 +141,13 @@ fn write_automatic(
     seq: u64,
     trigger: Trigger,
     trigger_seq: u64,
-    bytes: &[u8],
+    dump: &Dump,
 ) -> Result<String, Errno> {
     // Each taken name moves to a later generation; a few are plenty (the
     // generation is the clock, in microseconds).
     for _ in 0..8 {
         let target = automatic_name(prefix, &process_tag(), seq, trigger, trigger_seq);
-        match write_atomically(&target, bytes, Placement::NoReplace) {
+        match write_atomically(&target, dump, Placement::NoReplace) {
             Err(libc::EEXIST) => next_generation(),
             Ok(()) => return Ok(target),
             Err(errno) => return Err(errno),
@@ -257,14 +256,15 @@ pub enum Placement {
     NoReplace,
 }
 
-/// Write `bytes` to a fresh temporary file next to `target`, then move it
-/// to `target` as `placement` allows. On failure nothing is left under
+/// Write `dump` to a fresh temporary file next to `target` (encoded as it
+/// is written: no encoded copy is held in memory), then move it to
+/// `target` as `placement` allows. On failure nothing is left under
 /// either name and one warning per kind of failure is printed.
 ///
 /// The temporary file `<target>.tmp.<pid>` is locked (`flock`) until it is
 /// in place, so that [`remove_stale_temporaries_once`] can tell one left
 /// behind by a killed process from one being written.
-pub fn write_atomically(target: &str, bytes: &[u8], placement: Placement) -> Result<(), Errno> {
+pub fn write_atomically(target: &str, dump: &Dump, placement: Placement) -> Result<(), Errno> {
     let temporary = format!("{target}.tmp.{}", std::process::id());
     let (Ok(temporary_c), Ok(target_c)) = (CString::new(temporary), CString::new(target)) else {
         crate::warn!(
@@ -280,7 +280,7 @@ pub fn write_atomically(target: &str, bytes: &[u8], placement: Placement) -> Res
         );
         return Err(libc::EINVAL);
     }
-    let result = create_and_write(&temporary_c, bytes).and_then(|fd| {
+    let result = create_and_write(&temporary_c, dump).and_then(|fd| {
         let placed = place(&temporary_c, &target_c, placement);
         // SAFETY: fd is ours and open; closing releases the lock.
         unsafe { libc::close(fd) };
@@ -366,9 +366,9 @@ fn place(temporary: &CString, target: &CString, placement: Placement) -> Result<
     }
 }
 
-/// Create the temporary file, lock it and write `bytes`; returns its
+/// Create the temporary file, lock it and write `dump` into it; returns its
 /// descriptor, still open (closing it releases the lock).
-fn create_and_write(temporary: &CString, bytes: &[u8]) -> Result<i32, Failure> {
+fn create_and_write(temporary: &CString, dump: &Dump) -> Result<i32, Failure> {
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: a valid NUL-terminated path.
     let mut fd = unsafe { libc::open(temporary.as_ptr(), flags, 0o600) };
@@ -385,7 +385,7 @@ fn create_and_write(temporary: &CString, bytes: &[u8]) -> Result<i32, Failure> {
     }
     // SAFETY: fd is ours and open. Nobody else has the new file open.
     unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) };
-    match write_all(fd, bytes) {
+    match write_encoded(fd, dump) {
         Ok(()) => Ok(fd),
         Err(errno) => {
             // SAFETY: fd is ours and open.
@@ -470,6 +470,44 @@ fn remove_if_unlocked(path: &std::path::Path) {
     }
     // SAFETY: fd is ours and open.
     unsafe { libc::close(fd) };
+}
+
+/// Encode `dump` into `fd` through a 64 KiB buffer.
+fn write_encoded(fd: i32, dump: &Dump) -> Result<(), Errno> {
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, Descriptor(fd));
+    heapsample_format::encode_to(dump, &mut out)
+        .and_then(|()| std::io::Write::flush(&mut out))
+        .map_err(|error| error.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// A file descriptor this module keeps open and closes itself, as a
+/// writer (`std::fs::File` would close it when dropped).
+struct Descriptor(i32);
+
+impl std::io::Write for Descriptor {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        write_all(self.0, bytes).map_err(std::io::Error::from_raw_os_error)?;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl std::io::Seek for Descriptor {
+    fn seek(&mut self, position: std::io::SeekFrom) -> std::io::Result<u64> {
+        let (offset, whence) = match position {
+            std::io::SeekFrom::Start(offset) => (offset as i64, libc::SEEK_SET),
+            std::io::SeekFrom::End(offset) => (offset, libc::SEEK_END),
+            std::io::SeekFrom::Current(offset) => (offset, libc::SEEK_CUR),
+        };
+        // SAFETY: repositions our own open descriptor.
+        match unsafe { libc::lseek(self.0, offset, whence) } {
+            -1 => Err(std::io::Error::from_raw_os_error(last_errno())),
+            at => Ok(at as u64),
+        }
+    }
 }
 
 fn write_all(fd: i32, mut bytes: &[u8]) -> Result<(), Errno> {
