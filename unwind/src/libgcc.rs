@@ -32,6 +32,7 @@ struct DwarfEhBases {
 unsafe extern "C" {
     fn _Unwind_Backtrace(trace: TraceFn, arg: *mut c_void) -> c_int;
     fn _Unwind_GetIP(context: *mut UnwindContext) -> usize;
+    fn _Unwind_GetCFA(context: *mut UnwindContext) -> usize;
     fn _Unwind_Find_FDE(pc: *mut c_void, bases: *mut DwarfEhBases) -> *const c_void;
 }
 
@@ -48,11 +49,13 @@ pub(crate) fn has_fde(address: u64) -> bool {
     !unsafe { _Unwind_Find_FDE(address as *mut c_void, &mut bases) }.is_null()
 }
 
-/// What the trace callback needs: where to write, and how many frames to drop first.
+/// What the trace callback needs: where to write, and which frames to drop first.
 struct TraceState<'a> {
     frames: &'a mut [u64],
     written: usize,
     frames_to_skip: usize,
+    /// Frames whose stack pointer is below this are dropped too.
+    skip_below_rsp: u64,
 }
 
 extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_int {
@@ -67,6 +70,12 @@ extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_i
     }
     if state.frames_to_skip > 0 {
         state.frames_to_skip -= 1;
+        return URC_NO_REASON;
+    }
+    // In a trace callback the context's CFA is the one of the frame it called: this
+    // frame's stack pointer at the call.
+    // SAFETY: as above.
+    if (unsafe { _Unwind_GetCFA(context) } as u64) < state.skip_below_rsp {
         return URC_NO_REASON;
     }
     let Some(slot) = state.frames.get_mut(state.written) else {
@@ -88,6 +97,19 @@ extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_i
 /// Returns the number written. Never inlined, so the skip count is predictable.
 #[inline(never)]
 pub(crate) fn backtrace(frames: &mut [u64], frames_to_skip: usize) -> usize {
+    trace(frames, frames_to_skip, 0)
+}
+
+/// Like [`backtrace`], but drops every frame whose stack pointer is below `rsp`: given
+/// the stack pointer of a function's caller after the call returns (the function's
+/// CFA), the first frame written is that caller's.
+#[inline(never)]
+pub(crate) fn backtrace_from(frames: &mut [u64], rsp: u64) -> usize {
+    trace(frames, 0, rsp)
+}
+
+#[inline(always)]
+fn trace(frames: &mut [u64], frames_to_skip: usize, skip_below_rsp: u64) -> usize {
     if frames.is_empty() {
         return 0;
     }
@@ -95,6 +117,7 @@ pub(crate) fn backtrace(frames: &mut [u64], frames_to_skip: usize) -> usize {
         frames,
         written: 0,
         frames_to_skip,
+        skip_below_rsp,
     };
     // SAFETY: `record_frame` only dereferences `arg` as the `TraceState` created above,
     // which outlives the call. The return code only says why the walk stopped.

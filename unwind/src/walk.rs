@@ -1,8 +1,10 @@
 //! The fast stack walk: start registers, stepping with cached rules, stop conditions.
 //!
-//! Owns the `asm!` that reads rip/rsp/rbp and the loop that applies [`Rule`]s. It
-//! only reads stack memory that the rules point at after checking it lies between the
-//! current stack pointer and a bounded distance above it.
+//! Owns the `asm!` that reads rip/rsp/rbp, the two ways a walk starts (at the
+//! capture's own frame, or at the caller of a function whose entry registers were
+//! saved: [`FunctionEntry`]) and the loop that applies [`Rule`]s. It only reads stack
+//! memory that the rules point at after checking it lies between the current stack
+//! pointer and a bounded distance above it.
 //!
 //! Runs inside malloc: no allocation, no locks, no system calls. Work is bounded by
 //! `frames.len()` steps.
@@ -46,6 +48,78 @@ impl Registers {
             );
         }
         Registers { pc, rsp, rbp }
+    }
+}
+
+/// The registers of a function at its entry, before it touched the stack: `rsp`
+/// points at the return address its call pushed, and `rbp` is still its caller's.
+///
+/// An interposed function that saves them (two `mov`s before its first instruction
+/// that moves rsp or writes rbp) lets a capture made further down its call tree start
+/// at its caller, so the frames in between are never stepped: the caller's registers
+/// are exactly what stepping out of those frames would compute (rbp is callee-saved
+/// and restored from the slots their CFI names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct FunctionEntry {
+    /// rsp at the entry: the address of the return address.
+    pub rsp: u64,
+    /// rbp at the entry (the caller's).
+    pub rbp: u64,
+}
+
+impl FunctionEntry {
+    /// The caller's frame, if `self.rsp` is a plausible entry of a function still
+    /// running on this stack: 8-aligned, above `current_rsp` (the capture's own
+    /// stack pointer) and within a frame's reach of it. Reads the return address.
+    #[inline(always)]
+    pub(crate) fn caller(&self, current_rsp: u64) -> Option<Registers> {
+        let rsp = self.rsp;
+        if rsp % 8 != 0 || rsp <= current_rsp || rsp - current_rsp > MAX_FRAME_BYTES {
+            return None;
+        }
+        // SAFETY: `current_rsp < rsp`, within a bounded distance: the slot lies in the
+        // live stack of a function that is still running (it called the capture,
+        // directly or not), per `capture_remembered_from`'s contract.
+        let return_address = unsafe { read_stack(rsp) };
+        if return_address == 0 {
+            return None;
+        }
+        Some(Registers {
+            pc: return_address,
+            rsp: rsp + 8,
+            rbp: self.rbp,
+        })
+    }
+}
+
+/// Where a walk starts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Start {
+    /// The capture's own frame (`pc` exact, inside it): not reported.
+    Here(Registers),
+    /// A caller's frame (`pc` is a return address): reported as the first frame.
+    Caller(Registers),
+}
+
+impl Start {
+    /// The first frame to step from, its lookup address, and the frames written for
+    /// the start itself (the caller's return address, if there is room).
+    #[inline(always)]
+    pub(crate) fn begin(self, frames: &mut [u64]) -> (Registers, u64, usize) {
+        match self {
+            // The capture's frame is described by its exact pc.
+            Start::Here(regs) => (regs, regs.pc, 0),
+            // Callers' frames by their return address minus one, which lies inside the
+            // call instruction.
+            Start::Caller(regs) => match frames.first_mut() {
+                Some(first) => {
+                    *first = regs.pc;
+                    (regs, regs.pc - 1, 1)
+                }
+                None => (regs, regs.pc - 1, 0),
+            },
+        }
     }
 }
 
@@ -156,15 +230,10 @@ pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address
     }
 }
 
-/// Walks from `start` (the frame of a `capture*` function) outwards, writing each
-/// return address to `frames`.
+/// Walks from `start` outwards, writing each return address to `frames`.
 #[inline(never)]
-pub(crate) fn walk<S: RuleStore>(start: Registers, store: &mut S, frames: &mut [u64]) -> WalkEnd {
-    let mut regs = start;
-    // The first frame is described by its exact pc; callers' frames by their return
-    // address minus one, which lies inside the call instruction.
-    let mut lookup_address = regs.pc;
-    let mut written = 0;
+pub(crate) fn walk<S: RuleStore>(start: Start, store: &mut S, frames: &mut [u64]) -> WalkEnd {
+    let (mut regs, mut lookup_address, mut written) = start.begin(frames);
     while written < frames.len() {
         match step(store, &regs, lookup_address) {
             Step::Caller { regs: caller, .. } => {
