@@ -205,7 +205,7 @@ fn external_call_begin() -> ExternalCall {
 unsafe fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, size: usize) {
     if state::profiling() && tls::current().allocations.load(Relaxed) == call.allocations {
         // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc_any(pointer, size) };
+        unsafe { after_alloc_any(pointer, size, crate::backtrace::HookEntry::UNKNOWN) };
     }
 }
 

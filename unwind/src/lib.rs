@@ -169,10 +169,12 @@ pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS:
 /// never stepped (nor reported).
 ///
 /// `frames[0]` is `entry`'s return address (inside the caller), then the caller's
-/// return address and so on outwards: exactly libgcc's frames from the first whose
+/// return address and so on outwards: exactly libgcc's frames from the one whose
 /// stack pointer is `entry.rsp + 8` (the entered function's CFA). The libgcc fallback
-/// drops the frames below it. An `entry` that cannot be an entry on this stack (not above this
-/// capture's stack pointer, or more than 64 MiB above it) gets the fallback too.
+/// drops the frames before it. An `entry` that cannot be an entry on this stack (not
+/// above this capture's stack pointer, or more than 64 MiB above it) gets the fallback
+/// too; if libgcc finds no such frame either, the frames are those from this capture
+/// outwards, as for [`capture`].
 ///
 /// # Safety
 /// `entry` must hold rsp and rbp as they were at the first instruction of a function
@@ -192,7 +194,8 @@ pub unsafe fn capture_remembered_from<
 ) -> usize {
     let here = Registers::current();
     let Some(caller) = entry.caller(here.rsp) else {
-        return libgcc::backtrace_from(frames, entry.rsp.wrapping_add(8));
+        // `black_box`: not a tail call (see `finish`).
+        return core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp.wrapping_add(8)));
     };
     let generation = cache::current_generation();
     let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
@@ -200,7 +203,7 @@ pub unsafe fn capture_remembered_from<
         WalkEnd::Complete(written) => written,
         WalkEnd::NeedsFallback => {
             store.count_fallback();
-            libgcc::backtrace_from(frames, caller.rsp)
+            core::hint::black_box(libgcc::backtrace_from(frames, caller.rsp))
         }
     }
 }

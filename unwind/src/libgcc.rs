@@ -54,8 +54,8 @@ struct TraceState<'a> {
     frames: &'a mut [u64],
     written: usize,
     frames_to_skip: usize,
-    /// Frames whose stack pointer is below this are dropped too.
-    skip_below_rsp: u64,
+    /// Frames are dropped until one whose stack pointer is this (0: none is).
+    start_at_rsp: u64,
 }
 
 extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_int {
@@ -74,9 +74,12 @@ extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_i
     }
     // In a trace callback the context's CFA is the one of the frame it called: this
     // frame's stack pointer at the call.
-    // SAFETY: as above.
-    if (unsafe { _Unwind_GetCFA(context) } as u64) < state.skip_below_rsp {
-        return URC_NO_REASON;
+    if state.start_at_rsp != 0 {
+        // SAFETY: as above.
+        if unsafe { _Unwind_GetCFA(context) } as u64 != state.start_at_rsp {
+            return URC_NO_REASON;
+        }
+        state.start_at_rsp = 0;
     }
     let Some(slot) = state.frames.get_mut(state.written) else {
         return URC_NORMAL_STOP;
@@ -100,16 +103,21 @@ pub(crate) fn backtrace(frames: &mut [u64], frames_to_skip: usize) -> usize {
     trace(frames, frames_to_skip, 0)
 }
 
-/// Like [`backtrace`], but drops every frame whose stack pointer is below `rsp`: given
-/// the stack pointer of a function's caller after the call returns (the function's
-/// CFA), the first frame written is that caller's.
+/// Like [`backtrace`], but starts at the frame whose stack pointer is `rsp`: given the
+/// stack pointer of a function's caller after the call returns (the function's CFA),
+/// the first frame written is that caller's. If no frame has it, writes the frames
+/// from the caller of `backtrace_from`'s caller on (not a tail call, see
+/// `crate::finish`).
 #[inline(never)]
 pub(crate) fn backtrace_from(frames: &mut [u64], rsp: u64) -> usize {
-    trace(frames, 0, rsp)
+    match trace(frames, 0, rsp) {
+        0 => trace(frames, 2, 0),
+        written => core::hint::black_box(written),
+    }
 }
 
 #[inline(always)]
-fn trace(frames: &mut [u64], frames_to_skip: usize, skip_below_rsp: u64) -> usize {
+fn trace(frames: &mut [u64], frames_to_skip: usize, start_at_rsp: u64) -> usize {
     if frames.is_empty() {
         return 0;
     }
@@ -117,7 +125,7 @@ fn trace(frames: &mut [u64], frames_to_skip: usize, skip_below_rsp: u64) -> usiz
         frames,
         written: 0,
         frames_to_skip,
-        skip_below_rsp,
+        start_at_rsp,
     };
     // SAFETY: `record_frame` only dereferences `arg` as the `TraceState` created above,
     // which outlives the call. The return code only says why the walk stopped.

@@ -75,7 +75,7 @@ impl FunctionEntry {
     #[inline(always)]
     pub(crate) fn caller(&self, current_rsp: u64) -> Option<Registers> {
         let rsp = self.rsp;
-        if rsp % 8 != 0 || rsp <= current_rsp || rsp - current_rsp > MAX_FRAME_BYTES {
+        if !rsp.is_multiple_of(8) || rsp <= current_rsp || rsp - current_rsp > MAX_FRAME_BYTES {
             return None;
         }
         // SAFETY: `current_rsp < rsp`, within a bounded distance: the slot lies in the

@@ -306,3 +306,27 @@ fn a_caller_without_unwind_info_is_reported_and_ends_the_stack() {
         assert_eq!(capturer.local.fallbacks(), 0, "libgcc was not needed");
     });
 }
+
+#[test]
+fn an_entry_not_on_this_stack_gives_the_whole_stack() {
+    let mut capturer = Capturer::new();
+    chain(10, &mut || {
+        let mut frames = [0u64; MAX_FRAMES];
+        let mut reference = [0u64; MAX_FRAMES];
+        let entry = FunctionEntry { rsp: 8, rbp: 0 };
+        // SAFETY: an entry below the capture's stack pointer is refused before any
+        // memory is read.
+        let len = unsafe {
+            capture_remembered_from(
+                &mut capturer.local,
+                &SHARED,
+                &mut capturer.memo,
+                entry,
+                &mut frames,
+            )
+        };
+        let reference_len = capture_libgcc(&mut reference);
+        assert_same_stack(&frames[..len], &reference[..reference_len], "refused entry");
+        0
+    });
+}
