@@ -24,7 +24,7 @@ use crate::state::{
     self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_PROFILING_EXACT,
 };
 use crate::tls::{self, ThreadState};
-use crate::{counting, sample, startup};
+use crate::{counting, sample, sampling, startup};
 
 /// Start the profiler if nobody has (see `startup`), pointing the routes at
 /// the paths for the mode it chooses. Returns false when the request must
@@ -51,14 +51,24 @@ pub fn start_or_bootstrap() -> bool {
 // The exported calloc and realloc always jump through theirs. Start-up and
 // `prof_exact` use the `*_other` paths.
 //
-// The profiling routes (`malloc_crossing`, `calloc_profiled`,
-// `realloc_profiled`) are entered by a jump from the naked exports, so rsp
-// and rbp are still as at the export's entry: each is a naked stub that
-// passes them on (`HookEntry`) to its body, so a sample's stack walk starts
-// at the hook's caller. Three instructions per call of the route; none on
-// malloc's fast path or under `prof:false`. Called from inside the shim, the
-// stub's own entry is the one passed: the walk then starts at the shim's
-// caller, whose frames the capture drops.
+// The profiling routes are entered by a jump from the naked exports, so rsp
+// and rbp are still as at the export's entry. `malloc_crossing` and, when
+// samples are frequent, `calloc_profiled_with_entry` and
+// `realloc_profiled_with_entry` are naked stubs that pass them on
+// (`HookEntry`) to their body, so a sample's stack walk starts at the hook's
+// caller instead of stepping the profiler's own frames. A stub costs three
+// instructions per call of its route: nothing on malloc's fast path or under
+// `prof:false`, but every profiled calloc and realloc, hence
+// [`CALLOC_REALLOC_ENTRY_MAX_LG`]. Called from inside the shim, the stub's
+// own entry is the one passed: the walk then starts at the shim's caller,
+// whose frames the capture drops.
+
+/// calloc and realloc pass their entry on only at periods up to 2^this
+/// bytes. A sample that starts at the hook's caller skips 3–4 stepped frames
+/// (300–400 instructions, python at `lg_prof_sample:0`); the stub costs 3
+/// per call, which pays once about one call in a hundred is sampled, i.e.
+/// periods of about a hundred times the typical request.
+pub const CALLOC_REALLOC_ENTRY_MAX_LG: u32 = 12;
 
 /// A naked route `$name` with the C signature `($($arg: $ty),*)` that puts
 /// rsp and rbp in the next two argument registers (`$rsp`, `$rbp`) and
@@ -116,16 +126,24 @@ pub fn set_routes(mode: u8) {
                 next.calloc.address().cast(),
                 next.realloc.address().cast(),
             ),
-            MODE_PROFILING => (
-                malloc_crossing as MallocFn as *mut (),
-                free_maybe_sampled as FreeFn as *mut (),
-                calloc_profiled as CallocFn as *mut (),
-                if arena_in_use {
-                    realloc_other
-                } else {
-                    realloc_profiled as ReallocFn as *mut ()
-                },
-            ),
+            MODE_PROFILING => {
+                let (calloc, realloc): (CallocFn, ReallocFn) =
+                    if sampling::lg_period() <= CALLOC_REALLOC_ENTRY_MAX_LG {
+                        (calloc_profiled_with_entry, realloc_profiled_with_entry)
+                    } else {
+                        (calloc_profiled, realloc_profiled)
+                    };
+                (
+                    malloc_crossing as MallocFn as *mut (),
+                    free_maybe_sampled as FreeFn as *mut (),
+                    calloc as *mut (),
+                    if arena_in_use {
+                        realloc_other
+                    } else {
+                        realloc as *mut ()
+                    },
+                )
+            }
             // prof_exact: every call keeps the `*_other` paths, which count
             // usable bytes and frees (the fast paths always decline: the
             // countdown stays 0 and every filter counter is pinned).
@@ -253,15 +271,25 @@ pub unsafe extern "C" fn free_other(pointer: *mut c_void) {
     unsafe { next_alloc::free(pointer) }
 }
 
+/// calloc's route while profiling (samples rare).
+///
+/// # Safety
+/// The C contract of `calloc`; the next allocator is resolved.
+#[inline(never)]
+unsafe extern "C" fn calloc_profiled(count: usize, size: usize) -> *mut c_void {
+    // SAFETY: forwarded.
+    unsafe { calloc_counted(count, size, HookEntry::UNKNOWN) }
+}
+
 route_with_entry!(
-    /// calloc's route while profiling.
+    /// calloc's route while profiling with frequent samples.
     ///
     /// # Safety
     /// The C contract of `calloc`; the next allocator is resolved.
-    calloc_profiled(count: usize, size: usize) -> calloc_profiled_from, "rdx", "rcx"
+    calloc_profiled_with_entry(count: usize, size: usize) -> calloc_profiled_from, "rdx", "rcx"
 );
 
-/// [`calloc_profiled`]'s body, given its entry registers.
+/// [`calloc_profiled_with_entry`]'s body, given its entry registers.
 #[inline(never)]
 unsafe extern "C" fn calloc_profiled_from(
     count: usize,
@@ -269,11 +297,20 @@ unsafe extern "C" fn calloc_profiled_from(
     rsp: u64,
     rbp: u64,
 ) -> *mut c_void {
+    // SAFETY: forwarded; the registers of the route's entry, which is running.
+    unsafe { calloc_counted(count, size, HookEntry::new(rsp, rbp)) }
+}
+
+/// The profiled calloc, in the hook entered at `entry`.
+///
+/// # Safety
+/// The C contract of `calloc`; the next allocator is resolved.
+#[inline(always)]
+unsafe fn calloc_counted(count: usize, size: usize, entry: HookEntry) -> *mut c_void {
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::calloc(count, size) };
-    // SAFETY: returned by the next allocator just now; the registers of the
-    // route's entry, which is running.
-    unsafe { after_alloc(pointer, count.wrapping_mul(size), HookEntry::new(rsp, rbp)) };
+    // SAFETY: returned by the next allocator just now.
+    unsafe { after_alloc(pointer, count.wrapping_mul(size), entry) };
     pointer
 }
 
@@ -322,23 +359,40 @@ unsafe extern "C" fn realloc_other(pointer: *mut c_void, size: usize) -> *mut c_
     unsafe { next_alloc::realloc(pointer, size) }
 }
 
+/// realloc's route while profiling (samples rare).
+///
+/// # Safety
+/// The C contract of `realloc`; the next allocator is resolved.
+unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: forwarded.
+    unsafe { realloc_counted(pointer, size, HookEntry::UNKNOWN) }
+}
+
 route_with_entry!(
-    /// realloc's route while profiling.
+    /// realloc's route while profiling with frequent samples.
     ///
     /// # Safety
     /// The C contract of `realloc`; the next allocator is resolved.
-    realloc_profiled(pointer: *mut c_void, size: usize) -> realloc_profiled_from, "rdx", "rcx"
+    realloc_profiled_with_entry(pointer: *mut c_void, size: usize) -> realloc_profiled_from, "rdx", "rcx"
 );
 
-/// [`realloc_profiled`]'s body, given its entry registers.
+/// [`realloc_profiled_with_entry`]'s body, given its entry registers.
 unsafe extern "C" fn realloc_profiled_from(
     pointer: *mut c_void,
     size: usize,
     rsp: u64,
     rbp: u64,
 ) -> *mut c_void {
-    // SAFETY: the registers of the route's entry, which is running.
-    let entry = unsafe { HookEntry::new(rsp, rbp) };
+    // SAFETY: forwarded; the registers of the route's entry, which is running.
+    unsafe { realloc_counted(pointer, size, HookEntry::new(rsp, rbp)) }
+}
+
+/// The profiled realloc, in the hook entered at `entry`.
+///
+/// # Safety
+/// The C contract of `realloc`; the next allocator is resolved.
+#[inline(always)]
+unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -> *mut c_void {
     if pointer.is_null() {
         // SAFETY: realloc(NULL, n) as the allocator defines it.
         let result = unsafe { next_alloc::realloc(pointer, size) };
@@ -419,6 +473,7 @@ mod tests {
     /// that sets them; the profiler is not started here).
     #[test]
     fn each_mode_has_its_routes() {
+        let _period = sampling::tests::PERIOD_LOCK.lock();
         let other = [
             malloc_other as MallocFn as *mut (),
             free_other as FreeFn as *mut (),
@@ -451,6 +506,19 @@ mod tests {
         assert_eq!(routes(), profiled);
         set_routes(MODE_PROFILING | MODE_ARENA_IN_USE);
         assert_eq!(routes(), [profiled[0], profiled[1], profiled[2], other[3]]);
+        sampling::set_lg_period(CALLOC_REALLOC_ENTRY_MAX_LG);
+        set_routes(MODE_PROFILING);
+        assert_eq!(
+            routes(),
+            [
+                profiled[0],
+                profiled[1],
+                calloc_profiled_with_entry as CallocFn as *mut (),
+                realloc_profiled_with_entry as ReallocFn as *mut (),
+            ],
+            "frequent samples: calloc and realloc pass their entry on"
+        );
+        sampling::set_lg_period(19);
         set_routes(MODE_PROFILING_EXACT);
         assert_eq!(routes(), other, "prof_exact counts on the *_other paths");
         set_routes(MODE_PROFILING_EXACT | MODE_ARENA_IN_USE);
