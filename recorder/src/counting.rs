@@ -61,7 +61,9 @@ pub unsafe fn count_usable(pointer: *mut c_void, sign: i64) {
     ThreadState::bump_signed(&tls::current().live_usable_delta, sign * usable);
 }
 
-/// [`after_alloc`] for any mode: counts usable bytes under `prof_exact`.
+/// [`after_alloc`] for any mode: counts usable bytes under `prof_exact`,
+/// whose routes never know their entry (an entry argument would cost every
+/// call there a few instructions; its samples are rare).
 ///
 /// # Safety
 /// As for [`after_alloc`].
@@ -69,7 +71,7 @@ pub unsafe fn count_usable(pointer: *mut c_void, sign: i64) {
 pub unsafe fn after_alloc_any(pointer: *mut c_void, size: usize, entry: HookEntry) {
     if state::exact() {
         // SAFETY: per the contract.
-        return unsafe { after_alloc_exact(pointer, size, entry) };
+        return unsafe { after_alloc_exact(pointer, size) };
     }
     // SAFETY: per the contract.
     unsafe { after_alloc(pointer, size, entry) }
@@ -83,7 +85,7 @@ pub unsafe fn after_alloc_any(pointer: *mut c_void, size: usize, entry: HookEntr
 /// # Safety
 /// As for [`after_alloc`].
 #[cold]
-pub unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize, entry: HookEntry) {
+pub unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize) {
     if !pointer.is_null() {
         // SAFETY: a live allocation.
         unsafe { count_usable(pointer, 1) };
@@ -95,7 +97,7 @@ pub unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize, entry: HookEn
     }
     state.sampler.unpark();
     // SAFETY: per the contract.
-    unsafe { after_alloc(pointer, size, entry) };
+    unsafe { after_alloc(pointer, size, HookEntry::UNKNOWN) };
     state.sampler.park();
 }
 
