@@ -10,29 +10,10 @@ mod common;
 
 use std::hint::black_box;
 
-use common::{assert_same_stack, chain, through_c, through_cfa_expression};
-use heapsample_unwind::{
-    FunctionEntry, RuleCache, SharedRuleCache, StackMemo, capture_libgcc, capture_remembered_from,
-};
+use common::{Capturer, assert_same_stack, chain, jit_stub, through_c, through_cfa_expression};
+use heapsample_unwind::{FunctionEntry, capture_libgcc};
 
 const MAX_FRAMES: usize = 256;
-
-static SHARED: SharedRuleCache = SharedRuleCache::new();
-
-/// A thread's private state for `capture_remembered_from`.
-struct Capturer {
-    local: Box<RuleCache<64>>,
-    memo: Box<StackMemo>,
-}
-
-impl Capturer {
-    fn new() -> Capturer {
-        Capturer {
-            local: RuleCache::<64>::new_boxed(),
-            memo: Box::new(StackMemo::new()),
-        }
-    }
-}
 
 /// What the hook's body does: how many frames to add below the entry, whether one of
 /// them needs libgcc, and where the capture goes.
@@ -78,15 +59,7 @@ extern "C" fn hooked_body(request: *mut Request<'_>, rsp: u64, rbp: u64) -> usiz
         let mut frames = [0u64; MAX_FRAMES];
         let capturer = &mut *request.capturer;
         // SAFETY: `entry` is this call's entry; `hooked` has not returned.
-        let len = unsafe {
-            capture_remembered_from(
-                &mut capturer.local,
-                &SHARED,
-                &mut capturer.memo,
-                entry,
-                &mut frames[..limit],
-            )
-        };
+        let len = unsafe { capturer.capture_from(entry, &mut frames[..limit]) };
         request.frames = frames[..len].to_vec();
         len as u64
     };
@@ -216,32 +189,6 @@ fn truncates_to_the_buffer() {
     });
 }
 
-/// Machine code without unwind information, like a JIT's: `sub rsp, 8; call rdi;
-/// add rsp, 8; ret`, in an anonymous executable mapping.
-fn jit_stub() -> extern "C" fn(extern "C" fn()) {
-    const CODE: [u8; 11] = [
-        0x48, 0x83, 0xec, 0x08, 0xff, 0xd7, 0x48, 0x83, 0xc4, 0x08, 0xc3,
-    ];
-    // SAFETY: a fresh private anonymous mapping; checked below.
-    let page = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(page, libc::MAP_FAILED);
-    // SAFETY: the mapping holds 4096 writable bytes; the code is a complete function
-    // with the C ABI taking one function pointer.
-    unsafe {
-        core::ptr::copy_nonoverlapping(CODE.as_ptr(), page.cast::<u8>(), CODE.len());
-        core::mem::transmute::<*mut libc::c_void, extern "C" fn(extern "C" fn())>(page)
-    }
-}
-
 thread_local! {
     static JIT_CAPTURER: core::cell::RefCell<Option<Capturer>> =
         const { core::cell::RefCell::new(None) };
@@ -266,15 +213,7 @@ extern "C" fn hooked_from_jit_body(_function: u64, rsp: u64, rbp: u64) {
             let mut frames = [0u64; MAX_FRAMES];
             let mut reference = [0u64; MAX_FRAMES];
             // SAFETY: this call's entry; `hooked_from_jit` has not returned.
-            let len = unsafe {
-                capture_remembered_from(
-                    &mut capturer.local,
-                    &SHARED,
-                    &mut capturer.memo,
-                    FunctionEntry { rsp, rbp },
-                    &mut frames,
-                )
-            };
+            let len = unsafe { capturer.capture_from(FunctionEntry { rsp, rbp }, &mut frames) };
             let reference_len = capture_libgcc(&mut reference);
             // SAFETY: `rsp` points at the live return address of this call.
             let return_address = unsafe { *(rsp as *const u64) };
@@ -316,15 +255,7 @@ fn an_entry_not_on_this_stack_gives_the_whole_stack() {
         let entry = FunctionEntry { rsp: 8, rbp: 0 };
         // SAFETY: an entry below the capture's stack pointer is refused before any
         // memory is read.
-        let len = unsafe {
-            capture_remembered_from(
-                &mut capturer.local,
-                &SHARED,
-                &mut capturer.memo,
-                entry,
-                &mut frames,
-            )
-        };
+        let len = unsafe { capturer.capture_from(entry, &mut frames) };
         let reference_len = capture_libgcc(&mut reference);
         assert_same_stack(&frames[..len], &reference[..reference_len], "refused entry");
         0
