@@ -458,21 +458,17 @@ fn replay<const LEVELS: usize>(
     mut written: usize,
 ) -> Replay {
     let first_written = written;
-    let mut level = matched;
-    while level > 0 {
+    let (replayed, real_rbp) = replay_levels(&memo.levels[..matched], &mut frames[written..], rbp);
+    rbp = real_rbp;
+    written += replayed;
+    let level = matched - replayed;
+    if level > 0 {
         if written == frames.len() {
             // Full: the remembered outer levels stay valid records for later captures.
             return finish_replay(memo, matched, count, written, first_written);
         }
-        let outer = &memo.levels[level - 1];
-        let Some(outer_rbp) = outer.replay_step(rbp) else {
-            memo.counts.rejections += 1;
-            return step_from(memo, level, rbp, written, first_written);
-        };
-        rbp = outer_rbp;
-        frames[written] = outer.pc;
-        written += 1;
-        level -= 1;
+        memo.counts.rejections += 1;
+        return step_from(memo, level, rbp, written, first_written);
     }
     let ended = written == frames.len()
         || match memo.end() {
@@ -490,6 +486,27 @@ fn replay<const LEVELS: usize>(
         return finish_replay(memo, matched, count, written, first_written);
     }
     step_from(memo, 0, rbp, written, first_written)
+}
+
+/// Replays `levels` (outermost first) from the innermost outwards into `frames`,
+/// starting from the real rbp `rbp`, until a level's slots differ or `frames` is full:
+/// the levels replayed and the real rbp of the last one. A loop of its own, apart from
+/// the walk's, keeps it to a few loads and compares per level.
+#[inline(never)]
+fn replay_levels(levels: &[Level], frames: &mut [u64], mut rbp: u64) -> (usize, u64) {
+    let todo = levels.len().min(frames.len());
+    let (levels, frames) = (&levels[levels.len() - todo..], &mut frames[..todo]);
+    let mut done = 0;
+    while done < todo {
+        let outer = &levels[todo - 1 - done];
+        let Some(outer_rbp) = outer.replay_step(rbp) else {
+            break;
+        };
+        rbp = outer_rbp;
+        frames[done] = outer.pc;
+        done += 1;
+    }
+    (done, rbp)
 }
 
 fn step_from<const LEVELS: usize>(
