@@ -193,8 +193,13 @@ pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address
         CfaBase::Rbp => regs.rbp,
     };
     let cfa = base.wrapping_add_signed(i64::from(cfa_offset));
-    // The CFA is the caller's stack pointer: above ours, 8-aligned, within reach.
-    if cfa % 8 != 0 || cfa < regs.rsp.saturating_add(8) || cfa - regs.rsp > MAX_FRAME_BYTES {
+    // The CFA is the caller's stack pointer: 8-aligned, at least 8 bytes above ours
+    // (the return address lies between) and within reach. One unsigned compare does
+    // both bounds: `height - 8` wraps to a huge value below 8. (rsp never comes near
+    // 2⁶⁴: it starts at a real stack pointer and grows by at most `MAX_FRAME_BYTES`
+    // per step.)
+    let height = cfa.wrapping_sub(regs.rsp);
+    if cfa % 8 != 0 || height.wrapping_sub(8) > MAX_FRAME_BYTES - 8 {
         return Step::Unsupported;
     }
     // SAFETY: `regs.rsp <= cfa - 8 < cfa`: the slot lies in the live part of the
@@ -205,7 +210,8 @@ pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address
         None => (regs.rbp, 0),
         Some(offset) => {
             let slot = cfa.wrapping_add_signed(i64::from(offset));
-            if slot < regs.rsp || slot > cfa - 8 || slot % 8 != 0 {
+            // `regs.rsp <= slot <= cfa - 8`, in one unsigned compare as above.
+            if slot.wrapping_sub(regs.rsp) > height - 8 || slot % 8 != 0 {
                 return Step::Unsupported;
             }
             // SAFETY: `regs.rsp <= slot < cfa`, as above.
@@ -261,4 +267,72 @@ pub(crate) unsafe fn read_stack(address: u64) -> u64 {
     // SAFETY: guaranteed by the caller. Volatile: this memory belongs to frames the
     // compiler does not know we are looking at.
     unsafe { core::ptr::read_volatile(address as *const u64) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store that has one rule for every address.
+    struct OneRule(Rule);
+
+    impl RuleStore for OneRule {
+        fn get(&mut self, _address: u64) -> Option<Rule> {
+            Some(self.0)
+        }
+
+        fn put(&mut self, _address: u64, _rule: Rule) {}
+    }
+
+    /// One step from a frame whose stack is `stack`, with the CFA at `cfa_offset` from
+    /// rsp and, if given, the saved rbp at that offset from the CFA.
+    fn step_over(stack: &[u64; 8], cfa_offset: i32, saved_rbp_offset: Option<i16>) -> Step {
+        let rule = Rule::Step {
+            cfa_base: CfaBase::Rsp,
+            cfa_offset,
+            saved_rbp_offset,
+        };
+        let regs = Registers {
+            pc: 0x1000,
+            rsp: stack.as_ptr() as u64,
+            rbp: 77,
+        };
+        step(&mut OneRule(rule), &regs, 0xfff)
+    }
+
+    fn caller(step: Step) -> Option<(u64, u64)> {
+        match step {
+            Step::Caller { regs, .. } => Some((regs.pc, regs.rbp)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_cfa_and_the_saved_rbp_stay_between_rsp_and_the_cfa() {
+        let stack = [10, 11, 12, 13, 14, 15, 16, 17u64];
+        assert_eq!(caller(step_over(&stack, 8, None)), Some((10, 77)));
+        assert_eq!(caller(step_over(&stack, 64, None)), Some((17, 77)));
+        assert_eq!(caller(step_over(&stack, 32, Some(-16))), Some((13, 12)));
+        assert_eq!(caller(step_over(&stack, 32, Some(-8))), Some((13, 13)));
+        assert_eq!(caller(step_over(&stack, 32, Some(-32))), Some((13, 10)));
+        let refused = [
+            (0, None),
+            (-8, None),
+            (12, None),
+            (i32::MAX, None),
+            ((MAX_FRAME_BYTES + 8) as i32, None),
+            (32, Some(0)),
+            (32, Some(-40)),
+            (32, Some(-12)),
+        ];
+        for (cfa_offset, saved_rbp_offset) in refused {
+            assert!(
+                matches!(
+                    step_over(&stack, cfa_offset, saved_rbp_offset),
+                    Step::Unsupported
+                ),
+                "CFA at rsp{cfa_offset:+}, rbp at CFA{saved_rbp_offset:+?}"
+            );
+        }
+    }
 }
