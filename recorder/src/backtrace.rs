@@ -14,10 +14,11 @@
 //! costs 2–10 µs per stack.
 //!
 //! A sample taken in a hook whose naked entry saved its rsp and rbp
-//! ([`HookEntry`]: malloc, calloc, realloc) starts the walk at the hook's
-//! caller: the profiler's own frames in between are never stepped. Other
-//! entries (the aligned allocations, calls from inside the shim) walk from
-//! the capture and drop the profiler's frames after.
+//! ([`HookEntry`]: malloc's crossing route and, at short periods, calloc,
+//! realloc and an `operator new` the shim counts) starts the walk at the
+//! hook's caller: the profiler's own frames in between are never stepped.
+//! Other entries (the aligned allocations, calls from inside the shim) walk
+//! from the capture and drop the profiler's frames after.
 //!
 //! Runs inside malloc's slow path: no allocation, no locks of ours.
 

@@ -59,16 +59,16 @@ pub fn start_or_bootstrap() -> bool {
 // caller instead of stepping the profiler's own frames. A stub costs three
 // instructions per call of its route: nothing on malloc's fast path or under
 // `prof:false`, but every profiled calloc and realloc, hence
-// [`CALLOC_REALLOC_ENTRY_MAX_LG`]. Called from inside the shim, the stub's
+// [`ENTRY_STUB_MAX_LG`]. Called from inside the shim, the stub's
 // own entry is the one passed: the walk then starts at the shim's caller,
 // whose frames the capture drops.
 
-/// calloc and realloc pass their entry on only at periods up to 2^this
-/// bytes. A sample that starts at the hook's caller skips 3–4 stepped frames
+/// calloc, realloc and a counting `operator new` (`cxx`) pass their entry
+/// on only at periods up to 2^this bytes. A sample that starts at the hook's caller skips 3–4 stepped frames
 /// (300–400 instructions, python at `lg_prof_sample:0`); the stub costs 3
 /// per call, which pays once about one call in a hundred is sampled, i.e.
 /// periods of about a hundred times the typical request.
-pub const CALLOC_REALLOC_ENTRY_MAX_LG: u32 = 12;
+pub const ENTRY_STUB_MAX_LG: u32 = 12;
 
 /// A naked route `$name` with the C signature `($($arg: $ty),*)` that puts
 /// rsp and rbp in the next two argument registers (`$rsp`, `$rbp`) and
@@ -128,7 +128,7 @@ pub fn set_routes(mode: u8) {
             ),
             MODE_PROFILING => {
                 let (calloc, realloc): (CallocFn, ReallocFn) =
-                    if sampling::lg_period() <= CALLOC_REALLOC_ENTRY_MAX_LG {
+                    if sampling::lg_period() <= ENTRY_STUB_MAX_LG {
                         (calloc_profiled_with_entry, realloc_profiled_with_entry)
                     } else {
                         (calloc_profiled, realloc_profiled)
@@ -506,7 +506,7 @@ mod tests {
         assert_eq!(routes(), profiled);
         set_routes(MODE_PROFILING | MODE_ARENA_IN_USE);
         assert_eq!(routes(), [profiled[0], profiled[1], profiled[2], other[3]]);
-        sampling::set_lg_period(CALLOC_REALLOC_ENTRY_MAX_LG);
+        sampling::set_lg_period(ENTRY_STUB_MAX_LG);
         set_routes(MODE_PROFILING);
         assert_eq!(
             routes(),
