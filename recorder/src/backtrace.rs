@@ -18,6 +18,13 @@
 //! tables through the lock-free `_dl_find_object` and does not allocate, but
 //! costs 2–10 µs per stack.
 //!
+//! A sample taken in a hook whose naked entry saved its rsp and rbp
+//! ([`HookEntry`]: malloc's crossing route and, at short periods, calloc,
+//! realloc and an `operator new` the shim counts) starts the walk at the
+//! hook's caller: the profiler's own frames in between are never stepped.
+//! Other entries (the aligned allocations, calls from inside the shim) walk
+//! from the capture and drop the profiler's frames after.
+//!
 //! Runs inside malloc's slow path: no allocation, no locks of ours.
 
 use core::sync::atomic::{
@@ -26,6 +33,39 @@ use core::sync::atomic::{
 };
 
 use crate::tls::ThreadUnwinder;
+
+/// Where the hook that is taking a sample was entered: its rsp and rbp as its
+/// naked entry saved them (before anything moved rsp or wrote rbp), or
+/// unknown (rsp 0). Two words, so it travels in two registers down to the
+/// capture.
+#[derive(Clone, Copy, Debug)]
+pub struct HookEntry {
+    rsp: u64,
+    rbp: u64,
+}
+
+impl HookEntry {
+    /// No entry known: the capture walks from itself.
+    pub const UNKNOWN: HookEntry = HookEntry { rsp: 0, rbp: 0 };
+
+    /// The entry registers a hook's naked entry passed on (rsp 0: unknown).
+    ///
+    /// # Safety
+    /// `rsp` and `rbp` are 0 or were rsp and rbp at the first instruction of
+    /// a hook of the calling thread that has not returned yet and whose call
+    /// tree every use of the result stays in.
+    pub unsafe fn new(rsp: u64, rbp: u64) -> HookEntry {
+        HookEntry { rsp, rbp }
+    }
+
+    fn known(self) -> Option<heapsample_unwind::FunctionEntry> {
+        (self.rsp != 0).then_some(heapsample_unwind::FunctionEntry {
+            rsp: self.rsp,
+            rbp: self.rbp,
+        })
+    }
+}
+
 
 type SharedRules = heapsample_unwind::SharedRuleCache;
 
@@ -108,11 +148,20 @@ pub fn capture(frames: &mut [u64]) -> core::ops::Range<usize> {
 
 /// [`capture`] through the calling thread's private state (its own rule
 /// cache in front of the shared one, and the memo of its last walk, which
-/// helps for captures of at most `FRAME_BUFFER_LEN` frames).
+/// helps for captures of at most `FRAME_BUFFER_LEN` frames), from the
+/// caller of the hook at `entry` when it is known.
 #[inline(never)]
-pub fn capture_with(unwinder: &mut ThreadUnwinder, frames: &mut [u64]) -> core::ops::Range<usize> {
+pub fn capture_with(
+    unwinder: &mut ThreadUnwinder,
+    frames: &mut [u64],
+    entry: HookEntry,
+) -> core::ops::Range<usize> {
     let captured = if USE_LIBGCC.load(Relaxed) {
         heapsample_unwind::capture_libgcc(frames)
+    } else if let Some(entry) = entry.known() {
+        // SAFETY: `HookEntry::new`'s contract: the entry of a hook still
+        // running on this thread, which called this capture.
+        unsafe { unwinder.capture_from(rules(), entry, frames) }
     } else {
         unwinder.capture(rules(), frames)
     };
@@ -121,7 +170,8 @@ pub fn capture_with(unwinder: &mut ThreadUnwinder, frames: &mut [u64]) -> core::
 
 /// The frames of `frames` that do not lie in the profiler's own object:
 /// `frames[range]` after removing them in place. The profiler's frames are
-/// normally innermost only, and the rest is left where it is.
+/// normally innermost only (none when the walk started at a hook's caller),
+/// and the rest is left where it is.
 fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
     let (start, end) = (OWN_START.load(Relaxed) as u64, OWN_END.load(Relaxed) as u64);
     let span = end.wrapping_sub(start);

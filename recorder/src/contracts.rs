@@ -13,6 +13,7 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering::Relaxed;
 
+use crate::backtrace::HookEntry;
 use crate::counting::after_alloc_any;
 use crate::next_alloc::{self, in_bootstrap_arena};
 use crate::routes::{CALLOC_ROUTE, CallocFn, REALLOC_ROUTE, ReallocFn, enomem, start_or_bootstrap};
@@ -78,7 +79,7 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usiz
     let result = unsafe { next_alloc::posix_memalign(out, alignment, size) };
     if result == 0 && state::profiling() {
         // SAFETY: written by a successful posix_memalign just now.
-        unsafe { after_alloc_any(*out, size) };
+        unsafe { after_alloc_any(*out, size, HookEntry::UNKNOWN) };
     }
     result
 }
@@ -118,7 +119,7 @@ unsafe fn allocate_aligned(
     let pointer = unsafe { forward(alignment, size) };
     if state::profiling() {
         // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc_any(pointer, size) };
+        unsafe { after_alloc_any(pointer, size, HookEntry::UNKNOWN) };
     }
     pointer
 }

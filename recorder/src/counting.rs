@@ -12,16 +12,18 @@
 
 use core::ffi::c_void;
 
+use crate::backtrace::HookEntry;
 use crate::live_table::LIVE;
 use crate::tls::{self, ThreadState};
 use crate::{next_alloc, sample, state};
 
-/// Count an allocation of `size` requested bytes that returned `pointer`.
+/// Count an allocation of `size` requested bytes that returned `pointer`, in
+/// the hook entered at `entry` (where a sample's stack starts).
 ///
 /// # Safety
 /// `pointer` is null or a live allocation of the next allocator.
 #[inline(always)]
-pub unsafe fn after_alloc(pointer: *mut c_void, size: usize) {
+pub unsafe fn after_alloc(pointer: *mut c_void, size: usize, entry: HookEntry) {
     if pointer.is_null() {
         return;
     }
@@ -29,7 +31,7 @@ pub unsafe fn after_alloc(pointer: *mut c_void, size: usize) {
     ThreadState::bump(&state.allocations, 1);
     if state.sampler.count(size) {
         // SAFETY: forwarded from our caller's contract.
-        unsafe { sample::on_countdown_expired(pointer, size) };
+        unsafe { sample::on_countdown_expired(pointer, size, entry) };
     }
 }
 
@@ -59,18 +61,20 @@ pub unsafe fn count_usable(pointer: *mut c_void, sign: i64) {
     ThreadState::bump_signed(&tls::current().live_usable_delta, sign * usable);
 }
 
-/// [`after_alloc`] for any mode: counts usable bytes under `prof_exact`.
+/// [`after_alloc`] for any mode: counts usable bytes under `prof_exact`,
+/// whose routes never know their entry (an entry argument would cost every
+/// call there a few instructions; its samples are rare).
 ///
 /// # Safety
 /// As for [`after_alloc`].
 #[inline(always)]
-pub unsafe fn after_alloc_any(pointer: *mut c_void, size: usize) {
+pub unsafe fn after_alloc_any(pointer: *mut c_void, size: usize, entry: HookEntry) {
     if state::exact() {
         // SAFETY: per the contract.
         return unsafe { after_alloc_exact(pointer, size) };
     }
     // SAFETY: per the contract.
-    unsafe { after_alloc(pointer, size) }
+    unsafe { after_alloc(pointer, size, entry) }
 }
 
 /// [`after_alloc`] under `prof_exact`, where every allocation must reach
@@ -93,7 +97,7 @@ pub unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize) {
     }
     state.sampler.unpark();
     // SAFETY: per the contract.
-    unsafe { after_alloc(pointer, size) };
+    unsafe { after_alloc(pointer, size, HookEntry::UNKNOWN) };
     state.sampler.park();
 }
 

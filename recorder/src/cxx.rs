@@ -14,7 +14,9 @@
 //! free.
 //!
 //! Owns the rule "each allocation and release is counted once" and the
-//! routes of the operators.
+//! routes of the operators (a counting `operator new` at short periods:
+//! its wrapper's naked stub, which passes the export's entry on so samples
+//! start at the caller; see `routes`).
 //!
 //! Runs inside operator new/delete: no lock, no allocation; the first call
 //! of each operator starts the profiler and looks the next definition up
@@ -23,9 +25,10 @@
 use core::ffi::{CStr, c_void};
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering, Ordering::Relaxed};
 
+use crate::backtrace::{self, HookEntry};
 use crate::counting::{after_alloc_any, before_free_any};
 use crate::tls::{self, ThreadState};
-use crate::{backtrace, contracts, next_alloc, routes, state, sys};
+use crate::{contracts, next_alloc, routes, sampling, state, sys};
 
 const UNKNOWN: u8 = 0;
 const FORWARD_ONLY: u8 = 1;
@@ -102,17 +105,30 @@ fn same_object_as_malloc(address: *mut c_void) -> bool {
     }
 }
 
+/// What an `operator new` export's wrapper was called with beyond the
+/// operator's arguments.
+pub struct NewCall {
+    /// Where the export was entered (unknown unless the route is the stub).
+    pub entry: HookEntry,
+    /// The wrapper behind a naked stub that passes the entry on: the route
+    /// while the wrapper counts at short periods (see
+    /// [`routes::ENTRY_STUB_MAX_LG`]).
+    pub with_entry: *mut (),
+}
+
 /// The body of an `operator new` export's wrapper: resolve `next`, then
 /// forward through `forward` (given the next definition's address) and
 /// count when needed. Once nothing is left to count, `route` is pointed at
-/// the next definition so later calls skip the wrapper. Without a next
-/// definition, allocates `size` bytes aligned to `alignment` (0: default)
-/// with the C functions; a failure then aborts unless `nothrow` (there is no
-/// `std::bad_alloc` to throw).
+/// the next definition so later calls skip the wrapper; while counting at
+/// short periods, at `call.with_entry`, so samples start at the caller.
+/// Without a next definition, allocates `size` bytes aligned to `alignment`
+/// (0: default) with the C functions; a failure then aborts unless
+/// `nothrow` (there is no `std::bad_alloc` to throw).
 ///
 /// # Safety
 /// `forward` calls the next definition with the caller's arguments; the
-/// C++ contract of the operator.
+/// C++ contract of the operator; `call.entry` as [`HookEntry::new`]
+/// requires.
 pub unsafe fn operator_new(
     next: &NextOperator,
     route: &OperatorRoute,
@@ -120,6 +136,7 @@ pub unsafe fn operator_new(
     alignment: usize,
     nothrow: bool,
     forward: impl FnOnce(*mut c_void) -> *mut c_void,
+    call: NewCall,
 ) -> *mut c_void {
     let Some((address, count_here)) = next.get() else {
         // SAFETY: plain C allocation as a fallback.
@@ -139,10 +156,15 @@ pub unsafe fn operator_new(
         route.store(address.cast(), Ordering::Release);
         return forward(address);
     }
-    let call = external_call_begin();
+    if sampling::lg_period() <= routes::ENTRY_STUB_MAX_LG && route.load(Relaxed) != call.with_entry
+    {
+        route.store(call.with_entry, Ordering::Release);
+    }
+    let counted = external_call_begin();
     let pointer = forward(address);
-    // SAFETY: just returned by the next operator new.
-    unsafe { count_external_alloc(call, pointer, size) };
+    // SAFETY: just returned by the next operator new; the entry per our
+    // contract.
+    unsafe { count_external_alloc(counted, pointer, size, call.entry) };
     pointer
 }
 
@@ -202,10 +224,16 @@ fn external_call_begin() -> ExternalCall {
 ///
 /// # Safety
 /// `pointer` is null or a live allocation of the next allocator.
-unsafe fn count_external_alloc(call: ExternalCall, pointer: *mut c_void, size: usize) {
+unsafe fn count_external_alloc(
+    call: ExternalCall,
+    pointer: *mut c_void,
+    size: usize,
+    entry: HookEntry,
+) {
     if state::profiling() && tls::current().allocations.load(Relaxed) == call.allocations {
-        // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc_any(pointer, size) };
+        // SAFETY: returned by the next allocator just now; the entry per our
+        // caller's contract.
+        unsafe { after_alloc_any(pointer, size, entry) };
     }
 }
 

@@ -16,6 +16,7 @@
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
+use crate::backtrace::HookEntry;
 use crate::counting::{after_alloc, after_alloc_any};
 use crate::live_table::LIVE;
 use crate::next_alloc::{self, in_bootstrap_arena};
@@ -23,7 +24,7 @@ use crate::state::{
     self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_PROFILING_EXACT,
 };
 use crate::tls::{self, ThreadState};
-use crate::{counting, sample, startup};
+use crate::{counting, sample, sampling, startup};
 
 /// Start the profiler if nobody has (see `startup`), pointing the routes at
 /// the paths for the mode it chooses. Returns false when the request must
@@ -49,6 +50,43 @@ pub fn start_or_bootstrap() -> bool {
 // free's is the possibly sampled free, the next free under `prof:false`.
 // The exported calloc and realloc always jump through theirs. Start-up and
 // `prof_exact` use the `*_other` paths.
+//
+// The profiling routes are entered by a jump from the naked exports, so rsp
+// and rbp are still as at the export's entry. `malloc_crossing` and, when
+// samples are frequent, `calloc_profiled_with_entry` and
+// `realloc_profiled_with_entry` are naked stubs that pass them on
+// (`HookEntry`) to their body, so a sample's stack walk starts at the hook's
+// caller instead of stepping the profiler's own frames. A stub costs three
+// instructions per call of its route: nothing on malloc's fast path or under
+// `prof:false`, but every profiled calloc and realloc, hence
+// [`ENTRY_STUB_MAX_LG`]. Called from inside the shim, the stub's
+// own entry is the one passed: the walk then starts at the shim's caller,
+// whose frames the capture drops.
+
+/// calloc, realloc and a counting `operator new` (`cxx`) pass their entry
+/// on only at periods up to 2^this bytes. A sample that starts at the hook's caller skips 3–4 stepped frames
+/// (300–400 instructions, python at `lg_prof_sample:0`); the stub costs 3
+/// per call, which pays once about one call in a hundred is sampled, i.e.
+/// periods of about a hundred times the typical request.
+pub const ENTRY_STUB_MAX_LG: u32 = 12;
+
+/// A naked route `$name` with the C signature `($($arg: $ty),*)` that puts
+/// rsp and rbp in the next two argument registers (`$rsp`, `$rbp`) and
+/// jumps to `$body`, which takes them after the C arguments.
+macro_rules! route_with_entry {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $body:ident, $rsp:literal, $rbp:literal) => {
+        $(#[$doc])*
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+            core::arch::naked_asm!(
+                concat!("mov ", $rsp, ", rsp"),
+                concat!("mov ", $rbp, ", rbp"),
+                "jmp {body}",
+                body = sym $body,
+            )
+        }
+    };
+}
 
 pub type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
 pub type FreeFn = unsafe extern "C" fn(*mut c_void);
@@ -88,16 +126,24 @@ pub fn set_routes(mode: u8) {
                 next.calloc.address().cast(),
                 next.realloc.address().cast(),
             ),
-            MODE_PROFILING => (
-                malloc_crossing as MallocFn as *mut (),
-                free_maybe_sampled as FreeFn as *mut (),
-                calloc_profiled as CallocFn as *mut (),
-                if arena_in_use {
-                    realloc_other
-                } else {
-                    realloc_profiled as ReallocFn as *mut ()
-                },
-            ),
+            MODE_PROFILING => {
+                let (calloc, realloc): (CallocFn, ReallocFn) =
+                    if sampling::lg_period() <= ENTRY_STUB_MAX_LG {
+                        (calloc_profiled_with_entry, realloc_profiled_with_entry)
+                    } else {
+                        (calloc_profiled, realloc_profiled)
+                    };
+                (
+                    malloc_crossing as MallocFn as *mut (),
+                    free_maybe_sampled as FreeFn as *mut (),
+                    calloc as *mut (),
+                    if arena_in_use {
+                        realloc_other
+                    } else {
+                        realloc as *mut ()
+                    },
+                )
+            }
             // prof_exact: every call keeps the `*_other` paths, which count
             // usable bytes and frees (the fast paths always decline: the
             // countdown stays 0 and every filter counter is pinned).
@@ -133,19 +179,25 @@ pub unsafe fn malloc(size: usize) -> *mut c_void {
     unsafe { core::mem::transmute::<*mut (), MallocFn>(MALLOC_ROUTE.load(Relaxed))(size) }
 }
 
-/// malloc's route while profiling, for the allocation that crosses the
-/// countdown (or finds it at 0): allocate, then count (and sample) only if
-/// it succeeded.
-///
-/// # Safety
-/// The C contract of `malloc`; the next allocator is resolved.
+route_with_entry!(
+    /// malloc's route while profiling, for the allocation that crosses the
+    /// countdown (or finds it at 0): allocate, then count (and sample) only
+    /// if it succeeded.
+    ///
+    /// # Safety
+    /// The C contract of `malloc`; the next allocator is resolved.
+    malloc_crossing(size: usize) -> malloc_crossing_from, "rsi", "rdx"
+);
+
+/// [`malloc_crossing`]'s body, given its entry registers.
 #[cold]
 #[inline(never)]
-pub unsafe extern "C" fn malloc_crossing(size: usize) -> *mut c_void {
+unsafe extern "C" fn malloc_crossing_from(size: usize, rsp: u64, rbp: u64) -> *mut c_void {
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::malloc(size) };
-    // SAFETY: returned by the next allocator just now.
-    unsafe { after_alloc(pointer, size) };
+    // SAFETY: returned by the next allocator just now; the registers of the
+    // route's entry, which is running.
+    unsafe { after_alloc(pointer, size, HookEntry::new(rsp, rbp)) };
     pointer
 }
 
@@ -160,7 +212,7 @@ unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
     let pointer = unsafe { next_alloc::malloc(size) };
     if state::profiling() {
         // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc_any(pointer, size) };
+        unsafe { after_alloc_any(pointer, size, HookEntry::UNKNOWN) };
     }
     pointer
 }
@@ -219,12 +271,46 @@ pub unsafe extern "C" fn free_other(pointer: *mut c_void) {
     unsafe { next_alloc::free(pointer) }
 }
 
+/// calloc's route while profiling (samples rare).
+///
+/// # Safety
+/// The C contract of `calloc`; the next allocator is resolved.
 #[inline(never)]
 unsafe extern "C" fn calloc_profiled(count: usize, size: usize) -> *mut c_void {
+    // SAFETY: forwarded.
+    unsafe { calloc_counted(count, size, HookEntry::UNKNOWN) }
+}
+
+route_with_entry!(
+    /// calloc's route while profiling with frequent samples.
+    ///
+    /// # Safety
+    /// The C contract of `calloc`; the next allocator is resolved.
+    calloc_profiled_with_entry(count: usize, size: usize) -> calloc_profiled_from, "rdx", "rcx"
+);
+
+/// [`calloc_profiled_with_entry`]'s body, given its entry registers.
+#[inline(never)]
+unsafe extern "C" fn calloc_profiled_from(
+    count: usize,
+    size: usize,
+    rsp: u64,
+    rbp: u64,
+) -> *mut c_void {
+    // SAFETY: forwarded; the registers of the route's entry, which is running.
+    unsafe { calloc_counted(count, size, HookEntry::new(rsp, rbp)) }
+}
+
+/// The profiled calloc, in the hook entered at `entry`.
+///
+/// # Safety
+/// The C contract of `calloc`; the next allocator is resolved.
+#[inline(always)]
+unsafe fn calloc_counted(count: usize, size: usize, entry: HookEntry) -> *mut c_void {
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::calloc(count, size) };
     // SAFETY: returned by the next allocator just now.
-    unsafe { after_alloc(pointer, count.wrapping_mul(size)) };
+    unsafe { after_alloc(pointer, count.wrapping_mul(size), entry) };
     pointer
 }
 
@@ -241,7 +327,7 @@ unsafe extern "C" fn calloc_other(count: usize, size: usize) -> *mut c_void {
     let pointer = unsafe { next_alloc::calloc(count, size) };
     if state::profiling() {
         // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc_any(pointer, count.wrapping_mul(size)) };
+        unsafe { after_alloc_any(pointer, count.wrapping_mul(size), HookEntry::UNKNOWN) };
     }
     pointer
 }
@@ -273,12 +359,45 @@ unsafe extern "C" fn realloc_other(pointer: *mut c_void, size: usize) -> *mut c_
     unsafe { next_alloc::realloc(pointer, size) }
 }
 
+/// realloc's route while profiling (samples rare).
+///
+/// # Safety
+/// The C contract of `realloc`; the next allocator is resolved.
 unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: forwarded.
+    unsafe { realloc_counted(pointer, size, HookEntry::UNKNOWN) }
+}
+
+route_with_entry!(
+    /// realloc's route while profiling with frequent samples.
+    ///
+    /// # Safety
+    /// The C contract of `realloc`; the next allocator is resolved.
+    realloc_profiled_with_entry(pointer: *mut c_void, size: usize) -> realloc_profiled_from, "rdx", "rcx"
+);
+
+/// [`realloc_profiled_with_entry`]'s body, given its entry registers.
+unsafe extern "C" fn realloc_profiled_from(
+    pointer: *mut c_void,
+    size: usize,
+    rsp: u64,
+    rbp: u64,
+) -> *mut c_void {
+    // SAFETY: forwarded; the registers of the route's entry, which is running.
+    unsafe { realloc_counted(pointer, size, HookEntry::new(rsp, rbp)) }
+}
+
+/// The profiled realloc, in the hook entered at `entry`.
+///
+/// # Safety
+/// The C contract of `realloc`; the next allocator is resolved.
+#[inline(always)]
+unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -> *mut c_void {
     if pointer.is_null() {
         // SAFETY: realloc(NULL, n) as the allocator defines it.
         let result = unsafe { next_alloc::realloc(pointer, size) };
         // SAFETY: returned by the next allocator just now.
-        unsafe { after_alloc_any(result, size) };
+        unsafe { after_alloc_any(result, size, entry) };
         return result;
     }
     let old_usable = if state::exact() {
@@ -312,7 +431,7 @@ unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut
         sample::release(sample, usable);
     }
     // SAFETY: returned by the next allocator just now.
-    unsafe { after_alloc_any(result, size) };
+    unsafe { after_alloc_any(result, size, entry) };
     result
 }
 
@@ -354,6 +473,7 @@ mod tests {
     /// that sets them; the profiler is not started here).
     #[test]
     fn each_mode_has_its_routes() {
+        let _period = sampling::tests::PERIOD_LOCK.lock();
         let other = [
             malloc_other as MallocFn as *mut (),
             free_other as FreeFn as *mut (),
@@ -386,6 +506,19 @@ mod tests {
         assert_eq!(routes(), profiled);
         set_routes(MODE_PROFILING | MODE_ARENA_IN_USE);
         assert_eq!(routes(), [profiled[0], profiled[1], profiled[2], other[3]]);
+        sampling::set_lg_period(ENTRY_STUB_MAX_LG);
+        set_routes(MODE_PROFILING);
+        assert_eq!(
+            routes(),
+            [
+                profiled[0],
+                profiled[1],
+                calloc_profiled_with_entry as CallocFn as *mut (),
+                realloc_profiled_with_entry as ReallocFn as *mut (),
+            ],
+            "frequent samples: calloc and realloc pass their entry on"
+        );
+        sampling::set_lg_period(19);
         set_routes(MODE_PROFILING_EXACT);
         assert_eq!(routes(), other, "prof_exact counts on the *_other paths");
         set_routes(MODE_PROFILING_EXACT | MODE_ARENA_IN_USE);

@@ -21,6 +21,7 @@
 use core::ffi::c_void;
 use core::sync::atomic::Ordering::Relaxed;
 
+use crate::backtrace::HookEntry;
 use crate::live_table::{LIVE, LiveSample, MAX_STACK_ID};
 use crate::stack_table::STACKS;
 use crate::state;
@@ -30,14 +31,14 @@ use crate::warn::Kind;
 use crate::{backtrace, modules, next_alloc, sampling, threads, triggers};
 
 /// The countdown of `state` reached zero with the allocation `pointer` of
-/// `size` bytes: set the thread up if new, draw the next countdown, and
-/// record the sample.
+/// `size` bytes, made by the hook entered at `entry`: set the thread up if
+/// new, draw the next countdown, and record the sample.
 ///
 /// # Safety
 /// `pointer` is a live allocation of the next allocator.
 #[cold]
 #[inline(never)]
-pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize) {
+pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: HookEntry) {
     let state = tls::current();
     if state.guarded() {
         // The profiler's own allocation: keep the fast path fast until the
@@ -49,7 +50,7 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize) {
     let _guard = tls::Guard::enter();
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH != 0 {
         if threads::after_final_flush(state, size) && state::active() {
-            record_sample(state, pointer, size as u64);
+            record_sample(state, pointer, size as u64, entry);
         }
         return;
     }
@@ -58,7 +59,7 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize) {
     }
     rearm(state, 0);
     if state::active() {
-        record_sample(state, pointer, size as u64);
+        record_sample(state, pointer, size as u64, entry);
     }
     let ext = state.ext.load(Relaxed);
     if !ext.is_null() {
@@ -90,7 +91,7 @@ fn rearm(state: &ThreadState, minimum: i64) {
         .rearm(minimum, state as *const ThreadState as usize);
 }
 
-fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
+fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: HookEntry) {
     let ext = state.ext.load(Relaxed);
     if ext.is_null() {
         return record_sample_exiting(state, pointer, size);
@@ -98,7 +99,7 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64) {
     // SAFETY: the thread's own cold block, used by this thread only.
     let ext = unsafe { &mut *ext };
     let frames = capture_limit(&mut ext.frames);
-    let range = backtrace::capture_with(&mut ext.unwinder, frames);
+    let range = backtrace::capture_with(&mut ext.unwinder, frames, entry);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
     let (thread, epoch) = (state.serial.load(Relaxed), modules::epoch_for(frames));
     let recent = ext.recent_stacks.slot(frames);

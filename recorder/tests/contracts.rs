@@ -216,6 +216,14 @@ extern "C-unwind" fn reentrant_new(size: usize) -> *mut c_void {
     unsafe { routes::malloc(size) }
 }
 
+/// A wrapper call from Rust: no entry registers, no stub.
+fn no_entry() -> cxx::NewCall {
+    cxx::NewCall {
+        entry: heapsample_recorder::backtrace::HookEntry::UNKNOWN,
+        with_entry: core::ptr::null_mut(),
+    }
+}
+
 /// Call the wrapper logic of an `operator new` export whose next
 /// definition is `operator`.
 fn new_through(
@@ -226,10 +234,18 @@ fn new_through(
     let route = cxx::OperatorRoute::new(core::ptr::null_mut());
     // SAFETY: `forward` calls the operator with the size.
     let pointer = unsafe {
-        cxx::operator_new(&next, &route, 48, 0, false, |address| {
-            assert_eq!(address, operator as *mut c_void);
-            operator(48)
-        })
+        cxx::operator_new(
+            &next,
+            &route,
+            48,
+            0,
+            false,
+            |address| {
+                assert_eq!(address, operator as *mut c_void);
+                operator(48)
+            },
+            no_entry(),
+        )
     };
     (pointer, !route.load(Relaxed).is_null())
 }
@@ -290,9 +306,15 @@ fn delete_of_a_sampled_block_forgets_it_first() {
     let new = cxx::NextOperator::known(independent_new as *mut c_void, true);
     // SAFETY: the forwards call the operators with the caller's arguments.
     unsafe {
-        let pointer = cxx::operator_new(&new, &route, SURELY_SAMPLED, 0, false, |_| {
-            independent_new(SURELY_SAMPLED)
-        });
+        let pointer = cxx::operator_new(
+            &new,
+            &route,
+            SURELY_SAMPLED,
+            0,
+            false,
+            |_| independent_new(SURELY_SAMPLED),
+            no_entry(),
+        );
         assert!(LIVE.contains(pointer as usize), "sampled");
         cxx::operator_delete(&next, &route, pointer, |_| independent_delete(pointer));
     }

@@ -3,14 +3,18 @@
 //! counting, are `heapsample_recorder::cxx`.
 //!
 //! The exports use the "C-unwind" ABI: a throwing `operator new` unwinds
-//! through them to the program's handler.
+//! through them to the program's handler. A counting `operator new`
+//! wrapper also has a naked stub that passes rsp and rbp at the export's
+//! entry on in the next two argument registers (`$rsp`, `$rbp`), so that
+//! its samples' stacks start at the caller.
 
 use core::ffi::c_void;
 
-use heapsample_recorder::cxx::{self, NextOperator, OperatorRoute};
+use heapsample_recorder::backtrace::HookEntry;
+use heapsample_recorder::cxx::{self, NewCall, NextOperator, OperatorRoute};
 
 macro_rules! operator_new {
-    ($export:ident ( $($arg:ident : $ty:ty),* ), nothrow: $nothrow:expr, aligned: $align:expr) => {
+    ($export:ident ( $($arg:ident : $ty:ty),* ), nothrow: $nothrow:expr, aligned: $align:expr, entry in $rsp:literal, $rbp:literal) => {
         /// # Safety
         /// The C++ contract of this operator.
         #[unsafe(naked)]
@@ -28,13 +32,37 @@ macro_rules! operator_new {
             static NEXT: NextOperator = NextOperator::new(concat!(stringify!($export), "\0"));
 
             unsafe extern "C-unwind" fn wrapper(size: usize $(, $arg: $ty)*) -> *mut c_void {
+                // SAFETY: forwarded; no entry.
+                unsafe { body(size $(, $arg)*, HookEntry::UNKNOWN) }
+            }
+
+            #[unsafe(naked)]
+            unsafe extern "C-unwind" fn wrapper_with_entry(size: usize $(, $arg: $ty)*) -> *mut c_void {
+                core::arch::naked_asm!(
+                    concat!("mov ", $rsp, ", rsp"),
+                    concat!("mov ", $rbp, ", rbp"),
+                    "jmp {body}",
+                    body = sym wrapper_from,
+                )
+            }
+
+            unsafe extern "C-unwind" fn wrapper_from(size: usize $(, $arg: $ty)*, rsp: u64, rbp: u64) -> *mut c_void {
+                // SAFETY: forwarded; the registers of the export's entry,
+                // which is running.
+                unsafe { body(size $(, $arg)*, HookEntry::new(rsp, rbp)) }
+            }
+
+            #[inline(always)]
+            unsafe fn body(size: usize $(, $arg: $ty)*, entry: HookEntry) -> *mut c_void {
                 let forward = |address: *mut c_void| {
                     // SAFETY: the next definition of this operator has this
                     // signature; forwarding the caller's arguments.
                     unsafe { core::mem::transmute::<*mut c_void, Signature>(address)(size $(, $arg)*) }
                 };
-                // SAFETY: `forward` calls the next definition as required.
-                unsafe { cxx::operator_new(&NEXT, &ROUTE, size, $align, $nothrow, forward) }
+                let call = NewCall { entry, with_entry: wrapper_with_entry as Signature as *mut () };
+                // SAFETY: `forward` calls the next definition as required;
+                // the entry per our caller.
+                unsafe { cxx::operator_new(&NEXT, &ROUTE, size, $align, $nothrow, forward, call) }
             }
         }
     };
@@ -73,14 +101,14 @@ macro_rules! operator_delete {
 
 type NoThrow = *const c_void;
 
-operator_new!(_Znwm(), nothrow: false, aligned: 0);
-operator_new!(_Znam(), nothrow: false, aligned: 0);
-operator_new!(_ZnwmRKSt9nothrow_t(tag: NoThrow), nothrow: true, aligned: 0);
-operator_new!(_ZnamRKSt9nothrow_t(tag: NoThrow), nothrow: true, aligned: 0);
-operator_new!(_ZnwmSt11align_val_t(alignment: usize), nothrow: false, aligned: alignment);
-operator_new!(_ZnamSt11align_val_t(alignment: usize), nothrow: false, aligned: alignment);
-operator_new!(_ZnwmSt11align_val_tRKSt9nothrow_t(alignment: usize, tag: NoThrow), nothrow: true, aligned: alignment);
-operator_new!(_ZnamSt11align_val_tRKSt9nothrow_t(alignment: usize, tag: NoThrow), nothrow: true, aligned: alignment);
+operator_new!(_Znwm(), nothrow: false, aligned: 0, entry in "rsi", "rdx");
+operator_new!(_Znam(), nothrow: false, aligned: 0, entry in "rsi", "rdx");
+operator_new!(_ZnwmRKSt9nothrow_t(tag: NoThrow), nothrow: true, aligned: 0, entry in "rdx", "rcx");
+operator_new!(_ZnamRKSt9nothrow_t(tag: NoThrow), nothrow: true, aligned: 0, entry in "rdx", "rcx");
+operator_new!(_ZnwmSt11align_val_t(alignment: usize), nothrow: false, aligned: alignment, entry in "rdx", "rcx");
+operator_new!(_ZnamSt11align_val_t(alignment: usize), nothrow: false, aligned: alignment, entry in "rdx", "rcx");
+operator_new!(_ZnwmSt11align_val_tRKSt9nothrow_t(alignment: usize, tag: NoThrow), nothrow: true, aligned: alignment, entry in "rcx", "r8");
+operator_new!(_ZnamSt11align_val_tRKSt9nothrow_t(alignment: usize, tag: NoThrow), nothrow: true, aligned: alignment, entry in "rcx", "r8");
 
 operator_delete!(_ZdlPv());
 operator_delete!(_ZdaPv());

@@ -31,6 +31,10 @@
 //! its caller), `frames[1]` the caller's return address, and so on outwards, exactly as
 //! `_Unwind_GetIP` reports them, minus libgcc's terminal zero entry. At most
 //! `frames.len()` entries are written; the number written is returned.
+//! [`capture_remembered_from`] starts further out, at the caller of a function whose
+//! entry registers it is given ([`FunctionEntry`]): its `frames[0]` is that function's
+//! return address, and the frames of the function and of what it called are never
+//! stepped.
 //!
 //! Capturing never allocates, takes no lock, makes no system call and never calls
 //! `dl_iterate_phdr`; it may be called inside `malloc`, `free` and signal handlers.
@@ -81,9 +85,10 @@ mod walk;
 
 pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
 pub use memo::{MemoCounts, StackMemo};
+pub use walk::FunctionEntry;
 
 use cache::{LayeredStore, LocalStore, SharedStore};
-use walk::{Registers, WalkEnd};
+use walk::{Registers, Start, WalkEnd};
 
 /// Captures the current stack using a thread-private rule cache.
 ///
@@ -93,7 +98,7 @@ use walk::{Registers, WalkEnd};
 pub fn capture<const BUCKETS: usize>(cache: &mut RuleCache<BUCKETS>, frames: &mut [u64]) -> usize {
     let regs = Registers::current();
     let mut store = LocalStore::new(cache);
-    let end = walk::walk(regs, &mut store, frames);
+    let end = walk::walk(Start::Here(regs), &mut store, frames);
     if end == WalkEnd::NeedsFallback {
         store.count_fallback();
     }
@@ -111,7 +116,7 @@ pub fn capture_shared<const BUCKETS: usize>(
 ) -> usize {
     let regs = Registers::current();
     let mut store = SharedStore::new(cache);
-    finish(walk::walk(regs, &mut store, frames), frames)
+    finish(walk::walk(Start::Here(regs), &mut store, frames), frames)
 }
 
 /// Captures the current stack using a thread-private cache backed by a shared one:
@@ -128,7 +133,7 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
 ) -> usize {
     let regs = Registers::current();
     let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
-    let end = walk::walk(regs, &mut store, frames);
+    let end = walk::walk(Start::Here(regs), &mut store, frames);
     if end == WalkEnd::NeedsFallback {
         store.count_fallback();
     }
@@ -151,11 +156,56 @@ pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS:
     let regs = Registers::current();
     let generation = cache::current_generation();
     let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
-    let end = memo::walk_remembered(regs, &mut store, memo, generation, frames);
+    let end = memo::walk_remembered(Start::Here(regs), &mut store, memo, generation, frames);
     if end == WalkEnd::NeedsFallback {
         store.count_fallback();
     }
     finish(end, frames)
+}
+
+/// Captures the stack of the caller of a function that is still running, from the
+/// registers saved at that function's entry, like [`capture_remembered`] otherwise:
+/// the frames of that function and of everything it called up to this capture are
+/// never stepped (nor reported).
+///
+/// `frames[0]` is `entry`'s return address (inside the caller), then the caller's
+/// return address and so on outwards: exactly libgcc's frames from the one whose
+/// stack pointer is `entry.rsp + 8` (the entered function's CFA). The libgcc fallback
+/// drops the frames before it. An `entry` that cannot be an entry on this stack (not
+/// above this capture's stack pointer, or more than 64 MiB above it) gets the fallback
+/// too; if libgcc finds no such frame either, the frames are those from this capture
+/// outwards, as for [`capture`].
+///
+/// # Safety
+/// `entry` must hold rsp and rbp as they were at the first instruction of a function
+/// of the calling thread that has not returned yet and that called this capture,
+/// directly or not (its return-address slot is then live stack memory).
+#[inline(never)]
+pub unsafe fn capture_remembered_from<
+    const LOCAL: usize,
+    const SHARED: usize,
+    const LEVELS: usize,
+>(
+    local: &mut RuleCache<LOCAL>,
+    shared: &SharedRuleCache<SHARED>,
+    memo: &mut StackMemo<LEVELS>,
+    entry: FunctionEntry,
+    frames: &mut [u64],
+) -> usize {
+    let here = Registers::current();
+    let Some(caller) = entry.caller(here.rsp) else {
+        // `black_box`: not a tail call (see `finish`).
+        return core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp.wrapping_add(8)));
+    };
+    let generation = cache::current_generation();
+    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    match memo::walk_remembered(Start::Caller(caller), &mut store, memo, generation, frames) {
+        WalkEnd::Complete(written) => written,
+        WalkEnd::NeedsFallback => {
+            store.count_fallback();
+            core::hint::black_box(libgcc::backtrace_from(frames, caller.rsp))
+        }
+    }
 }
 
 /// One thread's private unwinding state for [`capture_remembered`]: a rule cache of
@@ -176,6 +226,21 @@ impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
         frames: &mut [u64],
     ) -> usize {
         capture_remembered(&mut self.rules, shared, &mut self.memo, frames)
+    }
+
+    /// [`capture_remembered_from`] with this state, backed by `shared`.
+    ///
+    /// # Safety
+    /// As for [`capture_remembered_from`].
+    #[inline(always)]
+    pub unsafe fn capture_from<const SHARED: usize>(
+        &mut self,
+        shared: &SharedRuleCache<SHARED>,
+        entry: FunctionEntry,
+        frames: &mut [u64],
+    ) -> usize {
+        // SAFETY: forwarded from our caller's contract.
+        unsafe { capture_remembered_from(&mut self.rules, shared, &mut self.memo, entry, frames) }
     }
 
     /// Forgets the last walk (the state moves to another thread).

@@ -32,6 +32,7 @@ struct DwarfEhBases {
 unsafe extern "C" {
     fn _Unwind_Backtrace(trace: TraceFn, arg: *mut c_void) -> c_int;
     fn _Unwind_GetIP(context: *mut UnwindContext) -> usize;
+    fn _Unwind_GetCFA(context: *mut UnwindContext) -> usize;
     fn _Unwind_Find_FDE(pc: *mut c_void, bases: *mut DwarfEhBases) -> *const c_void;
 }
 
@@ -48,11 +49,13 @@ pub(crate) fn has_fde(address: u64) -> bool {
     !unsafe { _Unwind_Find_FDE(address as *mut c_void, &mut bases) }.is_null()
 }
 
-/// What the trace callback needs: where to write, and how many frames to drop first.
+/// What the trace callback needs: where to write, and which frames to drop first.
 struct TraceState<'a> {
     frames: &'a mut [u64],
     written: usize,
     frames_to_skip: usize,
+    /// Frames are dropped until one whose stack pointer is this (0: none is).
+    start_at_rsp: u64,
 }
 
 extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_int {
@@ -68,6 +71,15 @@ extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_i
     if state.frames_to_skip > 0 {
         state.frames_to_skip -= 1;
         return URC_NO_REASON;
+    }
+    // In a trace callback the context's CFA is the one of the frame it called: this
+    // frame's stack pointer at the call.
+    if state.start_at_rsp != 0 {
+        // SAFETY: as above.
+        if unsafe { _Unwind_GetCFA(context) } as u64 != state.start_at_rsp {
+            return URC_NO_REASON;
+        }
+        state.start_at_rsp = 0;
     }
     let Some(slot) = state.frames.get_mut(state.written) else {
         return URC_NORMAL_STOP;
@@ -88,6 +100,24 @@ extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_i
 /// Returns the number written. Never inlined, so the skip count is predictable.
 #[inline(never)]
 pub(crate) fn backtrace(frames: &mut [u64], frames_to_skip: usize) -> usize {
+    trace(frames, frames_to_skip, 0)
+}
+
+/// Like [`backtrace`], but starts at the frame whose stack pointer is `rsp`: given the
+/// stack pointer of a function's caller after the call returns (the function's CFA),
+/// the first frame written is that caller's. If no frame has it, writes the frames
+/// from the caller of `backtrace_from`'s caller on (not a tail call, see
+/// `crate::finish`).
+#[inline(never)]
+pub(crate) fn backtrace_from(frames: &mut [u64], rsp: u64) -> usize {
+    match trace(frames, 0, rsp) {
+        0 => trace(frames, 2, 0),
+        written => core::hint::black_box(written),
+    }
+}
+
+#[inline(always)]
+fn trace(frames: &mut [u64], frames_to_skip: usize, start_at_rsp: u64) -> usize {
     if frames.is_empty() {
         return 0;
     }
@@ -95,6 +125,7 @@ pub(crate) fn backtrace(frames: &mut [u64], frames_to_skip: usize) -> usize {
         frames,
         written: 0,
         frames_to_skip,
+        start_at_rsp,
     };
     // SAFETY: `record_frame` only dereferences `arg` as the `TraceState` created above,
     // which outlives the call. The return code only says why the walk stopped.

@@ -27,6 +27,14 @@
 //! therefore never gets a stale suffix: its slot value differs and the walk continues
 //! from there.
 //!
+//! The walk's start frame is never a level and never matched: its state is not the
+//! result of a step but comes from the capture itself, either the capture's own
+//! registers or, for [`crate::capture_remembered_from`], the caller of a hooked
+//! function as its entry registers give it ([`crate::FunctionEntry`]: the same state
+//! that stepping out of the frames in between would compute). Levels begin with the
+//! start frame's caller, so every replay still starts from a state a real step
+//! produced in this walk.
+//!
 //! rbp is the one register that code without frame pointers uses for data, so its
 //! value changes between calls in frames whose return addresses do not. A level's rbp
 //! is therefore compared only where it can matter: where a later step of the
@@ -42,7 +50,7 @@
 use crate::cache::RuleStore;
 use crate::cfi;
 use crate::rule::Rule;
-use crate::walk::{Registers, Step, WalkEnd, read_stack, step};
+use crate::walk::{Registers, Start, Step, WalkEnd, read_stack, step};
 
 /// One frame of a remembered walk: its registers, the slot its rbp was read from (0 if
 /// rbp was carried over from the inner frame), and two flags in that slot's low bits
@@ -311,16 +319,18 @@ enum Replay {
 /// Stacks shallower than this many frames are walked without the memo: remembering
 /// costs about as much per frame as stepping a cached frame, and replay only pays
 /// once enough outer frames repeat. Measured per capture on the benchmark at
-/// `lg_prof_sample:0`: the C++ churn's ~15-frame stacks cost 1,320 instructions with
-/// the memo against 1,000 without, Python's ~30-frame stacks 1,870 against 2,700.
-const REMEMBER_FROM_DEPTH: usize = 20;
+/// `lg_prof_sample:0`, when captures still counted the profiler's own four frames:
+/// the C++ churn's ~15-frame stacks cost 1,320 instructions with the memo against
+/// 1,000 without, Python's ~30-frame stacks 1,870 against 2,700 (the threshold was 20
+/// frames with those four; captures from a hooked function's caller do not have them).
+const REMEMBER_FROM_DEPTH: usize = 16;
 
 /// Like [`crate::walk::walk`], but replays the outer frames it finds unchanged in
 /// `memo`, and leaves the memo describing this walk. `generation` is the rule caches'
 /// current generation. A thread whose last stack was shallow walks without the memo.
 #[inline(never)]
 pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
-    start: Registers,
+    start: Start,
     store: &mut S,
     memo: &mut StackMemo<LEVELS>,
     generation: u64,
@@ -349,7 +359,7 @@ pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
 /// [`walk_remembered`] through the memo.
 #[inline(always)]
 fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
-    start: Registers,
+    start: Start,
     store: &mut S,
     memo: &mut StackMemo<LEVELS>,
     generation: u64,
@@ -361,9 +371,9 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
         memo.len = 0;
         memo.generation = generation;
     }
-    let mut regs = start;
-    let mut lookup_address = regs.pc;
-    let mut written = 0;
+    // The start frame is never a level: its state comes from the capture (its own
+    // registers, or a caller's saved at a function's entry), not from a step.
+    let (mut regs, mut lookup_address, mut written) = start.begin(frames);
     // Levels stepped so far (in `memo.fresh`); None once there were too many to keep.
     let mut fresh = Some(0usize);
     // Remembered levels not yet passed (`levels[..candidates]`); 0 stops matching.
@@ -448,21 +458,17 @@ fn replay<const LEVELS: usize>(
     mut written: usize,
 ) -> Replay {
     let first_written = written;
-    let mut level = matched;
-    while level > 0 {
+    let (replayed, real_rbp) = replay_levels(&memo.levels[..matched], &mut frames[written..], rbp);
+    rbp = real_rbp;
+    written += replayed;
+    let level = matched - replayed;
+    if level > 0 {
         if written == frames.len() {
             // Full: the remembered outer levels stay valid records for later captures.
             return finish_replay(memo, matched, count, written, first_written);
         }
-        let outer = &memo.levels[level - 1];
-        let Some(outer_rbp) = outer.replay_step(rbp) else {
-            memo.counts.rejections += 1;
-            return step_from(memo, level, rbp, written, first_written);
-        };
-        rbp = outer_rbp;
-        frames[written] = outer.pc;
-        written += 1;
-        level -= 1;
+        memo.counts.rejections += 1;
+        return step_from(memo, level, rbp, written, first_written);
     }
     let ended = written == frames.len()
         || match memo.end() {
@@ -480,6 +486,27 @@ fn replay<const LEVELS: usize>(
         return finish_replay(memo, matched, count, written, first_written);
     }
     step_from(memo, 0, rbp, written, first_written)
+}
+
+/// Replays `levels` (outermost first) from the innermost outwards into `frames`,
+/// starting from the real rbp `rbp`, until a level's slots differ or `frames` is full:
+/// the levels replayed and the real rbp of the last one. A loop of its own, apart from
+/// the walk's, keeps it to a few loads and compares per level.
+#[inline(never)]
+fn replay_levels(levels: &[Level], frames: &mut [u64], mut rbp: u64) -> (usize, u64) {
+    let todo = levels.len().min(frames.len());
+    let (levels, frames) = (&levels[levels.len() - todo..], &mut frames[..todo]);
+    let mut done = 0;
+    while done < todo {
+        let outer = &levels[todo - 1 - done];
+        let Some(outer_rbp) = outer.replay_step(rbp) else {
+            break;
+        };
+        rbp = outer_rbp;
+        frames[done] = outer.pc;
+        done += 1;
+    }
+    (done, rbp)
 }
 
 fn step_from<const LEVELS: usize>(

@@ -71,14 +71,23 @@ impl Rule {
 
     /// Decodes a value produced by [`Rule::encode`]; `None` for an empty slot (0) or
     /// anything else `encode` never produces.
+    #[inline(always)]
     pub(crate) fn decode(bits: u64) -> Option<Rule> {
-        let cfa_base = match bits & 0xff {
-            TAG_STEP_RSP => CfaBase::Rsp,
-            TAG_STEP_RBP => CfaBase::Rbp,
-            TAG_OUTERMOST => return Some(Rule::Outermost),
-            TAG_UNSUPPORTED => return Some(Rule::Unsupported),
-            TAG_NO_UNWIND_INFO => return Some(Rule::NoUnwindInfo),
-            _ => return None,
+        let tag = bits & 0xff;
+        // The steps first: one range check for the rule of nearly every frame.
+        let cfa_base = if tag.wrapping_sub(TAG_STEP_RSP) <= TAG_STEP_RBP - TAG_STEP_RSP {
+            if tag == TAG_STEP_RSP {
+                CfaBase::Rsp
+            } else {
+                CfaBase::Rbp
+            }
+        } else {
+            return match tag {
+                TAG_OUTERMOST => Some(Rule::Outermost),
+                TAG_UNSUPPORTED => Some(Rule::Unsupported),
+                TAG_NO_UNWIND_INFO => Some(Rule::NoUnwindInfo),
+                _ => None,
+            };
         };
         let saved_rbp_offset = (bits & RBP_SAVED != 0).then_some((bits >> 16) as u16 as i16);
         Some(Rule::Step {

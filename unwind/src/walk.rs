@@ -1,8 +1,10 @@
 //! The fast stack walk: start registers, stepping with cached rules, stop conditions.
 //!
-//! Owns the `asm!` that reads rip/rsp/rbp and the loop that applies [`Rule`]s. It
-//! only reads stack memory that the rules point at after checking it lies between the
-//! current stack pointer and a bounded distance above it.
+//! Owns the `asm!` that reads rip/rsp/rbp, the two ways a walk starts (at the
+//! capture's own frame, or at the caller of a function whose entry registers were
+//! saved: [`FunctionEntry`]) and the loop that applies [`Rule`]s. It only reads stack
+//! memory that the rules point at after checking it lies between the current stack
+//! pointer and a bounded distance above it.
 //!
 //! Runs inside malloc: no allocation, no locks, no system calls. Work is bounded by
 //! `frames.len()` steps.
@@ -46,6 +48,78 @@ impl Registers {
             );
         }
         Registers { pc, rsp, rbp }
+    }
+}
+
+/// The registers of a function at its entry, before it touched the stack: `rsp`
+/// points at the return address its call pushed, and `rbp` is still its caller's.
+///
+/// An interposed function that saves them (two `mov`s before its first instruction
+/// that moves rsp or writes rbp) lets a capture made further down its call tree start
+/// at its caller, so the frames in between are never stepped: the caller's registers
+/// are exactly what stepping out of those frames would compute (rbp is callee-saved
+/// and restored from the slots their CFI names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct FunctionEntry {
+    /// rsp at the entry: the address of the return address.
+    pub rsp: u64,
+    /// rbp at the entry (the caller's).
+    pub rbp: u64,
+}
+
+impl FunctionEntry {
+    /// The caller's frame, if `self.rsp` is a plausible entry of a function still
+    /// running on this stack: 8-aligned, above `current_rsp` (the capture's own
+    /// stack pointer) and within a frame's reach of it. Reads the return address.
+    #[inline(always)]
+    pub(crate) fn caller(&self, current_rsp: u64) -> Option<Registers> {
+        let rsp = self.rsp;
+        if !rsp.is_multiple_of(8) || rsp <= current_rsp || rsp - current_rsp > MAX_FRAME_BYTES {
+            return None;
+        }
+        // SAFETY: `current_rsp < rsp`, within a bounded distance: the slot lies in the
+        // live stack of a function that is still running (it called the capture,
+        // directly or not), per `capture_remembered_from`'s contract.
+        let return_address = unsafe { read_stack(rsp) };
+        if return_address == 0 {
+            return None;
+        }
+        Some(Registers {
+            pc: return_address,
+            rsp: rsp + 8,
+            rbp: self.rbp,
+        })
+    }
+}
+
+/// Where a walk starts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Start {
+    /// The capture's own frame (`pc` exact, inside it): not reported.
+    Here(Registers),
+    /// A caller's frame (`pc` is a return address): reported as the first frame.
+    Caller(Registers),
+}
+
+impl Start {
+    /// The first frame to step from, its lookup address, and the frames written for
+    /// the start itself (the caller's return address, if there is room).
+    #[inline(always)]
+    pub(crate) fn begin(self, frames: &mut [u64]) -> (Registers, u64, usize) {
+        match self {
+            // The capture's frame is described by its exact pc.
+            Start::Here(regs) => (regs, regs.pc, 0),
+            // Callers' frames by their return address minus one, which lies inside the
+            // call instruction.
+            Start::Caller(regs) => match frames.first_mut() {
+                Some(first) => {
+                    *first = regs.pc;
+                    (regs, regs.pc - 1, 1)
+                }
+                None => (regs, regs.pc - 1, 0),
+            },
+        }
     }
 }
 
@@ -119,8 +193,13 @@ pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address
         CfaBase::Rbp => regs.rbp,
     };
     let cfa = base.wrapping_add_signed(i64::from(cfa_offset));
-    // The CFA is the caller's stack pointer: above ours, 8-aligned, within reach.
-    if cfa % 8 != 0 || cfa < regs.rsp.saturating_add(8) || cfa - regs.rsp > MAX_FRAME_BYTES {
+    // The CFA is the caller's stack pointer: 8-aligned, at least 8 bytes above ours
+    // (the return address lies between) and within reach. One unsigned compare does
+    // both bounds: `height - 8` wraps to a huge value below 8. (rsp never comes near
+    // 2⁶⁴: it starts at a real stack pointer and grows by at most `MAX_FRAME_BYTES`
+    // per step.)
+    let height = cfa.wrapping_sub(regs.rsp);
+    if cfa % 8 != 0 || height.wrapping_sub(8) > MAX_FRAME_BYTES - 8 {
         return Step::Unsupported;
     }
     // SAFETY: `regs.rsp <= cfa - 8 < cfa`: the slot lies in the live part of the
@@ -131,7 +210,8 @@ pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address
         None => (regs.rbp, 0),
         Some(offset) => {
             let slot = cfa.wrapping_add_signed(i64::from(offset));
-            if slot < regs.rsp || slot > cfa - 8 || slot % 8 != 0 {
+            // `regs.rsp <= slot <= cfa - 8`, in one unsigned compare as above.
+            if slot.wrapping_sub(regs.rsp) > height - 8 || slot % 8 != 0 {
                 return Step::Unsupported;
             }
             // SAFETY: `regs.rsp <= slot < cfa`, as above.
@@ -156,15 +236,10 @@ pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address
     }
 }
 
-/// Walks from `start` (the frame of a `capture*` function) outwards, writing each
-/// return address to `frames`.
+/// Walks from `start` outwards, writing each return address to `frames`.
 #[inline(never)]
-pub(crate) fn walk<S: RuleStore>(start: Registers, store: &mut S, frames: &mut [u64]) -> WalkEnd {
-    let mut regs = start;
-    // The first frame is described by its exact pc; callers' frames by their return
-    // address minus one, which lies inside the call instruction.
-    let mut lookup_address = regs.pc;
-    let mut written = 0;
+pub(crate) fn walk<S: RuleStore>(start: Start, store: &mut S, frames: &mut [u64]) -> WalkEnd {
+    let (mut regs, mut lookup_address, mut written) = start.begin(frames);
     while written < frames.len() {
         match step(store, &regs, lookup_address) {
             Step::Caller { regs: caller, .. } => {
@@ -192,4 +267,72 @@ pub(crate) unsafe fn read_stack(address: u64) -> u64 {
     // SAFETY: guaranteed by the caller. Volatile: this memory belongs to frames the
     // compiler does not know we are looking at.
     unsafe { core::ptr::read_volatile(address as *const u64) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store that has one rule for every address.
+    struct OneRule(Rule);
+
+    impl RuleStore for OneRule {
+        fn get(&mut self, _address: u64) -> Option<Rule> {
+            Some(self.0)
+        }
+
+        fn put(&mut self, _address: u64, _rule: Rule) {}
+    }
+
+    /// One step from a frame whose stack is `stack`, with the CFA at `cfa_offset` from
+    /// rsp and, if given, the saved rbp at that offset from the CFA.
+    fn step_over(stack: &[u64; 8], cfa_offset: i32, saved_rbp_offset: Option<i16>) -> Step {
+        let rule = Rule::Step {
+            cfa_base: CfaBase::Rsp,
+            cfa_offset,
+            saved_rbp_offset,
+        };
+        let regs = Registers {
+            pc: 0x1000,
+            rsp: stack.as_ptr() as u64,
+            rbp: 77,
+        };
+        step(&mut OneRule(rule), &regs, 0xfff)
+    }
+
+    fn caller(step: Step) -> Option<(u64, u64)> {
+        match step {
+            Step::Caller { regs, .. } => Some((regs.pc, regs.rbp)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_cfa_and_the_saved_rbp_stay_between_rsp_and_the_cfa() {
+        let stack = [10, 11, 12, 13, 14, 15, 16, 17u64];
+        assert_eq!(caller(step_over(&stack, 8, None)), Some((10, 77)));
+        assert_eq!(caller(step_over(&stack, 64, None)), Some((17, 77)));
+        assert_eq!(caller(step_over(&stack, 32, Some(-16))), Some((13, 12)));
+        assert_eq!(caller(step_over(&stack, 32, Some(-8))), Some((13, 13)));
+        assert_eq!(caller(step_over(&stack, 32, Some(-32))), Some((13, 10)));
+        let refused = [
+            (0, None),
+            (-8, None),
+            (12, None),
+            (i32::MAX, None),
+            ((MAX_FRAME_BYTES + 8) as i32, None),
+            (32, Some(0)),
+            (32, Some(-40)),
+            (32, Some(-12)),
+        ];
+        for (cfa_offset, saved_rbp_offset) in refused {
+            assert!(
+                matches!(
+                    step_over(&stack, cfa_offset, saved_rbp_offset),
+                    Step::Unsupported
+                ),
+                "CFA at rsp{cfa_offset:+}, rbp at CFA{saved_rbp_offset:+?}"
+            );
+        }
+    }
 }

@@ -8,35 +8,20 @@ mod common;
 
 use std::hint::black_box;
 
-use common::{assert_same_stack, chain, through_c, through_cfa_expression};
-use heapsample_unwind::{
-    RuleCache, SharedRuleCache, StackMemo, capture_libgcc, capture_remembered,
+use common::{
+    Capturer, SHARED, assert_same_stack, chain, jit_stub, through_c, through_cfa_expression,
 };
+use heapsample_unwind::{capture_libgcc, capture_remembered};
 
 const MAX_FRAMES: usize = 256;
 
-static SHARED: SharedRuleCache = SharedRuleCache::new();
-
-/// A thread's private state for `capture_remembered`.
-struct Capturer {
-    local: Box<RuleCache<64>>,
-    memo: Box<StackMemo>,
-}
-
 impl Capturer {
-    fn new() -> Capturer {
-        Capturer {
-            local: RuleCache::<64>::new_boxed(),
-            memo: Box::new(StackMemo::new()),
-        }
-    }
-
     /// Captures with the memo and with libgcc at the same leaf and checks they agree.
     #[inline(never)]
     fn check(&mut self, what: &str) -> usize {
         let mut remembered = [0u64; MAX_FRAMES];
         let mut reference = [0u64; MAX_FRAMES];
-        let len = capture_remembered(&mut self.local, &SHARED, &mut self.memo, &mut remembered);
+        let len = self.capture(&mut remembered);
         let reference_len = capture_libgcc(&mut reference);
         assert_same_stack(&remembered[..len], &reference[..reference_len], what);
         len
@@ -197,32 +182,6 @@ fn on_threads_with_reused_memos() {
         })
         .join()
         .expect("thread ran");
-    }
-}
-
-/// Machine code without unwind information, like a JIT's: `sub rsp, 8; call rdi;
-/// add rsp, 8; ret`, in an anonymous executable mapping.
-fn jit_stub() -> extern "C" fn(extern "C" fn()) {
-    const CODE: [u8; 11] = [
-        0x48, 0x83, 0xec, 0x08, 0xff, 0xd7, 0x48, 0x83, 0xc4, 0x08, 0xc3,
-    ];
-    // SAFETY: a fresh private anonymous mapping; checked below.
-    let page = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(page, libc::MAP_FAILED);
-    // SAFETY: the mapping holds 4096 writable bytes; the code is a complete function
-    // with the C ABI taking one function pointer.
-    unsafe {
-        core::ptr::copy_nonoverlapping(CODE.as_ptr(), page.cast::<u8>(), CODE.len());
-        core::mem::transmute::<*mut libc::c_void, extern "C" fn(extern "C" fn())>(page)
     }
 }
 

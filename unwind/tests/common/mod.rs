@@ -1,9 +1,54 @@
 //! Shared helpers for heapsample-unwind's integration tests: deep Rust call chains,
-//! C frames from `tests/csrc/foreign_frames.c`, and stack comparison.
+//! C frames from `tests/csrc/foreign_frames.c`, code without unwind information, a
+//! thread's state for the remembering captures, and stack comparison.
 
 #![allow(dead_code)]
 
 use core::ffi::{c_int, c_void};
+
+use heapsample_unwind::{FunctionEntry, RuleCache, SharedRuleCache, StackMemo};
+
+/// The shared rule cache of a test binary.
+pub static SHARED: SharedRuleCache = SharedRuleCache::new();
+
+/// A thread's private state for `capture_remembered` and `capture_remembered_from`.
+pub struct Capturer {
+    pub local: Box<RuleCache<64>>,
+    pub memo: Box<StackMemo>,
+}
+
+impl Capturer {
+    pub fn new() -> Capturer {
+        Capturer {
+            local: RuleCache::<64>::new_boxed(),
+            memo: Box::new(StackMemo::new()),
+        }
+    }
+
+    /// `capture_remembered` with this state.
+    #[inline(always)]
+    pub fn capture(&mut self, frames: &mut [u64]) -> usize {
+        heapsample_unwind::capture_remembered(&mut self.local, &SHARED, &mut self.memo, frames)
+    }
+
+    /// `capture_remembered_from` with this state.
+    ///
+    /// # Safety
+    /// As for `capture_remembered_from`.
+    #[inline(always)]
+    pub unsafe fn capture_from(&mut self, entry: FunctionEntry, frames: &mut [u64]) -> usize {
+        // SAFETY: forwarded.
+        unsafe {
+            heapsample_unwind::capture_remembered_from(
+                &mut self.local,
+                &SHARED,
+                &mut self.memo,
+                entry,
+                frames,
+            )
+        }
+    }
+}
 
 include!(concat!(env!("OUT_DIR"), "/chain.rs"));
 
@@ -60,4 +105,30 @@ pub fn assert_same_stack(fast: &[u64], libgcc: &[u64], what: &str) {
         libgcc[0]
     );
     assert_eq!(&fast[1..], &libgcc[1..], "{what}: frames differ");
+}
+
+/// Machine code without unwind information, like a JIT's: `sub rsp, 8; call rdi;
+/// add rsp, 8; ret`, in an anonymous executable mapping.
+pub fn jit_stub() -> extern "C" fn(extern "C" fn()) {
+    const CODE: [u8; 11] = [
+        0x48, 0x83, 0xec, 0x08, 0xff, 0xd7, 0x48, 0x83, 0xc4, 0x08, 0xc3,
+    ];
+    // SAFETY: a fresh private anonymous mapping; checked below.
+    let page = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(page, libc::MAP_FAILED);
+    // SAFETY: the mapping holds 4096 writable bytes; the code is a complete function
+    // with the C ABI taking one function pointer.
+    unsafe {
+        core::ptr::copy_nonoverlapping(CODE.as_ptr(), page.cast::<u8>(), CODE.len());
+        core::mem::transmute::<*mut libc::c_void, extern "C" fn(extern "C" fn())>(page)
+    }
 }
