@@ -66,7 +66,6 @@ impl HookEntry {
     }
 }
 
-
 type SharedRules = heapsample_unwind::SharedRuleCache;
 
 /// The rules every thread and every forked child uses: a `MAP_SHARED`
