@@ -34,9 +34,10 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// Makes every cache, private or shared, forget all rules computed so far.
 ///
 /// Call it when an object is unloaded (`dlclose`), before its address range can be
-/// reused. A process that shares a [`SharedRuleCache`] with others across `fork` must
-/// also take a new lineage then ([`SharedRuleCache::start_new_lineage`]). Cheap (one atomic increment); private caches clear themselves at their next
-/// capture, shared buckets when they are next read or written.
+/// reused. Cheap (one atomic increment); private caches clear themselves at their
+/// next capture, shared buckets when they are next read or written. A process that
+/// shares a [`SharedRuleCache`] with others across `fork` must also take a new
+/// lineage then ([`SharedRuleCache::start_new_lineage`]).
 pub fn invalidate_all_caches() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
 }
