@@ -69,30 +69,30 @@ impl HookEntry {
 type SharedRules = heapsample_unwind::SharedRuleCache;
 
 /// The rules every thread and every forked child uses: a `MAP_SHARED`
-/// mapping made at start-up (256 KiB, touched as used), or [`PRIVATE_RULES`]
-/// until then and if it cannot be made.
+/// mapping made at start-up (256 KiB, touched as used); null before, and
+/// for good if it cannot be made (stacks are then captured by libgcc).
 static RULES: AtomicPtr<SharedRules> = AtomicPtr::new(core::ptr::null_mut());
-/// Rules for this process alone (zeroed .bss).
-static PRIVATE_RULES: SharedRules = SharedRules::new();
 static USE_LIBGCC: AtomicBool = AtomicBool::new(false);
 
-fn rules() -> &'static SharedRules {
-    let shared = RULES.load(Acquire);
-    if shared.is_null() {
-        &PRIVATE_RULES
-    } else {
-        // SAFETY: set once by `share_rules` to a zeroed mapping of the cache's
-        // size that is never unmapped; all-zero memory is an empty cache.
-        unsafe { &*shared }
+/// The shared rules, unless stacks are captured by libgcc.
+fn fast_rules() -> Option<&'static SharedRules> {
+    if USE_LIBGCC.load(Relaxed) {
+        return None;
     }
+    shared_rules()
+}
+
+fn shared_rules() -> Option<&'static SharedRules> {
+    // SAFETY: null, or set once by `share_rules` to a zeroed mapping of the
+    // cache's size that is never unmapped; all-zero memory is an empty cache.
+    unsafe { RULES.load(Acquire).as_ref() }
 }
 
 /// Put the rule cache where forked children will share it.
-fn share_rules() {
+fn share_rules() -> bool {
     let memory = crate::sys::map_shared_zeroed(SharedRules::size_in_bytes());
-    if !memory.is_null() {
-        RULES.store(memory.cast(), Release);
-    }
+    RULES.store(memory.cast(), Release);
+    !memory.is_null()
 }
 
 /// Use libgcc's unwinder instead of the cached one.
@@ -104,32 +104,36 @@ pub fn use_libgcc(on: bool) {
 /// this one shares rules with.
 pub fn invalidate() {
     heapsample_unwind::invalidate_all_caches();
-    rules().start_new_lineage();
+    before_dlopen();
 }
 
 /// Call before `dlopen` may load an object: from now on this process and
 /// the ones it shares rules with use different rules.
 pub fn before_dlopen() {
-    rules().start_new_lineage();
+    if let Some(rules) = shared_rules() {
+        rules.start_new_lineage();
+    }
 }
 
 /// The address range of the object that contains the profiler's code.
 static OWN_START: AtomicUsize = AtomicUsize::new(0);
 static OWN_END: AtomicUsize = AtomicUsize::new(0);
 
-/// Find the unwinder's glibc entry point and learn the profiler's own address
-/// range, so its frames can be dropped. Returns false when the cached
-/// unwinder cannot work here (glibc < 2.35): use libgcc's.
-pub fn init() -> bool {
+/// Find the unwinder's glibc entry point, map the shared rule cache and
+/// learn the profiler's own address range, so its frames can be dropped.
+/// Returns why the cached unwinder cannot work here (then use libgcc's).
+pub fn init() -> Result<(), &'static str> {
     if !heapsample_unwind::init() {
-        return false;
+        return Err("this glibc has no _dl_find_object (2.35+)");
     }
-    share_rules();
-    if let Some((start, end)) = object_range(init as fn() -> bool as usize) {
+    if !share_rules() {
+        return Err("cannot map the unwind rule cache");
+    }
+    if let Some((start, end)) = object_range(init as fn() -> Result<(), &'static str> as usize) {
         OWN_START.store(start, Relaxed);
         OWN_END.store(end, Relaxed);
     }
-    true
+    Ok(())
 }
 
 /// Capture the calling thread's return addresses, innermost first, without
@@ -137,10 +141,9 @@ pub fn init() -> bool {
 /// where in `frames` they are.
 #[inline(never)]
 pub fn capture(frames: &mut [u64]) -> core::ops::Range<usize> {
-    let captured = if USE_LIBGCC.load(Relaxed) {
-        heapsample_unwind::capture_libgcc(frames)
-    } else {
-        heapsample_unwind::capture_shared(rules(), frames)
+    let captured = match fast_rules() {
+        Some(rules) => heapsample_unwind::capture_shared(rules, frames),
+        None => heapsample_unwind::capture_libgcc(frames),
     };
     drop_own_frames(&mut frames[..captured])
 }
@@ -155,14 +158,12 @@ pub fn capture_with(
     frames: &mut [u64],
     entry: HookEntry,
 ) -> core::ops::Range<usize> {
-    let captured = if USE_LIBGCC.load(Relaxed) {
-        heapsample_unwind::capture_libgcc(frames)
-    } else if let Some(entry) = entry.known() {
+    let captured = match (fast_rules(), entry.known()) {
+        (None, _) => heapsample_unwind::capture_libgcc(frames),
         // SAFETY: `HookEntry::new`'s contract: the entry of a hook still
         // running on this thread, which called this capture.
-        unsafe { unwinder.capture_from(rules(), entry, frames) }
-    } else {
-        unwinder.capture(rules(), frames)
+        (Some(rules), Some(entry)) => unsafe { unwinder.capture_from(rules, entry, frames) },
+        (Some(rules), None) => unwinder.capture(rules, frames),
     };
     drop_own_frames(&mut frames[..captured])
 }

@@ -110,13 +110,15 @@ fn configure() -> u8 {
         LIVE.pin_all();
     }
     let fast_unwinder = backtrace::init();
-    if !fast_unwinder && config.prof_unwind != config::Unwinder::Libgcc {
+    if let Err(why) = fast_unwinder
+        && config.prof_unwind != config::Unwinder::Libgcc
+    {
         crate::warn!(
             Kind::Other,
-            "this glibc has no _dl_find_object (2.35+); stacks are captured with libgcc's unwinder, which is slower"
+            "{why}; stacks are captured with libgcc's unwinder, which is slower"
         );
     }
-    backtrace::use_libgcc(config.prof_unwind == config::Unwinder::Libgcc || !fast_unwinder);
+    backtrace::use_libgcc(config.prof_unwind == config::Unwinder::Libgcc || fast_unwinder.is_err());
     threads::create_exit_key();
     if config.prof_exact {
         MODE_PROFILING_EXACT
