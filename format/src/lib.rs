@@ -513,23 +513,28 @@ pub fn encode(dump: &Dump) -> Vec<u8> {
 }
 
 /// Write `dump` in the file format to `out` from its current position,
-/// streaming the body (no copy of the encoded dump is held in memory: a
-/// dump of tens of MB would otherwise double the memory a dump takes). The
-/// header, whose CRC and length are known only at the end, is written over
-/// a placeholder last, so `out` must be seekable and is left at the end.
+/// streaming the body in 64 KiB chunks (no copy of the encoded dump is held
+/// in memory: a dump of tens of MB would otherwise double the memory a dump
+/// takes). The header, whose CRC and length are known only at the end, is
+/// written over a placeholder last, so `out` must be seekable and is left
+/// at the end.
 pub fn encode_to<W: std::io::Write + std::io::Seek>(
     dump: &Dump,
     out: &mut W,
 ) -> std::io::Result<()> {
     let start = out.stream_position()?;
     out.write_all(&[0u8; HEADER_LEN])?;
-    let mut body = ChecksummedWriter {
-        inner: &mut *out,
+    let mut body = ChunkedBody {
+        out: &mut *out,
+        chunk: Vec::with_capacity(ChunkedBody::<W>::CHUNK_BYTES),
         hasher: crc32fast::Hasher::new(),
         len: 0,
     };
-    bincode::serde::encode_into_std_write(dump, &mut body, config())
-        .map_err(|error| std::io::Error::other(error.to_string()))?;
+    bincode::serde::encode_into_writer(dump, &mut body, config()).map_err(|error| match error {
+        bincode::error::EncodeError::Io { inner, .. } => inner,
+        other => std::io::Error::other(other.to_string()),
+    })?;
+    body.write_chunk()?;
     let (crc, len) = (body.hasher.finalize(), body.len);
     let mut header = [0u8; HEADER_LEN];
     header[0..8].copy_from_slice(&MAGIC);
@@ -542,23 +547,38 @@ pub fn encode_to<W: std::io::Write + std::io::Seek>(
     Ok(())
 }
 
-/// Passes bytes through, keeping their CRC-32 and count.
-struct ChecksummedWriter<'a, W: std::io::Write> {
-    inner: &'a mut W,
+/// The body being encoded: collected in a chunk (bincode's many small
+/// writes stay plain copies), which is checksummed, counted and written out
+/// whole.
+struct ChunkedBody<'a, W: std::io::Write> {
+    out: &'a mut W,
+    chunk: Vec<u8>,
     hasher: crc32fast::Hasher,
     len: u64,
 }
 
-impl<W: std::io::Write> std::io::Write for ChecksummedWriter<'_, W> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        let written = self.inner.write(bytes)?;
-        self.hasher.update(&bytes[..written]);
-        self.len += written as u64;
-        Ok(written)
-    }
+impl<W: std::io::Write> ChunkedBody<'_, W> {
+    const CHUNK_BYTES: usize = 64 << 10;
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
+    fn write_chunk(&mut self) -> std::io::Result<()> {
+        self.hasher.update(&self.chunk);
+        self.len += self.chunk.len() as u64;
+        self.out.write_all(&self.chunk)?;
+        self.chunk.clear();
+        Ok(())
+    }
+}
+
+impl<W: std::io::Write> bincode::enc::write::Writer for ChunkedBody<'_, W> {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
+        self.chunk.extend_from_slice(bytes);
+        if self.chunk.len() >= Self::CHUNK_BYTES {
+            let index = self.len as usize;
+            self.write_chunk()
+                .map_err(|inner| bincode::error::EncodeError::Io { inner, index })?;
+        }
+        Ok(())
     }
 }
 

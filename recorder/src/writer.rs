@@ -472,11 +472,9 @@ fn remove_if_unlocked(path: &std::path::Path) {
     unsafe { libc::close(fd) };
 }
 
-/// Encode `dump` into `fd` through a 64 KiB buffer.
+/// Encode `dump` into `fd` (the encoder writes it in chunks).
 fn write_encoded(fd: i32, dump: &Dump) -> Result<(), Errno> {
-    let mut out = std::io::BufWriter::with_capacity(64 << 10, Descriptor(fd));
-    heapsample_format::encode_to(dump, &mut out)
-        .and_then(|()| std::io::Write::flush(&mut out))
+    heapsample_format::encode_to(dump, &mut Descriptor(fd))
         .map_err(|error| error.raw_os_error().unwrap_or(libc::EIO))
 }
 

@@ -161,6 +161,21 @@ pub fn programs_dir() -> PathBuf {
     workspace_root().join("tests").join("programs")
 }
 
+/// Build `tests/programs/<source>` into the shared library `output` with
+/// gcc (`-shared -fPIC` and `flags`), panicking if it does not build.
+pub fn build_shared_library(source: &str, output: &Path, flags: &[&str]) -> PathBuf {
+    let status = Command::new("gcc")
+        .args(["-shared", "-fPIC"])
+        .args(flags)
+        .arg("-o")
+        .arg(output)
+        .arg(programs_dir().join(source))
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc {source} -o {}", output.display());
+    output.to_path_buf()
+}
+
 /// Path of `libjemalloc.so.2`, from `ldconfig -p` or the Debian location.
 ///
 /// Returns `None` when it is not installed, unless the `CI` environment

@@ -4,7 +4,6 @@
 //! and a relative `dlopen` name is recorded as the absolute path it meant.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use heapsample_tests::*;
 
@@ -12,15 +11,11 @@ const PLUGINS: usize = 20;
 
 fn build_plugins(dir: &Path) {
     for id in 0..PLUGINS {
-        let status = Command::new("gcc")
-            .args(["-shared", "-fPIC", "-g", "-O1", "-fno-omit-frame-pointer"])
-            .arg(format!("-DPLUGIN_ID={id}"))
-            .arg("-o")
-            .arg(dir.join(format!("plugin_{id}.so")))
-            .arg(programs_dir().join("dl_plugin.c"))
-            .status()
-            .expect("gcc");
-        assert!(status.success(), "building plugin {id}");
+        build_shared_library(
+            "dl_plugin.c",
+            &dir.join(format!("plugin_{id}.so")),
+            &["-g", "-O1", "-fno-omit-frame-pointer", &format!("-DPLUGIN_ID={id}")],
+        );
     }
 }
 

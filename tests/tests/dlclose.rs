@@ -8,17 +8,11 @@ use std::process::Command;
 use heapsample_tests::*;
 
 fn build_lib(dir: &Path, name: &str, function: &str) -> PathBuf {
-    let out = dir.join(name);
-    let status = Command::new("gcc")
-        .args(["-shared", "-fPIC", "-g", "-O1", "-fno-omit-frame-pointer"])
-        .arg(format!("-DALLOC_FN={function}"))
-        .arg("-o")
-        .arg(&out)
-        .arg(programs_dir().join("trig_dl_lib.c"))
-        .status()
-        .expect("gcc");
-    assert!(status.success(), "building {name}");
-    out
+    build_shared_library(
+        "trig_dl_lib.c",
+        &dir.join(name),
+        &["-g", "-O1", "-fno-omit-frame-pointer", &format!("-DALLOC_FN={function}")],
+    )
 }
 
 #[test]
@@ -39,15 +33,11 @@ fn unloaded_library_frames_stay_attributed_under_prof_exact() {
 #[test]
 fn unloaded_library_frames_stay_attributed_after_bootstrap_arena_use() {
     let libs = TempDir::new("dl-hook");
-    let hook = libs.path().join("libdlsym_allocates.so");
-    let status = Command::new("gcc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&hook)
-        .arg(programs_dir().join("dlsym_allocates.c"))
-        .arg("-ldl")
-        .status()
-        .expect("gcc");
-    assert!(status.success(), "building the dlsym interposer");
+    let hook = build_shared_library(
+        "dlsym_allocates.c",
+        &libs.path().join("libdlsym_allocates.so"),
+        &["-O1", "-ldl"],
+    );
     let outcome = check_attribution("lg_prof_sample:0", &[hook]);
     let blocks = outcome
         .stderr

@@ -166,18 +166,13 @@ fn pprof_flat(top: &str) -> BTreeMap<String, i64> {
 }
 
 fn compile_shared(dir: &Path, source: &str, name: &str, defines: &[&str]) -> PathBuf {
-    let output = dir.join(name);
-    let status = Command::new("gcc")
-        .args(COMMON_FLAGS)
-        .args(["-shared", "-fPIC", "-Wl,--build-id"])
-        .args(defines)
-        .arg("-o")
-        .arg(&output)
-        .arg(programs_dir().join(source))
-        .status()
-        .expect("run gcc");
-    assert!(status.success(), "gcc {source}");
-    output
+    let flags: Vec<&str> = COMMON_FLAGS
+        .iter()
+        .copied()
+        .chain(["-Wl,--build-id"])
+        .chain(defines.iter().copied())
+        .collect();
+    build_shared_library(source, &dir.join(name), &flags)
 }
 
 // ---------------------------------------------------------------------------

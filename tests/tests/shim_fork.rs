@@ -148,18 +148,17 @@ fn fork_while_another_thread_allocates() {
 fn siblings_loading_different_objects_at_one_address_keep_correct_stacks() {
     let libs = TempDir::new("fork-plugins");
     let build = |name: &str, pad: u32| {
-        let out = libs.path().join(name);
-        let status = std::process::Command::new("gcc")
-            .args(["-shared", "-fPIC", "-O1", "-fomit-frame-pointer"])
-            .args(["-fno-stack-protector", "-fcf-protection=none"])
-            .arg(format!("-DPAD={pad}"))
-            .arg("-o")
-            .arg(&out)
-            .arg(programs_dir().join("fork_plugin.c"))
-            .status()
-            .expect("gcc");
-        assert!(status.success(), "building {name}");
-        out
+        build_shared_library(
+            "fork_plugin.c",
+            &libs.path().join(name),
+            &[
+                "-O1",
+                "-fomit-frame-pointer",
+                "-fno-stack-protector",
+                "-fcf-protection=none",
+                &format!("-DPAD={pad}"),
+            ],
+        )
     };
     let big = build("fork_plugin_big.so", 4000);
     let small = build("fork_plugin_small.so", 256);
