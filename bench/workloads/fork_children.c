@@ -2,11 +2,12 @@
  * Fork-heavy workload: a parent forks <n> short-lived children one after
  * another, as fork-per-connection servers and shell scripts do.
  *
- *   fork_children <n> <child_bytes> [exit|_exit] [child_ms]
+ *   fork_children <n> <child_bytes> [exit|_exit] [child_ms] [grandchild]
  *
  * Each child allocates <child_bytes> bytes in 4 KiB blocks (freed), sleeps
- * <child_ms> milliseconds (default 0), then leaves with exit(0) (atexit
- * handlers and a profiler's exit dump run) or _exit(0). Prints the medians, in microseconds, of the parent's fork()
+ * <child_ms> milliseconds (default 0), with "grandchild" forks and reaps a
+ * child of its own that leaves at once with _exit(0), then leaves with
+ * exit(0) (atexit handlers and a profiler's exit dump run) or _exit(0). Prints the medians, in microseconds, of the parent's fork()
  * call (fork_us) and of a child's whole life seen from the parent, fork to
  * waitpid (child_us).
  */
@@ -34,13 +35,15 @@ static int compare(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: fork_children <n> <child_bytes> [exit|_exit] [child_ms]\n");
+        fprintf(stderr,
+                "usage: fork_children <n> <child_bytes> [exit|_exit] [child_ms] [grandchild]\n");
         return 1;
     }
     int n = atoi(argv[1]);
     long bytes = atol(argv[2]);
     int quick = argc > 3 && strcmp(argv[3], "_exit") == 0;
     long child_ms = argc > 4 ? atol(argv[4]) : 0;
+    int grandchild = argc > 5 && strcmp(argv[5], "grandchild") == 0;
     double *forks = calloc(n, sizeof *forks), *lives = calloc(n, sizeof *lives);
     /* The parent has a heap of its own, as a server would. */
     for (int i = 0; i < 2000; i++) {
@@ -56,6 +59,11 @@ int main(int argc, char **argv) {
                 free(escape);
             }
             if (child_ms > 0) usleep(child_ms * 1000);
+            if (grandchild) {
+                pid_t own = fork();
+                if (own == 0) _exit(0);
+                waitpid(own, NULL, 0);
+            }
             if (quick) _exit(0);
             exit(0);
         }

@@ -68,9 +68,14 @@ fn write_background_dump(trigger: Trigger) {
 /// forked; `u64::MAX` in a process that was not forked.
 static SAMPLES_AT_FORK: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// CLOCK_MONOTONIC at the last fork, in nanoseconds: read in the parent
-/// before the fork (a child that read the clock itself would first fault in
-/// the clock's data page), so a child has it from its parent's image.
+/// CLOCK_MONOTONIC, in nanoseconds, when this process last called `fork`:
+/// read in the parent before the fork (a child that read the clock itself
+/// would first fault in the clock's data page), so a child has it from its
+/// parent's image.
+static FORK_CALLED_NS: AtomicU64 = AtomicU64::new(0);
+
+/// In a forked child: when it was forked ([`FORK_CALLED_NS`] as the child
+/// found it; its own later forks do not change it).
 static FORKED_AT_NS: AtomicU64 = AtomicU64::new(0);
 
 fn monotonic_ns() -> u64 {
@@ -153,7 +158,7 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
 
 extern "C" fn fork_prepare() {
     tls::current().set_flag(tls::FLAG_GUARD, true);
-    FORKED_AT_NS.store(monotonic_ns(), Relaxed);
+    FORK_CALLED_NS.store(monotonic_ns(), Relaxed);
     // Not the dump lock: a dump in progress must not delay fork.
     modules::lock_for_fork();
     threads::lock_for_fork();
@@ -197,6 +202,7 @@ extern "C" fn fork_child() {
     dumper::reset_in_child();
     triggers::reset_in_child();
     SAMPLES_AT_FORK.store(state::samples_taken(), Relaxed);
+    FORKED_AT_NS.store(FORK_CALLED_NS.load(Relaxed), Relaxed);
     reseed_forking_thread();
     tls::current().set_flag(tls::FLAG_GUARD, false);
 }

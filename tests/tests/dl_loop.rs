@@ -14,7 +14,12 @@ fn build_plugins(dir: &Path) {
         build_shared_library(
             "dl_plugin.c",
             &dir.join(format!("plugin_{id}.so")),
-            &["-g", "-O1", "-fno-omit-frame-pointer", &format!("-DPLUGIN_ID={id}")],
+            &[
+                "-g",
+                "-O1",
+                "-fno-omit-frame-pointer",
+                &format!("-DPLUGIN_ID={id}"),
+            ],
         );
     }
 }

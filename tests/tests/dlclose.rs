@@ -11,7 +11,12 @@ fn build_lib(dir: &Path, name: &str, function: &str) -> PathBuf {
     build_shared_library(
         "trig_dl_lib.c",
         &dir.join(name),
-        &["-g", "-O1", "-fno-omit-frame-pointer", &format!("-DALLOC_FN={function}")],
+        &[
+            "-g",
+            "-O1",
+            "-fno-omit-frame-pointer",
+            &format!("-DALLOC_FN={function}"),
+        ],
     )
 }
 

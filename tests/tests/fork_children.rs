@@ -33,21 +33,25 @@ fn child_dumps(outcome: &Outcome) -> usize {
 fn which_forked_children_dump_at_exit() {
     let (_dir, binary) = fork_children();
     // (option, children, bytes each child allocates, how long each lives in
-    // ms, child dumps expected). 4 MiB is 8 sampling periods: a child misses
+    // ms, whether it forks a grandchild before leaving, child dumps
+    // expected). 4 MiB is 8 sampling periods: a child misses
     // every sample with e^-8 odds. The default (`lived`) wants a child that
     // sampled and ran for a second.
+    // A child's own forks do not restart its clock: the children that fork
+    // a grandchild just before leaving still count as having run a second.
     let cases = [
-        ("", "20", "4194304", "0", 0),
-        ("", "2", "4194304", "1100", 2),
-        ("", "2", "0", "1100", 0),
-        ("prof_fork_final:sampled", "20", "0", "0", 0),
-        ("prof_fork_final:sampled", "20", "4194304", "0", 20),
-        ("prof_fork_final:all", "20", "0", "0", 20),
-        ("prof_fork_final:none", "2", "4194304", "1100", 0),
+        ("", "20", "4194304", "0", "", 0),
+        ("", "2", "4194304", "1100", "", 2),
+        ("", "2", "4194304", "1100", "grandchild", 2),
+        ("", "2", "0", "1100", "", 0),
+        ("prof_fork_final:sampled", "20", "0", "0", "", 0),
+        ("prof_fork_final:sampled", "20", "4194304", "0", "", 20),
+        ("prof_fork_final:all", "20", "0", "0", "", 20),
+        ("prof_fork_final:none", "2", "4194304", "1100", "", 0),
     ];
-    for (conf, children, bytes, life_ms, expected) in cases {
+    for (conf, children, bytes, life_ms, then, expected) in cases {
         let outcome = Run::new(&binary)
-            .args([children, bytes, "exit", life_ms])
+            .args([children, bytes, "exit", life_ms, then])
             .with_shim()
             .prof_conf(conf)
             .run();
@@ -55,7 +59,7 @@ fn which_forked_children_dump_at_exit() {
         assert_eq!(
             child_dumps(&outcome),
             expected,
-            "PROF_CONF={conf} with {children} children of {bytes} bytes living {life_ms} ms\n{}",
+            "PROF_CONF={conf} with {children} children of {bytes} bytes living {life_ms} ms {then}\n{}",
             outcome.context()
         );
         assert!(
