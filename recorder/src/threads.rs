@@ -248,15 +248,12 @@ pub unsafe fn reset_in_child() {
     // SAFETY: the forking thread held the lock; nobody else exists.
     unsafe { REGISTRY.force_unlock() };
     let me = tls::current();
-    let mut registry = REGISTRY.lock();
-    let others: Vec<&'static ThreadState> = registry
-        .live
-        .iter()
-        .copied()
-        .filter(|&state| !core::ptr::eq(state, me))
-        .collect();
-    for state in others {
-        fold_into_retired(state);
-    }
-    registry.live.retain(|&state| core::ptr::eq(state, me));
+    // In place: a fork handler that allocates costs every child a page fault.
+    REGISTRY.lock().live.retain(|&state| {
+        let survives = core::ptr::eq(state, me);
+        if !survives {
+            fold_into_retired(state);
+        }
+        survives
+    });
 }
