@@ -2,7 +2,9 @@
 //! leak summary, and the fork handlers.
 //!
 //! Owns the order in which the profiler's locks are taken around `fork`
-//! (the ranks in `spin_lock`) and what a forked child resets.
+//! (the ranks in `spin_lock`), what a forked child resets (including its
+//! sampling generator, so siblings sample independently) and which forked
+//! children write an exit dump (`prof_fork_final`).
 //!
 //! Never runs inside malloc: the constructor registers handlers, the exit
 //! handler writes a file, the fork handlers take every profiler lock but
