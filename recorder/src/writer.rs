@@ -3,9 +3,10 @@
 //!
 //! Owns the dump sequence numbers and the file protocol: the profile is
 //! encoded as it is written (no encoded copy in memory) to a temporary file
-//! in the destination's directory (created `O_EXCL | O_NOFOLLOW`, mode 0600,
-//! locked with `flock` while it is written) and moved to the final name, so a crash or a full
-//! disk never leaves a partial file under the final name. An automatic name
+//! in the destination's directory (created `O_EXCL | O_NOFOLLOW`, mode
+//! 0600, locked with `flock` while it is written) and moved to the final
+//! name, so a crash or a full disk never leaves a partial file under the
+//! final name. An automatic name
 //! never replaces an existing file (a repeated pid gets a later generation);
 //! an explicit path replaces only a regular file or a symbolic link. The
 //! first automatic dump of a process removes the temporary files that killed
