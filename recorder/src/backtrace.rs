@@ -8,8 +8,12 @@
 //! and, through `MAP_SHARED` memory, by every process forked from this one
 //! (a new child starts warm: a fork-per-connection server computes the rules
 //! of its connection code once, not once per child; a process takes a new
-//! lineage before it loads or unloads an object, so processes whose objects
-//! differ never use each other's rules), and the memo, which
+//! lineage before it loads or unloads an object through `dlopen`/`dlclose`,
+//! so processes whose objects differ never use each other's rules; objects
+//! glibc loads on its own, NSS and iconv modules, pass no interposed call:
+//! two siblings that each load a different one at the same address could
+//! share a wrong rule for it, which ends that stack early or wrongly but
+//! reads nothing outside the stack), and the memo, which
 //! replays the outer frames unchanged since the thread's previous capture
 //! instead of stepping them (consecutive samples on a thread usually share
 //! most of their stack). A thread without its private state (one that is
