@@ -12,8 +12,9 @@
 //! so processes whose objects differ never use each other's rules; objects
 //! glibc loads on its own, NSS and iconv modules, pass no interposed call:
 //! two siblings that each load a different one at the same address could
-//! share a wrong rule for it, which ends that stack early or wrongly but
-//! reads nothing outside the stack), and the memo, which
+//! share a wrong rule for it, with the same consequences as any wrong
+//! unwind information: that stack ends early or wrongly), and the memo,
+//! which
 //! replays the outer frames unchanged since the thread's previous capture
 //! instead of stepping them (consecutive samples on a thread usually share
 //! most of their stack). A thread without its private state (one that is
