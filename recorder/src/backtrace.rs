@@ -4,24 +4,24 @@
 //! each thread's private unwinding state (`tls::ThreadUnwinder`: a small rule
 //! cache and the memo of its last walk) and the removal of the shim's own
 //! frames. The default is `heapsample-unwind`: a thread's private cache in
-//! front of one rule cache shared by every thread (a new thread starts warm)
-//! and, through `MAP_SHARED` memory, by every process forked from this one
-//! (a new child starts warm: a fork-per-connection server computes the rules
-//! of its connection code once, not once per child; a process takes a new
-//! lineage before it loads or unloads an object through `dlopen`/`dlclose`,
-//! so processes whose objects differ never use each other's rules; objects
-//! glibc loads on its own, NSS and iconv modules, pass no interposed call:
-//! two siblings that each load a different one at the same address could
-//! share a wrong rule for it, with the same consequences as any wrong
-//! unwind information: that stack ends early or wrongly), and the memo,
-//! which
-//! replays the outer frames unchanged since the thread's previous capture
-//! instead of stepping them (consecutive samples on a thread usually share
-//! most of their stack). A thread without its private state (one that is
-//! exiting) uses the shared cache alone. `prof_unwind:libgcc` selects
+//! front of one shared rule cache (a new thread starts warm), and the memo,
+//! which replays the outer frames unchanged since the thread's previous
+//! capture instead of stepping them (consecutive samples on a thread usually
+//! share most of their stack). A thread without its private state (one that
+//! is exiting) uses the shared cache alone. `prof_unwind:libgcc` selects
 //! libgcc's `_Unwind_Backtrace`, which on glibc ≥ 2.35 also finds unwind
 //! tables through the lock-free `_dl_find_object` and does not allocate, but
 //! costs 2–10 µs per stack.
+//!
+//! The shared cache lives in `MAP_SHARED` memory, so every process forked
+//! from this one uses it too: a fork-per-connection server computes the
+//! rules of its connection code once, not once per child. A process takes a
+//! new lineage before it loads or unloads an object through `dlopen` or
+//! `dlclose`, so processes whose objects differ never use each other's
+//! rules. Objects glibc loads on its own (NSS and iconv modules) pass no
+//! interposed call: two siblings that each load a different one at the same
+//! address could share a wrong rule for it, with the consequences of any
+//! wrong unwind information (that stack ends early or wrongly).
 //!
 //! A sample taken in a hook whose naked entry saved its rsp and rbp
 //! ([`HookEntry`]: malloc's crossing route and, at short periods, calloc,
