@@ -15,13 +15,11 @@
 //!
 //! The shared cache lives in `MAP_SHARED` memory, so every process forked
 //! from this one uses it too: a fork-per-connection server computes the
-//! rules of its connection code once, not once per child. A process takes a
-//! new lineage before it loads or unloads an object through `dlopen` or
-//! `dlclose`, so processes whose objects differ never use each other's
-//! rules. Objects glibc loads on its own (NSS and iconv modules) pass no
-//! interposed call: two siblings that each load a different one at the same
-//! address could share a wrong rule for it, with the consequences of any
-//! wrong unwind information (that stack ends early or wrongly).
+//! rules of its connection code once, not once per child. Each entry names
+//! the object its rule came from (mapping, `.eh_frame_hdr`, name), so a
+//! process never uses a rule for another object that its relative had at
+//! the same address, whether `dlopen`, `dlmopen` or glibc itself (NSS, iconv)
+//! loaded it.
 //!
 //! A sample taken in a hook whose naked entry saved its rsp and rbp
 //! ([`HookEntry`]: malloc's crossing route and, at short periods, calloc,
@@ -105,19 +103,9 @@ pub fn use_libgcc(on: bool) {
     USE_LIBGCC.store(on, Relaxed);
 }
 
-/// Forget cached unwind rules (around `dlclose`), here and in the processes
-/// this one shares rules with.
+/// Forget cached unwind rules (around `dlclose`).
 pub fn invalidate() {
     heapsample_unwind::invalidate_all_caches();
-    before_dlopen();
-}
-
-/// Call before `dlopen` may load an object: from now on this process and
-/// the ones it shares rules with use different rules.
-pub fn before_dlopen() {
-    if let Some(rules) = shared_rules() {
-        rules.start_new_lineage();
-    }
 }
 
 /// The address range of the object that contains the profiler's code.

@@ -1,13 +1,11 @@
 //! `dlopen` and `dlclose`: remember what a relative `dlopen` name meant when
-//! it was given, snapshot the module map before an object may be unloaded,
-//! so stacks captured in it keep a module to symbolize against, and stop
-//! sharing unwind rules with forked relatives before this process's objects
-//! change.
+//! it was given, and snapshot the module map before an object may be
+//! unloaded, so stacks captured in it keep a module to symbolize against.
 
 use core::ffi::{c_char, c_int, c_void};
 
 use heapsample_recorder::sys::{ErrnoGuard, LazyNext};
-use heapsample_recorder::{backtrace, modules, state, tls};
+use heapsample_recorder::{modules, state, tls};
 
 type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 static NEXT_DLCLOSE: LazyNext = LazyNext::new(c"dlclose");
@@ -21,8 +19,6 @@ unsafe extern "C" fn before_dlopen(file: *const c_char) -> *mut c_void {
         let _guard = tls::Guard::enter();
         // SAFETY: dlopen's argument is a NUL-terminated string.
         modules::note_dlopen(unsafe { core::ffi::CStr::from_ptr(file) });
-        // Before the object can be mapped (its constructors may allocate).
-        backtrace::before_dlopen();
     }
     // Looked up like dlclose's, as the program's own call.
     NEXT_DLOPEN.get()

@@ -143,9 +143,21 @@ fn fork_while_another_thread_allocates() {
 /// same code layout and different frame sizes at the same address, one after
 /// the other; every stack through the second one's plugin must still reach
 /// `main` (a rule reused from the first would send the walk into the
-/// plugin's padding).
+/// plugin's padding, or, with the 4 MB frame, past the end of the stack).
 #[test]
 fn siblings_loading_different_objects_at_one_address_keep_correct_stacks() {
+    siblings_load_different_objects("dlopen", 4000);
+}
+
+/// The same with loads no interposed `dlopen` sees (`dlmopen` into the base
+/// namespace, as glibc's own loads of NSS and iconv modules), and a frame
+/// larger than what is left of the stack above it.
+#[test]
+fn siblings_loading_different_objects_unseen_keep_correct_stacks() {
+    siblings_load_different_objects("dlmopen", 4_000_000);
+}
+
+fn siblings_load_different_objects(how: &str, big_frame: u32) {
     let libs = TempDir::new("fork-plugins");
     let build = |name: &str, pad: u32| {
         build_shared_library(
@@ -160,7 +172,7 @@ fn siblings_loading_different_objects_at_one_address_keep_correct_stacks() {
             ],
         )
     };
-    let big = build("fork_plugin_big.so", 4000);
+    let big = build("fork_plugin_big.so", big_frame);
     let small = build("fork_plugin_small.so", 256);
     let program = compile_c(
         "fork_plugins.c",
@@ -170,6 +182,7 @@ fn siblings_loading_different_objects_at_one_address_keep_correct_stacks() {
         },
     );
     let outcome = Run::program(&program)
+        .arg(how)
         .args([&big, &small])
         .with_shim()
         .prof_conf("lg_prof_sample:0,prof_fork_final:all")

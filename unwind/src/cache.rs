@@ -1,31 +1,30 @@
 //! Rule caches: code address → encoded [`Rule`], in caller-owned fixed-size memory.
 //!
-//! Owns the two cache layouts, the process-wide invalidation generation, the
-//! process's lineage (which entries of a cache shared with other processes it may
-//! use) and the `RuleStore` adapters the stack walk uses.
+//! Owns the two cache layouts, the process-wide invalidation generation and the
+//! `RuleStore` adapters the stack walk uses.
 //!
 //! * [`RuleCache`]: one thread at a time (`&mut`); 4-way set-associative buckets of one
 //!   cache line, FIFO replacement within a bucket.
 //! * [`SharedRuleCache`]: any number of threads (`&self`), and any number of processes
-//!   when it lives in memory `fork` shares (`MAP_SHARED`); 3-way buckets of one cache
+//!   when it lives in memory `fork` shares (`MAP_SHARED`); 2-way buckets of one cache
 //!   line, each guarded by a per-bucket sequence counter (a seqlock). Readers never
 //!   wait: a bucket being written counts as a miss. A writer that finds the bucket busy
 //!   skips the insertion instead of waiting.
 //!
 //! A rule is a function of the code address and the object mapped there. Processes
 //! forked from one another map the same objects at the same addresses until one of
-//! them loads or unloads an object, so a shared bucket is tagged with its writer's
-//! lineage and generation: a process that is about to change its set of objects takes
-//! a new lineage ([`SharedRuleCache::start_new_lineage`], numbered from a counter in
-//! the shared memory itself, so no two processes ever draw the same one), and from
-//! then on neither sees the other's entries. Forked children inherit their parent's
-//! lineage and with it every rule any process of that lineage computed.
+//! them loads or unloads one, by `dlopen` or by glibc itself (NSS, iconv), so each
+//! shared entry carries the key of the object its rule was computed from
+//! ([`crate::cfi::object_key`]: mapping, `.eh_frame_hdr` and name) and is used only
+//! where the object at that address has the same key. Forked children thus start with
+//! every rule their relatives computed for the objects they share.
 //!
 //! Runs inside malloc: no allocation, no locks (nothing here ever waits), no system
 //! calls. All-zero memory is a valid empty cache of either kind.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
+use crate::cfi::{self, ObjectKey};
 use crate::rule::Rule;
 
 /// Bumped by [`invalidate_all_caches`]; caches drop rules computed under an older value.
@@ -35,25 +34,13 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 ///
 /// Call it when an object is unloaded (`dlclose`), before its address range can be
 /// reused. Cheap (one atomic increment); private caches clear themselves at their
-/// next capture, shared buckets when they are next read or written. A process that
-/// shares a [`SharedRuleCache`] with others across `fork` must also take a new
-/// lineage then ([`SharedRuleCache::start_new_lineage`]).
+/// next capture, shared buckets when they are next read or written.
 pub fn invalidate_all_caches() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
 }
 
 pub(crate) fn current_generation() -> u64 {
     GENERATION.load(Ordering::Acquire)
-}
-
-/// This process's lineage: 0 until it first calls
-/// [`SharedRuleCache::start_new_lineage`], inherited across `fork`.
-static LINEAGE: AtomicU32 = AtomicU32::new(0);
-
-/// The tag of the entries this process may read from and write to a shared cache:
-/// its lineage and its generation.
-fn shared_tag() -> u64 {
-    (u64::from(LINEAGE.load(Ordering::Acquire)) << 32) | (current_generation() & 0xffff_ffff)
 }
 
 /// Picks a bucket for a code address: multiplicative hashing, top bits.
@@ -222,52 +209,48 @@ impl<const BUCKETS: usize> RuleStore for LocalStore<'_, BUCKETS> {
     }
 }
 
-const SHARED_WAYS: usize = 3;
+const SHARED_WAYS: usize = 2;
 
 #[repr(C, align(64))]
 struct SharedBucket {
     /// Odd while a writer is updating the bucket.
     sequence: AtomicU32,
-    /// The writer's [`shared_tag`]: its lineage, and the low 32 bits of the
-    /// [`GENERATION`] the entries were computed under.
-    tag: AtomicU64,
+    /// Low 32 bits of the writer's [`GENERATION`] when the entries were computed.
+    generation: AtomicU32,
     addresses: [AtomicU64; SHARED_WAYS],
     rules: [AtomicU64; SHARED_WAYS],
+    /// [`ObjectKey::key`] of the object each rule was computed from.
+    objects: [AtomicU64; SHARED_WAYS],
 }
 
 impl SharedBucket {
     const fn new() -> Self {
         SharedBucket {
             sequence: AtomicU32::new(0),
-            tag: AtomicU64::new(0),
+            generation: AtomicU32::new(0),
             addresses: [const { AtomicU64::new(0) }; SHARED_WAYS],
             rules: [const { AtomicU64::new(0) }; SHARED_WAYS],
+            objects: [const { AtomicU64::new(0) }; SHARED_WAYS],
         }
     }
 }
 
-/// A rule cache shared by all threads: `BUCKETS` × 3 entries in 64-byte buckets
-/// (256 KiB for the default 4096 buckets, plus one line of header). `BUCKETS` must
-/// be a power of two.
+/// A rule cache shared by all threads: `BUCKETS` × 2 entries in 64-byte buckets
+/// (256 KiB for the default 4096 buckets). `BUCKETS` must be a power of two.
 ///
 /// Lock-free: readers never wait and writers never wait (a busy bucket is simply not
 /// updated). Holds no pointers; all-zero memory is a valid empty cache, so a `static`
 /// (`SharedRuleCache::new()` is `const`) costs only `.bss`, and so does a zeroed
-/// `MAP_SHARED` mapping that forked children keep using (see the module docs for
-/// lineages). A process killed while writing a bucket leaves it busy for good: that
-/// bucket then always misses.
+/// `MAP_SHARED` mapping that forked children keep using (each entry names its
+/// object: see the module docs). A process killed while writing a bucket leaves it
+/// busy for good: that bucket then always misses.
 ///
-/// After 2³² calls to [`invalidate_all_caches`] in one lineage a bucket untouched for
-/// that long could be taken as current again; no realistic program gets there.
+/// After 2³² calls to [`invalidate_all_caches`] a bucket untouched for that long could
+/// be taken as current again; its entries still apply only to their own objects.
 #[repr(C)]
 pub struct SharedRuleCache<const BUCKETS: usize = 4096> {
-    /// The last lineage handed out (on a line of its own).
-    lineages: LineageCounter,
     buckets: [SharedBucket; BUCKETS],
 }
-
-#[repr(C, align(64))]
-struct LineageCounter(AtomicU32);
 
 impl<const BUCKETS: usize> SharedRuleCache<BUCKETS> {
     const VALID_SIZE: () = assert!(BUCKETS.is_power_of_two() && BUCKETS >= 2);
@@ -276,22 +259,8 @@ impl<const BUCKETS: usize> SharedRuleCache<BUCKETS> {
     pub const fn new() -> Self {
         let () = Self::VALID_SIZE;
         SharedRuleCache {
-            lineages: LineageCounter(AtomicU32::new(0)),
             buckets: [const { SharedBucket::new() }; BUCKETS],
         }
-    }
-
-    /// Gives the calling process a lineage no other process using this cache has or
-    /// had: call it before the process loads or unloads an object (`dlopen`,
-    /// `dlclose`), so that neither it nor the processes it shares the cache with use
-    /// the other's rules from then on. Outside the stack walk; lock-free.
-    pub fn start_new_lineage(&self) {
-        let lineage = self
-            .lineages
-            .0
-            .fetch_add(1, Ordering::AcqRel)
-            .wrapping_add(1);
-        LINEAGE.store(lineage, Ordering::Release);
     }
 
     /// Bytes of memory one cache of this size occupies.
@@ -299,29 +268,33 @@ impl<const BUCKETS: usize> SharedRuleCache<BUCKETS> {
         core::mem::size_of::<Self>()
     }
 
-    fn get(&self, address: u64, tag: u64) -> Option<Rule> {
+    fn get(&self, address: u64, generation: u32, object: u64) -> Option<Rule> {
         let bucket = &self.buckets[bucket_index(address, BUCKETS)];
         let sequence_before = bucket.sequence.load(Ordering::Acquire);
         if sequence_before & 1 != 0 {
             return None;
         }
-        let bucket_tag = bucket.tag.load(Ordering::Relaxed);
+        let bucket_generation = bucket.generation.load(Ordering::Relaxed);
         let mut found = 0;
         for way in 0..SHARED_WAYS {
-            if bucket.addresses[way].load(Ordering::Relaxed) == address {
+            if bucket.addresses[way].load(Ordering::Relaxed) == address
+                && bucket.objects[way].load(Ordering::Relaxed) == object
+            {
                 found = bucket.rules[way].load(Ordering::Relaxed);
                 break;
             }
         }
         // Seqlock read side: the fence orders the loads above before the re-check.
         fence(Ordering::Acquire);
-        if bucket.sequence.load(Ordering::Relaxed) != sequence_before || bucket_tag != tag {
+        if bucket.sequence.load(Ordering::Relaxed) != sequence_before
+            || bucket_generation != generation
+        {
             return None;
         }
         Rule::decode(found)
     }
 
-    fn put(&self, address: u64, rule: Rule, tag: u64) {
+    fn put(&self, address: u64, rule: Rule, generation: u32, object: u64) {
         let bucket = &self.buckets[bucket_index(address, BUCKETS)];
         let sequence = bucket.sequence.load(Ordering::Relaxed);
         if sequence & 1 != 0
@@ -335,22 +308,25 @@ impl<const BUCKETS: usize> SharedRuleCache<BUCKETS> {
         }
         // Seqlock write side: the odd sequence becomes visible before the entry stores.
         fence(Ordering::Release);
-        let stale = bucket.tag.load(Ordering::Relaxed) != tag;
+        let stale = bucket.generation.load(Ordering::Relaxed) != generation;
         for way in (1..SHARED_WAYS).rev() {
-            let (moved_address, moved_rule) = if stale {
-                (0, 0)
+            let moved = if stale {
+                (0, 0, 0)
             } else {
                 (
                     bucket.addresses[way - 1].load(Ordering::Relaxed),
                     bucket.rules[way - 1].load(Ordering::Relaxed),
+                    bucket.objects[way - 1].load(Ordering::Relaxed),
                 )
             };
-            bucket.addresses[way].store(moved_address, Ordering::Relaxed);
-            bucket.rules[way].store(moved_rule, Ordering::Relaxed);
+            bucket.addresses[way].store(moved.0, Ordering::Relaxed);
+            bucket.rules[way].store(moved.1, Ordering::Relaxed);
+            bucket.objects[way].store(moved.2, Ordering::Relaxed);
         }
         bucket.addresses[0].store(address, Ordering::Relaxed);
         bucket.rules[0].store(rule.encode(), Ordering::Relaxed);
-        bucket.tag.store(tag, Ordering::Relaxed);
+        bucket.objects[0].store(object, Ordering::Relaxed);
+        bucket.generation.store(generation, Ordering::Relaxed);
         bucket
             .sequence
             .store(sequence.wrapping_add(2), Ordering::Release);
@@ -363,17 +339,33 @@ impl<const BUCKETS: usize> Default for SharedRuleCache<BUCKETS> {
     }
 }
 
-/// A [`SharedRuleCache`] used for one capture, with the tag read once.
+/// A [`SharedRuleCache`] used for one capture, with the generation read once and
+/// the key of the object last looked up kept (consecutive frames are mostly in one
+/// object).
 pub(crate) struct SharedStore<'a, const BUCKETS: usize> {
     cache: &'a SharedRuleCache<BUCKETS>,
-    tag: u64,
+    generation: u32,
+    last_object: Option<ObjectKey>,
 }
 
 impl<'a, const BUCKETS: usize> SharedStore<'a, BUCKETS> {
     pub(crate) fn new(cache: &'a SharedRuleCache<BUCKETS>) -> Self {
         SharedStore {
             cache,
-            tag: shared_tag(),
+            generation: current_generation() as u32,
+            last_object: None,
+        }
+    }
+
+    /// The key of the object at `address`; `None` where no object maps it (such
+    /// rules stay out of the shared cache).
+    fn object_at(&mut self, address: u64) -> Option<u64> {
+        match self.last_object {
+            Some(object) if (object.start..object.end).contains(&address) => Some(object.key),
+            _ => {
+                self.last_object = cfi::object_key(address);
+                self.last_object.map(|object| object.key)
+            }
         }
     }
 }
@@ -381,11 +373,14 @@ impl<'a, const BUCKETS: usize> SharedStore<'a, BUCKETS> {
 impl<const BUCKETS: usize> RuleStore for SharedStore<'_, BUCKETS> {
     #[inline(always)]
     fn get(&mut self, address: u64) -> Option<Rule> {
-        self.cache.get(address, self.tag)
+        let object = self.object_at(address)?;
+        self.cache.get(address, self.generation, object)
     }
 
     fn put(&mut self, address: u64, rule: Rule) {
-        self.cache.put(address, rule, self.tag);
+        if let Some(object) = self.object_at(address) {
+            self.cache.put(address, rule, self.generation, object);
+        }
     }
 }
 
@@ -454,49 +449,34 @@ mod tests {
     }
 
     #[test]
-    fn shared_cache_respects_generation() {
+    fn shared_cache_respects_generation_and_object() {
         let cache = SharedRuleCache::<4>::new();
-        cache.put(100, step(16), 7);
-        assert_eq!(cache.get(100, 7), Some(step(16)));
-        assert_eq!(cache.get(100, 8), None);
-        cache.put(200, step(24), 8);
+        cache.put(100, step(16), 7, 1);
+        assert_eq!(cache.get(100, 7, 1), Some(step(16)));
+        assert_eq!(cache.get(100, 8, 1), None);
+        assert_eq!(
+            cache.get(100, 7, 3),
+            None,
+            "another object at the same address"
+        );
+        cache.put(200, step(24), 8, 1);
         // The bucket of 200 was either reset to generation 8 or is another bucket.
-        assert_eq!(cache.get(200, 8), Some(step(24)));
+        assert_eq!(cache.get(200, 8, 1), Some(step(24)));
     }
 
     #[test]
-    fn a_new_lineage_sees_none_of_the_old_entries() {
-        let cache = SharedRuleCache::<4>::new();
-        let before = shared_tag();
-        cache.put(100, step(16), before);
-        cache.start_new_lineage();
-        let after = shared_tag();
-        assert_ne!(before >> 32, after >> 32, "the lineage changed");
-        assert_eq!(
-            before & 0xffff_ffff,
-            after & 0xffff_ffff,
-            "the generation did not"
-        );
-        assert_eq!(cache.get(100, after), None);
-        cache.put(100, step(24), after);
-        assert_eq!(cache.get(100, after), Some(step(24)));
-        assert_eq!(
-            cache.get(100, before),
-            None,
-            "the old lineage sees the new entries as stale"
-        );
-        cache.start_new_lineage();
-        assert_ne!(
-            shared_tag() >> 32,
-            after >> 32,
-            "lineages are never handed out twice"
-        );
+    fn two_objects_at_one_address_keep_their_own_rules() {
+        let cache = SharedRuleCache::<2>::new();
+        cache.put(100, step(16), 0, 5);
+        cache.put(100, step(4000), 0, 9);
+        assert_eq!(cache.get(100, 0, 5), Some(step(16)));
+        assert_eq!(cache.get(100, 0, 9), Some(step(4000)));
     }
 
     #[test]
     fn sizes_are_as_documented() {
         assert_eq!(RuleCache::<1024>::size_in_bytes(), 64 * 1024 + 64);
         assert_eq!(RuleCache::<64>::size_in_bytes(), 4 * 1024 + 64);
-        assert_eq!(SharedRuleCache::<4096>::size_in_bytes(), 256 * 1024 + 64);
+        assert_eq!(SharedRuleCache::<4096>::size_in_bytes(), 256 * 1024);
     }
 }

@@ -238,6 +238,73 @@ fn find_object(address: u64) -> Option<DlFindObject> {
     (found == 0).then(|| unsafe { object.assume_init() })
 }
 
+/// The loaded object containing an address, as the shared rule cache tells
+/// objects apart: its mapping and a key no other object mapped there has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ObjectKey {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    /// A hash of the mapping, the `.eh_frame_hdr` address and the object's
+    /// name; never 0.
+    pub(crate) key: u64,
+}
+
+/// The longest object name [`object_key`] reads.
+const MAX_NAME_BYTES: usize = 4096;
+
+/// [`ObjectKey`] of the object containing `address`. Two processes forked from
+/// one another get the same key for an address only if they map the same object
+/// (same name, same place) there, however each of them loaded it.
+pub(crate) fn object_key(address: u64) -> Option<ObjectKey> {
+    let object = find_object(address)?;
+    let (start, end) = (object.dlfo_map_start as u64, object.dlfo_map_end as u64);
+    let mut hash = Fnv::default();
+    hash.add(&start.to_le_bytes());
+    hash.add(&end.to_le_bytes());
+    hash.add(&(object.dlfo_eh_frame as u64).to_le_bytes());
+    // `struct link_map` (`<link.h>`) starts with `l_addr` and `l_name`.
+    let link_map = object.dlfo_link_map.cast::<*const u8>();
+    if !link_map.is_null() {
+        // SAFETY: glibc's link map of a loaded object, whose public head is
+        // `{ l_addr, l_name, ... }`; `l_name` is a NUL-terminated string (possibly
+        // empty) that lives as long as the object stays loaded.
+        let name = unsafe { *link_map.add(1) };
+        for index in 0..MAX_NAME_BYTES {
+            if name.is_null() {
+                break;
+            }
+            // SAFETY: within the NUL-terminated `l_name`: the loop stops at its NUL.
+            let byte = unsafe { *name.add(index) };
+            if byte == 0 {
+                break;
+            }
+            hash.add(&[byte]);
+        }
+    }
+    Some(ObjectKey {
+        start,
+        end,
+        key: hash.0 | 1,
+    })
+}
+
+/// 64-bit FNV-1a.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    fn add(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
 /// `[start, end)` of the mapping of the object containing `address`.
 pub(crate) fn object_range(address: u64) -> Option<(u64, u64)> {
     let object = find_object(address)?;
