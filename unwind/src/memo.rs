@@ -7,15 +7,16 @@
 //!
 //! # Why a replayed frame can never be stale
 //!
-//! [`step`] is a function of three things only: the frame's registers, the rule for its
-//! pc (fixed within one cache generation) and the values of at most two stack slots
-//! (the return address at CFA−8, and the saved rbp if the rule restores it), whose
+//! [`step`] is a function of four things only: the frame's registers, the rule for its
+//! pc (fixed within one cache generation), the top of the stack it may read below
+//! (fixed for a thread on one stack) and the values of at most two stack slots (the
+//! return address at CFA−8, and the saved rbp if the rule restores it), whose
 //! addresses follow from the registers and the rule. A memo level records, for the
 //! step that produced it, the resulting registers and the saved-rbp slot it read; the
 //! return-address slot is its `rsp − 8`.
 //!
 //! Replay starts only at a frame whose registers equal a memo level's, in the same
-//! generation, and for each outer level re-reads exactly the slots the real step would
+//! generation and under the same stack top, and for each outer level re-reads exactly the slots the real step would
 //! read and compares them with the values the level was built from. By induction each
 //! replayed level is what [`step`] would compute now: the same slots are read, in the
 //! same order, so replay also touches no memory the real walk would not. The first
@@ -148,6 +149,9 @@ enum End {
 pub struct StackMemo<const LEVELS: usize = 256> {
     /// The cache generation the levels were computed under.
     generation: u64,
+    /// The [`crate::walk::stack_top`] the levels were stepped under (a thread that
+    /// moved to another stack starts afresh).
+    top: u64,
     /// Levels remembered, outermost first; 0 when nothing is.
     len: usize,
     /// 0: outermost; 1: buffer full; otherwise the zero return-address slot.
@@ -191,6 +195,7 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
         };
         StackMemo {
             generation: 0,
+            top: 0,
             len: 0,
             end: END_OUTERMOST,
             replayed: 0,
@@ -367,13 +372,15 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
 ) -> WalkEnd {
     memo.counts.captures += 1;
     memo.replayed = 0;
-    if memo.generation != generation {
-        memo.len = 0;
-        memo.generation = generation;
-    }
     // The start frame is never a level: its state comes from the capture (its own
     // registers, or a caller's saved at a function's entry), not from a step.
     let (mut regs, mut lookup_address, mut written) = start.begin(frames);
+    let top = crate::walk::stack_top(regs.rsp);
+    if memo.generation != generation || memo.top != top {
+        memo.len = 0;
+        memo.generation = generation;
+        memo.top = top;
+    }
     // Levels stepped so far (in `memo.fresh`); None once there were too many to keep.
     let mut fresh = Some(0usize);
     // Remembered levels not yet passed (`levels[..candidates]`); 0 stops matching.
@@ -383,7 +390,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
             memo.remember_fresh(fresh, End::Open, true);
             return WalkEnd::Complete(written);
         }
-        let (caller, level) = match step(store, &regs, lookup_address) {
+        let (caller, level) = match step(store, &regs, lookup_address, top) {
             Step::Caller {
                 regs,
                 rbp_slot,

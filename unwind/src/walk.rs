@@ -4,7 +4,10 @@
 //! capture's own frame, or at the caller of a function whose entry registers were
 //! saved: [`FunctionEntry`]) and the loop that applies [`Rule`]s. It only reads stack
 //! memory that the rules point at after checking it lies between the current stack
-//! pointer and a bounded distance above it.
+//! pointer and a bounded distance above it, and below the top of the thread's stack
+//! where [`stack_top`] knows it: a wrong rule (code unloaded and replaced behind the
+//! profiler's back, a corrupt cache entry) then ends the walk instead of reading past
+//! the stack.
 //!
 //! Runs inside malloc: no allocation, no locks, no system calls. Work is bounded by
 //! `frames.len()` steps.
@@ -15,6 +18,37 @@ use crate::rule::{CfaBase, Rule};
 
 /// A frame larger than this is treated as corrupt unwind state (and handed to libgcc).
 const MAX_FRAME_BYTES: u64 = 64 << 20;
+
+/// No thread's stack is deeper than this: a stack pointer farther below a thread's
+/// descriptor or the main thread's initial stack pointer is on another stack.
+const MAX_STACK_BYTES: u64 = 1 << 32;
+
+unsafe extern "C" {
+    /// glibc's record of the main thread's initial stack pointer (`ld.so`).
+    static __libc_stack_end: *const core::ffi::c_void;
+}
+
+/// The highest address a walk from `rsp` may read below: for a thread glibc created,
+/// its descriptor, which sits at the top of its stack block (above its stack and
+/// static TLS, also for a stack the program gave it); for the main thread, the end of
+/// the page of its initial stack pointer (its outermost frame lies below). `u64::MAX`
+/// on any other stack (an alternate signal stack, a coroutine's below neither), whose
+/// frames stay bounded by `MAX_FRAME_BYTES` each only. Everything between `rsp` and
+/// the top is the thread's own mapped stack.
+#[inline]
+pub(crate) fn stack_top(rsp: u64) -> u64 {
+    // SAFETY: pthread_self has no preconditions (it reads the thread pointer).
+    let descriptor = unsafe { libc::pthread_self() } as u64;
+    if rsp < descriptor && descriptor - rsp <= MAX_STACK_BYTES {
+        return descriptor;
+    }
+    // SAFETY: a plain read of glibc's variable, set before any code of ours runs.
+    let initial = unsafe { __libc_stack_end } as u64;
+    if rsp < initial && initial - rsp <= MAX_STACK_BYTES {
+        return (initial | 0xfff) + 1;
+    }
+    u64::MAX
+}
 
 /// The registers the fast path tracks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +109,11 @@ impl FunctionEntry {
     #[inline(always)]
     pub(crate) fn caller(&self, current_rsp: u64) -> Option<Registers> {
         let rsp = self.rsp;
-        if !rsp.is_multiple_of(8) || rsp <= current_rsp || rsp - current_rsp > MAX_FRAME_BYTES {
+        if !rsp.is_multiple_of(8)
+            || rsp <= current_rsp
+            || rsp - current_rsp > MAX_FRAME_BYTES
+            || rsp >= stack_top(current_rsp)
+        {
             return None;
         }
         // SAFETY: `current_rsp < rsp`, within a bounded distance: the slot lies in the
@@ -158,11 +196,16 @@ pub(crate) enum Step {
 /// `regs.pc` for the capture's own frame and `regs.pc - 1` for callers' frames.
 ///
 /// Reads at most two stack slots, both between `regs.rsp` and a bounded distance above
-/// it. The result is a function of `regs`, the rule for `lookup_address` (fixed for a
-/// cache generation) and the values in those two slots only; `StackMemo`'s replay
-/// relies on that.
+/// it, and below `top` ([`stack_top`]). The result is a function of `regs`, `top`, the
+/// rule for `lookup_address` (fixed for a cache generation) and the values in those
+/// two slots only; `StackMemo`'s replay relies on that.
 #[inline(always)]
-pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address: u64) -> Step {
+pub(crate) fn step<S: RuleStore>(
+    store: &mut S,
+    regs: &Registers,
+    lookup_address: u64,
+    top: u64,
+) -> Step {
     let rule = match store.get(lookup_address) {
         Some(rule) => rule,
         None => {
@@ -199,7 +242,7 @@ pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address
     // 2⁶⁴: it starts at a real stack pointer and grows by at most `MAX_FRAME_BYTES`
     // per step.)
     let height = cfa.wrapping_sub(regs.rsp);
-    if cfa % 8 != 0 || height.wrapping_sub(8) > MAX_FRAME_BYTES - 8 {
+    if cfa % 8 != 0 || height.wrapping_sub(8) > MAX_FRAME_BYTES - 8 || cfa > top {
         return Step::Unsupported;
     }
     // SAFETY: `regs.rsp <= cfa - 8 < cfa`: the slot lies in the live part of the
@@ -240,8 +283,9 @@ pub(crate) fn step<S: RuleStore>(store: &mut S, regs: &Registers, lookup_address
 #[inline(never)]
 pub(crate) fn walk<S: RuleStore>(start: Start, store: &mut S, frames: &mut [u64]) -> WalkEnd {
     let (mut regs, mut lookup_address, mut written) = start.begin(frames);
+    let top = stack_top(regs.rsp);
     while written < frames.len() {
-        match step(store, &regs, lookup_address) {
+        match step(store, &regs, lookup_address, top) {
             Step::Caller { regs: caller, .. } => {
                 frames[written] = caller.pc;
                 written += 1;
@@ -273,6 +317,37 @@ pub(crate) unsafe fn read_stack(address: u64) -> u64 {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_threads_stack_ends_at_its_descriptor() {
+        let rsp = Registers::current().rsp;
+        let top = stack_top(rsp);
+        // SAFETY: no preconditions.
+        assert_eq!(top, unsafe { libc::pthread_self() } as u64);
+        let local = core::hint::black_box(7u64);
+        let address = &local as *const u64 as u64;
+        assert!(rsp <= address && address < top);
+        // The whole range is this thread's mapped stack: the last word below the top
+        // reads.
+        // SAFETY: below the descriptor, within this thread's stack block.
+        let _ = unsafe { read_stack(top - 8) };
+    }
+
+    #[test]
+    fn a_rule_pointing_above_the_stack_top_ends_the_walk() {
+        let regs = Registers {
+            pc: 0x1000,
+            rsp: 0x7000,
+            rbp: 0,
+        };
+        let rule = Rule::Step {
+            cfa_base: CfaBase::Rsp,
+            cfa_offset: 64,
+            saved_rbp_offset: None,
+        };
+        let step = step(&mut OneRule(rule), &regs, 0xfff, 0x7000 + 32);
+        assert!(matches!(step, Step::Unsupported), "{step:?}");
+    }
+
     /// A store that has one rule for every address.
     struct OneRule(Rule);
 
@@ -297,7 +372,7 @@ mod tests {
             rsp: stack.as_ptr() as u64,
             rbp: 77,
         };
-        step(&mut OneRule(rule), &regs, 0xfff)
+        step(&mut OneRule(rule), &regs, 0xfff, u64::MAX)
     }
 
     fn caller(step: Step) -> Option<(u64, u64)> {
