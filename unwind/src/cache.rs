@@ -90,9 +90,6 @@ pub struct RuleCache<const BUCKETS: usize = 1024> {
     misses: u64,
     /// Captures through this cache that had to be redone with libgcc.
     fallbacks: u64,
-    /// The object a shared cache behind this one last looked up (its key is costly
-    /// to compute; consecutive lookups are mostly in one object).
-    last_object: ObjectKey,
     buckets: [LocalBucket; BUCKETS],
 }
 
@@ -106,7 +103,6 @@ impl<const BUCKETS: usize> RuleCache<BUCKETS> {
             generation: 0,
             misses: 0,
             fallbacks: 0,
-            last_object: ObjectKey::NONE,
             buckets: [LocalBucket::EMPTY; BUCKETS],
         }
     }
@@ -140,7 +136,6 @@ impl<const BUCKETS: usize> RuleCache<BUCKETS> {
     /// Forgets every rule (for cold-cache measurements; not needed for correctness).
     pub fn clear(&mut self) {
         self.buckets.fill(LocalBucket::EMPTY);
-        self.last_object = ObjectKey::NONE;
     }
 
     /// How many rules this cache has had to compute (misses) since it was created.
@@ -350,7 +345,7 @@ impl<const BUCKETS: usize> Default for SharedRuleCache<BUCKETS> {
 pub(crate) struct SharedStore<'a, const BUCKETS: usize> {
     cache: &'a SharedRuleCache<BUCKETS>,
     generation: u32,
-    last_object: ObjectKey,
+    last_object: Option<ObjectKey>,
 }
 
 impl<'a, const BUCKETS: usize> SharedStore<'a, BUCKETS> {
@@ -358,19 +353,20 @@ impl<'a, const BUCKETS: usize> SharedStore<'a, BUCKETS> {
         SharedStore {
             cache,
             generation: current_generation() as u32,
-            last_object: ObjectKey::NONE,
+            last_object: None,
         }
     }
 
     /// The key of the object at `address`; `None` where no object maps it (such
     /// rules stay out of the shared cache).
     fn object_at(&mut self, address: u64) -> Option<u64> {
-        if !self.last_object.contains(address) {
-            self.last_object = cfi::object_key(address).unwrap_or(ObjectKey::NONE);
+        match self.last_object {
+            Some(object) if (object.start..object.end).contains(&address) => Some(object.key),
+            _ => {
+                self.last_object = cfi::object_key(address);
+                self.last_object.map(|object| object.key)
+            }
         }
-        self.last_object
-            .contains(address)
-            .then_some(self.last_object.key)
     }
 }
 
@@ -395,16 +391,8 @@ pub(crate) struct LayeredStore<'a, 'b, const LOCAL: usize, const SHARED: usize> 
 }
 
 impl<'a, 'b, const LOCAL: usize, const SHARED: usize> LayeredStore<'a, 'b, LOCAL, SHARED> {
-    pub(crate) fn new(local: LocalStore<'a, LOCAL>, mut shared: SharedStore<'b, SHARED>) -> Self {
-        // The private cache was checked against the generation: its object is current.
-        shared.last_object = local.cache.last_object;
+    pub(crate) fn new(local: LocalStore<'a, LOCAL>, shared: SharedStore<'b, SHARED>) -> Self {
         LayeredStore { local, shared }
-    }
-}
-
-impl<const LOCAL: usize, const SHARED: usize> Drop for LayeredStore<'_, '_, LOCAL, SHARED> {
-    fn drop(&mut self) {
-        self.local.cache.last_object = self.shared.last_object;
     }
 }
 

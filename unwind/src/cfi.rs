@@ -249,19 +249,6 @@ pub(crate) struct ObjectKey {
     pub(crate) key: u64,
 }
 
-impl ObjectKey {
-    /// No object (an empty range: contains nothing).
-    pub(crate) const NONE: ObjectKey = ObjectKey {
-        start: 0,
-        end: 0,
-        key: 0,
-    };
-
-    pub(crate) fn contains(&self, address: u64) -> bool {
-        address.wrapping_sub(self.start) < self.end.wrapping_sub(self.start)
-    }
-}
-
 /// The longest object name [`object_key`] reads.
 const MAX_NAME_BYTES: usize = 4096;
 
