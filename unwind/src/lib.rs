@@ -38,6 +38,8 @@
 //!
 //! Capturing never allocates, takes no lock, makes no system call and never calls
 //! `dl_iterate_phdr`; it may be called inside `malloc`, `free` and signal handlers.
+//! It reads only the stack of the calling thread, below its top where that is known
+//! (glibc's threads and the main thread), whatever the cached rules say.
 //! (The libgcc fallback inherits libgcc's own properties: on glibc ≥ 2.35 it also uses
 //! `_dl_find_object` and takes no loader lock, but it takes libgcc's object mutex if a
 //! program registered frames with `__register_frame_info`, e.g. some JITs.)
@@ -46,7 +48,10 @@
 //!
 //! * [`RuleCache`] — private to one thread (`&mut`), 64 KiB by default. Fastest.
 //! * [`SharedRuleCache`] — one per process (`&self`, lock-free seqlock buckets),
-//!   256 KiB by default. A new thread starts warm; costs a few ns per frame more.
+//!   256 KiB by default. A new thread starts warm; costs a few ns per frame more. In
+//!   `MAP_SHARED` memory it also serves forked processes: each entry carries the key
+//!   of the object its rule came from and applies only where the same object is
+//!   mapped at the same address.
 //! * [`capture_layered`] — a small private cache backed by a shared one.
 //! * [`capture_remembered`] / [`PrivateUnwinder`] — the layered caches plus a
 //!   thread's [`StackMemo`]: the choice for repeated captures on one thread.
