@@ -80,16 +80,6 @@ static FORK_CALLED_NS: AtomicU64 = AtomicU64::new(0);
 /// found it; its own later forks do not change it).
 static FORKED_AT_NS: AtomicU64 = AtomicU64::new(0);
 
-fn monotonic_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes the current time into `now`; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    (now.tv_sec as u64).saturating_mul(1_000_000_000) + now.tv_nsec as u64
-}
-
 /// Does `prof_fork_final` let this process write its exit dump?
 fn exit_dump_wanted(config: &Config) -> bool {
     let at_fork = SAMPLES_AT_FORK.load(Relaxed);
@@ -105,7 +95,8 @@ fn exit_dump_wanted(config: &Config) -> bool {
         // clock's page costs a child a page fault).
         ForkFinal::Lived => {
             sampled
-                && monotonic_ns().saturating_sub(FORKED_AT_NS.load(Relaxed))
+                && crate::sys::clock_ns(libc::CLOCK_MONOTONIC)
+                    .saturating_sub(FORKED_AT_NS.load(Relaxed))
                     >= FORK_FINAL_MIN_LIFE_NS
         }
     }
@@ -160,7 +151,7 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
 
 extern "C" fn fork_prepare() {
     tls::current().set_flag(tls::FLAG_GUARD, true);
-    FORK_CALLED_NS.store(monotonic_ns(), Relaxed);
+    FORK_CALLED_NS.store(crate::sys::clock_ns(libc::CLOCK_MONOTONIC), Relaxed);
     // Not the dump lock: a dump in progress must not delay fork.
     modules::lock_for_fork();
     threads::lock_for_fork();

@@ -158,16 +158,6 @@ fn nearest_limit(
     }
 }
 
-fn monotonic_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
-}
-
 /// The cgroup's memory use now, read without allocating.
 fn usage_now(file: &CString) -> Option<u64> {
     // SAFETY: a valid NUL-terminated path.
@@ -203,7 +193,7 @@ pub fn check() -> bool {
     if threshold == 0 {
         return false;
     }
-    let now = monotonic_ns();
+    let now = crate::sys::clock_ns(libc::CLOCK_MONOTONIC_COARSE);
     let due = NEXT_CHECK_NS.load(Relaxed);
     if now < due
         || NEXT_CHECK_NS

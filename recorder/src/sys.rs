@@ -1,11 +1,11 @@
 //! The profiler's calls into the system: raw memory for its tables, errno,
-//! and looking up the next definition of a symbol.
+//! clocks, and looking up the next definition of a symbol.
 //!
 //! Tables are mapped with `mmap` (never through the interposed allocator) and
 //! never unmapped: threads may still touch them while the process exits.
 //! Untouched pages cost no memory.
 //!
-//! Runs inside malloc: `mmap` and errno access only; [`next_definition`]
+//! Runs inside malloc: `mmap`, errno and vDSO clock reads only; [`next_definition`]
 //! (dlsym) may allocate and is called under the thread's guard.
 
 use core::ffi::{CStr, c_int, c_void};
@@ -44,6 +44,18 @@ fn map_anonymous(bytes: usize, sharing: c_int) -> *mut u8 {
     }
     MAPPED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
     address.cast()
+}
+
+/// The time of `clock` (`CLOCK_MONOTONIC`, `CLOCK_MONOTONIC_COARSE`, ...) in
+/// nanoseconds. Through the vDSO: no system call.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the time into `now`; the clocks callers pass always exist.
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    (now.tv_sec as u64).saturating_mul(1_000_000_000) + now.tv_nsec as u64
 }
 
 /// Fibonacci hashing of a word into `bits` bits.
