@@ -186,6 +186,34 @@ macro_rules! bool_option {
     };
 }
 
+/// An option that takes one of a few names, each naming a variant of `$type`;
+/// `$kind` lists them as the documentation shows them (`` `a`, `b` or `c` ``),
+/// and a value not among them is refused with "is not a, b or c".
+macro_rules! choice_option {
+    ($key:ident, $kind:literal, $type:ident { $($name:literal => $variant:ident),+ $(,)? }) => {
+        OptionSpec {
+            key: stringify!($key),
+            kind: $kind,
+            range: "",
+            default_note: "",
+            on_error: "",
+            set: |c, v| {
+                c.$key = match v {
+                    $($name => $type::$variant,)+
+                    _ => return Err(format!("is not {}", $kind.replace('`', ""))),
+                };
+                Ok(())
+            },
+            get: |c| {
+                match c.$key {
+                    $($type::$variant => $name,)+
+                }
+                .to_string()
+            },
+        }
+    };
+}
+
 /// Every option, in the order of the documentation and of
 /// [`Config::describe`].
 pub static OPTIONS: [OptionSpec; 16] = [
@@ -255,54 +283,16 @@ pub static OPTIONS: [OptionSpec; 16] = [
         set: |c, v| parse_signal(v).map(|value| c.prof_signal = value),
         get: |c| signal_name(c.prof_signal),
     },
-    OptionSpec {
-        key: "prof_unwind",
-        kind: "`fast` or `libgcc`",
-        range: "",
-        default_note: "",
-        on_error: "",
-        set: |c, v| {
-            c.prof_unwind = match v {
-                "fast" => Unwinder::Fast,
-                "libgcc" => Unwinder::Libgcc,
-                _ => return Err("is not fast or libgcc".to_string()),
-            };
-            Ok(())
-        },
-        get: |c| {
-            match c.prof_unwind {
-                Unwinder::Fast => "fast",
-                Unwinder::Libgcc => "libgcc",
-            }
-            .to_string()
-        },
-    },
-    OptionSpec {
-        key: "prof_fork_final",
-        kind: "`lived`, `sampled`, `all` or `none`",
-        range: "",
-        default_note: "",
-        on_error: "",
-        set: |c, v| {
-            c.prof_fork_final = match v {
-                "lived" => ForkFinal::Lived,
-                "sampled" => ForkFinal::Sampled,
-                "all" => ForkFinal::All,
-                "none" => ForkFinal::None,
-                _ => return Err("is not lived, sampled, all or none".to_string()),
-            };
-            Ok(())
-        },
-        get: |c| {
-            match c.prof_fork_final {
-                ForkFinal::Lived => "lived",
-                ForkFinal::Sampled => "sampled",
-                ForkFinal::All => "all",
-                ForkFinal::None => "none",
-            }
-            .to_string()
-        },
-    },
+    choice_option!(prof_unwind, "`fast` or `libgcc`", Unwinder {
+        "fast" => Fast,
+        "libgcc" => Libgcc,
+    }),
+    choice_option!(prof_fork_final, "`lived`, `sampled`, `all` or `none`", ForkFinal {
+        "lived" => Lived,
+        "sampled" => Sampled,
+        "all" => All,
+        "none" => None,
+    }),
     OptionSpec {
         key: "prof_oom_pct",
         kind: "integer",
