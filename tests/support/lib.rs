@@ -161,6 +161,17 @@ pub fn programs_dir() -> PathBuf {
     workspace_root().join("tests").join("programs")
 }
 
+/// Run `program` under the shim at `lg_prof_sample:0` (every allocation
+/// sampled), asserting that it succeeded.
+pub fn run_exact(program: &Path) -> Outcome {
+    let outcome = Run::new(program)
+        .with_shim()
+        .prof_conf("lg_prof_sample:0")
+        .run();
+    outcome.assert_success();
+    outcome
+}
+
 /// Build `tests/programs/<source>` into the shared library `output` with
 /// gcc (`-shared -fPIC` and `flags`), panicking if it does not build.
 pub fn build_shared_library(source: &str, output: &Path, flags: &[&str]) -> PathBuf {

@@ -83,15 +83,6 @@ fn compile_rust_text(dir: &Path, name: &str, source: &str) -> PathBuf {
     binary
 }
 
-fn run_exact(program: &Path) -> Outcome {
-    let outcome = Run::new(program)
-        .with_shim()
-        .prof_conf("lg_prof_sample:0")
-        .run();
-    outcome.assert_success();
-    outcome
-}
-
 // ---------------------------------------------------------------------------
 // C: known sites, exact bytes
 

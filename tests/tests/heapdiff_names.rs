@@ -59,18 +59,22 @@ fn parse_folded(text: &str) -> Vec<(Vec<String>, Vec<i64>)> {
 
 /// Sum of the last column of stacks that contain a frame equal to `frame`.
 fn attributed(folded: &[(Vec<String>, Vec<i64>)], frame: &str) -> i64 {
-    folded
-        .iter()
-        .filter(|(frames, _)| frames.iter().any(|f| f == frame))
-        .map(|(_, values)| values.last().copied().unwrap_or(0))
-        .sum()
+    last_column_where(folded, |frames| frames.iter().any(|f| f == frame))
 }
 
 /// Sum of the last column of stacks whose leaf is `frame`.
 fn self_value(folded: &[(Vec<String>, Vec<i64>)], frame: &str) -> i64 {
+    last_column_where(folded, |frames| frames.last().is_some_and(|f| f == frame))
+}
+
+/// Sum of the last column of the stacks whose frames satisfy `wanted`.
+fn last_column_where(
+    folded: &[(Vec<String>, Vec<i64>)],
+    wanted: impl Fn(&[String]) -> bool,
+) -> i64 {
     folded
         .iter()
-        .filter(|(frames, _)| frames.last().is_some_and(|f| f == frame))
+        .filter(|(frames, _)| wanted(frames))
         .map(|(_, values)| values.last().copied().unwrap_or(0))
         .sum()
 }
@@ -131,15 +135,6 @@ fn text_self(text: &str, function: &str) -> Option<i64> {
         .find_map(|(value, name)| (name == function).then_some(value))
 }
 
-fn exact(program: &Path) -> Outcome {
-    let outcome = Run::new(program)
-        .with_shim()
-        .prof_conf("lg_prof_sample:0")
-        .run();
-    outcome.assert_success();
-    outcome
-}
-
 fn final_dump_path(outcome: &Outcome) -> PathBuf {
     outcome.final_dump().0.path
 }
@@ -181,7 +176,7 @@ fn compile_shared(dir: &Path, source: &str, name: &str, defines: &[&str]) -> Pat
 #[test]
 fn cxx_short_names_full_names_and_tooltips() {
     let program = compile_cxx("names_cxx.cpp", &BuildOptions::no_pie());
-    let outcome = exact(&program.path);
+    let outcome = run_exact(&program.path);
     let dump = final_dump_path(&outcome);
     let dump = path_str(&dump);
 
@@ -293,7 +288,7 @@ fn same_function_in_two_libraries_is_never_merged() {
         .status()
         .expect("gcc");
     assert!(status.success());
-    let outcome = exact(&main);
+    let outcome = run_exact(&main);
     let dump = final_dump_path(&outcome);
     let dump = path_str(&dump);
 
@@ -363,7 +358,7 @@ fn missing_debug_info_warns_once_naming_what_was_looked_for() {
         assert!(status.success(), "objcopy {args:?}");
     }
     std::fs::remove_file(&debug).expect("remove the debug file");
-    let outcome = exact(&binary);
+    let outcome = run_exact(&binary);
     let dump = final_dump_path(&outcome);
     let out = heapdiff(&["-f", "text", path_str(&dump)]);
     assert!(out.status.success());
@@ -396,7 +391,7 @@ fn pprof_leaves_unsymbolized_frames_to_pprof_with_correct_mappings() {
     let dir = TempDir::new("names-pprof-sym");
     let binary = dir.path().join("sites");
     std::fs::copy(&program.path, &binary).expect("copy");
-    let outcome = exact(&binary);
+    let outcome = run_exact(&binary);
     let dump = final_dump_path(&outcome);
     let pprof = outcome.dir.path().join("sites.pb.gz");
     // heapdiff runs where the binary is not (e.g. another machine)…
@@ -440,8 +435,8 @@ fn pprof_leaves_unsymbolized_frames_to_pprof_with_correct_mappings() {
 #[test]
 fn pprof_diff_base_label_and_thread_labels() {
     let program = compile_c("names_views.c", &BuildOptions::no_pie());
-    let base = exact(&program.path);
-    let new = exact(&program.path);
+    let base = run_exact(&program.path);
+    let new = run_exact(&program.path);
     let (base_dump, new_dump) = (final_dump_path(&base), final_dump_path(&new));
     let pprof = new.dir.path().join("diff.pb.gz");
     heapdiff_ok(&[
@@ -510,7 +505,7 @@ fn pprof_diff_base_label_and_thread_labels() {
 #[test]
 fn views_in_every_format() {
     let program = compile_c("names_views.c", &BuildOptions::no_pie());
-    let outcome = exact(&program.path);
+    let outcome = run_exact(&program.path);
     let dump = final_dump_path(&outcome);
     let dump = path_str(&dump);
     let folded = |extra: &[&str]| {
@@ -824,7 +819,7 @@ fn jemalloc_heap_v2_profile_matches_jeprof() {
     check_foreign("jeprof", &program.path, &profile, dir.path());
 
     // Either side of --base: an old jemalloc dump against a heapsample dump.
-    let ours = exact(&program.path);
+    let ours = run_exact(&program.path);
     let ours = final_dump_path(&ours);
     for (base, new) in [
         (path_str(&profile), path_str(&ours)),
@@ -874,7 +869,7 @@ fn gperftools_heap_profile_matches_google_pprof() {
 #[test]
 fn readme_folded_diff_pipe_draws_growth_and_shrinkage() {
     let program = compile_c("names_views.c", &BuildOptions::no_pie());
-    let base = exact(&program.path);
+    let base = run_exact(&program.path);
     let later = Run::program(&program)
         .arg("later")
         .with_shim()
@@ -932,7 +927,7 @@ fn readme_folded_diff_pipe_draws_growth_and_shrinkage() {
 #[test]
 fn readers_agree_with_the_text_report() {
     let program = compile_c("names_views.c", &BuildOptions::no_pie());
-    let outcome = exact(&program.path);
+    let outcome = run_exact(&program.path);
     let dump = final_dump_path(&outcome);
     let dump = path_str(&dump);
     let text = heapdiff_ok(&["-f", "text", "--top", "100", dump]);
