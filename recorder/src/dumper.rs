@@ -415,13 +415,15 @@ fn wait_for_request() {
 }
 
 /// In a forked child: the thread did not survive; forget it and its queue.
+/// Writes only what differs (each page written costs the child a
+/// copy-on-write fault).
 pub fn reset_in_child() {
-    STARTED.store(false, Relaxed);
-    STARTING.store(false, Relaxed);
-    START_WANTED.store(false, Relaxed);
-    RETRY_TIMER.store(-1, Relaxed); // timers do not survive fork
-    PENDING.interval.store(0, Relaxed);
-    PENDING.high_water.store(0, Relaxed);
-    PENDING.signal.store(0, Relaxed);
-    PENDING.memory_limit.store(0, Relaxed);
+    crate::store_if_changed!(STARTED, false);
+    crate::store_if_changed!(STARTING, false);
+    crate::store_if_changed!(START_WANTED, false);
+    crate::store_if_changed!(RETRY_TIMER, -1); // timers do not survive fork
+    crate::store_if_changed!(PENDING.interval, 0);
+    crate::store_if_changed!(PENDING.high_water, 0);
+    crate::store_if_changed!(PENDING.signal, 0);
+    crate::store_if_changed!(PENDING.memory_limit, 0);
 }

@@ -8,7 +8,7 @@
 //!
 //! Never runs inside malloc: the constructor registers handlers, the exit
 //! handler writes a file, the fork handlers take every profiler lock but
-//! the dump lock.
+//! the dump lock (in a process that ever had a second thread).
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -28,6 +28,7 @@ pub fn on_library_load() {
         return;
     }
     dumper::set_dump_writer(write_background_dump);
+    crate::sys::find_single_threaded_flag();
     // Detect the CPU's CRC instructions now, once: forked children inherit
     // the answer instead of each paying for it in its exit dump.
     let _ = std::is_x86_feature_detected!("pclmulqdq");
@@ -70,14 +71,9 @@ fn write_background_dump(trigger: Trigger) {
 /// forked; `u64::MAX` in a process that was not forked.
 static SAMPLES_AT_FORK: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// CLOCK_MONOTONIC, in nanoseconds, when this process last called `fork`:
-/// read in the parent before the fork (a child that read the clock itself
-/// would first fault in the clock's data page), so a child has it from its
-/// parent's image.
-static FORK_CALLED_NS: AtomicU64 = AtomicU64::new(0);
-
-/// In a forked child: when it was forked ([`FORK_CALLED_NS`] as the child
-/// found it; its own later forks do not change it).
+/// In a forked child: when it was forked (the forking thread's
+/// `fork_called_ns` as the child found it; its own later forks do not
+/// change it).
 static FORKED_AT_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Does `prof_fork_final` let this process write its exit dump?
@@ -148,27 +144,46 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
 }
 
 // ---- fork ----
+//
+// A process that never had a second thread (a pre-fork server's master, a
+// shell) takes no profiler lock around fork: nobody else can hold one, and
+// the forking thread holds none outside its guard. Its fork handlers then
+// write only the forking thread's own block and what the child must change,
+// since every other page they wrote would cost parent or child a
+// copy-on-write fault per fork.
 
 extern "C" fn fork_prepare() {
-    tls::current().set_flag(tls::FLAG_GUARD, true);
-    FORK_CALLED_NS.store(crate::sys::clock_ns(libc::CLOCK_MONOTONIC), Relaxed);
-    // Not the dump lock: a dump in progress must not delay fork.
-    modules::lock_for_fork();
-    threads::lock_for_fork();
-    STACKS.lock_for_fork();
-    own_heap::lock_for_fork();
+    let state = tls::current();
+    let take_locks = state.guarded() || !crate::sys::single_threaded();
+    state.set_flag(tls::FLAG_GUARD, true);
+    state.set_flag(tls::FLAG_FORK_LOCKED, take_locks);
+    // Read in the parent: a child that read the clock itself would first
+    // fault in the clock's data page.
+    state
+        .fork_called_ns
+        .store(crate::sys::clock_ns(libc::CLOCK_MONOTONIC), Relaxed);
+    STACKS.map_index_for_children();
+    if take_locks {
+        // Not the dump lock: a dump in progress must not delay fork.
+        modules::lock_for_fork();
+        threads::lock_for_fork();
+        STACKS.lock_for_fork();
+        own_heap::lock_for_fork();
+    }
 }
 
 extern "C" fn fork_parent() {
-    // SAFETY: each lock was taken by fork_prepare on this thread.
-    unsafe {
-        own_heap::unlock_after_fork();
-        STACKS.unlock_after_fork();
-        threads::unlock_in_parent();
-        modules::unlock_after_fork();
-        writer::unlock_after_fork(false);
+    let state = tls::current();
+    if state.flags.load(Relaxed) & tls::FLAG_FORK_LOCKED != 0 {
+        // SAFETY: each lock was taken by fork_prepare on this thread.
+        unsafe {
+            own_heap::unlock_after_fork();
+            STACKS.unlock_after_fork();
+            threads::unlock_in_parent();
+            modules::unlock_after_fork();
+        }
     }
-    tls::current().set_flag(tls::FLAG_GUARD, false);
+    state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, false);
 }
 
 /// A forked child's sampling must not repeat its siblings': the thread that
@@ -183,19 +198,23 @@ fn reseed_forking_thread() {
 
 extern "C" fn fork_child() {
     crate::spin_lock::forget_thread_id();
-    // SAFETY: the locks were taken by fork_prepare in the parent; only this
-    // thread exists in the child.
-    unsafe {
-        own_heap::unlock_after_fork();
-        STACKS.unlock_after_fork();
-        threads::reset_in_child();
-        modules::unlock_after_fork();
-        writer::unlock_after_fork(true);
+    let state = tls::current();
+    if state.flags.load(Relaxed) & tls::FLAG_FORK_LOCKED != 0 {
+        // SAFETY: the locks were taken by fork_prepare in the parent; only
+        // this thread exists in the child.
+        unsafe {
+            own_heap::unlock_after_fork();
+            STACKS.unlock_after_fork();
+            threads::reset_in_child();
+            modules::unlock_after_fork();
+        }
     }
+    // SAFETY: once per fork, in the child.
+    unsafe { writer::reset_in_child() };
     dumper::reset_in_child();
     triggers::reset_in_child();
     SAMPLES_AT_FORK.store(state::samples_taken(), Relaxed);
-    FORKED_AT_NS.store(FORK_CALLED_NS.load(Relaxed), Relaxed);
+    FORKED_AT_NS.store(state.fork_called_ns.load(Relaxed), Relaxed);
     reseed_forking_thread();
-    tls::current().set_flag(tls::FLAG_GUARD, false);
+    state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, false);
 }

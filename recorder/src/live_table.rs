@@ -169,6 +169,11 @@ impl LiveTable {
     /// Record a live sample. If the address was already recorded (its free
     /// was never seen), the old entry is replaced and returned so its counts
     /// can be released.
+    ///
+    /// Looks for an old entry only where the filter says one may exist, and
+    /// claims a slot with a compare-and-swap without reading it first: in a
+    /// forked child, or on a page no sample used yet, a read before the
+    /// write would cost a second page fault.
     pub fn insert(
         &self,
         address: usize,
@@ -177,22 +182,32 @@ impl LiveTable {
         if self.slots.load(Ordering::Acquire).is_null() {
             return Err(TableFull);
         }
-        if let Some(slot) = self.find(address) {
+        let bucket = self.filter_bucket(address);
+        let entries_before = bucket.fetch_add(1, Ordering::AcqRel) & ENTRIES_MASK;
+        if entries_before != 0
+            && let Some(slot) = self.find(address)
+        {
+            bucket.fetch_sub(1, Ordering::AcqRel);
             let old = slot.value.swap(sample.pack(), Ordering::AcqRel);
             return Ok(Some(LiveSample::unpack(old)));
         }
-        let bucket = self.filter_bucket(address);
-        bucket.fetch_add(1, Ordering::AcqRel);
         let home = self.home(address);
         for probe in 0..PROBE_LIMIT {
             let slot = self.slot(home + probe);
-            let current = slot.address.load(Ordering::Acquire);
-            if (current == EMPTY || current == TOMBSTONE)
-                && slot
+            let claimed = match slot.address.compare_exchange(
+                EMPTY,
+                address,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => true,
+                Err(TOMBSTONE) => slot
                     .address
-                    .compare_exchange(current, address, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-            {
+                    .compare_exchange(TOMBSTONE, address, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok(),
+                Err(_) => false,
+            };
+            if claimed {
                 slot.value.store(sample.pack(), Ordering::Release);
                 self.live.fetch_add(1, Ordering::Relaxed);
                 return Ok(None);

@@ -46,6 +46,14 @@ pub fn samples_every_allocation() -> bool {
     lg_period() == 0
 }
 
+/// True at periods of at most 4 KiB, where a thread captures stacks often
+/// enough that copying the shared unwind rules it uses into its private
+/// cache pays (at longer periods a forked child would only pay the
+/// copy-on-write faults of the private cache's pages).
+pub fn samples_often() -> bool {
+    lg_period() <= 12
+}
+
 /// The current period in bytes.
 pub fn period() -> u64 {
     1u64 << lg_period().min(62)

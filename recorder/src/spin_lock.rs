@@ -246,6 +246,28 @@ impl<T> SpinLock<T> {
             order::released(self.class);
         }
     }
+
+    /// In a forked child: free the lock, whoever held it in the parent, and
+    /// set its value to `value`, writing nothing when both already hold (a
+    /// write would cost the child a copy-on-write fault).
+    ///
+    /// # Safety
+    /// Only in a forked child's fork handler (the only thread), after
+    /// [`forget_thread_id`]; no guard of the lock may be used afterwards.
+    pub unsafe fn reset_in_child(&self, value: T)
+    where
+        T: PartialEq,
+    {
+        // SAFETY: the only thread in the process reads the value; a writer
+        // that held the lock in the parent did not survive the fork.
+        let same = unsafe { *self.value.get() == value };
+        if self.word.load(Ordering::Relaxed) == 0 && same {
+            return;
+        }
+        // SAFETY: per the contract.
+        unsafe { self.force_unlock() };
+        *self.lock() = value;
+    }
 }
 
 /// Access to the locked value; unlocks on drop.

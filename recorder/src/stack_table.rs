@@ -14,7 +14,9 @@
 //! from `mmap`), no lock but the insert lock, which is never held while
 //! calling out.
 
-use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 
 use heapsample_format::{Stack, Weights};
 
@@ -109,6 +111,8 @@ pub struct StackTable {
     index_bits: AtomicU32,
     count: AtomicUsize,
     insert_lock: SpinLock<FrameArena>,
+    /// [`StackTable::map_index_for_children`] ran.
+    index_mapped_for_children: AtomicBool,
 }
 
 /// The process's stacks.
@@ -132,6 +136,7 @@ impl StackTable {
             index_bits: AtomicU32::new(0),
             count: AtomicUsize::new(0),
             insert_lock: SpinLock::new(LockClass::StackInsert, FrameArena { next: 0, end: 0 }),
+            index_mapped_for_children: AtomicBool::new(false),
         }
     }
 
@@ -364,6 +369,23 @@ impl StackTable {
     /// Lock out inserts across `fork`.
     pub fn lock_for_fork(&self) {
         self.insert_lock.lock_for_fork();
+    }
+
+    /// In a process about to fork: map the index's untouched pages to the
+    /// zero page (one `madvise`, no memory), so that forked children inherit
+    /// the mappings and a lookup of a stack new to them reads the index
+    /// without a page fault. Once per table; nothing on kernels before 5.14.
+    pub fn map_index_for_children(&self) {
+        let index = self.index.load(Ordering::Acquire);
+        if index.is_null() || self.index_mapped_for_children.load(Ordering::Relaxed) {
+            return;
+        }
+        self.index_mapped_for_children
+            .store(true, Ordering::Relaxed);
+        let bytes = 4usize << self.index_bits.load(Ordering::Relaxed);
+        // SAFETY: advice on the index's own mapping; MADV_POPULATE_READ only
+        // maps pages and fails harmlessly where unsupported.
+        unsafe { libc::madvise(index.cast(), bytes, libc::MADV_POPULATE_READ) };
     }
 
     /// Undo [`StackTable::lock_for_fork`] in parent or child.

@@ -58,6 +58,41 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     (now.tv_sec as u64).saturating_mul(1_000_000_000) + now.tv_nsec as u64
 }
 
+/// Stores `value` into the atomic `cell` unless it already holds it. For
+/// state a forked child resets: in the child every page the parent wrote
+/// is shared copy-on-write, and a store that changes nothing would still
+/// cost the child a page fault and a page copy.
+#[macro_export]
+macro_rules! store_if_changed {
+    ($cell:expr, $value:expr) => {{
+        let (cell, value) = (&$cell, $value);
+        if cell.load(core::sync::atomic::Ordering::Relaxed) != value {
+            cell.store(value, core::sync::atomic::Ordering::Relaxed);
+        }
+    }};
+}
+
+/// glibc's `__libc_single_threaded` (glibc 2.32 and later), looked up once
+/// at load; null where the C library has none.
+static SINGLE_THREADED: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Looks up glibc's single-thread flag (outside malloc: dlsym may allocate).
+pub fn find_single_threaded_flag() {
+    // SAFETY: dlsym with a valid NUL-terminated name in the global scope.
+    let flag = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) };
+    SINGLE_THREADED.store(flag.cast(), Ordering::Relaxed);
+}
+
+/// True if the C library says this process never had a second thread
+/// (glibc clears the flag at the first `pthread_create` and, in the
+/// versions that keep it, never sets it again). False when unknown.
+pub fn single_threaded() -> bool {
+    let flag = SINGLE_THREADED.load(Ordering::Relaxed);
+    // SAFETY: a non-null pointer is glibc's exported `char` flag, which
+    // lives as long as libc.
+    !flag.is_null() && unsafe { core::ptr::read_volatile(flag) } != 0
+}
+
 /// Fibonacci hashing of a word into `bits` bits.
 #[inline(always)]
 pub fn hash_word(word: u64, bits: u32) -> usize {

@@ -36,6 +36,9 @@ pub const FLAG_LISTED: u32 = 8;
 /// The thread ran its last exit flush: later allocations fold at once.
 pub const FLAG_FINAL_FLUSH: u32 = 16;
 
+/// The thread is forking and took the profiler's locks for it.
+pub const FLAG_FORK_LOCKED: u32 = 32;
+
 /// The hot per-thread block: two cache lines, the first one hot.
 #[repr(C, align(64))]
 pub struct ThreadState {
@@ -55,6 +58,10 @@ pub struct ThreadState {
     // ---- second line: `prof_exact` only ----
     /// Usable bytes allocated minus freed (kept under `prof_exact` only).
     pub live_usable_delta: AtomicI64,
+    /// CLOCK_MONOTONIC, in nanoseconds, when the thread last called `fork`
+    /// (here because the fork handlers write this block anyway: a field of
+    /// its own page would cost a forking parent a copy-on-write fault).
+    pub fork_called_ns: AtomicU64,
 }
 
 /// Cold per-thread state, reached through `ThreadState::ext`.

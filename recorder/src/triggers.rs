@@ -136,7 +136,7 @@ pub fn high_water_dumped(live_before: u64) {
 
 /// In a forked child: the parent's requests died with its dumper.
 pub fn reset_in_child() {
-    HIGH_WATER_REQUESTED.store(false, Relaxed);
+    crate::store_if_changed!(HIGH_WATER_REQUESTED, false);
 }
 
 /// Forget the sampled live-heap estimate (with the samples, on reset).

@@ -534,28 +534,25 @@ pub fn close() {
     *DUMP_LOCK.lock() = true;
 }
 
-/// After `fork` (the dump lock is not held across it: a dump in progress on
-/// another thread does not delay the fork). In the child, the thread that may have been writing a dump
-/// is gone: release its lock, reopen dumping, start the numbering and the
-/// pid's generation afresh, and leave the search for stale temporary files
-/// to the parent's image.
+/// In a forked child (the dump lock is not held across `fork`: a dump in
+/// progress on another thread does not delay it): the thread that may have
+/// been writing a dump is gone, so release its lock, reopen dumping, start
+/// the numbering and the pid's generation afresh, and leave the search for
+/// stale temporary files to the parent's image. Writes only what differs
+/// (each page written costs the child a copy-on-write fault).
 ///
 /// # Safety
-/// Only from the fork handlers, once per fork.
-pub unsafe fn unlock_after_fork(in_child: bool) {
-    if !in_child {
-        return;
-    }
-    SEQUENCE.store(0, Relaxed);
+/// Only from the child's fork handler, once per fork.
+pub unsafe fn reset_in_child() {
+    crate::store_if_changed!(SEQUENCE, 0);
     for counter in &TRIGGER_SEQUENCE {
-        counter.store(0, Relaxed);
+        crate::store_if_changed!(*counter, 0);
     }
-    GENERATION.store(0, Relaxed);
-    STALE_CHECKED.store(true, Relaxed);
+    crate::store_if_changed!(GENERATION, 0);
+    crate::store_if_changed!(STALE_CHECKED, true);
     // SAFETY: only this thread exists in the child; a guard of the lock
     // held by a thread that did not survive the fork is never used.
-    unsafe { DUMP_LOCK.force_unlock() };
-    *DUMP_LOCK.lock() = false;
+    unsafe { DUMP_LOCK.reset_in_child(false) };
 }
 
 #[cfg(test)]

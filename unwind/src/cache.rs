@@ -90,6 +90,10 @@ pub struct RuleCache<const BUCKETS: usize = 1024> {
     misses: u64,
     /// Captures through this cache that had to be redone with libgcc.
     fallbacks: u64,
+    /// Holds only the rules its owner computed: rules found in a shared cache
+    /// behind it are read there and not copied in (see
+    /// [`RuleCache::set_computed_only`]). False in a zeroed cache.
+    computed_only: bool,
     buckets: [LocalBucket; BUCKETS],
 }
 
@@ -103,6 +107,7 @@ impl<const BUCKETS: usize> RuleCache<BUCKETS> {
             generation: 0,
             misses: 0,
             fallbacks: 0,
+            computed_only: false,
             buckets: [LocalBucket::EMPTY; BUCKETS],
         }
     }
@@ -147,6 +152,16 @@ impl<const BUCKETS: usize> RuleCache<BUCKETS> {
     /// were redone with libgcc.
     pub fn fallbacks(&self) -> u64 {
         self.fallbacks
+    }
+
+    /// Whether this cache, in front of a shared one, keeps only the rules its
+    /// owner computed (`true`) or also copies in those found in the shared
+    /// cache (`false`, the default). Copying pays when the owner captures
+    /// often; an owner that captures rarely loses little reading the shared
+    /// cache, and in a forked child every private page written costs a
+    /// copy-on-write fault.
+    pub fn set_computed_only(&mut self, on: bool) {
+        self.computed_only = on;
     }
 
     /// Bytes of memory one cache of this size occupies.
@@ -409,8 +424,10 @@ impl<const LOCAL: usize, const SHARED: usize> RuleStore for LayeredStore<'_, '_,
             return Some(rule);
         }
         let rule = self.shared.get(address)?;
-        // Promote without counting a miss: nothing was computed.
-        self.local.cache.put(address, rule);
+        if !self.local.cache.computed_only {
+            // Promote without counting a miss: nothing was computed.
+            self.local.cache.put(address, rule);
+        }
         Some(rule)
     }
 

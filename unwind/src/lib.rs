@@ -253,6 +253,11 @@ impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
         self.memo.forget();
     }
 
+    /// See [`RuleCache::set_computed_only`].
+    pub fn set_computed_only(&mut self, on: bool) {
+        self.rules.set_computed_only(on);
+    }
+
     /// The memo's counters.
     pub fn memo_counts(&self) -> MemoCounts {
         self.memo.counts()
