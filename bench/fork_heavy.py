@@ -4,7 +4,9 @@ no preload, medians over alternating rounds.
 
 Measures
   - fork_children (bench/workloads/fork_children.c): the parent's fork() and a
-    short child's whole life (fork to waitpid), for children that allocate
+    short child's whole life (fork to waitpid), and the page faults of each
+    (what a profiler costs a short child is mostly copy-on-write and
+    first-touch faults; counts are steady where times are not), for children that allocate
     nothing and children that allocate 1 MiB (so they sample and, with
     prof_fork_final:sampled, write an exit dump; with the default, lived,
     these short children write none); the exit dump's own cost is the
@@ -93,8 +95,8 @@ def bench_fork(bins: dict, rounds: int, work: Path) -> list:
                 shutil.rmtree(cwd)
     rows = []
     for (bytes_, name), vs in results.items():
-        rows.append((bytes_, name, statistics.median(v["fork_us"] for v in vs),
-                     statistics.median(v["child_us"] for v in vs)))
+        rows.append((bytes_, name, *(statistics.median(v[key] for v in vs) for key in
+                                     ("fork_us", "child_us", "parent_faults", "child_faults"))))
     return rows
 
 
@@ -212,10 +214,13 @@ def main() -> int:
     try:
         bins = build(work)
         print(f"## fork_children, 1000 children, medians of {args.rounds} rounds (µs)")
-        print("| child allocates | config | fork() | child fork→waitpid |")
-        print("|---|---|---|---|")
-        for bytes_, name, fork_us, child_us in bench_fork(bins, args.rounds, work):
-            print(f"| {bytes_} B | {name} | {fork_us:.1f} | {child_us:.1f} |")
+        print("| child allocates | config | fork() | child fork→waitpid "
+              "| parent's page faults per fork | a child's page faults |")
+        print("|---|---|---|---|---|---|")
+        for bytes_, name, fork_us, child_us, parent_faults, child_faults in bench_fork(
+                bins, args.rounds, work):
+            print(f"| {bytes_} B | {name} | {fork_us:.1f} | {child_us:.1f} "
+                  f"| {parent_faults:.1f} | {child_faults:.1f} |")
         print(f"\n## dl_loop, 60,000 dlopen/dlclose of 20 plugins, medians of {args.rounds}")
         print("| mode | CPU none (s) | CPU shim (s) | ratio | RSS none (KiB) | RSS shim (KiB) |")
         print("|---|---|---|---|---|---|")

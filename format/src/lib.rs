@@ -234,15 +234,18 @@ impl SamplingLaw {
     /// allocation is sampled), capped at `i64::MAX / 4`. The countdown ends
     /// within `s` bytes exactly when `uniform > (1 − 1/R)^s`, with
     /// probability [`SamplingLaw::inclusion_probability`].
+    #[inline]
     pub fn bytes_until_sample(self, uniform: f64) -> i64 {
         if self.samples_everything() {
             return 0;
         }
-        let wait = (libm::log(uniform) / self.ln_keep).floor() + 1.0;
-        if wait >= (i64::MAX / 4) as f64 {
+        // ln(u) and ln(1 − 1/R) are both ≤ 0, so the quotient is ≥ 0 and
+        // truncating it is its floor (without a call to `floor`).
+        let before = libm::log(uniform) / self.ln_keep;
+        if before >= (i64::MAX / 4 - 1) as f64 {
             i64::MAX / 4
         } else {
-            wait as i64
+            before as i64 + 1
         }
     }
 }

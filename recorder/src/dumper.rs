@@ -417,6 +417,7 @@ fn wait_for_request() {
 /// In a forked child: the thread did not survive; forget it and its queue.
 /// Writes only what differs (each page written costs the child a
 /// copy-on-write fault).
+#[inline]
 pub fn reset_in_child() {
     crate::store_if_changed!(STARTED, false);
     crate::store_if_changed!(STARTING, false);

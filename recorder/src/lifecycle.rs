@@ -28,6 +28,7 @@ pub fn on_library_load() {
         return;
     }
     dumper::set_dump_writer(write_background_dump);
+    writer::note_start();
     crate::sys::find_single_threaded_flag();
     // Detect the CPU's CRC instructions now, once: forked children inherit
     // the answer instead of each paying for it in its exit dump.
@@ -67,18 +68,25 @@ fn write_background_dump(trigger: Trigger) {
 
 // ---- exit ----
 
-/// In a forked child (without exec): the samples taken when it was
-/// forked; `u64::MAX` in a process that was not forked.
-static SAMPLES_AT_FORK: AtomicU64 = AtomicU64::new(u64::MAX);
+/// What a forked child (without exec) knows of its fork; one static, so
+/// that recording it costs the child one copy-on-write page, not two.
+struct ForkRecord {
+    /// The samples taken when it was forked; `u64::MAX` in a process that
+    /// was not forked.
+    samples_at_fork: AtomicU64,
+    /// When it was forked (the forking thread's `fork_called_ns` as the
+    /// child found it; its own later forks do not change it).
+    forked_at_ns: AtomicU64,
+}
 
-/// In a forked child: when it was forked (the forking thread's
-/// `fork_called_ns` as the child found it; its own later forks do not
-/// change it).
-static FORKED_AT_NS: AtomicU64 = AtomicU64::new(0);
+static FORK_RECORD: ForkRecord = ForkRecord {
+    samples_at_fork: AtomicU64::new(u64::MAX),
+    forked_at_ns: AtomicU64::new(0),
+};
 
 /// Does `prof_fork_final` let this process write its exit dump?
 fn exit_dump_wanted(config: &Config) -> bool {
-    let at_fork = SAMPLES_AT_FORK.load(Relaxed);
+    let at_fork = FORK_RECORD.samples_at_fork.load(Relaxed);
     if at_fork == u64::MAX {
         return true;
     }
@@ -92,7 +100,7 @@ fn exit_dump_wanted(config: &Config) -> bool {
         ForkFinal::Lived => {
             sampled
                 && crate::sys::clock_ns(libc::CLOCK_MONOTONIC)
-                    .saturating_sub(FORKED_AT_NS.load(Relaxed))
+                    .saturating_sub(FORK_RECORD.forked_at_ns.load(Relaxed))
                     >= FORK_FINAL_MIN_LIFE_NS
         }
     }
@@ -103,11 +111,15 @@ extern "C" fn at_exit() {
     let config = state::config();
     let wanted = exit_dump_wanted(config);
     // The exit dump is the last one: writing it (or closing, without one)
-    // refuses every dump that other threads might still start.
+    // refuses every dump that other threads might still start. A process
+    // that never had another thread has none to refuse (and closing would
+    // cost a forked child a copy-on-write fault).
     let written = if wanted && config.prof_final && !config.prof_prefix.is_empty() {
         writer::write_dump(Trigger::Final, None).ok()
     } else {
-        writer::close();
+        if !crate::sys::single_threaded() {
+            writer::close();
+        }
         None
     };
     if wanted && config.prof_leak {
@@ -213,8 +225,13 @@ extern "C" fn fork_child() {
     unsafe { writer::reset_in_child() };
     dumper::reset_in_child();
     triggers::reset_in_child();
-    SAMPLES_AT_FORK.store(state::samples_taken(), Relaxed);
-    FORKED_AT_NS.store(state.fork_called_ns.load(Relaxed), Relaxed);
+    let record = &FORK_RECORD;
+    record
+        .samples_at_fork
+        .store(state::samples_taken(), Relaxed);
+    record
+        .forked_at_ns
+        .store(state.fork_called_ns.load(Relaxed), Relaxed);
     reseed_forking_thread();
     state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, false);
 }

@@ -142,6 +142,7 @@ impl Sampler {
     /// countdown in progress may be replaced by a fresh draw because it is
     /// memoryless; a countdown at 0 (a thread not set up, stopped, or under
     /// `prof_exact`) stays 0.
+    #[inline]
     pub fn reseed_after_fork(&self, seed: u64) {
         if self.rng.load(Relaxed) == 0 {
             return;

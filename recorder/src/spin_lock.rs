@@ -21,7 +21,7 @@
 //! runs end-to-end tests under the debug shim for that. The fork handlers
 //! take every lock but the dump lock in rank order (`lifecycle`).
 
-use core::cell::{Cell, UnsafeCell};
+use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -121,27 +121,41 @@ unsafe impl<T: Send> Sync for SpinLock<T> {}
 // SAFETY: as above; the lock owns its value.
 unsafe impl<T: Send> Send for SpinLock<T> {}
 
-thread_local! {
-    /// The calling thread's id, cached (0: not known yet). A const-initialized
-    /// `Cell` has no destructor and is never lazily allocated.
-    static THREAD_ID: Cell<u32> = const { Cell::new(0) };
+/// The calling thread's kernel id, as the PI futex wants it in the word
+/// (cached in the thread's block: no `__tls_get_addr`, and a forked child
+/// resets it in a page its fork handler writes anyway).
+fn thread_id() -> u32 {
+    let cached = &crate::tls::current().kernel_tid;
+    let mut id = cached.load(Ordering::Relaxed);
+    if id == 0 {
+        id = gettid();
+        cached.store(id, Ordering::Relaxed);
+    }
+    id
 }
 
-/// The calling thread's kernel id, as the PI futex wants it in the word.
-fn thread_id() -> u32 {
-    THREAD_ID.with(|cached| {
-        if cached.get() == 0 {
-            // SAFETY: gettid has no preconditions.
-            cached.set(unsafe { libc::gettid() } as u32);
-        }
-        cached.get()
-    })
+/// gettid by the `syscall` instruction: a forked child that takes its first
+/// lock (at exit, say) need not fault in the page of libc's wrapper.
+fn gettid() -> u32 {
+    let id: i64;
+    // SAFETY: gettid takes no arguments and cannot fail; the kernel
+    // clobbers only rcx and r11 and touches no memory of ours.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_gettid => id,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack, preserves_flags),
+        );
+    }
+    id as u32
 }
 
 /// In a forked child: the surviving thread has a new id (call first thing
 /// in the child's fork handler, before any lock is reset).
 pub fn forget_thread_id() {
-    THREAD_ID.with(|cached| cached.set(0));
+    crate::tls::current().kernel_tid.store(0, Ordering::Relaxed);
 }
 
 fn futex(word: &AtomicU32, operation: libc::c_int) -> libc::c_long {
@@ -254,6 +268,7 @@ impl<T> SpinLock<T> {
     /// # Safety
     /// Only in a forked child's fork handler (the only thread), after
     /// [`forget_thread_id`]; no guard of the lock may be used afterwards.
+    #[inline]
     pub unsafe fn reset_in_child(&self, value: T)
     where
         T: PartialEq,
@@ -300,7 +315,8 @@ impl<T> Drop for SpinGuard<'_, T> {
 /// ranks held.
 #[cfg(any(debug_assertions, test))]
 mod order {
-    use super::{Cell, LOCK_ORDER, LockClass};
+    use super::{LOCK_ORDER, LockClass};
+    use core::cell::Cell;
 
     thread_local! {
         static HELD: Cell<u32> = const { Cell::new(0) };

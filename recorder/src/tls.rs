@@ -3,7 +3,7 @@
 //! Owns the block every malloc touches: the sampling countdown (a
 //! [`Sampler`], which alone changes it) and the exact counters. The fast
 //! path reads and writes only its first cache line; the second holds what
-//! only `prof_exact` uses. It lives in a `.tbss` symbol declared with
+//! only `prof_exact`, the fork handlers and the profiler's locks use. It lives in a `.tbss` symbol declared with
 //! `global_asm!` and is reached with `fs:[0] + GOTTPOFF`, so reading it is
 //! two instructions and never calls `__tls_get_addr` (which may allocate
 //! after a `dlopen`). A new thread's block is zero, and there is no
@@ -55,13 +55,16 @@ pub struct ThreadState {
     pub flags: AtomicU32,
     /// The thread's serial number (0 until the thread is set up).
     pub serial: AtomicU32,
-    // ---- second line: `prof_exact` only ----
+    // ---- second line: cold ----
     /// Usable bytes allocated minus freed (kept under `prof_exact` only).
     pub live_usable_delta: AtomicI64,
     /// CLOCK_MONOTONIC, in nanoseconds, when the thread last called `fork`
     /// (here because the fork handlers write this block anyway: a field of
     /// its own page would cost a forking parent a copy-on-write fault).
     pub fork_called_ns: AtomicU64,
+    /// The thread's kernel id for the profiler's locks (0 until a lock
+    /// needs it; see `spin_lock`).
+    pub kernel_tid: AtomicU32,
 }
 
 /// Cold per-thread state, reached through `ThreadState::ext`.

@@ -135,6 +135,7 @@ pub fn high_water_dumped(live_before: u64) {
 }
 
 /// In a forked child: the parent's requests died with its dumper.
+#[inline]
 pub fn reset_in_child() {
     crate::store_if_changed!(HIGH_WATER_REQUESTED, false);
 }

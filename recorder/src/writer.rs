@@ -16,7 +16,7 @@
 //! Never runs inside malloc: it allocates and does I/O. Dumps are serialized
 //! by a lock the allocation paths never take, and `fork` never waits for it.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::ffi::CString;
 
 use heapsample_format::{Dump, Totals, Trigger};
@@ -396,15 +396,24 @@ fn create_and_write(temporary: &CString, dump: &Dump) -> Result<i32, Failure> {
     }
 }
 
-/// Set once this process looked for stale temporary files (forked children
-/// start with it set: their parent's image looks).
+/// Set once this process looked for stale temporary files.
 static STALE_CHECKED: AtomicBool = AtomicBool::new(false);
+
+/// The pid of the process the profiler started in (0 before): only it looks
+/// for stale temporary files, not its forked children (their parent's image
+/// looks), which thus need not change anything at fork.
+static STARTED_IN_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Remember the process the profiler starts in (from its constructor).
+pub fn note_start() {
+    STARTED_IN_PID.store(std::process::id(), Relaxed);
+}
 
 /// Remove the temporary files that dumps with `prefix` left behind when
 /// their process was killed mid-write: `<prefix>.*.tmp.<pid>` whose pid is
 /// not running and whose lock nobody holds. Once per process.
 fn remove_stale_temporaries_once(prefix: &str) {
-    if STALE_CHECKED.swap(true, Relaxed) {
+    if std::process::id() != STARTED_IN_PID.load(Relaxed) || STALE_CHECKED.swap(true, Relaxed) {
         return;
     }
     let (directory, base) = match prefix.rfind('/') {
@@ -537,19 +546,18 @@ pub fn close() {
 /// In a forked child (the dump lock is not held across `fork`: a dump in
 /// progress on another thread does not delay it): the thread that may have
 /// been writing a dump is gone, so release its lock, reopen dumping, start
-/// the numbering and the pid's generation afresh, and leave the search for
-/// stale temporary files to the parent's image. Writes only what differs
+/// the numbering and the pid's generation afresh. Writes only what differs
 /// (each page written costs the child a copy-on-write fault).
 ///
 /// # Safety
 /// Only from the child's fork handler, once per fork.
+#[inline]
 pub unsafe fn reset_in_child() {
     crate::store_if_changed!(SEQUENCE, 0);
     for counter in &TRIGGER_SEQUENCE {
         crate::store_if_changed!(*counter, 0);
     }
     crate::store_if_changed!(GENERATION, 0);
-    crate::store_if_changed!(STALE_CHECKED, true);
     // SAFETY: only this thread exists in the child; a guard of the lock
     // held by a thread that did not survive the fork is never used.
     unsafe { DUMP_LOCK.reset_in_child(false) };
