@@ -219,3 +219,52 @@ fn siblings_load_different_objects(how: &str, big_frame: u32) {
         }
     }
 }
+
+/// A parent that never had a second thread takes no lock around fork, and
+/// its children reset only what differs from a fresh process: after the
+/// parent's own dumps, each child still numbers its dumps from 0, under its
+/// own pid, and its dumps hold what it allocated.
+#[test]
+fn children_of_a_single_threaded_parent_that_dumped_number_their_own_dumps() {
+    let program = compile_c("dump_then_fork.c", &BuildOptions::no_pie());
+    let outcome = Run::program(&program)
+        .args(["3", "5"])
+        .with_shim()
+        .prof_conf("lg_prof_sample:0,prof_fork_final:all")
+        .run();
+    outcome.assert_success();
+    assert!(outcome.stdout.contains("children=5"), "{}", outcome.context());
+    let mut by_pid: std::collections::BTreeMap<u32, Vec<(u64, String)>> = Default::default();
+    for file in outcome.dump_files() {
+        by_pid
+            .entry(file.pid)
+            .or_default()
+            .push((file.seq, file.trigger.clone()));
+    }
+    let numbered = |triggers: &[&str]| -> Vec<(u64, String)> {
+        (0u64..)
+            .zip(triggers.iter().map(|t| t.to_string()))
+            .collect()
+    };
+    for names in by_pid.values_mut() {
+        names.sort();
+    }
+    assert_eq!(
+        by_pid.remove(&outcome.pid),
+        Some(numbered(&["m", "m", "m", "f"])),
+        "the parent's dumps\n{}",
+        outcome.context()
+    );
+    assert_eq!(by_pid.len(), 5, "one set of dumps per child\n{}", outcome.context());
+    for (pid, names) in &by_pid {
+        assert_eq!(names, &numbered(&["m", "f"]), "child {pid}\n{}", outcome.context());
+    }
+    for (file, dump) in outcome.dumps() {
+        assert_eq!(file.pid, dump.pid, "{} holds another process's dump", file.name);
+        if file.pid != outcome.pid {
+            // The parent's 128 live blocks, the child's 128 more (exact).
+            let live: u64 = dump.stacks.iter().map(|s| s.live_objects).sum();
+            assert!(live >= 256, "{}: {live} live objects", file.name);
+        }
+    }
+}
