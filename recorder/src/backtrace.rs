@@ -71,11 +71,20 @@ impl HookEntry {
 
 type SharedRules = heapsample_unwind::SharedRuleCache;
 
-/// The rules every thread and every forked child uses: a `MAP_SHARED`
-/// mapping made at start-up (256 KiB, touched as used); null before, and
-/// for good if it cannot be made (stacks are then captured by libgcc).
+/// The rules every thread and every forked child uses, read through the
+/// private view of a shared memory file ([`crate::sys::SharedViews`], so
+/// that forked children inherit its mapped pages) and written through the
+/// shared one; where memory files cannot be made, one `MAP_SHARED` mapping
+/// (children then fault on each page they read). Made at start-up (256 KiB,
+/// touched as used); null before, and for good if it cannot be made (stacks
+/// are then captured by libgcc).
 static RULES: AtomicPtr<SharedRules> = AtomicPtr::new(core::ptr::null_mut());
 static USE_LIBGCC: AtomicBool = AtomicBool::new(false);
+
+/// The read view of [`RULES`] when it has one, for [`map_rules_for_children`].
+static RULES_READ_VIEW: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
+/// [`map_rules_for_children`] ran.
+static RULES_MAPPED_FOR_CHILDREN: AtomicBool = AtomicBool::new(false);
 
 /// The shared rules, unless stacks are captured by libgcc.
 fn fast_rules() -> Option<&'static SharedRules> {
@@ -93,9 +102,36 @@ fn shared_rules() -> Option<&'static SharedRules> {
 
 /// Put the rule cache where forked children will share it.
 fn share_rules() -> bool {
-    let memory = crate::sys::map_shared_zeroed(SharedRules::size_in_bytes());
+    let bytes = SharedRules::size_in_bytes();
+    if let Some(views) = crate::sys::map_shared_views(bytes) {
+        let (read, write) = (
+            views.read.cast::<SharedRules>(),
+            views.write.cast::<SharedRules>(),
+        );
+        // SAFETY: both views map the same zeroed memory file, never unmapped;
+        // all-zero memory is an empty cache.
+        unsafe { (*read).set_write_view(&*write) };
+        RULES_READ_VIEW.store(views.read, Relaxed);
+        RULES.store(read, Release);
+        return true;
+    }
+    let memory = crate::sys::map_shared_zeroed(bytes);
     RULES.store(memory.cast(), Release);
     !memory.is_null()
+}
+
+/// In a process about to fork: map every page of the rules' read view, so
+/// that children inherit the mappings and read rules without page faults.
+/// Once; nothing without a read view.
+pub fn map_rules_for_children() {
+    let read = RULES_READ_VIEW.load(Relaxed);
+    // Checked before it is set: a store at every fork would cost the parent
+    // a copy-on-write fault at every fork.
+    if read.is_null() || RULES_MAPPED_FOR_CHILDREN.load(Relaxed) {
+        return;
+    }
+    RULES_MAPPED_FOR_CHILDREN.store(true, Relaxed);
+    crate::sys::map_pages_for_children(read, SharedRules::size_in_bytes());
 }
 
 /// Use libgcc's unwinder instead of the cached one.

@@ -160,21 +160,28 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
 // A process that never had a second thread (a pre-fork server's master, a
 // shell) takes no profiler lock around fork: nobody else can hold one, and
 // the forking thread holds none outside its guard. Its fork handlers then
-// write only the forking thread's own block and what the child must change,
-// since every other page they wrote would cost parent or child a
-// copy-on-write fault per fork.
+// write only the fork time into the forking thread's block and, in the
+// child, what the child must change, since every other page they wrote
+// would cost parent or child a copy-on-write fault per fork.
 
 extern "C" fn fork_prepare() {
     let state = tls::current();
     let take_locks = state.guarded() || !crate::sys::single_threaded();
-    state.set_flag(tls::FLAG_GUARD, true);
-    state.set_flag(tls::FLAG_FORK_LOCKED, take_locks);
+    if take_locks {
+        // Allocations by other fork handlers pass through unsampled while
+        // the locks are held.
+        state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, true);
+    }
     // Read in the parent: a child that read the clock itself would first
     // fault in the clock's data page.
     state
         .fork_called_ns
         .store(crate::sys::clock_ns(libc::CLOCK_MONOTONIC), Relaxed);
+    // Once per process, before its first fork: map what children read
+    // (never written pages map the zero page), so they inherit the mappings.
     STACKS.map_index_for_children();
+    crate::live_table::LIVE.map_slots_for_children();
+    crate::backtrace::map_rules_for_children();
     if take_locks {
         // Not the dump lock: a dump in progress must not delay fork.
         modules::lock_for_fork();
@@ -194,8 +201,8 @@ extern "C" fn fork_parent() {
             threads::unlock_in_parent();
             modules::unlock_after_fork();
         }
+        state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, false);
     }
-    state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, false);
 }
 
 /// A forked child's sampling must not repeat its siblings': the thread that
@@ -211,7 +218,8 @@ fn reseed_forking_thread() {
 extern "C" fn fork_child() {
     crate::spin_lock::forget_thread_id();
     let state = tls::current();
-    if state.flags.load(Relaxed) & tls::FLAG_FORK_LOCKED != 0 {
+    let locked = state.flags.load(Relaxed) & tls::FLAG_FORK_LOCKED != 0;
+    if locked {
         // SAFETY: the locks were taken by fork_prepare in the parent; only
         // this thread exists in the child.
         unsafe {
@@ -233,5 +241,7 @@ extern "C" fn fork_child() {
         .forked_at_ns
         .store(state.fork_called_ns.load(Relaxed), Relaxed);
     reseed_forking_thread();
-    state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, false);
+    if locked {
+        state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, false);
+    }
 }

@@ -15,7 +15,7 @@
 //! are compare-and-swap on the slot; the table is sized once at start-up and
 //! a sample that finds no slot within the probe limit is dropped (counted).
 
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::sys;
 
@@ -64,6 +64,8 @@ pub struct TableFull;
 pub struct LiveTable {
     slots: AtomicPtr<Slot>,
     slot_bits: AtomicU32,
+    /// [`LiveTable::map_slots_for_children`] ran.
+    slots_mapped_for_children: AtomicBool,
     filter: [AtomicU32; FILTER_LEN],
     live: AtomicU64,
 }
@@ -103,6 +105,7 @@ impl LiveTable {
         LiveTable {
             slots: AtomicPtr::new(core::ptr::null_mut()),
             slot_bits: AtomicU32::new(0),
+            slots_mapped_for_children: AtomicBool::new(false),
             filter: [const { AtomicU32::new(0) }; FILTER_LEN],
             live: AtomicU64::new(0),
         }
@@ -118,6 +121,24 @@ impl LiveTable {
         self.slot_bits.store(slot_bits, Ordering::Relaxed);
         self.slots.store(slots.cast(), Ordering::Release);
         true
+    }
+
+    /// In a process about to fork: map the slots' untouched pages to the
+    /// zero page, so that forked children inherit the mappings. A child's
+    /// free of an unsampled object that shares a filter counter with a
+    /// sample probes a slot no sample ever used; without this, each such
+    /// slot page would cost the child a page fault. Once per table.
+    pub fn map_slots_for_children(&self) {
+        let slots = self.slots.load(Ordering::Acquire);
+        // Checked before it is set: a store at every fork would cost the
+        // parent a copy-on-write fault at every fork.
+        if slots.is_null() || self.slots_mapped_for_children.load(Ordering::Relaxed) {
+            return;
+        }
+        self.slots_mapped_for_children
+            .store(true, Ordering::Relaxed);
+        let bytes = core::mem::size_of::<Slot>() << self.slot_bits.load(Ordering::Relaxed);
+        sys::map_pages_for_children(slots.cast(), bytes);
     }
 
     fn slot(&self, index: usize) -> &Slot {

@@ -233,7 +233,11 @@ fn children_of_a_single_threaded_parent_that_dumped_number_their_own_dumps() {
         .prof_conf("lg_prof_sample:0,prof_fork_final:all")
         .run();
     outcome.assert_success();
-    assert!(outcome.stdout.contains("children=5"), "{}", outcome.context());
+    assert!(
+        outcome.stdout.contains("children=5"),
+        "{}",
+        outcome.context()
+    );
     let mut by_pid: std::collections::BTreeMap<u32, Vec<(u64, String)>> = Default::default();
     for file in outcome.dump_files() {
         by_pid
@@ -255,12 +259,26 @@ fn children_of_a_single_threaded_parent_that_dumped_number_their_own_dumps() {
         "the parent's dumps\n{}",
         outcome.context()
     );
-    assert_eq!(by_pid.len(), 5, "one set of dumps per child\n{}", outcome.context());
+    assert_eq!(
+        by_pid.len(),
+        5,
+        "one set of dumps per child\n{}",
+        outcome.context()
+    );
     for (pid, names) in &by_pid {
-        assert_eq!(names, &numbered(&["m", "f"]), "child {pid}\n{}", outcome.context());
+        assert_eq!(
+            names,
+            &numbered(&["m", "f"]),
+            "child {pid}\n{}",
+            outcome.context()
+        );
     }
     for (file, dump) in outcome.dumps() {
-        assert_eq!(file.pid, dump.pid, "{} holds another process's dump", file.name);
+        assert_eq!(
+            file.pid, dump.pid,
+            "{} holds another process's dump",
+            file.name
+        );
         if file.pid != outcome.pid {
             // The parent's 128 live blocks, the child's 128 more (exact).
             let live: u64 = dump.stacks.iter().map(|s| s.live_objects).sum();

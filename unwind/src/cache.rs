@@ -22,7 +22,7 @@
 //! Runs inside malloc: no allocation, no locks (nothing here ever waits), no system
 //! calls. All-zero memory is a valid empty cache of either kind.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 use crate::cfi::{self, ObjectKey};
 use crate::rule::Rule;
@@ -42,6 +42,11 @@ pub fn invalidate_all_caches() {
 pub(crate) fn current_generation() -> u64 {
     GENERATION.load(Ordering::Acquire)
 }
+
+/// The one shared cache whose writes go through another view
+/// ([`SharedRuleCache::set_write_view`]), and the distance to that view.
+static WRITE_VIEW_OF: AtomicUsize = AtomicUsize::new(0);
+static WRITE_VIEW_DISTANCE: AtomicUsize = AtomicUsize::new(0);
 
 /// Picks a bucket for a code address: multiplicative hashing, top bits.
 #[inline(always)]
@@ -309,8 +314,34 @@ impl<const BUCKETS: usize> SharedRuleCache<BUCKETS> {
         Rule::decode(found)
     }
 
+    /// Let writes go through `write`, another mapping of this cache's memory:
+    /// for a cache read through a private mapping of a shared memory file,
+    /// whose page-table entries forked children inherit but which must never
+    /// be written (a written page would stop seeing the other processes'
+    /// writes). Process-wide, for one cache; kept in this process's own
+    /// memory, so nothing in the shared memory can redirect a write.
+    ///
+    /// # Safety
+    /// `write` maps the same memory as `self` for as long as either is used.
+    pub unsafe fn set_write_view(&self, write: &Self) {
+        let (read, write) = (self as *const Self as usize, write as *const Self as usize);
+        WRITE_VIEW_DISTANCE.store(write.wrapping_sub(read), Ordering::Relaxed);
+        WRITE_VIEW_OF.store(read, Ordering::Release);
+    }
+
+    /// The memory writes to this cache go to.
+    fn write_view(&self) -> &Self {
+        let read = self as *const Self as usize;
+        if WRITE_VIEW_OF.load(Ordering::Acquire) != read {
+            return self;
+        }
+        let write = read.wrapping_add(WRITE_VIEW_DISTANCE.load(Ordering::Relaxed));
+        // SAFETY: `set_write_view`'s contract: a live mapping of this memory.
+        unsafe { &*(write as *const Self) }
+    }
+
     fn put(&self, address: u64, rule: Rule, generation: u32, object: u64) {
-        let bucket = &self.buckets[bucket_index(address, BUCKETS)];
+        let bucket = &self.write_view().buckets[bucket_index(address, BUCKETS)];
         let sequence = bucket.sequence.load(Ordering::Relaxed);
         if sequence & 1 != 0
             || bucket
