@@ -7,26 +7,28 @@
 //!
 //! Layers, each importing only from the layers above it in this list (and
 //! within its own layer without cycles; `tests/layers.rs` checks it). Code
-//! that runs inside malloc lives in layers 0–7 and never imports layer 8,
+//! that runs inside malloc lives in layers 0–8 and never imports layer 9,
 //! which does I/O.
 //!
-//! 0. leaves: [`sys`] (mmap, errno), [`spin_lock`] (and the lock order),
-//!    [`warn`], [`config`] (PROF_CONF), [`sampling`] (the law of the
-//!    countdown), [`sampler`] (one thread's countdown).
+//! 0. leaves: [`sys`] (mmap, errno), [`warn`], [`config`] (PROF_CONF),
+//!    [`sampling`] (the law of the countdown), [`sampler`] (one thread's
+//!    countdown).
 //! 1. [`tls`]: the initial-exec per-thread block and the guard.
-//! 2. tables: [`live_table`], [`stack_table`], [`modules`], [`backtrace`],
+//! 2. [`spin_lock`] (and the lock order), which keeps each thread's kernel
+//!    id in the thread's block.
+//! 3. tables: [`live_table`], [`stack_table`], [`modules`], [`backtrace`],
 //!    [`own_heap`].
-//! 3. [`next_alloc`]: the next allocator and the bootstrap arena.
-//! 4. [`state`]: the process-wide mode, flags, configuration and counters,
+//! 4. [`next_alloc`]: the next allocator and the bootstrap arena.
+//! 5. [`state`]: the process-wide mode, flags, configuration and counters,
 //!    behind functions.
-//! 5. events: [`sample`] (the sample event), [`threads`] (set-up, registry,
+//! 6. events: [`sample`] (the sample event), [`threads`] (set-up, registry,
 //!    exit flush), [`triggers`] (when a dump is due), [`memory_limit`]
 //!    (the cgroup's use against its limit), [`dumper`] (the request queue
-//!    and the thread; what it writes is registered from layer 8).
-//! 6. dispatch: [`startup`], [`counting`], [`routes`].
-//! 7. hooks: [`contracts`] (the rest of the malloc family), [`fast_path`]
+//!    and the thread; what it writes is registered from layer 9).
+//! 7. dispatch: [`startup`], [`counting`], [`routes`].
+//! 8. hooks: [`contracts`] (the rest of the malloc family), [`fast_path`]
 //!    (malloc's and free's assembly), [`cxx`] (C++ operator accounting).
-//! 8. never inside malloc: [`writer`] (dump files), [`api`] (the C API),
+//! 9. never inside malloc: [`writer`] (dump files), [`api`] (the C API),
 //!    [`lifecycle`] (constructor, exit, fork).
 
 pub mod api;

@@ -241,6 +241,7 @@ extern "C" fn fork_child() {
         .forked_at_ns
         .store(state.fork_called_ns.load(Relaxed), Relaxed);
     reseed_forking_thread();
+    state.set_flag(tls::FLAG_FORKED, true);
     if locked {
         state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, false);
     }

@@ -36,6 +36,37 @@ struct Slot {
     value: AtomicU64,
 }
 
+impl Slot {
+    const fn empty() -> Slot {
+        Slot {
+            address: AtomicUsize::new(EMPTY),
+            value: AtomicU64::new(0),
+        }
+    }
+
+    /// Take this slot for `address` if it is free: a compare-and-swap
+    /// without a read before it (a read before the write would cost a
+    /// second page fault on a page no sample used yet).
+    fn claim(&self, address: usize, sample: LiveSample) -> bool {
+        let claimed =
+            match self
+                .address
+                .compare_exchange(EMPTY, address, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => true,
+                Err(TOMBSTONE) => self
+                    .address
+                    .compare_exchange(TOMBSTONE, address, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok(),
+                Err(_) => false,
+            };
+        if claimed {
+            self.value.store(sample.pack(), Ordering::Release);
+        }
+        claimed
+    }
+}
+
 /// What the table remembers about a live sampled object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LiveSample {
@@ -68,6 +99,36 @@ pub struct LiveTable {
     slots_mapped_for_children: AtomicBool,
     filter: [AtomicU32; FILTER_LEN],
     live: AtomicU64,
+    /// Where a forked child puts its samples first.
+    nursery: Nursery,
+}
+
+/// Slots of the [`Nursery`] (one page with its flag).
+const NURSERY_SLOTS: usize = 255;
+/// Slots a nursery lookup or insertion probes.
+const NURSERY_PROBES: usize = 16;
+
+/// A one-page table beside the main one, for the samples a forked child
+/// takes: the main table is hashed over many pages the child shares
+/// copy-on-write with its parent, so each sample there costs the child a
+/// page fault; here its samples share one page. Lookups probe it only once
+/// something was put in it.
+#[repr(C, align(4096))]
+struct Nursery {
+    /// Nonzero once a sample was put here.
+    used: AtomicU64,
+    _reserved: u64,
+    slots: [Slot; NURSERY_SLOTS],
+}
+
+/// Where [`LiveTable::insert`] may put a new sample.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotPlace {
+    /// The main table.
+    Main,
+    /// The nursery first (the thread that survived a fork: see
+    /// [`Nursery`]), the main table when it is full.
+    NurseryFirst,
 }
 
 const FILTER_LEN: usize = 1 << FILTER_BITS;
@@ -108,6 +169,11 @@ impl LiveTable {
             slots_mapped_for_children: AtomicBool::new(false),
             filter: [const { AtomicU32::new(0) }; FILTER_LEN],
             live: AtomicU64::new(0),
+            nursery: Nursery {
+                used: AtomicU64::new(0),
+                _reserved: 0,
+                slots: [const { Slot::empty() }; NURSERY_SLOTS],
+            },
         }
     }
 
@@ -187,18 +253,17 @@ impl LiveTable {
         self.filter_bucket(address).load(Ordering::Relaxed) & ENTRIES_MASK != 0
     }
 
-    /// Record a live sample. If the address was already recorded (its free
-    /// was never seen), the old entry is replaced and returned so its counts
-    /// can be released.
+    /// Record a live sample (where `place` says). If the address was
+    /// already recorded (its free was never seen), the old entry is replaced
+    /// and returned so its counts can be released.
     ///
     /// Looks for an old entry only where the filter says one may exist, and
-    /// claims a slot with a compare-and-swap without reading it first: in a
-    /// forked child, or on a page no sample used yet, a read before the
-    /// write would cost a second page fault.
+    /// claims slots without reading them first (see [`Slot::claim`]).
     pub fn insert(
         &self,
         address: usize,
         sample: LiveSample,
+        place: SlotPlace,
     ) -> Result<Option<LiveSample>, TableFull> {
         if self.slots.load(Ordering::Acquire).is_null() {
             return Err(TableFull);
@@ -212,35 +277,42 @@ impl LiveTable {
             let old = slot.value.swap(sample.pack(), Ordering::AcqRel);
             return Ok(Some(LiveSample::unpack(old)));
         }
+        let in_nursery = place == SlotPlace::NurseryFirst
+            && self
+                .nursery_probes(address)
+                .any(|slot| slot.claim(address, sample));
+        if in_nursery && self.nursery.used.load(Ordering::Relaxed) == 0 {
+            self.nursery.used.store(1, Ordering::Release);
+        }
         let home = self.home(address);
-        for probe in 0..PROBE_LIMIT {
-            let slot = self.slot(home + probe);
-            let claimed = match slot.address.compare_exchange(
-                EMPTY,
-                address,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => true,
-                Err(TOMBSTONE) => slot
-                    .address
-                    .compare_exchange(TOMBSTONE, address, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok(),
-                Err(_) => false,
-            };
-            if claimed {
-                slot.value.store(sample.pack(), Ordering::Release);
-                self.live.fetch_add(1, Ordering::Relaxed);
-                return Ok(None);
-            }
+        let claimed = in_nursery
+            || (0..PROBE_LIMIT).any(|probe| self.slot(home + probe).claim(address, sample));
+        if claimed {
+            self.live.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
         }
         bucket.fetch_sub(1, Ordering::AcqRel);
         Err(TableFull)
     }
 
+    /// The nursery slots `address` may occupy, in probe order.
+    fn nursery_probes(&self, address: usize) -> impl Iterator<Item = &Slot> {
+        let home = sys::hash_word(address as u64, 16) % NURSERY_SLOTS;
+        (0..NURSERY_PROBES).map(move |probe| &self.nursery.slots[(home + probe) % NURSERY_SLOTS])
+    }
+
     fn find(&self, address: usize) -> Option<&Slot> {
         if self.slots.load(Ordering::Acquire).is_null() {
             return None;
+        }
+        if self.nursery.used.load(Ordering::Acquire) != 0 {
+            for slot in self.nursery_probes(address) {
+                match slot.address.load(Ordering::Acquire) {
+                    found if found == address => return Some(slot),
+                    EMPTY => break,
+                    _ => {}
+                }
+            }
         }
         let home = self.home(address);
         for probe in 0..PROBE_LIMIT {
@@ -282,8 +354,8 @@ impl LiveTable {
             return;
         }
         let slot_count = 1usize << self.slot_bits.load(Ordering::Relaxed);
-        for index in 0..slot_count {
-            let slot = self.slot(index);
+        let main = (0..slot_count).map(|index| self.slot(index));
+        for slot in self.nursery.slots.iter().chain(main) {
             let address = slot.address.load(Ordering::Acquire);
             if address > TOMBSTONE {
                 let _ = self.remove(address);
@@ -316,7 +388,7 @@ mod tests {
             size: 100,
         };
         assert!(!table.may_contain(0x1000));
-        assert_eq!(table.insert(0x1000, sample), Ok(None));
+        assert_eq!(table.insert(0x1000, sample, SlotPlace::Main), Ok(None));
         assert!(table.may_contain(0x1000));
         assert_eq!(table.remove(0x2000), None);
         assert_eq!(table.remove(0x1000), Some(sample));
@@ -337,12 +409,51 @@ mod tests {
             stack_id: 3,
             size: 24,
         };
-        table.insert(0x10_0040, sample).unwrap();
+        table.insert(0x10_0040, sample, SlotPlace::Main).unwrap();
         assert!(table.may_contain(0x10_0040));
         assert_eq!(table.remove(0x10_0040), Some(sample));
         assert!(!table.may_contain(0x10_0040) && table.free_takes_route(0x10_0040));
         table.pin_all();
         assert!(table.free_takes_route(0x7000_0000) && !table.may_contain(0x7000_0000));
+    }
+
+    /// A forked child's samples go to the nursery while it has room, then to
+    /// the main table; frees find them wherever they are.
+    #[test]
+    fn nursery_first_samples_are_found_and_removed_wherever_they_are() {
+        let table = Box::new(LiveTable::new());
+        assert!(table.init(12));
+        let sample = |i: usize| LiveSample {
+            stack_id: i as u32,
+            size: 8,
+        };
+        let address = |i: usize| 0x5000_0000 + i * 0x1_0040;
+        table
+            .insert(address(0), sample(0), SlotPlace::Main)
+            .unwrap();
+        for i in 1..600 {
+            assert_eq!(
+                table.insert(address(i), sample(i), SlotPlace::NurseryFirst),
+                Ok(None)
+            );
+        }
+        let in_nursery = table
+            .nursery
+            .slots
+            .iter()
+            .filter(|slot| slot.address.load(Ordering::Relaxed) > TOMBSTONE)
+            .count();
+        assert!(
+            in_nursery > NURSERY_SLOTS / 2 && in_nursery <= NURSERY_SLOTS,
+            "{in_nursery} samples in the nursery"
+        );
+        assert_eq!(table.live_count(), 600);
+        for i in 0..600 {
+            assert!(table.contains(address(i)));
+            assert_eq!(table.remove(address(i)), Some(sample(i)), "sample {i}");
+        }
+        assert_eq!(table.live_count(), 0);
+        assert!((0..600).all(|i| !table.may_contain(address(i))));
     }
 
     #[test]
@@ -357,8 +468,8 @@ mod tests {
             stack_id: 2,
             size: 16,
         };
-        table.insert(0x40, first).unwrap();
-        assert_eq!(table.insert(0x40, second), Ok(Some(first)));
+        table.insert(0x40, first, SlotPlace::Main).unwrap();
+        assert_eq!(table.insert(0x40, second, SlotPlace::Main), Ok(Some(first)));
         assert_eq!(table.remove(0x40), Some(second));
     }
 
@@ -377,7 +488,9 @@ mod tests {
                                 stack_id: t,
                                 size: i as u64,
                             };
-                            TABLE.insert(base + i * 16, sample).unwrap();
+                            TABLE
+                                .insert(base + i * 16, sample, SlotPlace::Main)
+                                .unwrap();
                         }
                         for i in 0..1000usize {
                             let got = TABLE.remove(base + i * 16).unwrap();

@@ -418,7 +418,8 @@ unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -
     if result.is_null() && size != 0 {
         // Failed: the old block is untouched and still sampled.
         if let Some((sample, _)) = sampled {
-            let _ = LIVE.insert(pointer as usize, sample);
+            // Back where its slot was most likely taken from.
+            let _ = LIVE.insert(pointer as usize, sample, crate::live_table::SlotPlace::Main);
         }
         return result;
     }

@@ -113,6 +113,51 @@ pub struct StackTable {
     insert_lock: SpinLock<FrameArena>,
     /// [`StackTable::map_index_for_children`] ran.
     index_mapped_for_children: AtomicBool,
+    /// Where a forked child indexes the stacks it interns first.
+    nursery: NurseryIndex,
+}
+
+/// Index slots of the [`NurseryIndex`] (one page with its flag).
+const NURSERY_SLOTS: usize = 1023;
+/// Positions a nursery lookup or insertion probes.
+const NURSERY_PROBES: usize = 16;
+
+/// A one-page index beside the main one, for the stacks a forked child
+/// interns: the main index is hashed over many pages the child shares
+/// copy-on-write with its parent, so indexing each new stack there costs the
+/// child a page fault; here its new stacks share one page. Lookups probe it
+/// only once something was indexed in it.
+#[repr(C, align(4096))]
+struct NurseryIndex {
+    /// Nonzero once a stack was indexed here.
+    used: AtomicU32,
+    /// Stack id + 1, or 0 for empty.
+    slots: [AtomicU32; NURSERY_SLOTS],
+}
+
+impl NurseryIndex {
+    const fn new() -> Self {
+        NurseryIndex {
+            used: AtomicU32::new(0),
+            slots: [const { AtomicU32::new(0) }; NURSERY_SLOTS],
+        }
+    }
+
+    /// The positions a stack of `hash` may occupy, in probe order.
+    fn probes(&self, hash: u64) -> impl Iterator<Item = &AtomicU32> {
+        let home = (hash % NURSERY_SLOTS as u64) as usize;
+        (0..NURSERY_PROBES).map(move |probe| &self.slots[(home + probe) % NURSERY_SLOTS])
+    }
+}
+
+/// Where [`StackTable::intern`] may index a new stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexPlace {
+    /// The main index.
+    Main,
+    /// The nursery first (the thread that survived a fork: see
+    /// [`NurseryIndex`]), the main index when it is full.
+    NurseryFirst,
 }
 
 /// The process's stacks.
@@ -137,6 +182,7 @@ impl StackTable {
             count: AtomicUsize::new(0),
             insert_lock: SpinLock::new(LockClass::StackInsert, FrameArena { next: 0, end: 0 }),
             index_mapped_for_children: AtomicBool::new(false),
+            nursery: NurseryIndex::new(),
         }
     }
 
@@ -211,8 +257,50 @@ impl StackTable {
         stored == frames
     }
 
-    /// Find a stack without inserting: (id or the first free index position).
+    /// Find a stack without inserting: (id or the first free position of
+    /// the main index).
     fn lookup(&self, hash: u64, frames: &[u64], thread: u32, epoch: u32) -> Result<u32, usize> {
+        let found = self.lookup_main(hash, frames, thread, epoch);
+        if found.is_ok() || self.nursery.used.load(Ordering::Acquire) == 0 {
+            return found;
+        }
+        for slot in self.nursery.probes(hash) {
+            match self.holder_of(slot, hash, frames, thread, epoch) {
+                Some(Ok(id)) => return Ok(id),
+                Some(Err(())) => break,
+                None => {}
+            }
+        }
+        found
+    }
+
+    /// What an index slot says about a stack: `Some(Ok(id))` it holds the
+    /// stack, `Some(Err(()))` it is empty (the probe ends), `None` it holds
+    /// another.
+    fn holder_of(
+        &self,
+        slot: &AtomicU32,
+        hash: u64,
+        frames: &[u64],
+        thread: u32,
+        epoch: u32,
+    ) -> Option<Result<u32, ()>> {
+        match slot.load(Ordering::Acquire) {
+            0 => Some(Err(())),
+            id_plus_one => self
+                .entry(id_plus_one - 1)
+                .filter(|entry| Self::matches(entry, hash, frames, thread, epoch))
+                .map(|_| Ok(id_plus_one - 1)),
+        }
+    }
+
+    fn lookup_main(
+        &self,
+        hash: u64,
+        frames: &[u64],
+        thread: u32,
+        epoch: u32,
+    ) -> Result<u32, usize> {
         let bits = self.index_bits.load(Ordering::Relaxed);
         let home = sys::hash_word(hash, bits);
         let mut position = home;
@@ -220,15 +308,10 @@ impl StackTable {
             let Some(slot) = self.index_slot(position) else {
                 return Err(usize::MAX);
             };
-            match slot.load(Ordering::Acquire) {
-                0 => return Err(position),
-                id_plus_one => {
-                    if let Some(entry) = self.entry(id_plus_one - 1)
-                        && Self::matches(entry, hash, frames, thread, epoch)
-                    {
-                        return Ok(id_plus_one - 1);
-                    }
-                }
+            match self.holder_of(slot, hash, frames, thread, epoch) {
+                Some(Ok(id)) => return Ok(id),
+                Some(Err(())) => return Err(position),
+                None => {}
             }
             position += 1;
             if position - home > (1 << bits) {
@@ -237,19 +320,36 @@ impl StackTable {
         }
     }
 
-    /// The id of this stack, inserting it if new. None when the table or
-    /// memory is exhausted.
-    pub fn intern(&self, frames: &[u64], thread: u32, epoch: u32) -> Option<u32> {
+    /// The id of this stack, inserting it if new (indexed where `place`
+    /// says). None when the table or memory is exhausted.
+    pub fn intern(
+        &self,
+        frames: &[u64],
+        thread: u32,
+        epoch: u32,
+        place: IndexPlace,
+    ) -> Option<u32> {
         let hash = hash_stack(frames, thread, epoch);
         if let Ok(id) = self.lookup(hash, frames, thread, epoch) {
             return Some(id);
         }
         let mut arena = self.insert_lock.lock();
         // Someone may have inserted it while we waited.
-        let position = match self.lookup(hash, frames, thread, epoch) {
+        let main_position = match self.lookup(hash, frames, thread, epoch) {
             Ok(id) => return Some(id),
-            Err(usize::MAX) => return None,
             Err(position) => position,
+        };
+        let slot = match place {
+            IndexPlace::NurseryFirst => self
+                .nursery
+                .probes(hash)
+                .find(|slot| slot.load(Ordering::Relaxed) == 0),
+            IndexPlace::Main => None,
+        };
+        let slot = match slot {
+            Some(slot) => slot,
+            None if main_position == usize::MAX => return None,
+            None => self.index_slot(main_position)?,
         };
         let id = self.len();
         if id >= self.capacity() {
@@ -263,8 +363,10 @@ impl StackTable {
         entry.thread.store(thread, Ordering::Relaxed);
         entry.epoch.store(epoch, Ordering::Relaxed);
         self.count.store(id + 1, Ordering::Release);
-        self.index_slot(position)?
-            .store(id as u32 + 1, Ordering::Release);
+        slot.store(id as u32 + 1, Ordering::Release);
+        if place == IndexPlace::NurseryFirst && self.nursery.used.load(Ordering::Relaxed) == 0 {
+            self.nursery.used.store(1, Ordering::Release);
+        }
         Some(id as u32)
     }
 
@@ -442,12 +544,12 @@ mod tests {
     fn interning_is_stable_and_keyed_by_thread_and_epoch() {
         let table = StackTable::new();
         assert!(table.init(8));
-        let a = table.intern(&[1, 2, 3], 1, 0).unwrap();
-        let b = table.intern(&[1, 2, 4], 1, 0).unwrap();
+        let a = table.intern(&[1, 2, 3], 1, 0, IndexPlace::Main).unwrap();
+        let b = table.intern(&[1, 2, 4], 1, 0, IndexPlace::Main).unwrap();
         assert_ne!(a, b);
-        assert_eq!(table.intern(&[1, 2, 3], 1, 0), Some(a));
-        assert_ne!(table.intern(&[1, 2, 3], 2, 0), Some(a));
-        assert_ne!(table.intern(&[1, 2, 3], 1, 1), Some(a));
+        assert_eq!(table.intern(&[1, 2, 3], 1, 0, IndexPlace::Main), Some(a));
+        assert_ne!(table.intern(&[1, 2, 3], 2, 0, IndexPlace::Main), Some(a));
+        assert_ne!(table.intern(&[1, 2, 3], 1, 1, IndexPlace::Main), Some(a));
         assert!(table.holds(a, &[1, 2, 3], 1, 0));
         assert!(!table.holds(a, &[1, 2, 4], 1, 0));
         assert!(!table.holds(a, &[1, 2, 3], 2, 0));
@@ -474,7 +576,7 @@ mod tests {
     fn without_kept_sums_the_counts_are_the_weights_of_certain_samples() {
         let table = StackTable::new();
         assert!(table.init(8));
-        let a = table.intern(&[7], 1, 0).unwrap();
+        let a = table.intern(&[7], 1, 0, IndexPlace::Main).unwrap();
         let entry = table.entry(a).unwrap();
         for size in [10, 0, 4096] {
             entry.add_sample(size, size + 8, None);
@@ -499,14 +601,53 @@ mod tests {
         })
     }
 
+    /// A forked child's new stacks are indexed in the nursery while it has
+    /// room, then in the main index; every stack is found from either place.
+    #[test]
+    fn nursery_first_stacks_are_found_wherever_they_were_indexed() {
+        let table = Box::new(StackTable::new());
+        assert!(table.init(14));
+        let inherited = table.intern(&[1, 2], 1, 0, IndexPlace::Main).unwrap();
+        let ids: Vec<u32> = (0..3000u64)
+            .map(|i| {
+                table
+                    .intern(&[i, 9], 1, 0, IndexPlace::NurseryFirst)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(table.len(), 3001);
+        for (i, &id) in ids.iter().enumerate() {
+            assert_eq!(
+                table.intern(&[i as u64, 9], 1, 0, IndexPlace::Main),
+                Some(id)
+            );
+            assert!(table.holds(id, &[i as u64, 9], 1, 0));
+        }
+        assert_eq!(
+            table.intern(&[1, 2], 1, 0, IndexPlace::NurseryFirst),
+            Some(inherited)
+        );
+        assert_eq!(table.len(), 3001, "nothing interned twice");
+        let in_nursery = table
+            .nursery
+            .slots
+            .iter()
+            .filter(|slot| slot.load(Ordering::Relaxed) != 0)
+            .count();
+        assert!(
+            in_nursery > NURSERY_SLOTS / 2 && in_nursery <= NURSERY_SLOTS,
+            "{in_nursery} stacks in the nursery"
+        );
+    }
+
     #[test]
     fn full_table_refuses() {
         let table = StackTable::new();
         assert!(table.init(4)); // 8 stacks at most
         for i in 0..8u64 {
-            assert!(table.intern(&[i], 0, 0).is_some());
+            assert!(table.intern(&[i], 0, 0, IndexPlace::Main).is_some());
         }
-        assert_eq!(table.intern(&[99], 0, 0), None);
-        assert!(table.intern(&[3], 0, 0).is_some());
+        assert_eq!(table.intern(&[99], 0, 0, IndexPlace::Main), None);
+        assert!(table.intern(&[3], 0, 0, IndexPlace::Main).is_some());
     }
 }

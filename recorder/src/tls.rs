@@ -39,6 +39,11 @@ pub const FLAG_FINAL_FLUSH: u32 = 16;
 /// The thread is forking and took the profiler's locks for it.
 pub const FLAG_FORK_LOCKED: u32 = 32;
 
+/// The thread is the one that survived a fork into this process: the
+/// stack and live tables put its new entries in their one-page nurseries
+/// first, which the process does not share with its parent.
+pub const FLAG_FORKED: u32 = 64;
+
 /// The hot per-thread block: two cache lines, the first one hot.
 #[repr(C, align(64))]
 pub struct ThreadState {
