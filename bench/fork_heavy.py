@@ -13,11 +13,14 @@ Measures
     difference between prof_fork_final:sampled and prof_fork_final:none;
   - dl_loop (tests/programs/dl_loop.c): 60,000 dlopen/dlclose iterations over
     20 plugins, CPU time and RSS;
-  - pgbench -C -S against a PostgreSQL started with and without the shim (a
-    backend is forked per connection): TPS ratio, and the ratio of the
-    server's CPU time per transaction (postmaster and every backend, from
-    getrusage of the reaped server), which the machine's load disturbs less. PostgreSQL is installed with
-    apt-get when missing (never by the tests).
+  - pgbench -C -S against PostgreSQL with and without the shim (a backend
+    is forked per connection), two ways per round: side by side, two
+    identical servers at once, one under the shim, each with its own pgbench
+    -c 1 (the TPS ratio of runs that see the same machine at the same
+    moments: the steadiest figure on a shared machine); and one after the
+    other with -c 2, TPS and the server's CPU time per transaction
+    (postmaster and every backend, from getrusage of the reaped server).
+    PostgreSQL is installed with apt-get when missing (never by the tests).
 
 python3 bench/fork_heavy.py [--rounds N] [--pgbench-seconds S] [--no-pgbench]
 """
@@ -136,34 +139,70 @@ def cpu_of_children() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def serve_pgbench(base: Path, data: Path, port: str, env: dict, seconds: int) -> tuple:
+def start_server(base: Path, data: Path, port: str, env: dict) -> subprocess.Popen:
     """Start PostgreSQL as our child (so its CPU time and that of every
-    backend it reaped come back to us), run pgbench -C -S against it, stop
-    it. Returns (tps, server CPU seconds per transaction)."""
+    backend it reaped come back to us) and wait until it accepts."""
     server = subprocess.Popen(
         as_postgres([PG_BIN / "postgres", "-D", data, "-p", port, "-k", base,
                      "-c", "listen_addresses="]),
         env={**{k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "PROF_CONF")},
              **env},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        if subprocess.run(as_postgres([PG_BIN / "pg_isready", "-q", "-h", base, "-p", port]),
+                          check=False).returncode == 0:
+            break
+        time.sleep(0.05)
+    return server
+
+
+def stop_server(server: subprocess.Popen, data: Path) -> None:
+    run(as_postgres([PG_BIN / "pg_ctl", "-D", data, "-w", "-m", "fast", "stop"]))
+    server.wait()
+
+
+def pgbench_command(base: Path, port: str, clients: int, seconds: int) -> list:
+    return as_postgres([PG_BIN / "pgbench", "-h", base, "-p", port, "-C", "-S", "-c",
+                        str(clients), "-T", str(seconds), "postgres"])
+
+
+def tps_of(out: str) -> float:
+    return float(re.search(r"tps = ([0-9.]+)", out).group(1))
+
+
+def serve_pgbench(base: Path, data: Path, port: str, env: dict, seconds: int) -> tuple:
+    """One server alone: pgbench -C -S -c 2 against it. Returns (tps, server
+    CPU seconds per transaction)."""
+    server = start_server(base, data, port, env)
     try:
-        for _ in range(200):
-            if subprocess.run(as_postgres([PG_BIN / "pg_isready", "-q", "-h", base, "-p", port]),
-                              check=False).returncode == 0:
-                break
-            time.sleep(0.05)
-        out = run(as_postgres([PG_BIN / "pgbench", "-h", base, "-p", port, "-C",
-                               "-S", "-c", "2", "-T", str(seconds), "postgres"]))
+        out = run(pgbench_command(base, port, 2, seconds))
         done = int(re.search(r"number of transactions actually processed: (\d+)", out).group(1))
-        tps = float(re.search(r"tps = ([0-9.]+)", out).group(1))
     finally:
-        run(as_postgres([PG_BIN / "pg_ctl", "-D", data, "-w", "-m", "fast", "stop"]))
         before = cpu_of_children()
-        server.wait()
-    return tps, (cpu_of_children() - before) / max(done, 1)
+        stop_server(server, data)
+    return tps_of(out), (cpu_of_children() - before) / max(done, 1)
 
 
-def bench_pgbench(rounds: int, seconds: int) -> list:
+def side_by_side(base: Path, datas: list, shim_env_: dict, shim_on: int, seconds: int) -> float:
+    """Two identical servers at once, one under the shim (`shim_on`), each
+    with its own pgbench -C -S -c 1: both see the same machine at the same
+    moments, so the ratio of their TPS is far steadier on a shared machine
+    than runs one after the other. Returns shim TPS / no-preload TPS."""
+    ports = ["54327", "54328"]
+    servers = [start_server(base, data, port, shim_env_ if i == shim_on else {})
+               for i, (data, port) in enumerate(zip(datas, ports))]
+    try:
+        clients = [subprocess.Popen(pgbench_command(base, port, 1, seconds),
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                   for port in ports]
+        tps = [tps_of(client.communicate()[0]) for client in clients]
+    finally:
+        for server, data in zip(servers, datas):
+            stop_server(server, data)
+    return tps[shim_on] / tps[1 - shim_on]
+
+
+def bench_pgbench(rounds: int, seconds: int) -> dict:
     base = Path(tempfile.mkdtemp(prefix="hs-pgbench-"))
     os.chmod(base, 0o777)
     shim_copy = base / "libheapsample.so"
@@ -181,25 +220,32 @@ def bench_pgbench(rounds: int, seconds: int) -> list:
                          "postgres"]))
     finally:
         run(as_postgres([PG_BIN / "pg_ctl", "-D", data, "-w", "stop"]))
+    twin = base / "data2"
+    run(["cp", "-a", data, twin])
+    shim = {"LD_PRELOAD": str(shim_copy), "PROF_CONF": f"prof_prefix:{dumps}/pg"}
     tps = {"none": [], "default": []}
     cpu = {"none": [], "default": []}
+    paired = []
     try:
         for r in range(rounds):
             for name in ("none", "default") if r % 2 == 0 else ("default", "none"):
-                env = {} if name == "none" else {
-                    "LD_PRELOAD": str(shim_copy), "PROF_CONF": f"prof_prefix:{dumps}/pg"}
-                t, c = serve_pgbench(base, data, port, env, seconds)
+                t, c = serve_pgbench(base, data, port, {} if name == "none" else shim, seconds)
                 tps[name].append(t)
                 cpu[name].append(c)
+            # The shim alternates between the two data directories.
+            paired.append(side_by_side(base, [data, twin], shim, r % 2, seconds))
         files = len(list(dumps.iterdir()))
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    ratios = [s / n for s, n in zip(tps["default"], tps["none"])]
-    cpu_ratios = [s / n for s, n in zip(cpu["default"], cpu["none"])]
-    return [(statistics.median(tps["none"]), statistics.median(tps["default"]),
-             statistics.median(ratios), statistics.median(cpu["none"]) * 1e6,
-             statistics.median(cpu["default"]) * 1e6, statistics.median(cpu_ratios), files,
-             tps["none"], tps["default"])]
+    median = statistics.median
+    return {
+        "tps": (median(tps["none"]), median(tps["default"]),
+                median(s / n for s, n in zip(tps["default"], tps["none"]))),
+        "cpu_us": (median(cpu["none"]) * 1e6, median(cpu["default"]) * 1e6,
+                   median(s / n for s, n in zip(cpu["default"], cpu["none"]))),
+        "side_by_side": (median(paired), paired),
+        "files": files,
+    }
 
 
 def main() -> int:
@@ -227,13 +273,16 @@ def main() -> int:
         for mode, c0, c1, r0, r1 in bench_dl(bins, args.rounds, work):
             print(f"| {mode} | {c0:.3f} | {c1:.3f} | {c1 / c0:.2f}x | {r0:.0f} | {r1:.0f} |")
         if not args.no_pgbench and ensure_postgres():
-            print(f"\n## pgbench -C -S -c 2 -T {args.pgbench_seconds}, {args.rounds} rounds "
+            print(f"\n## pgbench -C -S, {args.rounds} rounds of {args.pgbench_seconds} s "
                   "(ratios: median of the rounds' shim/none)")
-            for (t0, t1, ratio, c0, c1, cpu_ratio, files, all0,
-                 all1) in bench_pgbench(args.rounds, args.pgbench_seconds):
-                print(f"tps none {t0:.1f}, shim {t1:.1f}: {ratio:.3f}x; server CPU per "
-                      f"transaction none {c0:.0f} us, shim {c1:.0f} us: {cpu_ratio:.3f}x; "
-                      f"{files} dump files; rounds none {all0} shim {all1}")
+            result = bench_pgbench(args.rounds, args.pgbench_seconds)
+            (t0, t1, ratio), (c0, c1, cpu_ratio) = result["tps"], result["cpu_us"]
+            paired, rounds = result["side_by_side"]
+            print(f"side by side (two servers at once, -c 1 each): shim/none TPS {paired:.3f}x; "
+                  f"rounds {[round(x, 3) for x in rounds]}")
+            print(f"one after the other (-c 2): tps none {t0:.1f}, shim {t1:.1f}: {ratio:.3f}x; "
+                  f"server CPU per transaction none {c0:.0f} us, shim {c1:.0f} us: "
+                  f"{cpu_ratio:.3f}x; {result['files']} dump files")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -83,8 +83,8 @@ static USE_LIBGCC: AtomicBool = AtomicBool::new(false);
 
 /// The read view of [`RULES`] when it has one, for [`map_rules_for_children`].
 static RULES_READ_VIEW: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
-/// [`map_rules_for_children`] ran.
-static RULES_MAPPED_FOR_CHILDREN: AtomicBool = AtomicBool::new(false);
+static RULES_MAPPED_FOR_CHILDREN: crate::sys::MappedForChildren =
+    crate::sys::MappedForChildren::new();
 
 /// The shared rules, unless stacks are captured by libgcc.
 fn fast_rules() -> Option<&'static SharedRules> {
@@ -124,14 +124,7 @@ fn share_rules() -> bool {
 /// that children inherit the mappings and read rules without page faults.
 /// Once; nothing without a read view.
 pub fn map_rules_for_children() {
-    let read = RULES_READ_VIEW.load(Relaxed);
-    // Checked before it is set: a store at every fork would cost the parent
-    // a copy-on-write fault at every fork.
-    if read.is_null() || RULES_MAPPED_FOR_CHILDREN.load(Relaxed) {
-        return;
-    }
-    RULES_MAPPED_FOR_CHILDREN.store(true, Relaxed);
-    crate::sys::map_pages_for_children(read, SharedRules::size_in_bytes());
+    RULES_MAPPED_FOR_CHILDREN.map_once(RULES_READ_VIEW.load(Relaxed), SharedRules::size_in_bytes());
 }
 
 /// Use libgcc's unwinder instead of the cached one.

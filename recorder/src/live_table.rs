@@ -11,11 +11,17 @@
 //! when the allocator hands the same address out again it can never be taken
 //! for the old sample.
 //!
+//! Forked children write as few of the pages they share copy-on-write with
+//! their parent as they can: the thread that survived the fork puts its
+//! samples in a one-page nursery first, slots are claimed without a read
+//! before the write, and a process maps the slots' untouched pages before
+//! its first fork so that children read them without faults.
+//!
 //! Runs inside malloc and free: no allocation, no locks. Insert and remove
 //! are compare-and-swap on the slot; the table is sized once at start-up and
 //! a sample that finds no slot within the probe limit is dropped (counted).
 
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::sys;
 
@@ -95,8 +101,7 @@ pub struct TableFull;
 pub struct LiveTable {
     slots: AtomicPtr<Slot>,
     slot_bits: AtomicU32,
-    /// [`LiveTable::map_slots_for_children`] ran.
-    slots_mapped_for_children: AtomicBool,
+    slots_mapped_for_children: sys::MappedForChildren,
     filter: [AtomicU32; FILTER_LEN],
     live: AtomicU64,
     /// Where a forked child puts its samples first.
@@ -166,7 +171,7 @@ impl LiveTable {
         LiveTable {
             slots: AtomicPtr::new(core::ptr::null_mut()),
             slot_bits: AtomicU32::new(0),
-            slots_mapped_for_children: AtomicBool::new(false),
+            slots_mapped_for_children: sys::MappedForChildren::new(),
             filter: [const { AtomicU32::new(0) }; FILTER_LEN],
             live: AtomicU64::new(0),
             nursery: Nursery {
@@ -195,16 +200,9 @@ impl LiveTable {
     /// sample probes a slot no sample ever used; without this, each such
     /// slot page would cost the child a page fault. Once per table.
     pub fn map_slots_for_children(&self) {
-        let slots = self.slots.load(Ordering::Acquire);
-        // Checked before it is set: a store at every fork would cost the
-        // parent a copy-on-write fault at every fork.
-        if slots.is_null() || self.slots_mapped_for_children.load(Ordering::Relaxed) {
-            return;
-        }
-        self.slots_mapped_for_children
-            .store(true, Ordering::Relaxed);
         let bytes = core::mem::size_of::<Slot>() << self.slot_bits.load(Ordering::Relaxed);
-        sys::map_pages_for_children(slots.cast(), bytes);
+        self.slots_mapped_for_children
+            .map_once(self.slots.load(Ordering::Acquire).cast(), bytes);
     }
 
     fn slot(&self, index: usize) -> &Slot {

@@ -8,15 +8,16 @@
 //! the allocation fast path. When every allocation is sampled (period 1, all
 //! inclusion probabilities 1) the weight sums are not kept: they equal the
 //! object and byte counts (variances 0), and [`StackTable::snapshot`] derives
-//! them from those.
+//! them from those. The thread that survived a fork indexes its new stacks
+//! in a one-page nursery first (the main index's pages are shared
+//! copy-on-write with the parent), and a process maps the index's untouched
+//! pages before its first fork so that children read them without faults.
 //!
 //! Runs inside malloc's slow path: no allocation through malloc (memory comes
 //! from `mmap`), no lock but the insert lock, which is never held while
 //! calling out.
 
-use core::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-};
+use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use heapsample_format::{Stack, Weights};
 
@@ -111,8 +112,7 @@ pub struct StackTable {
     index_bits: AtomicU32,
     count: AtomicUsize,
     insert_lock: SpinLock<FrameArena>,
-    /// [`StackTable::map_index_for_children`] ran.
-    index_mapped_for_children: AtomicBool,
+    index_mapped_for_children: sys::MappedForChildren,
     /// Where a forked child indexes the stacks it interns first.
     nursery: NurseryIndex,
 }
@@ -181,7 +181,7 @@ impl StackTable {
             index_bits: AtomicU32::new(0),
             count: AtomicUsize::new(0),
             insert_lock: SpinLock::new(LockClass::StackInsert, FrameArena { next: 0, end: 0 }),
-            index_mapped_for_children: AtomicBool::new(false),
+            index_mapped_for_children: sys::MappedForChildren::new(),
             nursery: NurseryIndex::new(),
         }
     }
@@ -478,16 +478,9 @@ impl StackTable {
     /// the mappings and a lookup of a stack new to them reads the index
     /// without a page fault. Once per table; nothing on kernels before 5.14.
     pub fn map_index_for_children(&self) {
-        let index = self.index.load(Ordering::Acquire);
-        if index.is_null() || self.index_mapped_for_children.load(Ordering::Relaxed) {
-            return;
-        }
-        self.index_mapped_for_children
-            .store(true, Ordering::Relaxed);
         let bytes = 4usize << self.index_bits.load(Ordering::Relaxed);
-        // SAFETY: advice on the index's own mapping; MADV_POPULATE_READ only
-        // maps pages and fails harmlessly where unsupported.
-        unsafe { libc::madvise(index.cast(), bytes, libc::MADV_POPULATE_READ) };
+        self.index_mapped_for_children
+            .map_once(self.index.load(Ordering::Acquire).cast(), bytes);
     }
 
     /// Undo [`StackTable::lock_for_fork`] in parent or child.

@@ -9,7 +9,7 @@
 //! (dlsym) may allocate and is called under the thread's guard.
 
 use core::ffi::{CStr, c_int, c_void};
-use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// Bytes the profiler has mapped for itself (reported in every dump).
 pub static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
@@ -99,6 +99,35 @@ pub fn map_pages_for_children(start: *mut u8, bytes: usize) {
     // SAFETY: advice on our own mapping; MADV_POPULATE_READ only maps pages
     // and fails harmlessly where unsupported.
     unsafe { libc::madvise(start.cast(), bytes, libc::MADV_POPULATE_READ) };
+}
+
+/// Whether a table's pages were mapped for forked children
+/// ([`map_pages_for_children`]), so a process does it before its first
+/// fork only.
+pub struct MappedForChildren(AtomicBool);
+
+impl MappedForChildren {
+    /// Not mapped yet.
+    pub const fn new() -> Self {
+        MappedForChildren(AtomicBool::new(false))
+    }
+
+    /// [`map_pages_for_children`] the first time only. Checked before it is
+    /// set: a store at every fork would cost the parent a copy-on-write
+    /// fault at every fork.
+    pub fn map_once(&self, start: *mut u8, bytes: usize) {
+        if start.is_null() || self.0.load(Ordering::Relaxed) {
+            return;
+        }
+        self.0.store(true, Ordering::Relaxed);
+        map_pages_for_children(start, bytes);
+    }
+}
+
+impl Default for MappedForChildren {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 fn map_anonymous(bytes: usize, sharing: c_int) -> *mut u8 {
