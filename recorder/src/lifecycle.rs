@@ -29,7 +29,6 @@ pub fn on_library_load() {
     }
     dumper::set_dump_writer(write_background_dump);
     writer::note_start();
-    crate::sys::find_single_threaded_flag();
     // Detect the CPU's CRC instructions now, once: forked children inherit
     // the answer instead of each paying for it in its exit dump.
     let _ = std::is_x86_feature_detected!("pclmulqdq");
@@ -38,6 +37,8 @@ pub fn on_library_load() {
         // mean what they meant at start-up; forked children inherit the map.
         let _guard = tls::Guard::enter();
         modules::refresh();
+        // dlsym may allocate: under the guard too.
+        crate::sys::find_single_threaded_flag();
     }
     // SAFETY: registering handlers with the C ABI and no captured state.
     unsafe {
