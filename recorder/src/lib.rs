@@ -12,7 +12,7 @@
 //!
 //! 0. leaves: [`sys`] (mmap, errno), [`warn`], [`config`] (PROF_CONF),
 //!    [`sampling`] (the law of the countdown), [`sampler`] (one thread's
-//!    countdown).
+//!    countdown), [`nursery`] (a table's page for a forked child's entries).
 //! 1. [`tls`]: the initial-exec per-thread block and the guard.
 //! 2. [`spin_lock`] (and the lock order), which keeps each thread's kernel
 //!    id in the thread's block.
@@ -44,6 +44,7 @@ pub mod live_table;
 pub mod memory_limit;
 pub mod modules;
 pub mod next_alloc;
+pub mod nursery;
 pub mod own_heap;
 pub mod routes;
 pub mod sample;

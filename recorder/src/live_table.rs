@@ -23,7 +23,9 @@
 
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
+use crate::nursery::Nursery;
 use crate::sys;
+use crate::tls::EntryPlace;
 
 const EMPTY: usize = 0;
 const TOMBSTONE: usize = 1;
@@ -104,37 +106,13 @@ pub struct LiveTable {
     slots_mapped_for_children: sys::MappedForChildren,
     filter: [AtomicU32; FILTER_LEN],
     live: AtomicU64,
-    /// Where a forked child puts its samples first.
-    nursery: Nursery,
+    /// Where a forked child puts its samples first
+    /// ([`EntryPlace::NurseryFirst`]).
+    nursery: Nursery<Slot, NURSERY_SLOTS>,
 }
 
-/// Slots of the [`Nursery`] (one page with its flag).
+/// Slots of the nursery (one page with its flag).
 const NURSERY_SLOTS: usize = 255;
-/// Slots a nursery lookup or insertion probes.
-const NURSERY_PROBES: usize = 16;
-
-/// A one-page table beside the main one, for the samples a forked child
-/// takes: the main table is hashed over many pages the child shares
-/// copy-on-write with its parent, so each sample there costs the child a
-/// page fault; here its samples share one page. Lookups probe it only once
-/// something was put in it.
-#[repr(C, align(4096))]
-struct Nursery {
-    /// Nonzero once a sample was put here.
-    used: AtomicU64,
-    _reserved: u64,
-    slots: [Slot; NURSERY_SLOTS],
-}
-
-/// Where [`LiveTable::insert`] may put a new sample.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SlotPlace {
-    /// The main table.
-    Main,
-    /// The nursery first (the thread that survived a fork: see
-    /// [`Nursery`]), the main table when it is full.
-    NurseryFirst,
-}
 
 const FILTER_LEN: usize = 1 << FILTER_BITS;
 
@@ -174,11 +152,7 @@ impl LiveTable {
             slots_mapped_for_children: sys::MappedForChildren::new(),
             filter: [const { AtomicU32::new(0) }; FILTER_LEN],
             live: AtomicU64::new(0),
-            nursery: Nursery {
-                used: AtomicU64::new(0),
-                _reserved: 0,
-                slots: [const { Slot::empty() }; NURSERY_SLOTS],
-            },
+            nursery: Nursery::new([const { Slot::empty() }; NURSERY_SLOTS]),
         }
     }
 
@@ -261,7 +235,7 @@ impl LiveTable {
         &self,
         address: usize,
         sample: LiveSample,
-        place: SlotPlace,
+        place: EntryPlace,
     ) -> Result<Option<LiveSample>, TableFull> {
         if self.slots.load(Ordering::Acquire).is_null() {
             return Err(TableFull);
@@ -275,12 +249,13 @@ impl LiveTable {
             let old = slot.value.swap(sample.pack(), Ordering::AcqRel);
             return Ok(Some(LiveSample::unpack(old)));
         }
-        let in_nursery = place == SlotPlace::NurseryFirst
+        let in_nursery = place == EntryPlace::NurseryFirst
             && self
-                .nursery_probes(address)
+                .nursery
+                .probes(address as u64)
                 .any(|slot| slot.claim(address, sample));
-        if in_nursery && self.nursery.used.load(Ordering::Relaxed) == 0 {
-            self.nursery.used.store(1, Ordering::Release);
+        if in_nursery {
+            self.nursery.mark_used();
         }
         let home = self.home(address);
         let claimed = in_nursery
@@ -293,18 +268,12 @@ impl LiveTable {
         Err(TableFull)
     }
 
-    /// The nursery slots `address` may occupy, in probe order.
-    fn nursery_probes(&self, address: usize) -> impl Iterator<Item = &Slot> {
-        let home = sys::hash_word(address as u64, 16) % NURSERY_SLOTS;
-        (0..NURSERY_PROBES).map(move |probe| &self.nursery.slots[(home + probe) % NURSERY_SLOTS])
-    }
-
     fn find(&self, address: usize) -> Option<&Slot> {
         if self.slots.load(Ordering::Acquire).is_null() {
             return None;
         }
-        if self.nursery.used.load(Ordering::Acquire) != 0 {
-            for slot in self.nursery_probes(address) {
+        if self.nursery.in_use() {
+            for slot in self.nursery.probes(address as u64) {
                 match slot.address.load(Ordering::Acquire) {
                     found if found == address => return Some(slot),
                     EMPTY => break,
@@ -353,7 +322,7 @@ impl LiveTable {
         }
         let slot_count = 1usize << self.slot_bits.load(Ordering::Relaxed);
         let main = (0..slot_count).map(|index| self.slot(index));
-        for slot in self.nursery.slots.iter().chain(main) {
+        for slot in self.nursery.slots().iter().chain(main) {
             let address = slot.address.load(Ordering::Acquire);
             if address > TOMBSTONE {
                 let _ = self.remove(address);
@@ -386,7 +355,7 @@ mod tests {
             size: 100,
         };
         assert!(!table.may_contain(0x1000));
-        assert_eq!(table.insert(0x1000, sample, SlotPlace::Main), Ok(None));
+        assert_eq!(table.insert(0x1000, sample, EntryPlace::Main), Ok(None));
         assert!(table.may_contain(0x1000));
         assert_eq!(table.remove(0x2000), None);
         assert_eq!(table.remove(0x1000), Some(sample));
@@ -407,7 +376,7 @@ mod tests {
             stack_id: 3,
             size: 24,
         };
-        table.insert(0x10_0040, sample, SlotPlace::Main).unwrap();
+        table.insert(0x10_0040, sample, EntryPlace::Main).unwrap();
         assert!(table.may_contain(0x10_0040));
         assert_eq!(table.remove(0x10_0040), Some(sample));
         assert!(!table.may_contain(0x10_0040) && table.free_takes_route(0x10_0040));
@@ -427,17 +396,17 @@ mod tests {
         };
         let address = |i: usize| 0x5000_0000 + i * 0x1_0040;
         table
-            .insert(address(0), sample(0), SlotPlace::Main)
+            .insert(address(0), sample(0), EntryPlace::Main)
             .unwrap();
         for i in 1..600 {
             assert_eq!(
-                table.insert(address(i), sample(i), SlotPlace::NurseryFirst),
+                table.insert(address(i), sample(i), EntryPlace::NurseryFirst),
                 Ok(None)
             );
         }
         let in_nursery = table
             .nursery
-            .slots
+            .slots()
             .iter()
             .filter(|slot| slot.address.load(Ordering::Relaxed) > TOMBSTONE)
             .count();
@@ -466,8 +435,11 @@ mod tests {
             stack_id: 2,
             size: 16,
         };
-        table.insert(0x40, first, SlotPlace::Main).unwrap();
-        assert_eq!(table.insert(0x40, second, SlotPlace::Main), Ok(Some(first)));
+        table.insert(0x40, first, EntryPlace::Main).unwrap();
+        assert_eq!(
+            table.insert(0x40, second, EntryPlace::Main),
+            Ok(Some(first))
+        );
         assert_eq!(table.remove(0x40), Some(second));
     }
 
@@ -487,7 +459,7 @@ mod tests {
                                 size: i as u64,
                             };
                             TABLE
-                                .insert(base + i * 16, sample, SlotPlace::Main)
+                                .insert(base + i * 16, sample, EntryPlace::Main)
                                 .unwrap();
                         }
                         for i in 0..1000usize {

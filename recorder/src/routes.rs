@@ -419,7 +419,7 @@ unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -
         // Failed: the old block is untouched and still sampled.
         if let Some((sample, _)) = sampled {
             // Back where its slot was most likely taken from.
-            let _ = LIVE.insert(pointer as usize, sample, crate::live_table::SlotPlace::Main);
+            let _ = LIVE.insert(pointer as usize, sample, crate::tls::EntryPlace::Main);
         }
         return result;
     }

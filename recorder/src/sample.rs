@@ -22,8 +22,8 @@ use core::ffi::c_void;
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::backtrace::HookEntry;
-use crate::live_table::{LIVE, LiveSample, MAX_STACK_ID, SlotPlace};
-use crate::stack_table::{IndexPlace, STACKS};
+use crate::live_table::{LIVE, LiveSample, MAX_STACK_ID};
+use crate::stack_table::STACKS;
 use crate::state;
 use crate::sys::ErrnoGuard;
 use crate::tls::{self, LastStack, ThreadState};
@@ -106,7 +106,7 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
     let id = match recent.id_in(epoch) {
         Some(id) if STACKS.holds(id, frames, thread, epoch) => id,
         _ => {
-            let Some(id) = STACKS.intern(frames, thread, epoch, index_place(state)) else {
+            let Some(id) = STACKS.intern(frames, thread, epoch, state.entry_place()) else {
                 return drop_sample("the stack table is full");
             };
             *recent = LastStack::new(id, epoch);
@@ -114,20 +114,6 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
         }
     };
     record_stack_sample(state, id, pointer, size);
-}
-
-/// Is `state` the thread that survived a fork into this process? Its new
-/// entries go to the tables' nurseries first.
-fn forked(state: &ThreadState) -> bool {
-    state.flags.load(Relaxed) & tls::FLAG_FORKED != 0
-}
-
-fn index_place(state: &ThreadState) -> IndexPlace {
-    if forked(state) {
-        IndexPlace::NurseryFirst
-    } else {
-        IndexPlace::Main
-    }
 }
 
 /// The largest stack kept (`prof_bt_max`).
@@ -151,7 +137,7 @@ fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64) {
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
     let thread = state.serial.load(Relaxed);
     let epoch = modules::epoch_for(frames);
-    let Some(id) = STACKS.intern(frames, thread, epoch, index_place(state)) else {
+    let Some(id) = STACKS.intern(frames, thread, epoch, state.entry_place()) else {
         return drop_sample("the stack table is full");
     };
     record_stack_sample(state, id, pointer, size);
@@ -167,12 +153,7 @@ fn record_stack_sample(state: &ThreadState, id: u32, pointer: *mut c_void, size:
     let sample = LiveSample { stack_id: id, size };
     let weights = sample_weights(sample);
     entry.add_sample(size, usable, weights.as_ref());
-    let place = if forked(state) {
-        SlotPlace::NurseryFirst
-    } else {
-        SlotPlace::Main
-    };
-    match LIVE.insert(pointer as usize, sample, place) {
+    match LIVE.insert(pointer as usize, sample, state.entry_place()) {
         Ok(None) => {}
         Ok(Some(stale)) => release(stale, usable),
         Err(_) => {

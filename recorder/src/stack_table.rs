@@ -21,8 +21,10 @@ use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize
 
 use heapsample_format::{Stack, Weights};
 
+use crate::nursery::Nursery;
 use crate::spin_lock::{LockClass, SpinLock};
 use crate::sys;
+use crate::tls::EntryPlace;
 
 const ENTRIES_PER_CHUNK: usize = 4096;
 const MAX_CHUNKS: usize = 1024;
@@ -113,52 +115,13 @@ pub struct StackTable {
     count: AtomicUsize,
     insert_lock: SpinLock<FrameArena>,
     index_mapped_for_children: sys::MappedForChildren,
-    /// Where a forked child indexes the stacks it interns first.
-    nursery: NurseryIndex,
+    /// Where a forked child indexes the stacks it interns first
+    /// ([`EntryPlace::NurseryFirst`]): stack id + 1, or 0 for empty.
+    nursery: Nursery<AtomicU32, NURSERY_SLOTS>,
 }
 
-/// Index slots of the [`NurseryIndex`] (one page with its flag).
-const NURSERY_SLOTS: usize = 1023;
-/// Positions a nursery lookup or insertion probes.
-const NURSERY_PROBES: usize = 16;
-
-/// A one-page index beside the main one, for the stacks a forked child
-/// interns: the main index is hashed over many pages the child shares
-/// copy-on-write with its parent, so indexing each new stack there costs the
-/// child a page fault; here its new stacks share one page. Lookups probe it
-/// only once something was indexed in it.
-#[repr(C, align(4096))]
-struct NurseryIndex {
-    /// Nonzero once a stack was indexed here.
-    used: AtomicU32,
-    /// Stack id + 1, or 0 for empty.
-    slots: [AtomicU32; NURSERY_SLOTS],
-}
-
-impl NurseryIndex {
-    const fn new() -> Self {
-        NurseryIndex {
-            used: AtomicU32::new(0),
-            slots: [const { AtomicU32::new(0) }; NURSERY_SLOTS],
-        }
-    }
-
-    /// The positions a stack of `hash` may occupy, in probe order.
-    fn probes(&self, hash: u64) -> impl Iterator<Item = &AtomicU32> {
-        let home = (hash % NURSERY_SLOTS as u64) as usize;
-        (0..NURSERY_PROBES).map(move |probe| &self.slots[(home + probe) % NURSERY_SLOTS])
-    }
-}
-
-/// Where [`StackTable::intern`] may index a new stack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IndexPlace {
-    /// The main index.
-    Main,
-    /// The nursery first (the thread that survived a fork: see
-    /// [`NurseryIndex`]), the main index when it is full.
-    NurseryFirst,
-}
+/// Index slots of the nursery (one page with its flag).
+const NURSERY_SLOTS: usize = 1022;
 
 /// The process's stacks.
 pub static STACKS: StackTable = StackTable::new();
@@ -182,7 +145,7 @@ impl StackTable {
             count: AtomicUsize::new(0),
             insert_lock: SpinLock::new(LockClass::StackInsert, FrameArena { next: 0, end: 0 }),
             index_mapped_for_children: sys::MappedForChildren::new(),
-            nursery: NurseryIndex::new(),
+            nursery: Nursery::new([const { AtomicU32::new(0) }; NURSERY_SLOTS]),
         }
     }
 
@@ -261,7 +224,7 @@ impl StackTable {
     /// the main index).
     fn lookup(&self, hash: u64, frames: &[u64], thread: u32, epoch: u32) -> Result<u32, usize> {
         let found = self.lookup_main(hash, frames, thread, epoch);
-        if found.is_ok() || self.nursery.used.load(Ordering::Acquire) == 0 {
+        if found.is_ok() || !self.nursery.in_use() {
             return found;
         }
         for slot in self.nursery.probes(hash) {
@@ -327,7 +290,7 @@ impl StackTable {
         frames: &[u64],
         thread: u32,
         epoch: u32,
-        place: IndexPlace,
+        place: EntryPlace,
     ) -> Option<u32> {
         let hash = hash_stack(frames, thread, epoch);
         if let Ok(id) = self.lookup(hash, frames, thread, epoch) {
@@ -340,11 +303,11 @@ impl StackTable {
             Err(position) => position,
         };
         let slot = match place {
-            IndexPlace::NurseryFirst => self
+            EntryPlace::NurseryFirst => self
                 .nursery
                 .probes(hash)
                 .find(|slot| slot.load(Ordering::Relaxed) == 0),
-            IndexPlace::Main => None,
+            EntryPlace::Main => None,
         };
         let slot = match slot {
             Some(slot) => slot,
@@ -364,8 +327,8 @@ impl StackTable {
         entry.epoch.store(epoch, Ordering::Relaxed);
         self.count.store(id + 1, Ordering::Release);
         slot.store(id as u32 + 1, Ordering::Release);
-        if place == IndexPlace::NurseryFirst && self.nursery.used.load(Ordering::Relaxed) == 0 {
-            self.nursery.used.store(1, Ordering::Release);
+        if place == EntryPlace::NurseryFirst {
+            self.nursery.mark_used();
         }
         Some(id as u32)
     }
@@ -537,12 +500,12 @@ mod tests {
     fn interning_is_stable_and_keyed_by_thread_and_epoch() {
         let table = StackTable::new();
         assert!(table.init(8));
-        let a = table.intern(&[1, 2, 3], 1, 0, IndexPlace::Main).unwrap();
-        let b = table.intern(&[1, 2, 4], 1, 0, IndexPlace::Main).unwrap();
+        let a = table.intern(&[1, 2, 3], 1, 0, EntryPlace::Main).unwrap();
+        let b = table.intern(&[1, 2, 4], 1, 0, EntryPlace::Main).unwrap();
         assert_ne!(a, b);
-        assert_eq!(table.intern(&[1, 2, 3], 1, 0, IndexPlace::Main), Some(a));
-        assert_ne!(table.intern(&[1, 2, 3], 2, 0, IndexPlace::Main), Some(a));
-        assert_ne!(table.intern(&[1, 2, 3], 1, 1, IndexPlace::Main), Some(a));
+        assert_eq!(table.intern(&[1, 2, 3], 1, 0, EntryPlace::Main), Some(a));
+        assert_ne!(table.intern(&[1, 2, 3], 2, 0, EntryPlace::Main), Some(a));
+        assert_ne!(table.intern(&[1, 2, 3], 1, 1, EntryPlace::Main), Some(a));
         assert!(table.holds(a, &[1, 2, 3], 1, 0));
         assert!(!table.holds(a, &[1, 2, 4], 1, 0));
         assert!(!table.holds(a, &[1, 2, 3], 2, 0));
@@ -569,7 +532,7 @@ mod tests {
     fn without_kept_sums_the_counts_are_the_weights_of_certain_samples() {
         let table = StackTable::new();
         assert!(table.init(8));
-        let a = table.intern(&[7], 1, 0, IndexPlace::Main).unwrap();
+        let a = table.intern(&[7], 1, 0, EntryPlace::Main).unwrap();
         let entry = table.entry(a).unwrap();
         for size in [10, 0, 4096] {
             entry.add_sample(size, size + 8, None);
@@ -600,30 +563,30 @@ mod tests {
     fn nursery_first_stacks_are_found_wherever_they_were_indexed() {
         let table = Box::new(StackTable::new());
         assert!(table.init(14));
-        let inherited = table.intern(&[1, 2], 1, 0, IndexPlace::Main).unwrap();
+        let inherited = table.intern(&[1, 2], 1, 0, EntryPlace::Main).unwrap();
         let ids: Vec<u32> = (0..3000u64)
             .map(|i| {
                 table
-                    .intern(&[i, 9], 1, 0, IndexPlace::NurseryFirst)
+                    .intern(&[i, 9], 1, 0, EntryPlace::NurseryFirst)
                     .unwrap()
             })
             .collect();
         assert_eq!(table.len(), 3001);
         for (i, &id) in ids.iter().enumerate() {
             assert_eq!(
-                table.intern(&[i as u64, 9], 1, 0, IndexPlace::Main),
+                table.intern(&[i as u64, 9], 1, 0, EntryPlace::Main),
                 Some(id)
             );
             assert!(table.holds(id, &[i as u64, 9], 1, 0));
         }
         assert_eq!(
-            table.intern(&[1, 2], 1, 0, IndexPlace::NurseryFirst),
+            table.intern(&[1, 2], 1, 0, EntryPlace::NurseryFirst),
             Some(inherited)
         );
         assert_eq!(table.len(), 3001, "nothing interned twice");
         let in_nursery = table
             .nursery
-            .slots
+            .slots()
             .iter()
             .filter(|slot| slot.load(Ordering::Relaxed) != 0)
             .count();
@@ -638,9 +601,9 @@ mod tests {
         let table = StackTable::new();
         assert!(table.init(4)); // 8 stacks at most
         for i in 0..8u64 {
-            assert!(table.intern(&[i], 0, 0, IndexPlace::Main).is_some());
+            assert!(table.intern(&[i], 0, 0, EntryPlace::Main).is_some());
         }
-        assert_eq!(table.intern(&[99], 0, 0, IndexPlace::Main), None);
-        assert!(table.intern(&[3], 0, 0, IndexPlace::Main).is_some());
+        assert_eq!(table.intern(&[99], 0, 0, EntryPlace::Main), None);
+        assert!(table.intern(&[3], 0, 0, EntryPlace::Main).is_some());
     }
 }

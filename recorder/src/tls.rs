@@ -39,10 +39,22 @@ pub const FLAG_FINAL_FLUSH: u32 = 16;
 /// The thread is forking and took the profiler's locks for it.
 pub const FLAG_FORK_LOCKED: u32 = 32;
 
-/// The thread is the one that survived a fork into this process: the
-/// stack and live tables put its new entries in their one-page nurseries
-/// first, which the process does not share with its parent.
+/// The thread is the one that survived a fork into this process (see
+/// [`EntryPlace`]).
 pub const FLAG_FORKED: u32 = 64;
+
+/// Where the stack and live tables put an entry a thread creates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryPlace {
+    /// The table's main part.
+    Main,
+    /// The table's one-page nursery first, its main part when that is full:
+    /// for the thread that survived a fork. A table's main part is hashed
+    /// over many pages the process shares copy-on-write with its parent, so
+    /// each new entry there would cost the child a page fault; in the
+    /// nursery its new entries share one page.
+    NurseryFirst,
+}
 
 /// The hot per-thread block: two cache lines, the first one hot.
 #[repr(C, align(64))]
@@ -209,6 +221,15 @@ impl ThreadState {
     #[inline(always)]
     pub fn guarded(&self) -> bool {
         self.flags.load(Relaxed) & FLAG_GUARD != 0
+    }
+
+    /// Where the tables put the entries this thread creates.
+    pub fn entry_place(&self) -> EntryPlace {
+        if self.flags.load(Relaxed) & FLAG_FORKED != 0 {
+            EntryPlace::NurseryFirst
+        } else {
+            EntryPlace::Main
+        }
     }
 
     /// Sets or clears flag bits. Only the owning thread may call it.

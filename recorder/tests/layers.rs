@@ -10,7 +10,10 @@ use std::path::Path;
 
 /// Lowest first. Code in layers 0–8 may run inside malloc; layer 9 never does.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("leaves", &["sys", "warn", "config", "sampling", "sampler"]),
+    (
+        "leaves",
+        &["sys", "warn", "config", "sampling", "sampler", "nursery"],
+    ),
     ("thread block", &["tls"]),
     // Keeps each thread's kernel id in the thread's block.
     ("locks", &["spin_lock"]),
