@@ -52,9 +52,10 @@ impl Slot {
         }
     }
 
-    /// Take this slot for `address` if it is free: a compare-and-swap
-    /// without a read before it (a read before the write would cost a
+    /// Take this slot for `address` if it is free (empty or a tombstone):
+    /// a compare-and-swap without a read before it (the read would cost a
     /// second page fault on a page no sample used yet).
+    #[inline(always)]
     fn claim(&self, address: usize, sample: LiveSample) -> bool {
         let claimed =
             match self
@@ -72,6 +73,23 @@ impl Slot {
             self.value.store(sample.pack(), Ordering::Release);
         }
         claimed
+    }
+}
+
+/// The main slots one address may occupy: from its home, in order.
+struct MainProbe<'a> {
+    slots: &'a Slot,
+    home: usize,
+    mask: usize,
+}
+
+impl<'a> MainProbe<'a> {
+    /// The `at`-th slot of the probe sequence.
+    #[inline(always)]
+    fn slot(&self, at: usize) -> &'a Slot {
+        // SAFETY: `slots` starts the mapping of `mask + 1` slots and the
+        // index is masked.
+        unsafe { &*(self.slots as *const Slot).add((self.home + at) & self.mask) }
     }
 }
 
@@ -190,8 +208,19 @@ impl LiveTable {
         &self.filter[page_bucket(address)]
     }
 
-    fn home(&self, address: usize) -> usize {
-        sys::hash_word(address as u64, self.slot_bits.load(Ordering::Relaxed))
+    /// Where `address` may sit in the main slots (the mapping and its size
+    /// read once); `None` before the table is mapped.
+    #[inline(always)]
+    fn main_probe(&self, address: usize) -> Option<MainProbe<'_>> {
+        let slots = self.slots.load(Ordering::Acquire);
+        let bits = self.slot_bits.load(Ordering::Relaxed);
+        // SAFETY: a non-null `slots` maps 2^bits slots (init), for good.
+        let slots = unsafe { slots.as_ref() }?;
+        Some(MainProbe {
+            slots,
+            home: sys::hash_word(address as u64, bits),
+            mask: (1usize << bits) - 1,
+        })
     }
 
     /// Make every free in `[start, start + len)` take free's route (the
@@ -237,29 +266,20 @@ impl LiveTable {
         sample: LiveSample,
         place: EntryPlace,
     ) -> Result<Option<LiveSample>, TableFull> {
-        if self.slots.load(Ordering::Acquire).is_null() {
+        let Some(probe) = self.main_probe(address) else {
             return Err(TableFull);
-        }
+        };
         let bucket = self.filter_bucket(address);
         let entries_before = bucket.fetch_add(1, Ordering::AcqRel) & ENTRIES_MASK;
         if entries_before != 0
-            && let Some(slot) = self.find(address)
+            && let Some(slot) = self.find_with(address, &probe)
         {
             bucket.fetch_sub(1, Ordering::AcqRel);
             let old = slot.value.swap(sample.pack(), Ordering::AcqRel);
             return Ok(Some(LiveSample::unpack(old)));
         }
-        let in_nursery = place == EntryPlace::NurseryFirst
-            && self
-                .nursery
-                .probes(address as u64)
-                .any(|slot| slot.claim(address, sample));
-        if in_nursery {
-            self.nursery.mark_used();
-        }
-        let home = self.home(address);
-        let claimed = in_nursery
-            || (0..PROBE_LIMIT).any(|probe| self.slot(home + probe).claim(address, sample));
+        let claimed = (place == EntryPlace::NurseryFirst && self.claim_in_nursery(address, sample))
+            || (0..PROBE_LIMIT).any(|at| probe.slot(at).claim(address, sample));
         if claimed {
             self.live.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
@@ -268,22 +288,46 @@ impl LiveTable {
         Err(TableFull)
     }
 
-    fn find(&self, address: usize) -> Option<&Slot> {
-        if self.slots.load(Ordering::Acquire).is_null() {
-            return None;
+    /// Put a new sample in the nursery, if it has room.
+    #[cold]
+    fn claim_in_nursery(&self, address: usize, sample: LiveSample) -> bool {
+        let claimed = self
+            .nursery
+            .probes(address as u64)
+            .any(|slot| slot.claim(address, sample));
+        if claimed {
+            self.nursery.mark_used();
         }
-        if self.nursery.in_use() {
-            for slot in self.nursery.probes(address as u64) {
-                match slot.address.load(Ordering::Acquire) {
-                    found if found == address => return Some(slot),
-                    EMPTY => break,
-                    _ => {}
-                }
+        claimed
+    }
+
+    /// The nursery's slot of `address`, if it has one.
+    #[cold]
+    fn find_in_nursery(&self, address: usize) -> Option<&Slot> {
+        for slot in self.nursery.probes(address as u64) {
+            match slot.address.load(Ordering::Acquire) {
+                found if found == address => return Some(slot),
+                EMPTY => return None,
+                _ => {}
             }
         }
-        let home = self.home(address);
-        for probe in 0..PROBE_LIMIT {
-            let slot = self.slot(home + probe);
+        None
+    }
+
+    #[inline(always)]
+    fn find(&self, address: usize) -> Option<&Slot> {
+        self.find_with(address, &self.main_probe(address)?)
+    }
+
+    #[inline(always)]
+    fn find_with<'a>(&'a self, address: usize, probe: &MainProbe<'a>) -> Option<&'a Slot> {
+        if self.nursery.in_use()
+            && let Some(slot) = self.find_in_nursery(address)
+        {
+            return Some(slot);
+        }
+        for at in 0..PROBE_LIMIT {
+            let slot = probe.slot(at);
             match slot.address.load(Ordering::Acquire) {
                 found if found == address => return Some(slot),
                 EMPTY => return None,
