@@ -41,9 +41,16 @@ use crate::{backtrace, modules, next_alloc, sampling, threads, triggers};
 pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: HookEntry) {
     let state = tls::current();
     if state.guarded() {
-        // The profiler's own allocation: keep the fast path fast until the
-        // guard is lifted, without sampling.
-        rearm(state, GUARDED_MIN_INTERVAL);
+        // The profiler's own allocation (or one a library made for it, as a
+        // preloaded dlsym may), unsampled: keep the fast path fast until the
+        // guard is lifted. Not when every allocation is sampled: a countdown
+        // left above zero would skip the program's next allocations.
+        let minimum = if sampling::samples_every_allocation() {
+            0
+        } else {
+            GUARDED_MIN_INTERVAL
+        };
+        rearm(state, minimum);
         return;
     }
     let _errno = ErrnoGuard::save();
