@@ -93,6 +93,20 @@ impl<'a> MainProbe<'a> {
     }
 }
 
+/// The first of `probes` that holds `address`: a probe sequence ends at an
+/// empty slot (tombstones do not end it).
+#[inline(always)]
+fn slot_holding<'a>(probes: impl Iterator<Item = &'a Slot>, address: usize) -> Option<&'a Slot> {
+    for slot in probes {
+        match slot.address.load(Ordering::Acquire) {
+            found if found == address => return Some(slot),
+            EMPTY => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
 /// What the table remembers about a live sampled object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LiveSample {
@@ -304,14 +318,7 @@ impl LiveTable {
     /// The nursery's slot of `address`, if it has one.
     #[cold]
     fn find_in_nursery(&self, address: usize) -> Option<&Slot> {
-        for slot in self.nursery.probes(address as u64) {
-            match slot.address.load(Ordering::Acquire) {
-                found if found == address => return Some(slot),
-                EMPTY => return None,
-                _ => {}
-            }
-        }
-        None
+        slot_holding(self.nursery.probes(address as u64), address)
     }
 
     #[inline(always)]
@@ -326,15 +333,7 @@ impl LiveTable {
         {
             return Some(slot);
         }
-        for at in 0..PROBE_LIMIT {
-            let slot = probe.slot(at);
-            match slot.address.load(Ordering::Acquire) {
-                found if found == address => return Some(slot),
-                EMPTY => return None,
-                _ => {}
-            }
-        }
-        None
+        slot_holding((0..PROBE_LIMIT).map(|at| probe.slot(at)), address)
     }
 
     /// True if `address` is recorded as a live sample now.

@@ -124,7 +124,7 @@ unsafe impl<T: Send> Send for SpinLock<T> {}
 /// The calling thread's kernel id, as the PI futex wants it in the word
 /// (cached in the thread's block: no `__tls_get_addr`, and a forked child
 /// resets it in a page its fork handler writes anyway).
-fn thread_id() -> u32 {
+pub fn thread_id() -> u32 {
     let cached = &crate::tls::current().kernel_tid;
     let mut id = cached.load(Ordering::Relaxed);
     if id == 0 {

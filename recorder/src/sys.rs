@@ -32,7 +32,7 @@ pub fn map_shared_zeroed(bytes: usize) -> *mut u8 {
 /// same pages that sees every write made through any process's `write`.
 /// Unlike a shared mapping, whose page-table entries a forked child never
 /// inherits (it faults on each page it reads), the read view's entries are
-/// copied into children once [`map_for_children`] has mapped them: the
+/// copied into children once [`map_pages_for_children`] has mapped them: the
 /// view is given a private page past its end, so the kernel copies its
 /// entries at fork. Nothing may write through `read`. `None` where memory
 /// files cannot be made (old kernels, sandboxes).
@@ -63,31 +63,17 @@ fn map_both_views(fd: c_int, bytes: usize) -> Option<SharedViews> {
     if unsafe { libc::ftruncate(fd, (bytes + PAGE) as libc::off_t) } != 0 {
         return None;
     }
-    let map = |length: usize, sharing: c_int| {
-        // SAFETY: mapping our own file; no address hint.
-        let address = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                length,
-                libc::PROT_READ | libc::PROT_WRITE,
-                sharing,
-                fd,
-                0,
-            )
-        };
-        (address != libc::MAP_FAILED).then_some(address.cast::<u8>())
-    };
-    let write = map(bytes, libc::MAP_SHARED)?;
-    let Some(read) = map(bytes + PAGE, libc::MAP_PRIVATE) else {
+    let write = map_read_write(bytes, libc::MAP_SHARED, fd)?;
+    let Some(read) = map_read_write(bytes + PAGE, libc::MAP_PRIVATE, fd) else {
         // SAFETY: unmapping the view just made.
         unsafe { libc::munmap(write.cast(), bytes) };
+        MAPPED_BYTES.fetch_sub(bytes as u64, Ordering::Relaxed);
         return None;
     };
     // SAFETY: the private page past the read view's end, ours to write: its
     // copy-on-write gives the view the anonymous memory that makes the
     // kernel copy the view's page-table entries at fork.
     unsafe { core::ptr::write_volatile(read.add(bytes), 1) };
-    MAPPED_BYTES.fetch_add((2 * bytes + PAGE) as u64, Ordering::Relaxed);
     Some(SharedViews { read, write })
 }
 
@@ -131,22 +117,34 @@ impl Default for MappedForChildren {
 }
 
 fn map_anonymous(bytes: usize, sharing: c_int) -> *mut u8 {
-    // SAFETY: an anonymous mapping has no preconditions.
+    map_read_write(
+        bytes,
+        sharing | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+        -1,
+    )
+    .unwrap_or(core::ptr::null_mut())
+}
+
+/// `mmap` of `bytes` readable and writable memory (of `fd`, or anonymous
+/// with `-1`), counted in [`MAPPED_BYTES`]; `None` on failure.
+fn map_read_write(bytes: usize, flags: c_int, fd: c_int) -> Option<*mut u8> {
+    // SAFETY: no address hint; `fd` is -1 for anonymous memory or the
+    // caller's open file.
     let address = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
             bytes,
             libc::PROT_READ | libc::PROT_WRITE,
-            sharing | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
+            flags,
+            fd,
             0,
         )
     };
     if address == libc::MAP_FAILED {
-        return core::ptr::null_mut();
+        return None;
     }
     MAPPED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
-    address.cast()
+    Some(address.cast())
 }
 
 /// The time of `clock` (`CLOCK_MONOTONIC`, `CLOCK_MONOTONIC_COARSE`, ...) in

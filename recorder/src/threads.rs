@@ -112,15 +112,10 @@ pub fn list_current(state: &ThreadState) {
     state.set_flag(tls::FLAG_LISTED, true);
     let info = ThreadInfo {
         serial: state.serial.load(Relaxed),
-        tid: current_tid(),
+        tid: crate::spin_lock::thread_id(),
         name: current_name(),
     };
     REGISTRY.lock().infos.push(info);
-}
-
-fn current_tid() -> u32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() as u32 }
 }
 
 fn current_name() -> String {

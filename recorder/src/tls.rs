@@ -3,10 +3,10 @@
 //! Owns the block every malloc touches: the sampling countdown (a
 //! [`Sampler`], which alone changes it) and the exact counters. The fast
 //! path reads and writes only its first cache line; the second holds what
-//! only `prof_exact`, the fork handlers and the profiler's locks use. It lives in a `.tbss` symbol declared with
-//! `global_asm!` and is reached with `fs:[0] + GOTTPOFF`, so reading it is
-//! two instructions and never calls `__tls_get_addr` (which may allocate
-//! after a `dlopen`). A new thread's block is zero, and there is no
+//! only `prof_exact`, the fork handlers and the profiler's locks use. It
+//! lives in a `.tbss` symbol declared with `global_asm!` and is reached
+//! with `fs:[0] + GOTTPOFF`, so reading it is two instructions and never
+//! calls `__tls_get_addr` (which may allocate after a `dlopen`). A new thread's block is zero, and there is no
 //! destructor. It also defines the thread's cold block ([`ThreadExt`]:
 //! frame buffer, private unwinding state, recently sampled stacks), which
 //! `threads` allocates and pools.
