@@ -6,11 +6,12 @@ Measures
   - fork_children (bench/workloads/fork_children.c): the parent's fork() and a
     short child's whole life (fork to waitpid), and the page faults of each
     (what a profiler costs a short child is mostly copy-on-write and
-    first-touch faults; counts are steady where times are not), for children that allocate
-    nothing and children that allocate 1 MiB (so they sample and, with
-    prof_fork_final:sampled, write an exit dump; with the default, lived,
-    these short children write none); the exit dump's own cost is the
-    difference between prof_fork_final:sampled and prof_fork_final:none;
+    first-touch faults; counts are steady where times are not), for
+    children that allocate nothing and children that allocate 1 MiB (so
+    they sample and, with prof_fork_final:sampled, write an exit dump; with
+    the default, lived, these short children write none); the exit dump's
+    own cost is the difference between prof_fork_final:sampled and
+    prof_fork_final:none;
   - dl_loop (tests/programs/dl_loop.c): 60,000 dlopen/dlclose iterations over
     20 plugins, CPU time and RSS;
   - pgbench -C -S against PostgreSQL with and without the shim (a backend
@@ -183,13 +184,13 @@ def serve_pgbench(base: Path, data: Path, port: str, env: dict, seconds: int) ->
     return tps_of(out), (cpu_of_children() - before) / max(done, 1)
 
 
-def side_by_side(base: Path, datas: list, shim_env_: dict, shim_on: int, seconds: int) -> float:
+def side_by_side(base: Path, datas: list, shim_vars: dict, shim_on: int, seconds: int) -> float:
     """Two identical servers at once, one under the shim (`shim_on`), each
     with its own pgbench -C -S -c 1: both see the same machine at the same
     moments, so the ratio of their TPS is far steadier on a shared machine
     than runs one after the other. Returns shim TPS / no-preload TPS."""
     ports = ["54327", "54328"]
-    servers = [start_server(base, data, port, shim_env_ if i == shim_on else {})
+    servers = [start_server(base, data, port, shim_vars if i == shim_on else {})
                for i, (data, port) in enumerate(zip(datas, ports))]
     try:
         clients = [subprocess.Popen(pgbench_command(base, port, 1, seconds),
