@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # The project's test command (README, CI). Installs what the tests need
 # beyond gcc/g++/python3 (idempotently), builds everything in release mode,
-# runs every test, checks formatting and lints, and runs the benchmark
-# harness once in smoke mode so it never rots.
-set -euo pipefail
+# runs every test, checks formatting, lints and documentation links, and
+# runs the benchmark harness once in smoke mode so it never rots.
+#
+# Every prerequisite installed here is required: with
+# HEAPSAMPLE_REQUIRE_PREREQUISITES=1 a test that finds one missing fails.
+# A test that cannot run for want of a privilege or kernel facility is
+# skipped, and says so in HEAPSAMPLE_SKIP_LOG (tests/support/prerequisite.rs).
+# Every step runs even after a failure; the last line is
+# `N passed, N failed, N skipped` (scripts/test_summary.py: a skipped test is
+# not counted as passed, a failed step is one failure), and the exit status
+# is non-zero if anything failed.
+set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
@@ -28,28 +37,38 @@ python3 -c 'import test.test_dict, test.test_subprocess' >/dev/null 2>&1 \
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq "${need[@]}" >/dev/null
+    apt-get update -qq || exit 1
+    apt-get install -y -qq "${need[@]}" >/dev/null || exit 1
 fi
 
-echo "== build"
-cargo build --release --workspace --all-targets
-echo "== tests"
-test_log=$(mktemp)
-trap 'rm -f "$test_log"' EXIT
-HEAPSAMPLE_REQUIRE_GO=1 cargo test --release --workspace --no-fail-fast 2>&1 | tee "$test_log"
-echo "== lock order: end-to-end tests under the debug shim (lock ranks checked)"
-cargo build -p heapsample-shim
-HEAPSAMPLE_SHIM="$root/target/debug/libheapsample.so" cargo test --release -p heapsample-tests \
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+export HEAPSAMPLE_REQUIRE_PREREQUISITES=1
+summary=()
+step() { # step NAME COMMAND...: run it, remember a failure, go on
+    local name=$1
+    shift
+    echo "== $name"
+    "$@" || summary+=(--failed-step "$name")
+}
+tests() { # tests NAME CARGO-TEST-ARGS...: one cargo test run, counted
+    local name=$1
+    shift
+    echo "== $name"
+    HEAPSAMPLE_SKIP_LOG="$logs/$name.skips" cargo test "$@" 2>&1 | tee "$logs/$name.log"
+    summary+=(--run "$logs/$name.log" "$logs/$name.skips" "${PIPESTATUS[0]}")
+}
+
+step "closing-line self-test" env PYTHONDONTWRITEBYTECODE=1 python3 scripts/test_summary_test.py
+step build cargo build --release --workspace --all-targets
+tests tests --release --workspace --no-fail-fast
+# Lock order and lock assertions: end-to-end tests under the debug shim.
+step "debug shim" cargo build -p heapsample-shim
+HEAPSAMPLE_SHIM="$root/target/debug/libheapsample.so" tests debug-shim --release \
+    -p heapsample-tests --no-fail-fast \
     --test shim_fork --test fork_stress --test shim_threads --test hostile_threads \
-    --test hostile_exit --test dlclose --test shim_exact --test shim_cxx --test signal_dumps \
-    2>&1 | tee -a "$test_log"
-echo "== fmt and clippy"
-cargo fmt --all -- --check
-cargo clippy --release --workspace --all-targets -- -D warnings
-echo "== benchmark smoke run"
-python3 bench/run.py --smoke
-# One closing line for the whole suite (cargo's last block is a doc-test
-# crate with nothing to run).
-awk '/^test result:/ { passed += $4; failed += $6 }
-     END { printf "tests: %d passed, %d failed\n", passed, failed }' "$test_log"
+    --test hostile_exit --test dlclose --test shim_exact --test shim_cxx --test signal_dumps
+step fmt cargo fmt --all -- --check
+step clippy cargo clippy --release --workspace --all-targets -- -D warnings
+step "benchmark smoke run" python3 bench/run.py --smoke
+python3 scripts/test_summary.py "${summary[@]}"

@@ -288,16 +288,6 @@ fn pprof_output_decodes() {
 
 #[test]
 fn go_tool_pprof_reads_the_output() {
-    let require = std::env::var("HEAPSAMPLE_REQUIRE_GO").as_deref() == Ok("1");
-    let go_present = Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !go_present {
-        assert!(!require, "HEAPSAMPLE_REQUIRE_GO=1 but `go` is not on PATH");
-        eprintln!("skipping: go is not installed");
-        return;
-    }
     let fixture = Fixture::new("cli-go", &["-no-pie"]);
     let (base, new) = two_dumps(&fixture);
     let single = fixture.dir.join("single.pb.gz");
@@ -306,7 +296,9 @@ fn go_tool_pprof_reads_the_output() {
             .status
             .success()
     );
-    let top = go_pprof_top(&single, &fixture.dir);
+    let Some(top) = go_pprof_top(&single, &fixture.dir) else {
+        return;
+    };
     assert!(
         top.contains("leaf_alloc") && top.contains("inlined_helper"),
         "{top}"
@@ -322,7 +314,7 @@ fn go_tool_pprof_reads_the_output() {
             .status
             .success()
     );
-    let top = go_pprof_top(&diff, &fixture.dir);
+    let top = go_pprof_top(&diff, &fixture.dir).expect("go was there a moment ago");
     // pprof's total is the sum of |values|; the net change is what it accounts for.
     assert!(
         top.contains("leaf_alloc") && top.contains("accounting for 1800B"),
@@ -334,17 +326,9 @@ fn go_tool_pprof_reads_the_output() {
     );
 }
 
-fn go_pprof_top(profile: &Path, dir: &Path) -> String {
-    let output = Command::new("go")
-        .args(["tool", "pprof", "-top", "-sample_index=inuse_space"])
-        .arg(profile)
-        .env("HOME", dir)
-        .env("PPROF_TMPDIR", dir)
-        .output()
-        .expect("go tool pprof");
-    let text = format!("{}{}", stdout(&output), stderr(&output));
-    assert!(output.status.success(), "go tool pprof failed: {text}");
-    text
+/// `go tool pprof -top` in-use space; `None` (a skip) when go is missing.
+fn go_pprof_top(profile: &Path, dir: &Path) -> Option<String> {
+    heapsample_tests::go_tool_pprof(&["-top", "-sample_index=inuse_space"], profile, dir)
 }
 
 #[test]

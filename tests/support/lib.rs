@@ -14,14 +14,17 @@
 //! - reading dumps: [`DumpFile`], [`Symbols`] (maps return addresses to the
 //!   program's functions with `nm`), [`per_function`];
 //! - reading the programs' own reports: [`SiteReport`], [`parse_sites`];
-//! - [`heapsample_lines`]: the profiler's own stderr lines.
+//! - [`heapsample_lines`]: the profiler's own stderr lines;
+//! - [`prerequisite`]: what a test needs from the machine, and the one way
+//!   to skip when it is missing ([`skip`]), counted by the test command.
 //!
 //! Everything here panics with a message that says what went wrong: these are
 //! test helpers, and a panic is a test failure with an explanation.
 //!
 //! Environment knobs: `CARGO_TARGET_DIR` (where the shim was built),
 //! `HEAPSAMPLE_TEST_KEEP=1` (keep the temporary directories for inspection),
-//! `CI` (a missing libjemalloc fails instead of skipping).
+//! `HEAPSAMPLE_REQUIRE_PREREQUISITES=1` and `HEAPSAMPLE_SKIP_LOG` (see
+//! [`prerequisite`]).
 
 use heapsample_format::{Dump, Stack};
 use std::collections::{BTreeMap, HashMap};
@@ -37,6 +40,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use heapsample_format as format;
+
+pub mod prerequisite;
+pub use prerequisite::{Missing, skip};
 
 /// The workspace root (the directory holding the top-level `Cargo.toml`).
 pub fn workspace_root() -> PathBuf {
@@ -127,15 +133,14 @@ pub fn path_str(path: &Path) -> &str {
 }
 
 /// `go tool pprof ARGS PROFILE` (a file or a URL), its standard output and
-/// error together; `None`, with a printed reason, when go is not installed
-/// (a failure under `HEAPSAMPLE_REQUIRE_GO=1`, as in CI). `home` holds
-/// pprof's own files.
+/// error together; `None` when go is not installed (a skip of the calling
+/// test's pprof part, a failure under the test command: see
+/// [`prerequisite`]). `home` holds pprof's own files.
 pub fn go_tool_pprof(args: &[&str], profile: impl AsRef<OsStr>, home: &Path) -> Option<String> {
-    let require = std::env::var("HEAPSAMPLE_REQUIRE_GO").as_deref() == Ok("1");
-    let go = Command::new("go").arg("version").output();
-    if !go.is_ok_and(|o| o.status.success()) {
-        assert!(!require, "HEAPSAMPLE_REQUIRE_GO=1 but go is not on PATH");
-        eprintln!("SKIPPED (go tool pprof part): go is not installed (apt-get install golang-go)");
+    if !prerequisite::command_succeeds("go", &["version"]) {
+        skip(Missing::Software(
+            "go is not installed, so go tool pprof is not checked (apt-get install golang-go)",
+        ));
         return None;
     }
     let output = Command::new("go")
@@ -187,11 +192,9 @@ pub fn build_shared_library(source: &str, output: &Path, flags: &[&str]) -> Path
     output.to_path_buf()
 }
 
-/// Path of `libjemalloc.so.2`, from `ldconfig -p` or the Debian location.
-///
-/// Returns `None` when it is not installed, unless the `CI` environment
-/// variable is set: CI installs libjemalloc2, so there a missing library
-/// panics (a failure, not a silent skip).
+/// Path of `libjemalloc.so.2`, from `ldconfig -p` or the Debian location;
+/// `None` when it is not installed (a skip of the calling test, a failure
+/// under the test command: see [`prerequisite`]).
 pub fn jemalloc_path() -> Option<PathBuf> {
     let mut candidates = Vec::new();
     if let Ok(out) = Command::new("ldconfig").arg("-p").output() {
@@ -206,17 +209,13 @@ pub fn jemalloc_path() -> Option<PathBuf> {
         }
     }
     candidates.push(PathBuf::from("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"));
-    if let Some(found) = candidates.into_iter().find(|p| p.is_file()) {
-        return Some(found);
+    let found = candidates.into_iter().find(|p| p.is_file());
+    if found.is_none() {
+        skip(Missing::Software(
+            "libjemalloc.so.2 is not installed (apt-get install libjemalloc2)",
+        ));
     }
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-        panic!(
-            "libjemalloc.so.2 not found (ldconfig -p, /usr/lib/x86_64-linux-gnu) but CI is set: \
-             the test setup must install libjemalloc2"
-        );
-    }
-    eprintln!("SKIPPED: libjemalloc.so.2 is not installed (apt-get install libjemalloc2)");
-    None
+    found
 }
 
 // ---------------------------------------------------------------------------

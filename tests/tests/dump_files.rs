@@ -34,15 +34,13 @@ fn non_regular_targets_are_refused() {
     assert_eq!(unsafe { libc::mkfifo(fifo_c.as_ptr(), 0o644) }, 0, "mkfifo");
     let mut targets = vec![fifo];
     let device = dir.path().join("null");
-    let made = Command::new("mknod")
-        .arg(&device)
-        .args(["c", "1", "3"])
-        .status()
-        .is_ok_and(|status| status.success());
-    if made {
+    let device_path = path_str(&device);
+    if prerequisite::command_succeeds("mknod", &[device_path, "c", "1", "3"]) {
         targets.push(device);
     } else {
-        eprintln!("SKIPPED the device-node case: mknod is not permitted here");
+        skip(Missing::Privilege(
+            "mknod is not permitted here: the device-node case is not checked",
+        ));
     }
     for target in targets {
         let before = std::fs::symlink_metadata(&target).unwrap().file_type();
@@ -78,13 +76,8 @@ fn non_regular_targets_are_refused() {
 /// sort in the order the runs happened.
 #[test]
 fn a_repeated_pid_never_replaces_a_dump() {
-    if !Command::new("unshare")
-        .args(["--pid", "--fork", "true"])
-        .status()
-        .is_ok_and(|status| status.success())
-    {
-        eprintln!("SKIPPED: unshare --pid is not permitted here");
-        return;
+    if !prerequisite::command_succeeds("unshare", &["--pid", "--fork", "true"]) {
+        return skip(Missing::Privilege("unshare --pid is not permitted here"));
     }
     let dir = TempDir::new("pid-reuse");
     let prefix = dir.path().join("d");

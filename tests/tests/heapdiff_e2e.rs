@@ -301,8 +301,7 @@ fn tag_end(text: &str) -> Option<usize> {
 
 /// `grow_site` holds 10 × 1000 bytes at the first dump and 30 × 1000 at
 /// exit; `shrink_site` 50 × 512 then 20 × 512. The first dump is a manual
-/// `heapsample_dump(NULL)` when the shim exports it; otherwise the program
-/// is run twice (`base` stops at that point) and the two exit dumps compared.
+/// `heapsample_dump(NULL)` (the shim exports it), the second the exit dump.
 const DIFF_PROGRAM: &str = r#"
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -327,12 +326,10 @@ NOINLINE void release_some(void) {
     for (int i = 0; i < 30; i++) { free(shrunk[i]); shrunk[i] = NULL; }
 }
 
-int main(int argc, char **argv) {
-    int base_only = argc > 1 && strcmp(argv[1], "base") == 0;
+int main(void) {
     shrink_site();
     grow_site(0, 10);
     int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "heapsample_dump");
-    if (base_only) return 0;
     if (dump) {
         int rc = dump(NULL);
         printf("manual-dump rc=%d\n", rc);
@@ -346,8 +343,9 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// (base dump, new dump) of the diff program, and the directories holding them.
-fn diff_dumps(dir: &Path) -> (PathBuf, PathBuf, Vec<Outcome>) {
+/// (base dump, new dump) of the diff program, and the run whose directory
+/// holds them.
+fn diff_dumps(dir: &Path) -> (PathBuf, PathBuf, Outcome) {
     let binary = compile_c_text(dir, "diff_prog", DIFF_PROGRAM);
     let full = run_exact(&binary);
     let (final_file, _) = full.final_dump();
@@ -356,19 +354,13 @@ fn diff_dumps(dir: &Path) -> (PathBuf, PathBuf, Vec<Outcome>) {
         .into_iter()
         .filter(|f| f.trigger == "m")
         .collect();
-    if full.stdout.contains("manual-dump rc=0") && manual.len() == 1 {
-        let base = manual[0].path.clone();
-        return (base, final_file.path, vec![full]);
-    }
-    eprintln!("heapsample_dump not available: comparing two runs instead");
-    let base_run = Run::new(&binary)
-        .arg("base")
-        .with_shim()
-        .prof_conf("lg_prof_sample:0")
-        .run();
-    base_run.assert_success();
-    let (base_file, _) = base_run.final_dump();
-    (base_file.path, final_file.path, vec![full, base_run])
+    assert!(
+        full.stdout.contains("manual-dump rc=0") && manual.len() == 1,
+        "the manual dump failed\n{}",
+        full.context()
+    );
+    let base = manual[0].path.clone();
+    (base, final_file.path, full)
 }
 
 #[test]
@@ -446,7 +438,7 @@ fn go_tool_pprof_reads_totals() {
 }
 
 /// `go tool pprof -top` of `index`, in bytes for the space indexes; `None`
-/// when go is missing.
+/// (a skip) when go is missing.
 fn go_pprof_top(profile: &Path, home: &Path, index: &str) -> Option<String> {
     let sample_index = format!("-sample_index={index}");
     let mut args = vec!["-top", sample_index.as_str()];

@@ -714,16 +714,16 @@ fn foreign_program() -> Program {
     compile_c("names_views.c", &BuildOptions::no_pie())
 }
 
-fn allocator_library(name: &str) -> Option<PathBuf> {
-    let path = PathBuf::from("/usr/lib/x86_64-linux-gnu").join(name);
-    if path.is_file() {
+/// The allocator `library` and its profile reader `tool` (both from the
+/// Debian `packages`); `None`, a skip, when either is missing.
+fn foreign_allocator(library: &str, tool: &str, packages: &str) -> Option<PathBuf> {
+    let path = PathBuf::from("/usr/lib/x86_64-linux-gnu").join(library);
+    if path.is_file() && prerequisite::on_path(tool) {
         return Some(path);
     }
-    assert!(
-        std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-        "{name} missing but CI is set: scripts/test.sh installs it"
-    );
-    eprintln!("SKIPPED: {name} is not installed");
+    skip(Missing::Software(&format!(
+        "{library} or {tool} is not installed (apt-get install {packages})"
+    )));
     None
 }
 
@@ -788,7 +788,9 @@ fn check_foreign(tool: &str, program: &Path, profile: &Path, scratch: &Path) {
 
 #[test]
 fn jemalloc_heap_v2_profile_matches_jeprof() {
-    let Some(jemalloc) = allocator_library("libjemalloc.so.2") else {
+    let Some(jemalloc) =
+        foreign_allocator("libjemalloc.so.2", "jeprof", "libjemalloc2 libjemalloc-dev")
+    else {
         return;
     };
     let program = foreign_program();
@@ -832,7 +834,11 @@ fn jemalloc_heap_v2_profile_matches_jeprof() {
 
 #[test]
 fn gperftools_heap_profile_matches_google_pprof() {
-    let Some(tcmalloc) = allocator_library("libtcmalloc.so.4") else {
+    let Some(tcmalloc) = foreign_allocator(
+        "libtcmalloc.so.4",
+        "google-pprof",
+        "libgoogle-perftools4 google-perftools",
+    ) else {
         return;
     };
     let program = foreign_program();

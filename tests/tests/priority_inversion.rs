@@ -8,7 +8,7 @@
 //! priority inheritance, so the wait is bounded by the dumper's critical
 //! section (microseconds).
 //!
-//! Skipped, with a printed reason, where SCHED_FIFO is not permitted.
+//! A counted skip (see `prerequisite`) where SCHED_FIFO is not permitted.
 
 use heapsample_tests::*;
 
@@ -41,8 +41,7 @@ fn a_real_time_allocator_never_waits_for_the_dumping_thread() {
         .find(|l| l.starts_with("rt "))
         .unwrap_or_default();
     if plain_line.contains("policy=none") {
-        eprintln!("SKIPPED: SCHED_FIFO is not permitted here");
-        return;
+        return skip(Missing::Privilege("SCHED_FIFO is not permitted here"));
     }
     let plain_worst = field(plain_line, "max_ns").max(field(plain_line, "first_max_ns"));
     for conf in ["lg_prof_sample:0", "", "lg_prof_sample:14"] {

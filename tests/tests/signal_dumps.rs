@@ -1,8 +1,6 @@
 //! The dump signal in forked children, and no profiler thread before a
 //! background dump is due (so single-threaded-only calls keep working).
 
-use std::process::Command;
-
 use heapsample_tests::*;
 
 fn program() -> Program {
@@ -53,13 +51,10 @@ fn signal_dumps_work_in_forked_children() {
 /// is due, and the program must see one thread.
 #[test]
 fn no_thread_before_a_background_dump_is_due() {
-    if !Command::new("unshare")
-        .args(["-U", "true"])
-        .status()
-        .is_ok_and(|status| status.success())
-    {
-        eprintln!("SKIPPED: unshare -U does not work here even without the shim");
-        return;
+    if !prerequisite::command_succeeds("unshare", &["-U", "true"]) {
+        return skip(Missing::Privilege(
+            "unshare -U does not work here even without the shim",
+        ));
     }
     for conf in [
         "prof_signal:USR2",

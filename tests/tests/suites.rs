@@ -20,10 +20,11 @@
 //!
 //! The shim runs with a small sampling period and interval dumps, so the
 //! sampling, stack capture and dumper paths are busy; every dump written
-//! must decode. A missing prerequisite skips locally and fails under `CI`.
+//! must decode. A missing prerequisite skips locally and fails under the
+//! test command (see `prerequisite`).
 
 use heapsample_tests::format;
-use heapsample_tests::{Outcome, Run, TempDir, shim_path, target_dir};
+use heapsample_tests::{Missing, Outcome, Run, TempDir, shim_path, skip, target_dir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -37,18 +38,6 @@ fn prof_conf(dir: &Path) -> String {
         "lg_prof_sample:14,lg_prof_interval:26,prof_prefix:{}/hs",
         dir.display()
     )
-}
-
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-}
-
-/// Skip (locally) or fail (in CI) for a missing prerequisite.
-fn missing(what: &str) {
-    if in_ci() {
-        panic!("{what}, but CI is set: scripts/test.sh must install it");
-    }
-    eprintln!("SKIPPED: {what}");
 }
 
 /// Outcome of one test case.
@@ -270,11 +259,10 @@ fn python_run(python: &Path, label: &str, args: &[&str]) -> (Results, Results, u
 fn cpython_regression_tests_under_the_shim() {
     let _ = shim_path();
     let Some(python) = python_with_tests() else {
-        missing(
+        return skip(Missing::Software(
             "no Python with CPython's test modules (python3 -c 'import test.test_dict'; \
              Debian: apt-get install libpython3.11-testsuite)",
-        );
-        return;
+        ));
     };
     eprintln!("python: {}", python.display());
     let started = Instant::now();
@@ -486,10 +474,9 @@ fn parse_libtest(binary: &str, stdout: &str) -> Results {
 fn indexmap_test_suite_under_the_shim() {
     let _ = shim_path();
     let Some(binaries) = build_crate_tests(INDEXMAP) else {
-        missing(&format!(
+        return skip(Missing::Software(&format!(
             "cannot build the test suite of {INDEXMAP} (cargo, crates.io or the registry)"
-        ));
-        return;
+        )));
     };
     assert!(
         binaries.len() >= 3,
