@@ -1,0 +1,58 @@
+//! Other programs the tests run on what the profiler wrote: the built
+//! `heapdiff`, and `go tool pprof` (a prerequisite, see
+//! [`crate::prerequisite`]).
+
+use crate::locate::heapdiff_path;
+use crate::prerequisite::{self, Missing, skip};
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs the built `heapdiff` with `args`.
+pub fn heapdiff(args: &[&str]) -> Output {
+    Command::new(heapdiff_path())
+        .args(args)
+        .output()
+        .expect("run heapdiff")
+}
+
+/// Runs the built `heapdiff` with `args`, asserts it succeeded and returns
+/// its standard output.
+pub fn heapdiff_ok(args: &[&str]) -> String {
+    let out = heapdiff(args);
+    assert!(
+        out.status.success(),
+        "heapdiff {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `go tool pprof ARGS PROFILE` (a file or a URL), its standard output and
+/// error together; `None` when go is not installed (a skip of the calling
+/// test's pprof part, a failure under the test command: see
+/// [`crate::prerequisite`]). `home` holds pprof's own files.
+pub fn go_tool_pprof(args: &[&str], profile: impl AsRef<OsStr>, home: &Path) -> Option<String> {
+    if !prerequisite::command_succeeds("go", &["version"]) {
+        skip(Missing::Software(
+            "go is not installed, so go tool pprof is not checked (apt-get install golang-go)",
+        ));
+        return None;
+    }
+    let output = Command::new("go")
+        .args(["tool", "pprof"])
+        .args(args)
+        .arg(profile)
+        .env("HOME", home)
+        .env("PPROF_TMPDIR", home)
+        .env_remove("PPROF_BINARY_PATH")
+        .output()
+        .expect("run go tool pprof");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "go tool pprof failed:\n{text}");
+    Some(text)
+}
