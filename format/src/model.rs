@@ -1,0 +1,242 @@
+//! What a dump holds, as every reader and the writer see it: the process,
+//! its loaded objects and threads, the distinct stacks with their sampled
+//! counts and Horvitz–Thompson [`Weights`], and the exact counters.
+//!
+//! These types are the model, independent of the file's version: an older
+//! version is converted into them when decoded (see `versions`). Their
+//! serde layout, in field order, is the body of the current version
+//! ([`VERSION`](crate::VERSION)); a field added, removed or moved here is a
+//! new format version (the golden dumps of `format/tests/versions.rs` fail
+//! until it is one).
+//!
+//! Plain data: no I/O, no allocation beyond the fields themselves.
+
+use crate::serde_strings::{owned_from_borrowed, owned_list_from_borrowed};
+use serde::{Deserialize, Serialize};
+
+/// What made the shim write a dump. The letter is the one used in file names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Trigger {
+    /// At exit (`prof_final`): `<prefix>.<pid>.<seq>.f.prof`.
+    Final,
+    /// Every 2^`lg_prof_interval` bytes allocated: `...i<iseq>.prof`.
+    Interval,
+    /// A new high-water mark of the live heap (`prof_gdump`): `...u<useq>.prof`.
+    HighWater,
+    /// `heapsample_dump()` called by the program: `...m<mseq>.prof`.
+    Manual,
+    /// The configured signal (`prof_signal`): `...s<sseq>.prof`.
+    Signal,
+    /// The cgroup's memory use crossed `prof_oom_pct` of its limit:
+    /// `...o<oseq>.prof`.
+    MemoryLimit,
+}
+
+impl Trigger {
+    /// The letter used in automatic file names.
+    pub fn letter(self) -> char {
+        match self {
+            Trigger::Final => 'f',
+            Trigger::Interval => 'i',
+            Trigger::HighWater => 'u',
+            Trigger::Manual => 'm',
+            Trigger::Signal => 's',
+            Trigger::MemoryLimit => 'o',
+        }
+    }
+}
+
+/// One loaded object (executable, shared library, vdso) as it was mapped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Module {
+    /// Path of the file as the loader names it; the main executable's real path.
+    #[serde(deserialize_with = "owned_from_borrowed")]
+    pub path: String,
+    /// The GNU build-id note, empty if the object has none.
+    pub build_id: Vec<u8>,
+    /// Load bias: the value to subtract from a runtime address to get the
+    /// address in the file's own (ELF virtual address) space.
+    pub load_bias: u64,
+    /// Runtime address ranges `[start, end)` of its executable segments.
+    pub ranges: Vec<(u64, u64)>,
+    /// First module epoch in which the object was seen loaded.
+    pub first_epoch: u32,
+    /// Last epoch in which it was loaded; `None` while it is still loaded.
+    pub last_epoch: Option<u32>,
+}
+
+impl Module {
+    /// True if this module mapped `address` during `epoch`.
+    pub fn contains(&self, address: u64, epoch: u32) -> bool {
+        epoch >= self.first_epoch
+            && self.last_epoch.is_none_or(|last| epoch <= last)
+            && self
+                .ranges
+                .iter()
+                .any(|&(start, end)| address >= start && address < end)
+    }
+}
+
+/// A thread that took at least one sample.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadInfo {
+    /// The shim's own serial number for the thread, 1 for the first one seen.
+    pub serial: u32,
+    /// The kernel thread id.
+    pub tid: u32,
+    /// The thread name when it was first seen (`/proc/.../comm`), maybe empty.
+    #[serde(deserialize_with = "owned_from_borrowed")]
+    pub name: String,
+}
+
+/// Horvitz–Thompson sums over a set of sampled objects.
+///
+/// An object of `s` bytes is sampled with probability `p`
+/// ([`inclusion_probability`](crate::inclusion_probability));
+/// weighting each sampled object by `1/p` makes the sums unbiased estimates of
+/// the true object count and bytes, whatever the mix of sizes, and the
+/// variance sums are unbiased estimates of those estimates' variances
+/// (each sampled object contributes `(1 − p)/p²` times its value squared).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Weights {
+    /// Σ 1/p: the estimated number of objects.
+    pub objects: f64,
+    /// Σ s/p: the estimated bytes.
+    pub bytes: f64,
+    /// Σ (1 − p)/p²: the variance of `objects`.
+    pub objects_variance: f64,
+    /// Σ s²(1 − p)/p²: the variance of `bytes`.
+    pub bytes_variance: f64,
+}
+
+impl Weights {
+    /// The sums of `self` and `other` (disjoint sets of samples).
+    pub fn plus(&self, other: &Weights) -> Weights {
+        Weights {
+            objects: self.objects + other.objects,
+            bytes: self.bytes + other.bytes,
+            objects_variance: self.objects_variance + other.objects_variance,
+            bytes_variance: self.bytes_variance + other.bytes_variance,
+        }
+    }
+
+    /// The four sums as an array (objects, bytes, their variances).
+    pub fn as_array(&self) -> [f64; 4] {
+        [
+            self.objects,
+            self.bytes,
+            self.objects_variance,
+            self.bytes_variance,
+        ]
+    }
+}
+
+/// One distinct call stack of sampled allocations, with its raw counts and
+/// its Horvitz–Thompson [`Weights`].
+///
+/// Counts are what the sampler saw, not estimates; the weights are the
+/// estimates (and their variances) of the true counts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stack {
+    /// Return addresses, innermost first; the first is the allocation call
+    /// site's return address. The shim's own frames are not included.
+    pub frames: Vec<u64>,
+    /// The [`ThreadInfo::serial`] of the thread that allocated.
+    pub thread: u32,
+    /// The module epoch in which the stack was captured.
+    pub epoch: u32,
+    /// Sampled objects still live.
+    pub live_objects: u64,
+    /// Requested bytes of the sampled objects still live.
+    pub live_bytes: u64,
+    /// Usable bytes (as the allocator reports them) of those objects.
+    pub live_usable_bytes: u64,
+    /// Sampled objects ever allocated here (cumulative).
+    pub alloc_objects: u64,
+    /// Requested bytes of all sampled objects allocated here (cumulative).
+    pub alloc_bytes: u64,
+    /// Weights of the sampled objects still live.
+    pub live: Weights,
+    /// Weights of all sampled objects allocated here (cumulative).
+    pub alloc: Weights,
+}
+
+/// Exact process-wide counters kept beside the samples.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Calls that allocated (malloc, calloc, realloc, new, ...), all threads.
+    /// While memory is exhausted, a small `malloc` that failed may be
+    /// counted too (the fast path counts before forwarding).
+    pub allocations: u64,
+    /// Calls that released a non-null pointer, present under
+    /// `prof_exact:true` (the default free path counts nothing, to stay one
+    /// load and one branch).
+    pub frees: Option<u64>,
+    /// Bytes requested by all allocations.
+    pub bytes_allocated: u64,
+    /// Exact live heap in usable bytes, present under `prof_exact:true`.
+    pub live_usable_bytes: Option<u64>,
+    /// Allocations sampled since the start (or the last reset).
+    pub samples_taken: u64,
+    /// Samples that could not be recorded (a table was full).
+    pub samples_dropped: u64,
+    /// Sampled objects live at the time of the dump.
+    pub samples_live: u64,
+    /// Threads that ever allocated.
+    pub threads_seen: u64,
+    /// Bytes the profiler itself holds for its tables (its own overhead).
+    pub profiler_bytes: u64,
+    /// Times the samples were forgotten (`heapsample_reset`) before this
+    /// dump: two dumps of one process with the same count share their
+    /// cumulative samples. 0 in format-2 dumps.
+    pub resets: u64,
+}
+
+/// A whole heap profile as written by the shim.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Dump {
+    /// Version of the shim that wrote the dump.
+    #[serde(deserialize_with = "owned_from_borrowed")]
+    pub writer: String,
+    /// Process id of the profiled process.
+    pub pid: u32,
+    /// Path of the main executable.
+    #[serde(deserialize_with = "owned_from_borrowed")]
+    pub executable: String,
+    /// The command line, argument by argument.
+    #[serde(deserialize_with = "owned_list_from_borrowed")]
+    pub command_line: Vec<String>,
+    /// Wall-clock time of the dump, nanoseconds since the Unix epoch.
+    pub time_unix_ns: u64,
+    /// Why the dump was written.
+    pub trigger: Trigger,
+    /// Sequence number of the dump among all dumps of the process.
+    pub seq: u64,
+    /// Sequence number among the dumps with the same trigger.
+    pub trigger_seq: u64,
+    /// log2 of the mean sampling period in bytes; 0 samples everything.
+    pub lg_sample_period: u32,
+    /// The effective configuration, as `key:value,...`.
+    #[serde(deserialize_with = "owned_from_borrowed")]
+    pub config: String,
+    /// Every object loaded at any time the samples cover, with its epochs.
+    pub modules: Vec<Module>,
+    /// Threads that took samples.
+    pub threads: Vec<ThreadInfo>,
+    /// Distinct stacks with their sampled counts.
+    pub stacks: Vec<Stack>,
+    /// Exact counters.
+    pub totals: Totals,
+}
+
+impl Dump {
+    /// The mean sampling period in bytes.
+    pub fn sample_period(&self) -> u64 {
+        1u64 << self.lg_sample_period.min(62)
+    }
+
+    /// The module that held `address` when a stack of `epoch` was captured.
+    pub fn module_for(&self, address: u64, epoch: u32) -> Option<&Module> {
+        self.modules.iter().find(|m| m.contains(address, epoch))
+    }
+}

@@ -1,0 +1,186 @@
+//! One golden dump per format version this crate reads, in `golden/`, written
+//! once by that version's writer and committed: each still decodes to the
+//! dump it holds, and the current version's is byte for byte what
+//! `encode` writes today. A layout changed without a new version (a field
+//! added to the model, a frozen layout edited) fails here.
+
+use heapsample_format::{
+    Dump, LEGACY_VERSION, Module, READABLE_VERSIONS, Stack, ThreadInfo, Totals, Trigger, VERSION,
+    Weights, decode_versioned, encode, legacy_weights,
+};
+use std::path::PathBuf;
+
+fn golden(version: u32) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("v{version}.dump"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The parts every golden dump shares: two modules (one unloaded), two
+/// threads, a configuration and a command line.
+fn example(stacks: Vec<Stack>, totals: Totals) -> Dump {
+    Dump {
+        writer: "heapsample golden".into(),
+        pid: 4242,
+        executable: "/usr/bin/example".into(),
+        command_line: vec!["example".into(), "--flag".into(), "ü".into()],
+        time_unix_ns: 1_700_000_000_123_456_789,
+        trigger: Trigger::HighWater,
+        seq: 7,
+        trigger_seq: 3,
+        lg_sample_period: 14,
+        config: "lg_prof_sample:14,prof_gdump:true".into(),
+        modules: vec![
+            Module {
+                path: "/usr/bin/example".into(),
+                build_id: vec![0xde, 0xad, 0xbe, 0xef],
+                load_bias: 0x5555_0000_0000,
+                ranges: vec![(0x5555_0000_1000, 0x5555_0000_9000)],
+                first_epoch: 0,
+                last_epoch: None,
+            },
+            Module {
+                path: "/usr/lib/plugin.so".into(),
+                build_id: vec![],
+                load_bias: 0x7f00_0000_0000,
+                ranges: vec![
+                    (0x7f00_0000_1000, 0x7f00_0000_2000),
+                    (0x7f00_0000_3000, 0x7f00_0000_4000),
+                ],
+                first_epoch: 1,
+                last_epoch: Some(2),
+            },
+        ],
+        threads: vec![
+            ThreadInfo {
+                serial: 1,
+                tid: 4242,
+                name: "example".into(),
+            },
+            ThreadInfo {
+                serial: 2,
+                tid: 4250,
+                name: String::new(),
+            },
+        ],
+        stacks,
+        totals,
+    }
+}
+
+/// Raw counts of the two stacks: (live objects, live bytes, alloc objects,
+/// alloc bytes).
+const COUNTS: [(u64, u64, u64, u64); 2] = [(3, 3000, 10, 10_000), (0, 0, 1, 1 << 20)];
+
+fn stack(index: usize, live: Weights, alloc: Weights) -> Stack {
+    let (live_objects, live_bytes, alloc_objects, alloc_bytes) = COUNTS[index];
+    Stack {
+        frames: [
+            vec![0x5555_0000_1234, 0x5555_0000_2000, 0x5555_0000_3000],
+            vec![0x7f00_0000_1100],
+        ][index]
+            .clone(),
+        thread: index as u32 + 1,
+        epoch: index as u32 * 2,
+        live_objects,
+        live_bytes,
+        live_usable_bytes: live_bytes + 24 * live_objects,
+        alloc_objects,
+        alloc_bytes,
+        live,
+        alloc,
+    }
+}
+
+/// The dump in `golden/v3.dump`: weights with fractions, and every
+/// optional total present.
+fn version_3() -> Dump {
+    let weights = |objects: f64, bytes: f64| Weights {
+        objects,
+        bytes,
+        objects_variance: objects * 0.75,
+        bytes_variance: bytes * 1.5,
+    };
+    example(
+        vec![
+            stack(0, weights(5.5, 5500.25), weights(17.125, 17_125.5)),
+            stack(1, Weights::default(), weights(1.0, 1_048_576.0)),
+        ],
+        Totals {
+            allocations: 1_000_003,
+            frees: Some(999_990),
+            bytes_allocated: 123_456_789,
+            live_usable_bytes: Some(65_536),
+            samples_taken: 11,
+            samples_dropped: 1,
+            samples_live: 3,
+            threads_seen: 2,
+            profiler_bytes: 40_960,
+            resets: 1,
+        },
+    )
+}
+
+/// The dump `golden/v2.dump` decodes to: raw counts, weights from the
+/// average-size correction, no `resets` (version 2 had none).
+fn version_2() -> Dump {
+    let period = 1 << 14;
+    let corrected = |objects, bytes| legacy_weights(objects, bytes, period);
+    let stacks = (0..2)
+        .map(|index| {
+            let (live_objects, live_bytes, alloc_objects, alloc_bytes) = COUNTS[index];
+            stack(
+                index,
+                corrected(live_objects, live_bytes),
+                corrected(alloc_objects, alloc_bytes),
+            )
+        })
+        .collect();
+    example(
+        stacks,
+        Totals {
+            allocations: 1_000_003,
+            frees: None,
+            bytes_allocated: 123_456_789,
+            live_usable_bytes: None,
+            samples_taken: 11,
+            samples_dropped: 1,
+            samples_live: 3,
+            threads_seen: 2,
+            profiler_bytes: 40_960,
+            resets: 0,
+        },
+    )
+}
+
+#[test]
+fn the_current_version_is_what_encode_writes() {
+    assert_eq!(VERSION, 3, "a new version: add golden/v{VERSION}.dump");
+    let bytes = golden(VERSION);
+    assert_eq!(decode_versioned(&bytes), Ok((version_3(), VERSION)));
+    assert!(
+        encode(&version_3()) == bytes,
+        "encode no longer writes golden/v{VERSION}.dump: the body layout changed, \
+         which is a new format version (see format/src/versions/mod.rs)"
+    );
+}
+
+#[test]
+fn version_2_still_decodes_with_the_old_correction() {
+    assert_eq!(
+        decode_versioned(&golden(LEGACY_VERSION)),
+        Ok((version_2(), LEGACY_VERSION))
+    );
+}
+
+#[test]
+fn every_readable_version_has_a_golden_dump() {
+    assert_eq!(READABLE_VERSIONS, [LEGACY_VERSION, VERSION]);
+    for &version in READABLE_VERSIONS {
+        let bytes = golden(version);
+        assert_eq!(bytes[8..12], version.to_le_bytes(), "v{version}.dump");
+        let (_, read) = decode_versioned(&bytes).expect("decodes");
+        assert_eq!(read, version);
+    }
+}
