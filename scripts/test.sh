@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README, CI). Installs what the tests need
 # beyond gcc/g++/python3 (idempotently), builds everything in release mode,
-# runs every test, checks formatting, lints and documentation links, and
-# runs the benchmark harness once in smoke mode so it never rots.
+# runs every test (and the lock-checking ones again under the debug shim),
+# checks formatting, lints and documentation links, and runs the benchmark
+# harness once in smoke mode so it never rots.
 #
 # Every prerequisite installed here is required: with
 # HEAPSAMPLE_REQUIRE_PREREQUISITES=1 a test that finds one missing fails.
@@ -62,13 +63,19 @@ tests() { # tests NAME CARGO-TEST-ARGS...: one cargo test run, counted
 step "closing-line self-test" env PYTHONDONTWRITEBYTECODE=1 python3 scripts/test_summary_test.py
 step build cargo build --release --workspace --all-targets
 tests tests --release --workspace --no-fail-fast
-# Lock order and lock assertions: end-to-end tests under the debug shim.
+# Lock order and the locks held and taken in hooks (spin_lock::enter_hook):
+# end-to-end tests under the debug shim, whose checks abort on a violation.
 step "debug shim" cargo build -p heapsample-shim
 HEAPSAMPLE_SHIM="$root/target/debug/libheapsample.so" tests debug-shim --release \
     -p heapsample-tests --no-fail-fast \
     --test shim_fork --test fork_stress --test shim_threads --test hostile_threads \
-    --test hostile_exit --test dlclose --test shim_exact --test shim_cxx --test signal_dumps
+    --test hostile_exit --test dlclose --test shim_exact --test shim_cxx --test signal_dumps \
+    --test triggers --test dump_files --test shim_behaviour --test shim_edge \
+    --test hostile_alloc_failure
 step fmt cargo fmt --all -- --check
 step clippy cargo clippy --release --workspace --all-targets -- -D warnings
+# Every intra-doc link resolves, private items' docs included.
+step "doc links" env RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" \
+    cargo doc --no-deps --workspace --document-private-items --quiet
 step "benchmark smoke run" python3 bench/run.py --smoke
 python3 scripts/test_summary.py "${summary[@]}"

@@ -146,7 +146,7 @@ pub struct OptionSpec {
     /// A note on the default for MALLOC_CONF.md, or "".
     pub default_note: &'static str,
     /// What a bad value falls back to, for the warning; "" for
-    /// "using <the default>".
+    /// "using `<the default>`".
     on_error: &'static str,
     /// Set the option from `value`, or say what is wrong with it.
     set: fn(&mut Config, &str) -> Result<(), String>,

@@ -8,7 +8,8 @@
 //! arena; allocations are counted only once they succeeded.
 //!
 //! Runs inside malloc: no lock, no syscall (but `sysconf` for the page
-//! size), no allocation beyond what the routes do.
+//! size), no allocation beyond what the routes do. Each entry opens a hook
+//! scope (`spin_lock::enter_hook`), as the routes do.
 
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering::Relaxed;
@@ -17,7 +18,7 @@ use crate::backtrace::HookEntry;
 use crate::counting::after_alloc_any;
 use crate::next_alloc::{self, in_bootstrap_arena};
 use crate::routes::{CALLOC_ROUTE, CallocFn, REALLOC_ROUTE, ReallocFn, enomem, start_or_bootstrap};
-use crate::state;
+use crate::{spin_lock, state};
 
 /// `calloc`.
 ///
@@ -66,6 +67,7 @@ fn ready() -> bool {
 /// # Safety
 /// The C contract of `posix_memalign`.
 pub unsafe fn posix_memalign(out: *mut *mut c_void, alignment: usize, size: usize) -> c_int {
+    let _hook = spin_lock::enter_hook();
     if !ready() {
         let pointer = next_alloc::bootstrap_alloc(size, alignment);
         if pointer.is_null() {
@@ -112,6 +114,7 @@ unsafe fn allocate_aligned(
     alignment: usize,
     size: usize,
 ) -> *mut c_void {
+    let _hook = spin_lock::enter_hook();
     if !ready() {
         return next_alloc::bootstrap_alloc(size, alignment);
     }
@@ -159,11 +162,14 @@ pub unsafe fn pvalloc(size: usize) -> *mut c_void {
 /// # Safety
 /// The C contract of `malloc_usable_size`.
 pub unsafe fn malloc_usable_size(pointer: *mut c_void) -> usize {
+    let _hook = spin_lock::enter_hook();
     if pointer.is_null() {
         return 0;
     }
     if state::arena_in_use() && in_bootstrap_arena(pointer) {
-        return next_alloc::bootstrap_size(pointer);
+        // SAFETY: a live allocation (the C contract) in the arena is one of
+        // its blocks.
+        return unsafe { next_alloc::bootstrap_size(pointer) };
     }
     if !ready() {
         return 0;

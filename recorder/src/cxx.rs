@@ -20,7 +20,8 @@
 //!
 //! Runs inside operator new/delete: no lock, no allocation; the first call
 //! of each operator starts the profiler and looks the next definition up
-//! (dlsym, under the thread's guard).
+//! (dlsym, under the thread's guard). Each wrapper opens a hook scope
+//! (`spin_lock::enter_hook`), as the routes do.
 
 use core::ffi::{CStr, c_void};
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering, Ordering::Relaxed};
@@ -28,7 +29,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering, Ordering::Relaxed};
 use crate::backtrace::{self, HookEntry};
 use crate::counting::{after_alloc_any, before_free_any};
 use crate::tls::{self, ThreadState};
-use crate::{contracts, next_alloc, routes, sampling, state, sys};
+use crate::{contracts, next_alloc, routes, sampling, spin_lock, state, sys};
 
 const UNKNOWN: u8 = 0;
 const FORWARD_ONLY: u8 = 1;
@@ -138,6 +139,7 @@ pub unsafe fn operator_new(
     forward: impl FnOnce(*mut c_void) -> *mut c_void,
     call: NewCall,
 ) -> *mut c_void {
+    let _hook = spin_lock::enter_hook();
     let Some((address, count_here)) = next.get() else {
         // SAFETY: plain C allocation as a fallback.
         let pointer = unsafe {
@@ -179,6 +181,7 @@ pub unsafe fn operator_delete(
     pointer: *mut c_void,
     forward: impl FnOnce(*mut c_void),
 ) {
+    let _hook = spin_lock::enter_hook();
     let Some((address, count_here)) = next.get() else {
         // SAFETY: memory from the fallback of operator new (malloc).
         return unsafe { routes::free(pointer) };

@@ -302,8 +302,11 @@ fn interrupted_where_start_is_safe(context: *const libc::ucontext_t) -> bool {
 }
 
 /// Start the thread unless it runs. Returns true if this call started it.
-/// Async-signal-safe where [`request_from_signal`] calls it: no profiler
-/// lock, no Rust allocation; `pthread_create` itself is safe there.
+/// Async-signal-safe where [`on_dump_signal`] calls it: no profiler lock,
+/// no Rust allocation (its one warning formats a string and a number into
+/// a stack buffer); `pthread_create` itself is safe there, since the
+/// interrupted code holds none of the locks it takes
+/// (`interrupted_where_start_is_safe`).
 pub fn ensure_started() -> bool {
     if STARTED.load(Relaxed) || STARTING.swap(true, Relaxed) {
         return false;
@@ -331,10 +334,21 @@ pub fn ensure_started() -> bool {
     STARTING.store(false, Relaxed);
     crate::warn!(
         crate::warn::Kind::Other,
-        "cannot start the dump thread ({}); background dumps are off",
-        std::io::Error::from_raw_os_error(created)
+        "cannot start the dump thread ({}, errno {created}); background dumps are off",
+        pthread_create_error(created)
     );
     false
+}
+
+/// What a `pthread_create` error means (its only errors, pthread_create(3)),
+/// without the allocation that formatting an `io::Error` makes.
+fn pthread_create_error(errno: i32) -> &'static str {
+    match errno {
+        libc::EAGAIN => "out of resources, or a limit on threads reached",
+        libc::EPERM => "not permitted to set the scheduling policy",
+        libc::EINVAL => "invalid thread attributes",
+        _ => "unexpected error",
+    }
 }
 
 extern "C" fn thread_main(_: *mut libc::c_void) -> *mut libc::c_void {

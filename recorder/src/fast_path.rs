@@ -2,7 +2,8 @@
 //!
 //! Owns the code that runs on nearly every allocation and release of a
 //! profiled program. The exported `malloc` and `free` of the cdylib *are*
-//! this code (the shim expands [`malloc_entry!`] and [`free_entry!`] into
+//! this code (the shim expands [`malloc_entry!`](crate::malloc_entry) and
+//! [`free_entry!`](crate::free_entry) into
 //! naked functions), so the common case is one straight line from the
 //! caller's PLT jump to a tail jump into the next allocator: no stack frame,
 //! no saved register, no call, and no extra jump in between (each taken

@@ -10,7 +10,7 @@
 //! that runs inside malloc lives in layers 0–8 and never imports layer 9,
 //! which does I/O.
 //!
-//! 0. leaves: [`sys`] (mmap, errno), [`warn`], [`config`] (PROF_CONF),
+//! 0. leaves: [`sys`] (mmap, errno), [`warn`](mod@warn), [`config`] (PROF_CONF),
 //!    [`sampling`] (the law of the countdown), [`sampler`] (one thread's
 //!    countdown), [`nursery`] (a table's page for a forked child's entries).
 //! 1. [`tls`]: the initial-exec per-thread block and the guard.

@@ -331,7 +331,12 @@ pub fn bootstrap_alloc(size: usize, alignment: usize) -> *mut c_void {
 }
 
 /// The size recorded in front of an arena block.
-pub fn bootstrap_size(pointer: *mut c_void) -> usize {
-    // SAFETY: arena blocks are preceded by their size (bootstrap_alloc).
+///
+/// # Safety
+/// `pointer` was returned by [`bootstrap_alloc`] (not merely a pointer into
+/// the arena): the word in front of it holds its size.
+pub unsafe fn bootstrap_size(pointer: *mut c_void) -> usize {
+    // SAFETY: per the contract, the size word bootstrap_alloc wrote in front
+    // of the block, which nothing writes again.
     unsafe { *((pointer as usize - 8) as *const usize) }
 }

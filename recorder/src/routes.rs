@@ -12,6 +12,8 @@
 //!
 //! Runs inside malloc: no lock, no syscall, no allocation on these paths
 //! (start-up and the sample event, reached from here, have their own rules).
+//! Each path opens a hook scope (`spin_lock::enter_hook`): debug builds check
+//! there which of the profiler's locks may be held and taken.
 
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
@@ -24,7 +26,7 @@ use crate::state::{
     self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_PROFILING_EXACT,
 };
 use crate::tls::{self, ThreadState};
-use crate::{counting, sample, sampling, startup};
+use crate::{counting, sample, sampling, spin_lock, startup};
 
 /// Start the profiler if nobody has (see `startup`), pointing the routes at
 /// the paths for the mode it chooses. Returns false when the request must
@@ -193,6 +195,7 @@ route_with_entry!(
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn malloc_crossing_from(size: usize, rsp: u64, rbp: u64) -> *mut c_void {
+    let _hook = spin_lock::enter_hook();
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::malloc(size) };
     // SAFETY: returned by the next allocator just now; the registers of the
@@ -205,6 +208,7 @@ unsafe extern "C" fn malloc_crossing_from(size: usize, rsp: u64, rbp: u64) -> *m
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
+    let _hook = spin_lock::enter_hook();
     if !state::started() && !start_or_bootstrap() {
         return next_alloc::bootstrap_alloc(size, 16);
     }
@@ -240,6 +244,7 @@ pub unsafe fn free(pointer: *mut c_void) {
 #[cold]
 #[inline(never)]
 pub unsafe extern "C" fn free_maybe_sampled(pointer: *mut c_void) {
+    let _hook = spin_lock::enter_hook();
     if pointer.is_null() || in_bootstrap_arena(pointer) {
         return;
     }
@@ -257,6 +262,7 @@ pub unsafe extern "C" fn free_maybe_sampled(pointer: *mut c_void) {
 #[cold]
 #[inline(never)]
 pub unsafe extern "C" fn free_other(pointer: *mut c_void) {
+    let _hook = spin_lock::enter_hook();
     if in_bootstrap_arena(pointer) {
         return;
     }
@@ -307,6 +313,7 @@ unsafe extern "C" fn calloc_profiled_from(
 /// The C contract of `calloc`; the next allocator is resolved.
 #[inline(always)]
 unsafe fn calloc_counted(count: usize, size: usize, entry: HookEntry) -> *mut c_void {
+    let _hook = spin_lock::enter_hook();
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::calloc(count, size) };
     // SAFETY: returned by the next allocator just now.
@@ -317,6 +324,7 @@ unsafe fn calloc_counted(count: usize, size: usize, entry: HookEntry) -> *mut c_
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn calloc_other(count: usize, size: usize) -> *mut c_void {
+    let _hook = spin_lock::enter_hook();
     if !state::started() && !start_or_bootstrap() {
         return match count.checked_mul(size) {
             Some(bytes) => next_alloc::bootstrap_alloc(bytes, 16),
@@ -340,6 +348,7 @@ pub fn enomem() -> *mut c_void {
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn realloc_other(pointer: *mut c_void, size: usize) -> *mut c_void {
+    let _hook = spin_lock::enter_hook();
     if !pointer.is_null() && in_bootstrap_arena(pointer) {
         // SAFETY: moving a bootstrap block into the real allocator.
         return unsafe { realloc_from_bootstrap(pointer, size) };
@@ -393,6 +402,7 @@ unsafe extern "C" fn realloc_profiled_from(
 /// The C contract of `realloc`; the next allocator is resolved.
 #[inline(always)]
 unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -> *mut c_void {
+    let _hook = spin_lock::enter_hook();
     if pointer.is_null() {
         // SAFETY: realloc(NULL, n) as the allocator defines it.
         let result = unsafe { next_alloc::realloc(pointer, size) };
@@ -443,12 +453,19 @@ fn take_live_sample(pointer: *mut c_void) -> Option<(crate::live_table::LiveSamp
     LIVE.remove(pointer as usize).map(|sample| (sample, usable))
 }
 
+/// realloc of a block of the bootstrap arena: a new block of the real
+/// allocator with its bytes (the arena block is never released).
+///
+/// # Safety
+/// `pointer` is a live block of the bootstrap arena; realloc's contract.
 #[cold]
 unsafe fn realloc_from_bootstrap(pointer: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: malloc's contract.
     let result = unsafe { malloc(size) };
     if !result.is_null() {
-        let old_size = next_alloc::bootstrap_size(pointer);
+        // SAFETY: a live allocation (realloc's contract) in the arena is
+        // one of its blocks.
+        let old_size = unsafe { next_alloc::bootstrap_size(pointer) };
         // SAFETY: both blocks hold at least min(old, new) bytes.
         unsafe {
             core::ptr::copy_nonoverlapping(pointer.cast::<u8>(), result.cast(), old_size.min(size))

@@ -16,10 +16,15 @@
 //!
 //! Every lock has a [`LockClass`]; [`LOCK_ORDER`] lists them with their rank,
 //! who takes them and whether inside malloc. A thread may only take a lock
-//! of a higher rank than every lock it holds; builds with debug assertions
-//! (and the unit tests) check it on every acquisition; `scripts/test.sh`
-//! runs end-to-end tests under the debug shim for that. The fork handlers
-//! take every lock but the dump lock in rank order (`lifecycle`).
+//! of a higher rank than every lock it holds. Builds with debug assertions
+//! (and the unit tests) check on every acquisition that it does, and that a
+//! lock whose row says `inside_malloc: false` is not taken inside a
+//! malloc-family hook; and at every hook's entry and exit, as jemalloc's
+//! `check_entry_exit_locking` does, that a hook entered from the program
+//! finds and leaves the profiler's locks free ([`enter_hook`]).
+//! `scripts/test.sh` runs end-to-end tests under the debug shim for that;
+//! release builds check nothing and pay nothing. The fork handlers take
+//! every lock but the dump lock in rank order (`lifecycle`).
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
@@ -50,7 +55,8 @@ pub struct LockInfo {
     /// Who takes it.
     pub taken_by: &'static str,
     /// Whether code inside malloc (the sample event, thread set-up) may
-    /// take it.
+    /// take it: debug builds refuse the others inside a hook
+    /// ([`enter_hook`]).
     pub inside_malloc: bool,
 }
 
@@ -285,6 +291,33 @@ impl<T> SpinLock<T> {
     }
 }
 
+/// The extent of one malloc-family hook on the calling thread, for the
+/// checks of debug builds (see [`enter_hook`]); nothing in release builds.
+#[must_use]
+pub struct HookScope(());
+
+/// A malloc-family hook starts on this thread: call it first in every Rust
+/// path the exported hooks reach (the routes, `contracts`, `cxx`), and keep
+/// the scope until the hook returns. Debug builds (and the unit tests)
+/// check that a hook entered from the program finds the thread holding
+/// none of the profiler's locks and leaves it holding none (a hook entered
+/// from inside the profiler, whose guard is set, may find the locks its
+/// caller holds: the profiler's own calls into libc allocate too), and,
+/// until it returns, that no lock whose row in [`LOCK_ORDER`] says
+/// `inside_malloc: false` is taken. Release builds compile it to nothing.
+#[inline(always)]
+pub fn enter_hook() -> HookScope {
+    order::hook_entered();
+    HookScope(())
+}
+
+#[cfg(any(debug_assertions, test))]
+impl Drop for HookScope {
+    fn drop(&mut self) {
+        order::hook_left();
+    }
+}
+
 /// Access to the locked value; unlocks on drop.
 pub struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
@@ -311,8 +344,8 @@ impl<T> Drop for SpinGuard<'_, T> {
     }
 }
 
-/// The rank check (debug builds and unit tests): a per-thread mask of the
-/// ranks held.
+/// The checks of debug builds and unit tests: a per-thread mask of the
+/// ranks held and a count of the malloc-family hooks the thread is in.
 #[cfg(any(debug_assertions, test))]
 mod order {
     use super::{LOCK_ORDER, LockClass};
@@ -320,9 +353,20 @@ mod order {
 
     thread_local! {
         static HELD: Cell<u32> = const { Cell::new(0) };
+        /// Hooks the thread is inside (nested when the profiler allocates
+        /// through libc inside one).
+        static HOOKS: Cell<u32> = const { Cell::new(0) };
     }
 
     pub fn acquiring(class: LockClass) {
+        let info = &LOCK_ORDER[class as usize];
+        if !info.inside_malloc && HOOKS.with(Cell::get) != 0 {
+            panic!(
+                "lock inside malloc: taking {} inside a malloc-family hook, which its row \
+                 in spin_lock::LOCK_ORDER forbids",
+                info.name
+            );
+        }
         let bit = 1u32 << class as u32;
         HELD.with(|held| {
             let at_or_above = held.get() & !(bit - 1);
@@ -340,6 +384,29 @@ mod order {
     pub fn released(class: LockClass) {
         HELD.with(|held| held.set(held.get() & !(1u32 << class as u32)));
     }
+
+    pub fn hook_entered() {
+        assert_lockless("entry");
+        HOOKS.with(|hooks| hooks.set(hooks.get() + 1));
+    }
+
+    pub fn hook_left() {
+        HOOKS.with(|hooks| hooks.set(hooks.get() - 1));
+        assert_lockless("exit");
+    }
+
+    /// No lock held, unless the hook runs inside the profiler (a nested
+    /// call: jemalloc's reentrancy exception).
+    fn assert_lockless(when: &str) {
+        let held = HELD.with(Cell::get);
+        if held != 0 && !crate::tls::current().guarded() {
+            panic!(
+                "lock held at hook {when}: {} (a hook entered from the program must find \
+                 and leave the profiler's locks free)",
+                LOCK_ORDER[held.trailing_zeros() as usize].name
+            );
+        }
+    }
 }
 
 #[cfg(not(any(debug_assertions, test)))]
@@ -351,6 +418,9 @@ mod order {
 
     #[inline(always)]
     pub fn released(_class: LockClass) {}
+
+    #[inline(always)]
+    pub fn hook_entered() {}
 }
 
 #[cfg(test)]
@@ -377,6 +447,56 @@ mod tests {
         let inner = SpinLock::new(LockClass::Threads, ());
         let _a = outer.lock();
         let _b = inner.lock();
+    }
+
+    #[test]
+    #[should_panic(expected = "lock held at hook entry: threads::REGISTRY")]
+    fn a_lock_held_when_the_program_enters_a_hook_is_refused() {
+        let lock = SpinLock::new(LockClass::Threads, ());
+        let _held = lock.lock();
+        let _hook = enter_hook();
+    }
+
+    #[test]
+    #[should_panic(expected = "lock held at hook exit: stack_table::StackTable::insert_lock")]
+    fn a_lock_still_held_when_a_hook_returns_is_refused() {
+        let lock = SpinLock::new(LockClass::StackInsert, ());
+        let hook = enter_hook();
+        core::mem::forget(lock.lock());
+        drop(hook);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "lock inside malloc: taking modules::HISTORY inside a malloc-family hook"
+    )]
+    fn a_lock_not_for_malloc_taken_inside_a_hook_is_refused() {
+        let lock = SpinLock::new(LockClass::Modules, ());
+        let _hook = enter_hook();
+        let _history = lock.lock();
+    }
+
+    #[test]
+    fn inside_a_hook_the_locks_for_malloc_may_be_taken() {
+        let _hook = enter_hook();
+        for info in LOCK_ORDER.iter().filter(|info| info.inside_malloc) {
+            drop(SpinLock::new(info.class, ()).lock());
+        }
+        let nested = enter_hook();
+        drop(SpinLock::new(LockClass::OwnHeap, ()).lock());
+        drop(nested);
+    }
+
+    #[test]
+    fn a_hook_nested_in_the_profiler_may_find_its_locks_held() {
+        // The dumper holds the dump lock and calls into libc, which
+        // allocates: the nested hook runs under the thread's guard.
+        let _guard = crate::tls::Guard::enter();
+        let dump = SpinLock::new(LockClass::Dump, ());
+        let _held = dump.lock();
+        drop(enter_hook());
+        // Outside any hook, every lock may be taken again.
+        drop(SpinLock::new(LockClass::Modules, ()).lock());
     }
 
     #[test]

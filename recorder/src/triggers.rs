@@ -5,15 +5,17 @@
 //! only at sample events (each thread hands over the bytes it allocated since
 //! its previous event, as jemalloc does), so the malloc fast path writes no
 //! shared cache line; a trigger is therefore late by at most about one
-//! sampling period per thread. A trigger only posts a request to the
-//! dumper (`dumper`): the allocation that crossed a boundary never writes
-//! the file itself.
+//! sampling period per thread. A trigger posts a request to the dumper
+//! (`dumper`): the allocation that crossed a boundary never writes the file
+//! itself.
 //!
 //! [`after_sample_event`] runs inside malloc (the sample event): atomics
 //! only, no lock, no allocation, except that a due interval or high-water
 //! dump starts the dumper thread if it is not running (`dumper`). The
-//! signal handler only posts. The rest runs at start-up (configure), in the
-//! constructor (installing the handler) and in the interposed `sigaction`.
+//! signal handler posts a request and, if the dumper thread is not running
+//! yet, starts it when the interrupted code allows (`dumper::on_dump_signal`).
+//! The rest runs at start-up (configure), in the constructor (installing
+//! the handler) and in the interposed `sigaction`.
 
 use core::sync::atomic::{
     AtomicBool, AtomicI32, AtomicI64, AtomicU64,

@@ -3,7 +3,10 @@
 //! Each kind of failure is reported once per process, so a full disk or an
 //! unwritable directory does not flood the program's stderr. Messages are
 //! formatted into a fixed stack buffer and written with one `write(2)`: no
-//! allocation, no stdio lock, usable from any context but a signal handler.
+//! allocation, no stdio lock, so usable from any context, a signal handler
+//! included (`fstat` and `write` are async-signal-safe), as long as the
+//! message's arguments format without allocating (strings and numbers do;
+//! an `io::Error` does not).
 //!
 //! Descriptor 2 is written only while it is still the file it was when the
 //! profiler started: a program that closed stderr and reused descriptor 2 for
