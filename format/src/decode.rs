@@ -168,5 +168,9 @@ mod tests {
             decode(&bytes),
             Err(DecodeError::UnsupportedVersion { found: 9 })
         );
+        assert_eq!(
+            DecodeError::UnsupportedVersion { found: 9 }.to_string(),
+            "dump format version 9 is not supported (this heapdiff reads versions 2 and 3)"
+        );
     }
 }
