@@ -7,13 +7,13 @@ Usage: test_summary.py [--run CARGO_TEST_LOG SKIP_LOG STATUS]... [--failed-step 
 Each --run is one `cargo test` invocation: its output, the file its tests
 appended their skips to (HEAPSAMPLE_SKIP_LOG, one line
 `<test binary>\\t<test>\\t<reason>` per skip; see
-tests/support/prerequisite.rs), and its exit status. libtest counts a skipped test as passed, so
-a test with a skip record moves from passed to skipped (a failed test stays
-failed); tests marked #[ignore] count as skipped. A test binary that ends
-without its `test result:` line (it crashed) is one failure, and so is a
-run that exits non-zero with no failure counted (a build error). Each
---failed-step (build, fmt, clippy, doc, the benchmark smoke run) is one
-failure. Exits 1 if anything failed.
+tests/support/prerequisite.rs), and its exit status. libtest counts a
+skipped test as passed, so a test with a skip record moves from passed to
+skipped (a failed test stays failed); tests marked #[ignore] count as
+skipped. A test binary that ends without its `test result:` line (it
+crashed) is one failure, and so is a run that exits non-zero with no
+failure counted (a build error). Each --failed-step (build, fmt, clippy,
+doc, the benchmark smoke run) is one failure. Exits 1 if anything failed.
 """
 
 import os

@@ -1,8 +1,6 @@
-//! The sampling law, in one place for the shim (which draws countdowns and
-//! weighs samples with it inside malloc) and the reader (which estimates
-//! with it): the bytes between samples are geometric with a mean period of
-//! `R` bytes, so an allocation of `s` bytes is sampled with probability
-//! `1 − (1 − 1/R)^s` and weighs `1/p` (Horvitz–Thompson).
+//! The sampling law ([`SamplingLaw`]) and the Horvitz–Thompson weights of a
+//! sample ([`sample_weights`]), used by the shim inside malloc and by the
+//! reader.
 //!
 //! Pure arithmetic: no allocation, no lock, no I/O; `libm` rather than
 //! `libm.so`, so the shim does not make every profiled program load it.

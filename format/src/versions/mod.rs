@@ -5,13 +5,14 @@
 //!   the model types' own serde layout.
 //! - [`v2`]: [`LEGACY_VERSION`], a frozen layout converted into the model.
 //!
-//! Adding a version (when the model changes its layout): freeze the layout
-//! being replaced in a new module `v<N>.rs` beside `v2.rs` (the types that
-//! change, deserialized and converted into the model; the unchanged ones,
-//! such as `Module`, reused), add its arm to [`decode_body`] and its number
-//! to [`READABLE_VERSIONS`], and bump [`VERSION`]. `current.rs` and the rest of the
-//! crate stay as they are. The golden dumps of `format/tests/versions.rs`,
-//! one per version, fail until that is done.
+//! Adding version N+1 (when the model changes its layout): freeze version
+//! N's layout in a new module `vN.rs` beside `v2.rs` (the types that change,
+//! deserialized and converted into the model; the unchanged ones, such as
+//! `Module`, reused), add its arm to [`decode_body`] and its number to
+//! [`READABLE_VERSIONS`], bump [`VERSION`], and add a golden dump of N+1
+//! to `format/tests/golden/`. `current.rs` and the rest of the crate stay
+//! as they are. The golden dumps, one per version, fail until that is
+//! done.
 
 pub mod current;
 pub mod v2;
