@@ -1,27 +1,33 @@
 //! heapdiff: reads heapsample dumps, symbolizes them offline, corrects the
 //! sampled counts and renders flamegraphs, differential flamegraphs, folded
-//! stacks, text reports and pprof profiles.
+//! stacks, text reports, JSON, pprof profiles and the browser viewer.
 //!
-//! The pipeline is `load` (file → checked [`heapsample_format::Dump`]) →
-//! `symbolize` (addresses → locations with inlined frames, names from
-//! `names`) → `profile` (estimates per stack, metric, diff; `estimate`
-//! holds the interval math) → `transform` (the view: focus, hide,
-//! threads, size classes) → `render::*` (bytes) → `output` (atomic write).
-//! `merge` sums many dumps; `serve` is the web server over a directory of
-//! dumps.
+//! Stages, each importing only from the stages above it in this list (and
+//! within a stage without cycles between its files; `tests/layers.rs`
+//! checks it):
+//!
+//! 0. leaves: [`error`] (the one-line error), [`stats`] (estimates,
+//!    intervals and the rule for a change, as pure math).
+//! 1. [`input`]: files → checked dumps (heapsample dumps of every format
+//!    version, jemalloc and gperftools profiles), compatibility of dumps.
+//! 2. [`symbols`]: addresses → locations, functions, files, lines, names.
+//! 3. [`model`]: dumps → corrected profiles; views (focus, hide, threads,
+//!    size classes), folding, merging.
+//! 4. [`compare`]: per-function values and changes, pairing of dumps, the
+//!    CI gate's verdict.
+//! 5. [`render`]: one output format each (bytes, never files).
+//! 6. the command line's glue: [`merge`], [`output`] (atomic writes).
+//! 7. [`serve`]: the web server over directories of dumps.
 
+pub mod compare;
 pub mod error;
-pub mod estimate;
-pub mod foreign;
-pub mod gate;
-pub mod load;
+pub mod input;
 pub mod merge;
-pub mod names;
+pub mod model;
 pub mod output;
-pub mod profile;
 pub mod render;
 pub mod serve;
-pub mod symbolize;
-pub mod transform;
+pub mod stats;
+pub mod symbols;
 
 pub use error::{Error, Result};

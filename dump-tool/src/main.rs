@@ -4,16 +4,17 @@
 //! `heapdiff merge` are subcommands with their own arguments.
 
 use clap::{Parser, ValueEnum};
-use heapdiff::gate::Threshold;
-use heapdiff::load::{check_comparable, legacy_note, load_dump_versioned};
+use heapdiff::compare::gate::Threshold;
+use heapdiff::input::{Input, check_comparable, legacy_note, load};
+use heapdiff::model::folding::{diff, folded};
+use heapdiff::model::transform::{self, Transforms};
+use heapdiff::model::{BuildOptions, Metric, Profile};
 use heapdiff::output::{self, Destination};
-use heapdiff::profile::{BuildOptions, Metric, Profile};
 use heapdiff::render::folded::DiffColumns;
 use heapdiff::render::pprof::PprofOptions;
 use heapdiff::render::svg::SvgOptions;
 use heapdiff::render::{self, Base, View, html};
-use heapdiff::symbolize::{LocationId, LocationTable, NameStyle, SymbolizeOptions};
-use heapdiff::transform::{self, Transforms};
+use heapdiff::symbols::{LocationId, LocationTable, NameStyle, SymbolizeOptions};
 use heapdiff::{Error, Result};
 use heapsample_format::Dump;
 use regex::Regex;
@@ -157,9 +158,8 @@ fn warn(message: String) {
 
 /// Both dumps, their symbolized locations and corrected profiles.
 struct Loaded {
-    new_dump: Dump,
-    new_version: u32,
-    base_dump: Option<(Dump, u32)>,
+    new_input: Input,
+    base_input: Option<Input>,
     new_stacks: Vec<Vec<LocationId>>,
     base_stacks: Option<Vec<Vec<LocationId>>>,
     table: LocationTable,
@@ -194,8 +194,9 @@ fn judge_growth(cli: &Cli, view: &View<'_>) -> ExitCode {
     let (Some(threshold), Some(base)) = (cli.fail_if_grows, &view.base) else {
         return ExitCode::SUCCESS;
     };
-    let verdict = heapdiff::gate::judge(base.profile, view.new, view.table, threshold, cli.top);
-    eprint!("heapdiff: {}", verdict.message);
+    let verdict =
+        heapdiff::compare::gate::judge(base.profile, view.new, view.table, threshold, cli.top);
+    eprint!("heapdiff: {}", render::gate::message(&verdict));
     if verdict.failed {
         ExitCode::from(1)
     } else {
@@ -204,25 +205,23 @@ fn judge_growth(cli: &Cli, view: &View<'_>) -> ExitCode {
 }
 
 fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
-    let (new_dump, new_version) = load_dump_versioned(&cli.dump)?;
-    let base_loaded = cli.base.as_deref().map(load_dump_versioned).transpose()?;
-    let mut versions = vec![(cli.dump.as_path(), new_version)];
-    if let (Some(path), Some((_, version))) = (&cli.base, &base_loaded) {
-        versions.push((path.as_path(), *version));
-    }
-    if let Some(note) = legacy_note(&versions) {
+    let new_input = load(&cli.dump)?;
+    let base_input = cli.base.as_deref().map(load).transpose()?;
+    let inputs: Vec<&Input> = std::iter::once(&new_input).chain(&base_input).collect();
+    if let Some(note) = legacy_note(&inputs) {
         eprintln!("heapdiff: note: {note}");
     }
-    let base_dump = base_loaded.as_ref().map(|(dump, _)| dump);
+    let new_dump = &new_input.dump;
+    let base_dump = base_input.as_ref().map(|input| &input.dump);
     if let Some(base) = &base_dump {
-        let compatibility = check_comparable(base, &new_dump, cli.allow_mismatch);
+        let compatibility = check_comparable(base, new_dump, cli.allow_mismatch);
         compatibility.warnings.into_iter().for_each(warn);
         if let Some(error) = compatibility.error {
             return Err(Error::file(&cli.dump, error));
         }
     }
     let mut table = LocationTable::default();
-    let new_stacks = table.intern_dump(&new_dump);
+    let new_stacks = table.intern_dump(new_dump);
     let base_stacks = base_dump.map(|dump| table.intern_dump(dump));
     let options = SymbolizeOptions::with_debug_dirs(cli.debug_dir.clone());
     table.symbolize(&options, &mut warn);
@@ -234,7 +233,7 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
     let build = BuildOptions {
         keep_allocator_frames: cli.keep_allocator_frames,
     };
-    let new = Profile::build(&new_dump, &new_stacks, &table, build);
+    let new = Profile::build(new_dump, &new_stacks, &table, build);
     let base = base_dump
         .zip(base_stacks.as_deref())
         .map(|(dump, stacks)| Profile::build(dump, stacks, &table, build));
@@ -247,9 +246,8 @@ fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
         (new, base)
     };
     Ok(Loaded {
-        new_dump,
-        new_version,
-        base_dump: base_loaded,
+        new_input,
+        base_input,
         new_stacks,
         base_stacks,
         table,
@@ -273,7 +271,7 @@ fn transforms(cli: &Cli) -> Transforms {
 }
 
 fn render_output(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> Result<Vec<u8>> {
-    let new_dump = &loaded.new_dump;
+    let new_dump = &loaded.new_input.dump;
     let fail = |why: String| Error::file(&cli.dump, why);
     match cli.format {
         Format::Svg => {
@@ -284,7 +282,7 @@ fn render_output(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> Result<Vec<u8>>
         Format::Text => Ok(render::text::render(view, cli.top).into_bytes()),
         Format::Pprof => render::pprof::render(view, &pprof_options(cli, new_dump)).map_err(fail),
         Format::Html => Ok(html_page(cli, view, loaded).into_bytes()),
-        Format::Json => Ok(json_report(cli, view, loaded).into_bytes()),
+        Format::Json => Ok(json_report(view, loaded).into_bytes()),
     }
 }
 
@@ -297,11 +295,11 @@ fn html_side<'a>(dump: &'a Dump, stacks: &'a [Vec<LocationId>], name: &str) -> h
 
 /// The viewer with the dumps' per-thread stacks (the profiles merge threads).
 fn html_page(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
-    let new = html_side(&loaded.new_dump, &loaded.new_stacks, view.new_name);
+    let new = html_side(&loaded.new_input.dump, &loaded.new_stacks, view.new_name);
     let base = loaded
-        .base_dump
+        .base_input
         .as_ref()
-        .map(|(dump, _)| dump)
+        .map(|input| &input.dump)
         .zip(loaded.base_stacks.as_ref())
         .zip(view.base.as_ref())
         .map(|((dump, stacks), base)| html_side(dump, stacks, base.name));
@@ -315,25 +313,8 @@ fn html_page(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
     html::page(&model)
 }
 
-fn json_report(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
-    let new_path = cli.dump.display().to_string();
-    let new = render::json::Source {
-        path: &new_path,
-        dump: &loaded.new_dump,
-        version: loaded.new_version,
-    };
-    let base_path = cli.base.as_ref().map(|p| p.display().to_string());
-    let base =
-        loaded
-            .base_dump
-            .as_ref()
-            .zip(base_path.as_deref())
-            .map(|((dump, version), path)| render::json::Source {
-                path,
-                dump,
-                version: *version,
-            });
-    render::json::render(view, &new, base.as_ref())
+fn json_report(view: &View<'_>, loaded: &Loaded) -> String {
+    render::json::render(view, &loaded.new_input, loaded.base_input.as_ref())
 }
 
 fn svg_options(cli: &Cli) -> SvgOptions {
@@ -373,9 +354,9 @@ fn note_vanished_stacks(cli: &Cli, view: &View<'_>) {
         return;
     }
     let Some(base) = &view.base else { return };
-    let base_stacks = heapdiff::profile::folded(base.profile, view.table, view.metric);
-    let new_stacks = heapdiff::profile::folded(view.new, view.table, view.metric);
-    let vanished: Vec<f64> = heapdiff::profile::diff(&base_stacks, &new_stacks)
+    let base_stacks = folded(base.profile, view.table, view.metric);
+    let new_stacks = folded(view.new, view.table, view.metric);
+    let vanished: Vec<f64> = diff(&base_stacks, &new_stacks)
         .values()
         .filter(|c| render::round(c.base) > 0 && render::round(c.new) <= 0)
         .map(|c| c.base)

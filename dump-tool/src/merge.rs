@@ -6,17 +6,18 @@
 //! summed. It renders through the ordinary renderers and writes through
 //! `output`; it never changes how a single dump is read or corrected.
 
-use crate::load::load_dump;
+use crate::input::{load, merge_warnings};
+use crate::model::merge::merged;
+use crate::model::{BuildOptions, Metric, Profile};
 use crate::output::{self, Destination};
-use crate::profile::{BuildOptions, Metric, Profile, Values};
 use crate::render::html::{self, Side};
 use crate::render::pprof::PprofOptions;
 use crate::render::svg::SvgOptions;
 use crate::render::{self, View};
-use crate::symbolize::{LocationId, LocationTable, NameStyle, SymbolizeOptions};
+use crate::symbols::{LocationId, LocationTable, NameStyle, SymbolizeOptions};
 use crate::{Error, Result};
 use clap::{Parser, ValueEnum};
-use heapsample_format::{Dump, ThreadInfo, Totals};
+use heapsample_format::Dump;
 use std::path::PathBuf;
 
 /// Sum dumps of many processes or hosts of the same program into one profile.
@@ -56,7 +57,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     let dumps = args
         .dumps
         .iter()
-        .map(|path| load_dump(path))
+        .map(|path| load(path).map(|input| input.dump))
         .collect::<Result<Vec<_>>>()?;
     warn_on_mixed_programs(&dumps);
     let mut table = LocationTable::default();
@@ -125,95 +126,24 @@ fn render_merged(
 }
 
 fn warn_on_mixed_programs(dumps: &[Dump]) {
-    let first = &dumps[0].executable;
-    if let Some(other) = dumps.iter().find(|d| &d.executable != first) {
-        eprintln!(
-            "heapdiff: warning: merging dumps of different programs ({first} and {}): functions of the same name add up",
-            other.executable
-        );
-    }
-    if dumps
-        .iter()
-        .any(|d| d.lg_sample_period != dumps[0].lg_sample_period)
-    {
-        eprintln!(
-            "heapdiff: warning: sampling periods differ between the dumps; each is corrected with its own"
-        );
+    let dumps: Vec<&Dump> = dumps.iter().collect();
+    for warning in merge_warnings(&dumps) {
+        eprintln!("heapdiff: warning: {warning}");
     }
 }
 
-/// Every dump estimated on its own, the samples pooled, estimates,
-/// variances (independent processes) and counters summed.
+/// Every dump estimated on its own, then pooled.
 pub fn merged_profile(
     dumps: &[Dump],
     stacks: &[Vec<Vec<LocationId>>],
     table: &LocationTable,
     build: BuildOptions,
 ) -> Profile {
-    let profiles: Vec<Profile> = dumps
-        .iter()
-        .zip(stacks)
-        .map(|(dump, stacks)| Profile::build(dump, stacks, table, build))
-        .collect();
-    let mut sums = [Values::default(); 3];
-    for profile in &profiles {
-        let parts = [&profile.estimated, &profile.variance, &profile.sampled];
-        for (sum, part) in sums.iter_mut().zip(parts) {
-            sum.inuse_objects += part.inuse_objects;
-            sum.inuse_space += part.inuse_space;
-            sum.alloc_objects += part.alloc_objects;
-            sum.alloc_space += part.alloc_space;
-        }
-    }
-    let [estimated, variance, sampled] = sums;
-    // Thread serials are per process: shift each dump's past the previous.
-    let mut threads = Vec::new();
-    let mut offset = 0;
-    let mut profiles = profiles;
-    for profile in &mut profiles {
-        for sample in &mut profile.samples {
-            sample.thread += offset;
-        }
-        threads.extend(profile.threads.iter().map(|t| ThreadInfo {
-            serial: t.serial + offset,
-            ..t.clone()
-        }));
-        offset += profile.threads.iter().map(|t| t.serial).max().unwrap_or(0) + 1;
-    }
-    Profile {
-        threads,
-        period: profiles.first().map_or(1, |p| p.period),
-        totals: sum_totals(dumps.iter().map(|d| &d.totals)),
-        origin: profiles
-            .first()
-            .map(|p| p.origin.clone())
-            .unwrap_or_default(),
-        samples: profiles.into_iter().flat_map(|p| p.samples).collect(),
-        estimated,
-        variance,
-        sampled,
-    }
-}
-
-/// Exact counters of several processes added up; a counter recorded by
-/// some dumps only is the sum of those that recorded it.
-pub fn sum_totals<'a>(all: impl IntoIterator<Item = &'a Totals>) -> Totals {
-    let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-    };
-    let mut sum = Totals::default();
-    for t in all {
-        sum.allocations += t.allocations;
-        sum.frees = add(sum.frees, t.frees);
-        sum.bytes_allocated += t.bytes_allocated;
-        sum.live_usable_bytes = add(sum.live_usable_bytes, t.live_usable_bytes);
-        sum.samples_taken += t.samples_taken;
-        sum.samples_dropped += t.samples_dropped;
-        sum.samples_live += t.samples_live;
-        sum.threads_seen += t.threads_seen;
-        sum.profiler_bytes += t.profiler_bytes;
-        sum.resets += t.resets;
-    }
-    sum
+    merged(
+        dumps
+            .iter()
+            .zip(stacks)
+            .map(|(dump, stacks)| Profile::build(dump, stacks, table, build))
+            .collect(),
+    )
 }

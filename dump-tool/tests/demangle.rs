@@ -59,7 +59,7 @@ fn check_identical(names: &[String], what: &str) {
         .iter()
         .zip(&expected)
         .filter_map(|(name, filt)| {
-            let ours = heapdiff::names::demangle(name).0;
+            let ours = heapdiff::symbols::names::demangle(name).0;
             (ours != *filt).then(|| format!("{name}\n  c++filt:  {filt}\n  heapdiff: {ours}"))
         })
         .collect();

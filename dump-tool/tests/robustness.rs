@@ -6,13 +6,13 @@
 mod common;
 
 use common::{Fixture, Lcg, dump, module, stack};
-use heapdiff::load::load_dump;
-use heapdiff::profile::{BuildOptions, Metric, Profile};
+use heapdiff::input::load;
+use heapdiff::model::{BuildOptions, Metric, Profile};
 use heapdiff::render::folded::DiffColumns;
 use heapdiff::render::pprof::PprofOptions;
 use heapdiff::render::svg::SvgOptions;
 use heapdiff::render::{self, Base, View};
-use heapdiff::symbolize::{LocationTable, SymbolizeOptions};
+use heapdiff::symbols::{LocationTable, SymbolizeOptions};
 use heapsample_format::{Dump, Module, Stack, encode};
 
 #[test]
@@ -42,7 +42,7 @@ fn two_thousand_byte_flips_are_errors_not_panics() {
             bytes.truncate(cut);
         }
         std::fs::write(&path, &bytes).unwrap();
-        let error = load_dump(&path).expect_err("a damaged dump must not load");
+        let error = load(&path).expect_err("a damaged dump must not load");
         let text = error.to_string();
         assert!(
             text.starts_with(&path.display().to_string()) && !text.contains('\n'),

@@ -6,7 +6,7 @@
 
 mod common;
 
-use heapdiff::symbolize::{LocationTable, SymbolizeOptions};
+use heapdiff::symbols::{LocationTable, SymbolizeOptions};
 use heapsample_format::{Module, Stack, encode};
 use object::{Object, ObjectSection};
 use std::path::Path;

@@ -3,8 +3,9 @@
 mod common;
 
 use common::{Fixture, dump, module, stack};
-use heapdiff::profile::{BuildOptions, Metric, Profile, folded};
-use heapdiff::symbolize::{LocationTable, SymbolizeOptions};
+use heapdiff::model::folding::folded;
+use heapdiff::model::{BuildOptions, Metric, Profile};
+use heapdiff::symbols::{LocationTable, SymbolizeOptions};
 
 fn symbolize(dump: &heapsample_format::Dump) -> (LocationTable, Profile, Vec<String>) {
     let mut table = LocationTable::default();

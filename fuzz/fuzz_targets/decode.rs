@@ -40,22 +40,22 @@ fn load_as_file(file: &[u8]) {
         let mut f = std::fs::File::create(path).expect("scratch file");
         f.write_all(file).expect("write scratch file");
         drop(f);
-        let loaded = heapdiff::load::load_dump(path);
+        let loaded = heapdiff::input::load(path).map(|input| input.dump);
         assert_eq!(
             loaded.is_ok(),
             decode(file).is_ok_and(|d| d.lg_sample_period <= 62),
-            "heapdiff's load_dump disagrees with decode"
+            "heapdiff's input::load disagrees with decode"
         );
         if let Ok(dump) = loaded {
-            let mut table = heapdiff::symbolize::LocationTable::default();
+            let mut table = heapdiff::symbols::LocationTable::default();
             let stacks = table.intern_dump(&dump);
-            let profile = heapdiff::profile::Profile::build(
+            let profile = heapdiff::model::Profile::build(
                 &dump,
                 &stacks,
                 &table,
-                heapdiff::profile::BuildOptions::default(),
+                heapdiff::model::BuildOptions::default(),
             );
-            let _ = heapdiff::profile::folded(&profile, &table, heapdiff::profile::Metric::InuseSpace);
+            let _ = heapdiff::model::folding::folded(&profile, &table, heapdiff::model::Metric::InuseSpace);
         }
     });
 }

@@ -12,7 +12,7 @@
 //!   proportional to its size (measured by a counting global allocator), and
 //!   every `Ok(dump)` must re-encode into a file that decodes to the same
 //!   dump.
-//! - heapdiff's loading path (`heapdiff::load::load_dump` on a file, then
+//! - heapdiff's loading path (`heapdiff::input::load` on a file, then
 //!   interning and building the profile, no symbolization): never panics and
 //!   agrees with `decode`.
 //! - The `PROF_CONF` parser (`heapsample_recorder::config::parse`) on random
@@ -814,7 +814,7 @@ fn every_position_inflated() {
     );
 }
 
-/// heapdiff's loading path from a file: `load_dump`, then interning and
+/// heapdiff's loading path from a file: `input::load`, then interning and
 /// building the profile for every metric (no symbolization: that reads
 /// the files the dump names, covered by heapdiff_hostile.rs).
 #[test]
@@ -826,8 +826,9 @@ fn heapdiff_load_survives_mutated_dumps() {
 }
 
 fn heapdiff_load_mutations() {
-    use heapdiff::profile::{BuildOptions, Metric, Profile, folded};
-    use heapdiff::symbolize::LocationTable;
+    use heapdiff::model::folding::folded;
+    use heapdiff::model::{BuildOptions, Metric, Profile};
+    use heapdiff::symbols::LocationTable;
 
     let seed = seed_for("heapdiff_load_survives_mutated_dumps");
     let mut rng = Rng(seed);
@@ -855,18 +856,13 @@ fn heapdiff_load_mutations() {
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             TRAP_INPUT.with(|i| i.set((file.as_ptr(), file.len())));
             TRAP_LIMIT.with(|l| l.set(heap_limit(file.len())));
-            let loaded = heapdiff::load::load_dump(&path);
+            let loaded = heapdiff::input::load(&path).map(|input| input.dump);
             TRAP_LIMIT.with(|l| l.set(0));
             let built = loaded.as_ref().ok().map(|dump| {
                 let mut table = LocationTable::default();
                 let stacks = table.intern_dump(dump);
                 let profile = Profile::build(dump, &stacks, &table, BuildOptions::default());
-                for metric in [
-                    Metric::InuseSpace,
-                    Metric::InuseObjects,
-                    Metric::AllocSpace,
-                    Metric::AllocObjects,
-                ] {
+                for metric in Metric::ALL {
                     let _ = folded(&profile, &table, metric);
                 }
                 profile.samples.len()
@@ -888,7 +884,7 @@ fn heapdiff_load_mutations() {
         if elapsed > PER_INPUT_LIMIT {
             fail(format!("heapdiff load/profile took {elapsed:?}"));
         }
-        // load_dump agrees with decode, plus its own range check.
+        // input::load agrees with decode, plus its own range check.
         let decoded = format::decode(&file);
         match (&result, &decoded) {
             (Ok(()), Ok(d)) => {
@@ -900,7 +896,7 @@ fn heapdiff_load_mutations() {
                 assert!(why.contains("sampling period"), "{why}")
             }
             _ => fail(format!(
-                "load_dump and decode disagree: load {result:?}, decode ok = {}",
+                "input::load and decode disagree: load {result:?}, decode ok = {}",
                 decoded.is_ok()
             )),
         }

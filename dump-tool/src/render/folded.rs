@@ -9,7 +9,7 @@
 //! `jeprof --collapsed --base` does.
 
 use super::{View, round};
-use crate::profile::{diff, folded};
+use crate::model::folding::{diff, folded};
 use std::fmt::Write;
 
 /// How a comparison is folded.

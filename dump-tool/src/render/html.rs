@@ -9,9 +9,12 @@
 //! it never fetches anything (users open it from disk, offline).
 //! Transforms, search, zoom and the functions table run in the browser.
 
-use crate::estimate::Pairing;
-use crate::profile::{BuildOptions, FrameRef, Profile, Values, function_name};
-use crate::symbolize::{LocationId, LocationTable};
+use super::xml::escape_html;
+use crate::compare::pairing;
+use crate::model::merge::sum_totals;
+use crate::model::{BuildOptions, FrameRef, Profile, Values, function_name};
+use crate::stats::Pairing;
+use crate::symbols::{LocationId, LocationTable};
 use heapsample_format::Dump;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -81,14 +84,14 @@ pub fn model(
         .parts
         .first()
         .map_or(1, |(dump, _)| dump.sample_period());
-    let mut totals = vec![sum_totals(new)];
+    let mut totals = vec![side_totals(new)];
     let new_profiles = builder.add_side(new, build, false);
     let mut same_process = false;
     if let Some(base) = base {
         let base_profiles = builder.add_side(base, build, true);
-        totals.push(sum_totals(base));
+        totals.push(side_totals(base));
         if let ([base], [new]) = (base_profiles.as_slice(), new_profiles.as_slice()) {
-            same_process = Pairing::of(base, new) == Pairing::SameProcess;
+            same_process = pairing(base, new) == Pairing::SameProcess;
         }
     }
     let title = match base {
@@ -131,21 +134,13 @@ pub fn page(model: &Model) -> String {
         .replace("{{DATA}}", &script_safe(&json))
 }
 
-/// Text for an HTML element body.
-pub fn escape_html(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// Inline script text that cannot close its `<script>` element early.
 fn script_safe(text: &str) -> String {
     text.replace("</", "<\\/")
 }
 
-fn sum_totals(side: &Side<'_>) -> heapsample_format::Totals {
-    crate::merge::sum_totals(side.parts.iter().map(|(dump, _)| &dump.totals))
+fn side_totals(side: &Side<'_>) -> heapsample_format::Totals {
+    sum_totals(side.parts.iter().map(|(dump, _)| &dump.totals))
 }
 
 fn four(values: &Values) -> [f64; 4] {
@@ -375,7 +370,6 @@ mod tests {
     fn page_cannot_be_closed_by_data() {
         let text = script_safe(r#"{"name":"</script><b>"}"#);
         assert!(!text.contains("</script"));
-        assert_eq!(escape_html("<a&\">"), "&lt;a&amp;&quot;&gt;");
     }
 
     #[test]

@@ -8,10 +8,12 @@
 //! All four metrics are reported whatever `--metric` says.
 
 use super::View;
-use crate::estimate::{Delta, Estimate, FunctionChange, Pairing, function_changes, total_change};
-use crate::profile::{Metric, Profile, function_values};
-use crate::symbolize::LocationTable;
-use heapsample_format::{Dump, LEGACY_VERSION, Totals, Trigger};
+use crate::compare::{FunctionChange, function_changes, function_values, pairing, total_change};
+use crate::input::{Input, trigger_name};
+use crate::model::{Metric, Profile, function_name};
+use crate::stats::{Delta, Estimate};
+use crate::symbols::LocationTable;
+use heapsample_format::{LEGACY_VERSION, Totals};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -19,16 +21,8 @@ use std::collections::BTreeMap;
 /// The schema name and version written in every report.
 pub const SCHEMA: &str = "heapdiff-report/1";
 
-/// A dump as the report describes it: its path, its contents and the
-/// format version it was written in.
-pub struct Source<'a> {
-    pub path: &'a str,
-    pub dump: &'a Dump,
-    pub version: u32,
-}
-
 /// The report as pretty-printed JSON, ending with a newline.
-pub fn render(view: &View<'_>, new: &Source<'_>, base: Option<&Source<'_>>) -> String {
+pub fn render(view: &View<'_>, new: &Input, base: Option<&Input>) -> String {
     let report = Report {
         schema: SCHEMA,
         confidence: 0.95,
@@ -37,11 +31,8 @@ pub fn render(view: &View<'_>, new: &Source<'_>, base: Option<&Source<'_>>) -> S
         pairing: view
             .base
             .as_ref()
-            .map(|b| match Pairing::of(b.profile, view.new) {
-                Pairing::SameProcess => "same-process",
-                Pairing::Independent => "independent",
-            }),
-        metrics: ALL_METRICS
+            .map(|b| pairing(b.profile, view.new).name()),
+        metrics: Metric::ALL
             .iter()
             .map(|&metric| (metric.name(), MetricReport::of(view, metric)))
             .collect(),
@@ -50,13 +41,6 @@ pub fn render(view: &View<'_>, new: &Source<'_>, base: Option<&Source<'_>>) -> S
     text.push('\n');
     text
 }
-
-const ALL_METRICS: [Metric; 4] = [
-    Metric::InuseSpace,
-    Metric::InuseObjects,
-    Metric::AllocSpace,
-    Metric::AllocObjects,
-];
 
 #[derive(Serialize)]
 struct Report {
@@ -95,12 +79,12 @@ struct DumpInfo {
 }
 
 impl DumpInfo {
-    fn of(source: &Source<'_>) -> DumpInfo {
-        let dump = source.dump;
+    fn of(input: &Input) -> DumpInfo {
+        let dump = &input.dump;
         DumpInfo {
-            path: source.path.to_string(),
-            format_version: source.version,
-            estimator: if source.version == LEGACY_VERSION {
+            path: input.path.display().to_string(),
+            format_version: input.version,
+            estimator: if input.version == LEGACY_VERSION {
                 "average-size"
             } else {
                 "horvitz-thompson"
@@ -117,18 +101,6 @@ impl DumpInfo {
             lg_sample_period: dump.lg_sample_period,
             exact: dump.totals.clone(),
         }
-    }
-}
-
-/// The trigger's name in reports (`final`, `interval`, ...).
-pub fn trigger_name(trigger: Trigger) -> &'static str {
-    match trigger {
-        Trigger::Final => "final",
-        Trigger::Interval => "interval",
-        Trigger::HighWater => "high-water",
-        Trigger::Manual => "manual",
-        Trigger::Signal => "signal",
-        Trigger::MemoryLimit => "memory-limit",
     }
 }
 
@@ -298,7 +270,7 @@ fn stacks(profile: &Profile, table: &LocationTable, metric: Metric) -> Vec<Stack
                 .frames
                 .iter()
                 .rev()
-                .map(|&frame| crate::profile::function_name(table, frame).to_string())
+                .map(|&frame| function_name(table, frame).to_string())
                 .collect(),
             value: Bound::of(&sample.estimate(metric)),
         })

@@ -2,15 +2,17 @@
 //! format. They never touch files; `output` writes what they return.
 
 pub mod folded;
+pub mod gate;
 pub mod html;
 pub mod json;
 pub mod pprof;
 pub mod svg;
 pub mod svg_intervals;
 pub mod text;
+pub mod xml;
 
-use crate::profile::{Metric, Profile};
-use crate::symbolize::LocationTable;
+use crate::model::{Metric, Profile};
+use crate::symbols::LocationTable;
 
 /// What every renderer gets: the symbolized locations, the new profile and,
 /// for a comparison, the base profile.

@@ -10,8 +10,8 @@
 //! its samples are added with negated values, as `pprof -base` does.
 
 use super::{View, round};
-use crate::profile::{Metric, Profile, Sample};
-use crate::symbolize::{Line, LocationId, LocationTable, ModuleId, hex};
+use crate::model::{Metric, Profile, Sample};
+use crate::symbols::{Line, LocationId, LocationTable, ModuleId, ModuleRecord, hex};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
@@ -443,7 +443,7 @@ impl<'a> Builder<'a> {
 /// linkers lay files out: a non-PIE x86-64 executable (no load bias) is
 /// linked at 0x400000 with its file mapped from there; shared objects and
 /// PIEs have `p_offset == p_vaddr`.
-fn guessed_file_offset(record: &crate::symbolize::ModuleRecord) -> u64 {
+fn guessed_file_offset(record: &ModuleRecord) -> u64 {
     /// GNU ld's default image base for x86-64 executables.
     const EXECUTABLE_BASE: u64 = 0x40_0000;
     let address = record.memory_start.wrapping_sub(record.load_bias);

@@ -7,8 +7,11 @@
 //! inputs swapped plus `negate_differentials`, inferno's advice), which keeps
 //! vanished stacks visible while red still means growth.
 
+use super::xml::{escape, unescape};
 use super::{View, round};
-use crate::profile::{Profile, diff, folded, line_of};
+use crate::model::Profile;
+use crate::model::folding::{diff, folded, folded_frame};
+use crate::model::line_of;
 use inferno::flamegraph::color::{BasicPalette, Palette};
 use inferno::flamegraph::{self, Direction, Options, TextTruncateDirection};
 use std::collections::BTreeMap;
@@ -63,9 +66,7 @@ fn tooltip_details(view: &View<'_>) -> BTreeMap<String, String> {
             let Some(line) = line_of(view.table, *frame) else {
                 continue;
             };
-            let (full, sources) = found
-                .entry(crate::profile::folded_frame(&line.display))
-                .or_default();
+            let (full, sources) = found.entry(folded_frame(&line.display)).or_default();
             if line.function != line.display && !full.contains(&line.function) {
                 full.push(line.function.clone());
             }
@@ -137,22 +138,6 @@ fn title_with_details(body: &str, details: &BTreeMap<String, String>) -> String 
         ),
         None => body.to_string(),
     }
-}
-
-/// XML text → text (the entities inferno writes).
-pub(super) fn unescape(text: &str) -> String {
-    text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
-}
-
-/// Text → XML text.
-pub(super) fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {

@@ -14,11 +14,13 @@
 //! parenthesised group). Frames whose path is not found are left as they are.
 
 use super::View;
-use super::svg::{escape, unescape};
 use super::text::bracket;
-use crate::estimate::{Delta, Estimate, Pairing};
-use crate::profile::{Metric, Profile, folded_frame, function_name};
-use crate::symbolize::LocationTable;
+use super::xml::{escape, unescape};
+use crate::compare::pairing;
+use crate::model::folding::folded_frame;
+use crate::model::{Metric, Profile, function_name};
+use crate::stats::{Delta, Estimate};
+use crate::symbols::LocationTable;
 use std::collections::HashMap;
 
 /// `svg` with interval notes in its tooltips (and muted noise frames).
@@ -203,8 +205,8 @@ impl StackTrie {
                 muted: false,
             });
         };
-        let pairing = Pairing::of(base_view.profile, view.new);
-        let delta = Delta::between(base, new, self.metric, pairing);
+        let pairing = pairing(base_view.profile, view.new);
+        let delta = Delta::between(base, new, self.metric.accumulation(), pairing);
         let significant = delta.significant();
         Some(Note {
             text: format!(

@@ -4,8 +4,11 @@
 //! dump's exact counters beside the estimate from the samples.
 
 use super::{View, round};
-use crate::estimate::{Delta, Estimate, FunctionChange, Interval, function_changes, total_change};
-use crate::profile::{FunctionValue, Metric, Profile, function_values};
+use crate::compare::{
+    FunctionChange, FunctionValue, function_changes, function_values, total_change,
+};
+use crate::model::{Metric, Profile};
+use crate::stats::{Delta, Estimate, Interval};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt::Write;

@@ -9,9 +9,8 @@
 //! Dumps are `*.prof` (and foreign `*.heap` profiles); temporary files
 //! (hidden, or with `.tmp` in the name) are skipped.
 
-use crate::estimate::Estimate;
-use crate::load::load_dump;
-use crate::render::json::trigger_name;
+use crate::input::{load, trigger_name};
+use crate::stats::Estimate;
 use heapsample_format::Dump;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -220,7 +219,7 @@ fn inside(root: &Path, path: &Path) -> Option<PathBuf> {
 
 /// Read the dump and summarize it; any failure is the row's error text.
 fn summarize(path: &Path) -> std::result::Result<Summary, String> {
-    let dump = load_dump(path).map_err(|e| {
+    let dump = load(path).map(|input| input.dump).map_err(|e| {
         let text = e.to_string();
         let prefix = format!("{}: ", path.display());
         text.strip_prefix(&prefix).unwrap_or(&text).to_string()

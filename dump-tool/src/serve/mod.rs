@@ -11,12 +11,12 @@
 
 mod catalog;
 
-use crate::load::load_dump;
-use crate::profile::{BuildOptions, Metric, Profile};
+use crate::input::load;
+use crate::model::{BuildOptions, Metric, Profile};
 use crate::render::html::{self, Link, Side};
 use crate::render::pprof::PprofOptions;
 use crate::render::{self, Base, View};
-use crate::symbolize::{LocationTable, NameStyle, SymbolizeOptions};
+use crate::symbols::{LocationTable, NameStyle, SymbolizeOptions};
 use crate::{Error, Result};
 use axum::Router;
 use axum::extract::{Path as UrlPath, Query, State};
@@ -348,7 +348,9 @@ fn load_pick(
     };
     let load = |id: &str| {
         let path = path_of(id)?;
-        load_dump(&path).map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, format!("{id}: {e}")))
+        load(&path)
+            .map(|input| input.dump)
+            .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, format!("{id}: {e}")))
     };
     let new = load(id)?;
     let base = base.map(load).transpose()?;

@@ -12,7 +12,9 @@
 //!    root followed by the module's directory;
 //! 4. the module without DWARF (symbol table names only).
 
-use super::{ModuleRecord, SymbolizeOptions, hex};
+use super::module::{ModuleRecord, hex};
+use super::options::SymbolizeOptions;
+use crate::input::file::open_regular_file;
 use object::{Object, ObjectSection};
 use std::path::{Path, PathBuf};
 
@@ -231,7 +233,7 @@ fn verified_object(
 /// `PT_LOAD` segment holding it maps file bytes at `p_offset` to `p_vaddr`.
 pub fn file_offset_of(path: &Path, address: u64) -> Option<u64> {
     use object::ObjectSegment;
-    let file = crate::load::open_regular_file(path).ok()?;
+    let file = open_regular_file(path).ok()?;
     // SAFETY: read-only map dropped before return, see `read_object_info`.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
     let object = object::File::parse(&*map).ok()?;
@@ -244,7 +246,7 @@ pub fn file_offset_of(path: &Path, address: u64) -> Option<u64> {
 }
 
 fn read_object_info(path: &Path) -> Result<ObjectInfo, String> {
-    let file = crate::load::open_regular_file(path)?;
+    let file = open_regular_file(path)?;
     // SAFETY: the map is read-only and dropped before this function returns;
     // a file truncated underneath us is the usual mmap caveat that every
     // symbolizer (addr2line's own Loader included) accepts.

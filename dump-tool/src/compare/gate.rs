@@ -5,14 +5,14 @@
 //! excludes 0, *and* the interval's lower end exceeds the threshold: a
 //! size in bytes (`5MB`, `512KiB`, `1048576`) or a percentage of the base's
 //! estimated live heap (`10%`). So sampling noise alone fails it in at most
-//! 2.5 % of runs, and only if the threshold is 0. Never touches files.
+//! 2.5 % of runs, and only if the threshold is 0. Never touches files;
+//! the verdict is data (`render::gate` puts it in words).
 
-use crate::estimate::{Delta, FunctionChange, function_changes, total_change};
-use crate::profile::{Metric, Profile};
-use crate::render::text::bracket;
-use crate::symbolize::LocationTable;
+use super::functions::{FunctionChange, function_changes, total_change};
+use crate::model::{Metric, Profile};
+use crate::stats::Delta;
+use crate::symbols::LocationTable;
 use std::cmp::Ordering;
-use std::fmt::Write;
 
 /// How much growth is tolerated.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -60,17 +60,22 @@ impl std::str::FromStr for Threshold {
     }
 }
 
-/// The verdict and what to print about it.
+/// The verdict and what it rests on.
 #[derive(Clone, Debug)]
 pub struct Verdict {
     /// True when the gate fails (exit status 1).
     pub failed: bool,
-    /// Lines for the terminal: the live-heap change with its interval, the
-    /// threshold, and (when failing) the top growing functions.
-    pub message: String,
+    /// The change of the whole live heap (in-use bytes).
+    pub change: Delta,
+    /// The threshold in bytes.
+    pub limit: f64,
+    /// When failing, the functions whose total in-use bytes grew most,
+    /// largest first; empty when passing.
+    pub top_growing: Vec<(String, Delta)>,
 }
 
-/// Judge the in-use-space change from `base` to `new`.
+/// Judge the in-use-space change from `base` to `new`; `top` growing
+/// functions are listed when the gate fails.
 pub fn judge(
     base: &Profile,
     new: &Profile,
@@ -78,48 +83,23 @@ pub fn judge(
     threshold: Threshold,
     top: usize,
 ) -> Verdict {
-    let metric = Metric::InuseSpace;
-    let change = total_change(base, new, metric);
+    let change = total_change(base, new, Metric::InuseSpace);
     let limit = match threshold {
         Threshold::Bytes(bytes) => bytes,
         Threshold::Percent(percent) => change.base.value * percent / 100.0,
     };
-    let interval = change.interval();
-    let failed = change.significant() && interval.low > limit;
-    let mut message = format!(
-        "live heap changed by {:+.0} bytes, 95 % interval {} ({}), threshold {:.0} bytes: {}\n",
-        change.value(),
-        bracket(&interval),
-        if change.significant() {
-            "significant"
-        } else {
-            "within sampling noise"
-        },
+    let failed = change.significant() && change.interval().low > limit;
+    let top_growing = if failed {
+        top_growing(base, new, table, top)
+    } else {
+        Vec::new()
+    };
+    Verdict {
+        failed,
+        change,
         limit,
-        if failed {
-            "FAIL (the growth's lower bound exceeds the threshold)"
-        } else {
-            "pass"
-        }
-    );
-    if failed {
-        let _ = writeln!(message, "top growing functions (in-use bytes, total):");
-        let _ = writeln!(
-            message,
-            "{:>14} {:>29} {:>4}  function",
-            "delta", "95% interval", "sig"
-        );
-        for (name, delta) in top_growing(base, new, table, top) {
-            let _ = writeln!(
-                message,
-                "{:>+14.0} {:>29} {:>4}  {name}",
-                delta.value(),
-                bracket(&delta.interval()),
-                if delta.significant() { "yes" } else { "no" }
-            );
-        }
+        top_growing,
     }
-    Verdict { failed, message }
 }
 
 /// The functions whose total in-use bytes grew most, largest first.

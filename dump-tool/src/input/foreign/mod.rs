@@ -1,0 +1,259 @@
+//! Other profilers' heap dumps as input: jemalloc's `heap_v2` profiles
+//! (`jeprof.<pid>.<seq>.*.heap`, written under `MALLOC_CONF=prof:true`) and
+//! gperftools' heap profiles (`HEAPPROFILE=prefix`, `<prefix>.0001.heap`).
+//!
+//! Owns turning such a text file into a [`heapsample_format::Dump`], so the
+//! rest of heapdiff (symbolization, correction, every format, `--base` on
+//! either side) treats it like one of ours:
+//! - counts are the raw sampled counts, weighted with the average-size
+//!   correction jeprof and pprof apply (`legacy_weights`; jemalloc 5.3's
+//!   `prof_unbias` writes counts meant for that correction);
+//!   an unsampled gperftools profile (`@ heapprofile`) has period 1, exact;
+//! - the module map comes from the `MAPPED_LIBRARIES:` section (the
+//!   process's `/proc/self/maps`): executable mappings become modules, their
+//!   load bias and build-id are read from the file when it exists;
+//! - frames inside the allocator library itself (jemalloc's backtrace and
+//!   sampling code at the leaf) are dropped, as jeprof does.
+//!
+//! Never panics on bad input: every problem is an error naming the line.
+//! The formats' texts are parsed in `jemalloc` and `gperftools` (with
+//! their shared pieces in `records`), the module map in `maps`.
+
+mod gperftools;
+mod jemalloc;
+mod maps;
+mod records;
+
+use gperftools::parse_gperftools;
+use heapsample_format::{Dump, Module, Stack, Totals, Trigger};
+use jemalloc::parse_jemalloc;
+use maps::parse_maps;
+use records::Records;
+use std::path::Path;
+
+/// Which foreign format a file is, from its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForeignKind {
+    /// `heap_v2/<period>`: jemalloc.
+    Jemalloc,
+    /// `heap profile: … @ heapprofile` or `@ heap_v2/<period>`: gperftools.
+    Gperftools,
+}
+
+/// The foreign format `bytes` start with, if any.
+pub fn detect(bytes: &[u8]) -> Option<ForeignKind> {
+    if bytes.starts_with(b"heap_v2/") {
+        Some(ForeignKind::Jemalloc)
+    } else if bytes.starts_with(b"heap profile:") {
+        Some(ForeignKind::Gperftools)
+    } else {
+        None
+    }
+}
+
+/// Parse a foreign heap profile read from `path`.
+pub fn parse(bytes: &[u8], kind: ForeignKind, path: &Path) -> Result<Dump, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        format!(
+            "not a heap profile: invalid UTF-8 at byte {}",
+            e.valid_up_to()
+        )
+    })?;
+    let (profile, maps) = match text.find("\nMAPPED_LIBRARIES:") {
+        Some(at) => (&text[..at], &text[at + "\nMAPPED_LIBRARIES:".len()..]),
+        None => (text, ""),
+    };
+    let records = match kind {
+        ForeignKind::Jemalloc => parse_jemalloc(profile)?,
+        ForeignKind::Gperftools => parse_gperftools(profile)?,
+    };
+    let modules = parse_maps(maps)?;
+    if modules.is_empty() {
+        return Err(
+            "no MAPPED_LIBRARIES section: its addresses cannot be symbolized (the file is cut short?)"
+                .to_string(),
+        );
+    }
+    Ok(into_dump(records, modules, kind, path))
+}
+
+/// True for the allocator libraries whose own frames sit at the leaf.
+fn is_allocator_library(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    ["libjemalloc", "libtcmalloc", "libprofiler"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+}
+
+fn into_dump(records: Records, modules: Vec<Module>, kind: ForeignKind, path: &Path) -> Dump {
+    let allocator_ranges: Vec<(u64, u64)> = modules
+        .iter()
+        .filter(|m| is_allocator_library(&m.path))
+        .flat_map(|m| m.ranges.iter().copied())
+        .collect();
+    let in_allocator = |address: u64| {
+        allocator_ranges
+            .iter()
+            .any(|&(start, end)| address >= start && address < end)
+    };
+    let stacks: Vec<Stack> = records
+        .stacks
+        .into_iter()
+        .map(|mut stack| {
+            let drop = stack
+                .frames
+                .iter()
+                .take_while(|&&a| in_allocator(a))
+                .count();
+            stack
+                .frames
+                .drain(..drop.min(stack.frames.len().saturating_sub(1)));
+            stack
+        })
+        .collect();
+    let executable = modules
+        .iter()
+        .find(|m| !m.path.contains(".so"))
+        .or(modules.first())
+        .map(|m| m.path.clone())
+        .unwrap_or_default();
+    let (writer, exact) = match kind {
+        ForeignKind::Jemalloc => ("jemalloc heap_v2 profile", false),
+        ForeignKind::Gperftools => ("gperftools heap profile", records.period == 1),
+    };
+    let totals = if exact {
+        Totals {
+            allocations: records.header.alloc_objects,
+            bytes_allocated: records.header.alloc_bytes,
+            samples_taken: records.header.alloc_objects,
+            samples_live: records.header.live_objects,
+            ..Totals::default()
+        }
+    } else {
+        Totals::default()
+    };
+    let time_unix_ns = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64);
+    Dump {
+        writer: writer.to_string(),
+        pid: pid_from_name(path),
+        executable,
+        command_line: Vec::new(),
+        time_unix_ns,
+        trigger: Trigger::Final,
+        seq: 0,
+        trigger_seq: 0,
+        lg_sample_period: records.period.trailing_zeros(),
+        config: String::new(),
+        modules,
+        threads: records.threads,
+        stacks,
+        totals,
+    }
+}
+
+/// `jeprof.<pid>.<seq>…heap` names the pid; gperftools names do not.
+fn pid_from_name(path: &Path) -> u32 {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    name.as_deref()
+        .and_then(|n| n.split('.').nth(1))
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JEMALLOC: &str = "heap_v2/524288
+  t*: 3: 3072 [0: 0]
+  t0: 2: 2048 [0: 0] main
+  t1: 1: 1024 [0: 0]
+@ 0x7f0000001000 0x401234 0x401300
+  t*: 3: 3072 [0: 0]
+  t0: 2: 2048 [0: 0]
+  t1: 1: 1024 [0: 0]
+
+MAPPED_LIBRARIES:
+00401000-00402000 r-xp 00001000 08:01 1 /nonexistent/prog
+7f0000000000-7f0000010000 r-xp 00000000 08:01 2 /nonexistent/libjemalloc.so.2
+";
+
+    #[test]
+    fn jemalloc_threads_stacks_and_allocator_frames() {
+        let dump = parse(
+            JEMALLOC.as_bytes(),
+            ForeignKind::Jemalloc,
+            Path::new("jeprof.4242.0.f.heap"),
+        )
+        .unwrap();
+        assert_eq!(dump.lg_sample_period, 19);
+        assert_eq!(dump.pid, 4242);
+        assert_eq!(dump.executable, "/nonexistent/prog");
+        assert_eq!(dump.threads.len(), 2);
+        assert_eq!(dump.threads[0].name, "main");
+        assert_eq!(dump.stacks.len(), 2, "one stack per thread line");
+        assert_eq!(dump.stacks[0].frames, vec![0x401234, 0x401300]);
+        assert_eq!(dump.stacks[0].live_bytes + dump.stacks[1].live_bytes, 3072);
+        assert_eq!(dump.modules[0].ranges, vec![(0x401000, 0x402000)]);
+    }
+
+    #[test]
+    fn gperftools_unsampled_is_exact() {
+        let text = "heap profile:    2:     1024 [     3:     1100] @ heapprofile
+     2:     1024 [     3:     1100] @ 0x00401189 0x004011ca
+
+MAPPED_LIBRARIES:
+00401000-00402000 r-xp 00001000 00:00 1    /nonexistent/prog
+";
+        let dump = parse(
+            text.as_bytes(),
+            ForeignKind::Gperftools,
+            Path::new("x.0001.heap"),
+        )
+        .unwrap();
+        assert_eq!(dump.lg_sample_period, 0);
+        assert_eq!(dump.totals.allocations, 3);
+        assert_eq!(dump.stacks[0].alloc_bytes, 1100);
+    }
+
+    #[test]
+    fn mutated_files_never_panic() {
+        let mut state = 0x5eed_u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as usize
+        };
+        for _ in 0..3000 {
+            let mut bytes = JEMALLOC.as_bytes().to_vec();
+            for _ in 0..1 + next() % 4 {
+                let index = next() % bytes.len();
+                let alphabet = b"0123456789abcdefx:[]@t* \n/-";
+                bytes[index] = alphabet[next() % alphabet.len()];
+            }
+            if let Some(kind) = detect(&bytes) {
+                let _ = parse(&bytes, kind, Path::new("x"));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_input_names_the_line() {
+        let error = parse(
+            b"heap_v2/4096\n  t*: 1: x [0: 0]\n",
+            ForeignKind::Jemalloc,
+            Path::new("x"),
+        )
+        .unwrap_err();
+        assert!(error.starts_with("line 2:"), "{error}");
+        let error = parse(b"heap_v2/1000\n", ForeignKind::Jemalloc, Path::new("x")).unwrap_err();
+        assert!(error.contains("power of two"), "{error}");
+        let error = parse(b"heap_v2/4096\n", ForeignKind::Jemalloc, Path::new("x")).unwrap_err();
+        assert!(error.contains("MAPPED_LIBRARIES"), "{error}");
+    }
+}

@@ -1,0 +1,145 @@
+//! What a report measures: the four [`Metric`]s and the per-stack
+//! [`Values`] they read.
+//!
+//! Owns the metric names and units and the mapping from a stack's recorded
+//! weights to values. Plain data; no I/O.
+
+use crate::stats::Accumulation;
+use heapsample_format::Weights;
+
+/// What a flamegraph's widths and a report's numbers measure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Metric {
+    /// Bytes still live at the dump.
+    #[default]
+    InuseSpace,
+    /// Objects still live at the dump.
+    InuseObjects,
+    /// Bytes ever allocated.
+    AllocSpace,
+    /// Objects ever allocated.
+    AllocObjects,
+}
+
+impl Metric {
+    /// Every metric, in the order of the viewer's and the JSON report's.
+    pub const ALL: [Metric; 4] = [
+        Metric::InuseSpace,
+        Metric::InuseObjects,
+        Metric::AllocSpace,
+        Metric::AllocObjects,
+    ];
+
+    /// The value of this metric in `values`.
+    pub fn of(self, values: &Values) -> f64 {
+        match self {
+            Metric::InuseSpace => values.inuse_space,
+            Metric::InuseObjects => values.inuse_objects,
+            Metric::AllocSpace => values.alloc_space,
+            Metric::AllocObjects => values.alloc_objects,
+        }
+    }
+
+    /// `bytes` or `objects`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::InuseSpace | Metric::AllocSpace => "bytes",
+            Metric::InuseObjects | Metric::AllocObjects => "objects",
+        }
+    }
+
+    /// The command-line spelling, e.g. `inuse-space`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::InuseSpace => "inuse-space",
+            Metric::InuseObjects => "inuse-objects",
+            Metric::AllocSpace => "alloc-space",
+            Metric::AllocObjects => "alloc-objects",
+        }
+    }
+
+    /// What it measures, in a few words (the command line's help).
+    pub fn description(self) -> &'static str {
+        match self {
+            Metric::InuseSpace => "Bytes still live at the dump",
+            Metric::InuseObjects => "Objects still live at the dump",
+            Metric::AllocSpace => "Bytes ever allocated",
+            Metric::AllocObjects => "Objects ever allocated",
+        }
+    }
+
+    /// Whether its sums hold what is live or everything ever sampled.
+    pub fn accumulation(self) -> Accumulation {
+        match self {
+            Metric::InuseSpace | Metric::InuseObjects => Accumulation::InUse,
+            Metric::AllocSpace | Metric::AllocObjects => Accumulation::Cumulative,
+        }
+    }
+}
+
+/// Estimated (corrected) counts of one stack or of a whole profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Values {
+    pub inuse_objects: f64,
+    pub inuse_space: f64,
+    pub alloc_objects: f64,
+    pub alloc_space: f64,
+}
+
+impl Values {
+    /// The estimates of a live and a cumulative set of weights.
+    pub fn estimates(live: &Weights, alloc: &Weights) -> Values {
+        Values {
+            inuse_objects: live.objects,
+            inuse_space: live.bytes,
+            alloc_objects: alloc.objects,
+            alloc_space: alloc.bytes,
+        }
+    }
+
+    /// The variances of [`Values::estimates`].
+    pub fn variances(live: &Weights, alloc: &Weights) -> Values {
+        Values {
+            inuse_objects: live.objects_variance,
+            inuse_space: live.bytes_variance,
+            alloc_objects: alloc.objects_variance,
+            alloc_space: alloc.bytes_variance,
+        }
+    }
+
+    /// Raw sampled counts as values: what the samples themselves add up to.
+    pub fn sampled(raw: &RawCounts) -> Values {
+        Values {
+            inuse_objects: raw.live_objects as f64,
+            inuse_space: raw.live_bytes as f64,
+            alloc_objects: raw.alloc_objects as f64,
+            alloc_space: raw.alloc_bytes as f64,
+        }
+    }
+
+    /// Add `other` field by field.
+    pub fn add(&mut self, other: &Values) {
+        self.inuse_objects += other.inuse_objects;
+        self.inuse_space += other.inuse_space;
+        self.alloc_objects += other.alloc_objects;
+        self.alloc_space += other.alloc_space;
+    }
+}
+
+/// Raw sampled counts of one call stack, summed over threads and epochs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawCounts {
+    pub live_objects: u64,
+    pub live_bytes: u64,
+    pub alloc_objects: u64,
+    pub alloc_bytes: u64,
+}
+
+impl RawCounts {
+    pub fn add(&mut self, stack: &heapsample_format::Stack) {
+        self.live_objects = self.live_objects.saturating_add(stack.live_objects);
+        self.live_bytes = self.live_bytes.saturating_add(stack.live_bytes);
+        self.alloc_objects = self.alloc_objects.saturating_add(stack.alloc_objects);
+        self.alloc_bytes = self.alloc_bytes.saturating_add(stack.alloc_bytes);
+    }
+}

@@ -1,0 +1,237 @@
+//! The location table: every distinct address of the dumps interned once,
+//! then symbolized.
+//!
+//! Owns the [`LocationTable`]: every address is interned as a
+//! [`LocationId`], keyed by module identity (path and build-id) and file
+//! address, so base and new share locations even when ASLR put the module
+//! elsewhere. [`LocationTable::symbolize`] opens each module once
+//! (`debug_files` finds the file holding its symbols and checks the
+//! build-id) and resolves its addresses in address order. Modules that
+//! cannot be symbolized give `module+0xoffset` frames and one warning each;
+//! so do modules whose debug info is missing (names then come from the
+//! symbol table, without file and line). Synthetic frames (a thread root,
+//! a size class) are locations outside every module.
+
+use super::debug_files::{SearchPaths, file_offset_of, find_symbol_file};
+use super::location::{Line, Location, LocationId, ModuleId};
+use super::module::ModuleRecord;
+use super::options::SymbolizeOptions;
+use super::progress::Progress;
+use super::resolve::resolve;
+use addr2line::Loader;
+use heapsample_format::{Dump, Module};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Every distinct address of the dumps, interned, then symbolized.
+#[derive(Debug, Default)]
+pub struct LocationTable {
+    pub locations: Vec<Location>,
+    pub modules: Vec<ModuleRecord>,
+    location_index: HashMap<(Option<ModuleId>, u64), LocationId>,
+    module_index: HashMap<(String, Vec<u8>), ModuleId>,
+    synthetic_names: HashMap<String, LocationId>,
+}
+
+/// Statistics of one `symbolize` call.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SymbolizeStats {
+    pub addresses: usize,
+    pub modules_loaded: usize,
+    pub elapsed: Duration,
+}
+
+impl LocationTable {
+    /// Intern every frame of every stack of `dump`; returns, per stack, its
+    /// locations innermost first.
+    pub fn intern_dump(&mut self, dump: &Dump) -> Vec<Vec<LocationId>> {
+        dump.stacks
+            .iter()
+            .map(|stack| {
+                stack
+                    .frames
+                    .iter()
+                    .map(|&address| self.intern(dump, address, stack.epoch))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn intern(&mut self, dump: &Dump, address: u64, epoch: u32) -> LocationId {
+        // The file address uses this dump's load bias: the same library sits
+        // elsewhere in another process (ASLR), yet maps to the same location.
+        let found = dump.module_for(address, epoch);
+        let file_address = found.map_or(address, |m| address.wrapping_sub(m.load_bias));
+        let module = found.map(|m| self.intern_module(m));
+        let next_id = self.locations.len();
+        let id = *self
+            .location_index
+            .entry((module, file_address))
+            .or_insert(next_id);
+        if id == next_id {
+            self.locations.push(Location {
+                module,
+                address,
+                file_address,
+                lines: Vec::new(),
+                resolved: false,
+            });
+        }
+        id
+    }
+
+    fn intern_module(&mut self, module: &Module) -> ModuleId {
+        let key = (module.path.clone(), module.build_id.clone());
+        let next_id = self.modules.len();
+        let id = *self.module_index.entry(key).or_insert(next_id);
+        if id == next_id {
+            self.modules.push(ModuleRecord::from_module(module));
+        }
+        id
+    }
+
+    /// Resolve every interned location not resolved yet. Warnings (one per module that cannot
+    /// be symbolized) go to `warn`.
+    pub fn symbolize(
+        &mut self,
+        options: &SymbolizeOptions,
+        warn: &mut dyn FnMut(String),
+    ) -> SymbolizeStats {
+        let started = Instant::now();
+        let progress = Progress::new(options.progress, self.locations.len());
+        let by_module = self.locations_by_module();
+        let mut stats = SymbolizeStats {
+            addresses: self.locations.len(),
+            ..SymbolizeStats::default()
+        };
+        for (module, ids) in by_module {
+            match module {
+                Some(module) => {
+                    if self.symbolize_module(module, &ids, options, warn, &progress) {
+                        stats.modules_loaded += 1;
+                    }
+                }
+                None => {
+                    self.name_unresolved(&ids);
+                    progress.tick(ids.len());
+                }
+            }
+        }
+        progress.finish();
+        stats.elapsed = started.elapsed();
+        stats
+    }
+
+    /// Location ids grouped by module, each group sorted by file address.
+    fn locations_by_module(&self) -> Vec<(Option<ModuleId>, Vec<LocationId>)> {
+        let mut groups: HashMap<Option<ModuleId>, Vec<LocationId>> = HashMap::new();
+        // Locations symbolized by an earlier call keep their lines.
+        for (id, location) in self.locations.iter().enumerate() {
+            if !location.lines.is_empty() {
+                continue;
+            }
+            groups.entry(location.module).or_default().push(id);
+        }
+        let mut groups: Vec<_> = groups.into_iter().collect();
+        groups.sort_by_key(|(module, _)| *module);
+        for (_, ids) in &mut groups {
+            ids.sort_by_key(|&id| self.locations[id].file_address);
+        }
+        groups
+    }
+
+    /// Returns true if the module's symbols were loaded.
+    fn symbolize_module(
+        &mut self,
+        module: ModuleId,
+        ids: &[LocationId],
+        options: &SymbolizeOptions,
+        warn: &mut dyn FnMut(String),
+        progress: &Progress,
+    ) -> bool {
+        let search = SearchPaths::from_options(options);
+        let found = find_symbol_file(&self.modules[module], &search);
+        let loader = found.and_then(|symbols| {
+            Loader::new(&symbols.path)
+                .map(|loader| (symbols.clone(), loader))
+                .map_err(|e| format!("cannot read symbols from {}: {e}", symbols.path.display()))
+        });
+        match loader {
+            Ok((symbols, loader)) => {
+                if let Some(looked_for) = &symbols.missing_debug_info {
+                    warn(format!(
+                        "{}: no debug info found ({looked_for}); names come from the symbol table of {}, without file and line",
+                        self.modules[module].path,
+                        symbols.path.display()
+                    ));
+                }
+                let record = &mut self.modules[module];
+                record.has_debug_info = symbols.missing_debug_info.is_none();
+                record.file_offset = symbols.binary.as_deref().and_then(|binary| {
+                    file_offset_of(binary, record.memory_start.wrapping_sub(record.load_bias))
+                });
+                record.symbols_from = Some(symbols.path);
+                for &id in ids {
+                    let lines = resolve(&loader, self.locations[id].file_address);
+                    self.locations[id].resolved = !lines.is_empty();
+                    self.locations[id].lines = lines;
+                    progress.tick(1);
+                }
+                self.name_unresolved(ids);
+                true
+            }
+            Err(why) => {
+                warn(format!(
+                    "{}: {why}; its frames are shown as {}+0xOFFSET",
+                    self.modules[module].path,
+                    self.modules[module].short_name()
+                ));
+                self.name_unresolved(ids);
+                progress.tick(ids.len());
+                false
+            }
+        }
+    }
+
+    /// Give `module+0xoffset` names to locations that resolved to nothing.
+    fn name_unresolved(&mut self, ids: &[LocationId]) {
+        for &id in ids {
+            if self.locations[id].lines.is_empty() {
+                let name = self.placeholder_name(id);
+                self.locations[id].lines = vec![Line::plain(name)];
+            }
+        }
+    }
+
+    /// A frame that stands for no address (a thread root, a size class):
+    /// a resolved location outside every module, named `name`, interned
+    /// once per name.
+    pub fn synthetic(&mut self, name: &str) -> LocationId {
+        if let Some(&id) = self.synthetic_names.get(name) {
+            return id;
+        }
+        let id = self.locations.len();
+        self.locations.push(Location {
+            module: None,
+            address: 0,
+            file_address: 0,
+            lines: vec![Line::plain(name.to_string())],
+            resolved: true,
+        });
+        self.synthetic_names.insert(name.to_string(), id);
+        id
+    }
+
+    /// `libfoo.so+0x1234` for a module, `0x7f001234` without one.
+    fn placeholder_name(&self, id: LocationId) -> String {
+        let location = &self.locations[id];
+        match location.module {
+            Some(module) => format!(
+                "{}+{:#x}",
+                self.modules[module].short_name(),
+                location.file_address
+            ),
+            None => format!("{:#x}", location.address),
+        }
+    }
+}
