@@ -15,9 +15,13 @@
 //!    size classes), folding, merging.
 //! 4. [`compare`]: per-function values and changes, pairing of dumps, the
 //!    CI gate's verdict.
-//! 5. [`render`]: one output format each (bytes, never files).
-//! 6. the command line's glue: [`merge`], [`output`] (atomic writes).
-//! 7. [`serve`]: the web server over directories of dumps.
+//! 5. [`pipeline`]: the one way from dump files to a view
+//!    ([`pipeline::Session`]): load, check, symbolize, build, merge,
+//!    transform.
+//! 6. [`render`]: one output format each, from a [`pipeline::View`] (bytes,
+//!    never files).
+//! 7. the command line's glue: [`merge`], [`output`] (atomic writes).
+//! 8. [`serve`]: the web server over directories of dumps.
 
 pub mod compare;
 pub mod error;
@@ -25,6 +29,7 @@ pub mod input;
 pub mod merge;
 pub mod model;
 pub mod output;
+pub mod pipeline;
 pub mod render;
 pub mod serve;
 pub mod stats;

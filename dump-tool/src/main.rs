@@ -4,19 +4,17 @@
 //! `heapdiff merge` are subcommands with their own arguments.
 
 use clap::{Parser, ValueEnum};
-use heapdiff::compare::gate::Threshold;
-use heapdiff::input::{Input, check_comparable, legacy_note, load};
+use heapdiff::compare::gate::{Threshold, judge};
 use heapdiff::model::folding::{diff, folded};
-use heapdiff::model::transform::{self, Transforms};
-use heapdiff::model::{BuildOptions, Metric, Profile};
+use heapdiff::model::{BuildOptions, Metric, Transforms};
 use heapdiff::output::{self, Destination};
+use heapdiff::pipeline::{Loaded, Session, Settings, View};
 use heapdiff::render::folded::DiffColumns;
 use heapdiff::render::pprof::PprofOptions;
 use heapdiff::render::svg::SvgOptions;
-use heapdiff::render::{self, Base, View, html};
-use heapdiff::symbols::{LocationId, LocationTable, NameStyle, SymbolizeOptions};
+use heapdiff::render::{self, html};
+use heapdiff::symbols::{LocationTable, NameStyle, SymbolizeOptions};
 use heapdiff::{Error, Result};
-use heapsample_format::Dump;
 use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -152,37 +150,25 @@ fn parse_regex(text: &str) -> std::result::Result<Regex, String> {
     Regex::new(text).map_err(|e| format!("not a valid regular expression: {e}"))
 }
 
-fn warn(message: String) {
-    eprintln!("heapdiff: warning: {message}");
-}
-
-/// Both dumps, their symbolized locations and corrected profiles.
-struct Loaded {
-    new_input: Input,
-    base_input: Option<Input>,
-    new_stacks: Vec<Vec<LocationId>>,
-    base_stacks: Option<Vec<Vec<LocationId>>>,
-    table: LocationTable,
-    new: Profile,
-    base: Option<Profile>,
-}
-
 fn run(cli: &Cli) -> Result<ExitCode> {
-    let loaded = load_and_symbolize(cli)?;
-    let new_name = cli.dump.display().to_string();
-    let base_name = cli.base.as_ref().map(|p| p.display().to_string());
-    let view = View {
-        table: &loaded.table,
-        new: &loaded.new,
-        new_name: &new_name,
-        base: loaded
-            .base
-            .as_ref()
-            .zip(base_name.as_deref())
-            .map(|(profile, name)| Base { profile, name }),
-        metric: cli.metric,
-    };
-    let bytes = render_output(cli, &view, &loaded)?;
+    let new = Loaded::read(
+        cli.dump.display().to_string(),
+        std::slice::from_ref(&cli.dump),
+    )?;
+    let base = cli
+        .base
+        .as_ref()
+        .map(|base| Loaded::read(base.display().to_string(), std::slice::from_ref(base)))
+        .transpose()?;
+    let session = Session::open(
+        LocationTable::default(),
+        new,
+        base,
+        &settings(cli),
+        &mut |notice| eprintln!("heapdiff: {notice}"),
+    )?;
+    let view = session.view();
+    let bytes = render_output(cli, &view)?;
     let destination = destination(cli);
     output::write(&destination, &bytes)?;
     report_written(cli, &view, &destination);
@@ -191,11 +177,16 @@ fn run(cli: &Cli) -> Result<ExitCode> {
 
 /// `--fail-if-grows`: the verdict on stderr, exit status 1 when it fails.
 fn judge_growth(cli: &Cli, view: &View<'_>) -> ExitCode {
-    let (Some(threshold), Some(base)) = (cli.fail_if_grows, &view.base) else {
+    let (Some(threshold), Some(base)) = (cli.fail_if_grows, view.base) else {
         return ExitCode::SUCCESS;
     };
-    let verdict =
-        heapdiff::compare::gate::judge(base.profile, view.new, view.table, threshold, cli.top);
+    let verdict = judge(
+        &base.profile,
+        &view.new.profile,
+        view.table,
+        threshold,
+        cli.top,
+    );
     eprint!("heapdiff: {}", render::gate::message(&verdict));
     if verdict.failed {
         ExitCode::from(1)
@@ -204,56 +195,21 @@ fn judge_growth(cli: &Cli, view: &View<'_>) -> ExitCode {
     }
 }
 
-fn load_and_symbolize(cli: &Cli) -> Result<Loaded> {
-    let new_input = load(&cli.dump)?;
-    let base_input = cli.base.as_deref().map(load).transpose()?;
-    let inputs: Vec<&Input> = std::iter::once(&new_input).chain(&base_input).collect();
-    if let Some(note) = legacy_note(&inputs) {
-        eprintln!("heapdiff: note: {note}");
+fn settings(cli: &Cli) -> Settings {
+    Settings {
+        symbolize: SymbolizeOptions::with_debug_dirs(cli.debug_dir.clone()),
+        names: if cli.full_names {
+            NameStyle::Full
+        } else {
+            NameStyle::Short
+        },
+        build: BuildOptions {
+            keep_allocator_frames: cli.keep_allocator_frames,
+        },
+        transforms: transforms(cli),
+        metric: cli.metric,
+        allow_mismatch: cli.allow_mismatch,
     }
-    let new_dump = &new_input.dump;
-    let base_dump = base_input.as_ref().map(|input| &input.dump);
-    if let Some(base) = &base_dump {
-        let compatibility = check_comparable(base, new_dump, cli.allow_mismatch);
-        compatibility.warnings.into_iter().for_each(warn);
-        if let Some(error) = compatibility.error {
-            return Err(Error::file(&cli.dump, error));
-        }
-    }
-    let mut table = LocationTable::default();
-    let new_stacks = table.intern_dump(new_dump);
-    let base_stacks = base_dump.map(|dump| table.intern_dump(dump));
-    let options = SymbolizeOptions::with_debug_dirs(cli.debug_dir.clone());
-    table.symbolize(&options, &mut warn);
-    table.assign_display_names(if cli.full_names {
-        NameStyle::Full
-    } else {
-        NameStyle::Short
-    });
-    let build = BuildOptions {
-        keep_allocator_frames: cli.keep_allocator_frames,
-    };
-    let new = Profile::build(new_dump, &new_stacks, &table, build);
-    let base = base_dump
-        .zip(base_stacks.as_deref())
-        .map(|(dump, stacks)| Profile::build(dump, stacks, &table, build));
-    let transforms = transforms(cli);
-    let (new, base) = if transforms.is_identity() {
-        (new, base)
-    } else {
-        let new = transform::apply(&new, &mut table, &transforms, cli.metric);
-        let base = base.map(|b| transform::apply(&b, &mut table, &transforms, cli.metric));
-        (new, base)
-    };
-    Ok(Loaded {
-        new_input,
-        base_input,
-        new_stacks,
-        base_stacks,
-        table,
-        new,
-        base,
-    })
 }
 
 fn transforms(cli: &Cli) -> Transforms {
@@ -270,8 +226,7 @@ fn transforms(cli: &Cli) -> Transforms {
     }
 }
 
-fn render_output(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> Result<Vec<u8>> {
-    let new_dump = &loaded.new_input.dump;
+fn render_output(cli: &Cli, view: &View<'_>) -> Result<Vec<u8>> {
     let fail = |why: String| Error::file(&cli.dump, why);
     match cli.format {
         Format::Svg => {
@@ -280,41 +235,18 @@ fn render_output(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> Result<Vec<u8>>
         }
         Format::Folded => Ok(render::folded::render(view, diff_columns(cli)).into_bytes()),
         Format::Text => Ok(render::text::render(view, cli.top).into_bytes()),
-        Format::Pprof => render::pprof::render(view, &pprof_options(cli, new_dump)).map_err(fail),
-        Format::Html => Ok(html_page(cli, view, loaded).into_bytes()),
-        Format::Json => Ok(json_report(view, loaded).into_bytes()),
+        Format::Pprof => render::pprof::render(view, &pprof_options(cli, view)).map_err(fail),
+        Format::Html => Ok(html_page(cli, view).into_bytes()),
+        Format::Json => Ok(render::json::render(view).into_bytes()),
     }
 }
 
-fn html_side<'a>(dump: &'a Dump, stacks: &'a [Vec<LocationId>], name: &str) -> html::Side<'a> {
-    html::Side {
-        parts: vec![(dump, stacks)],
-        name: name.to_string(),
-    }
-}
-
-/// The viewer with the dumps' per-thread stacks (the profiles merge threads).
-fn html_page(cli: &Cli, view: &View<'_>, loaded: &Loaded) -> String {
-    let new = html_side(&loaded.new_input.dump, &loaded.new_stacks, view.new_name);
-    let base = loaded
-        .base_input
-        .as_ref()
-        .map(|input| &input.dump)
-        .zip(loaded.base_stacks.as_ref())
-        .zip(view.base.as_ref())
-        .map(|((dump, stacks), base)| html_side(dump, stacks, base.name));
-    let build = BuildOptions {
-        keep_allocator_frames: cli.keep_allocator_frames,
-    };
-    let mut model = html::model(view.table, &new, base.as_ref(), build);
+fn html_page(cli: &Cli, view: &View<'_>) -> String {
+    let mut model = html::model(view);
     if let Some(title) = &cli.title {
         model.title = title.clone();
     }
     html::page(&model)
-}
-
-fn json_report(view: &View<'_>, loaded: &Loaded) -> String {
-    render::json::render(view, &loaded.new_input, loaded.base_input.as_ref())
 }
 
 fn svg_options(cli: &Cli) -> SvgOptions {
@@ -334,7 +266,8 @@ fn diff_columns(cli: &Cli) -> DiffColumns {
     }
 }
 
-fn pprof_options(cli: &Cli, new_dump: &Dump) -> PprofOptions {
+fn pprof_options(cli: &Cli, view: &View<'_>) -> PprofOptions {
+    let new_dump = view.new.first_dump();
     let mut comments = vec![format!("heapdiff of {}", cli.dump.display())];
     if let Some(base) = &cli.base {
         comments.push(format!("minus base {} (negated samples)", base.display()));
@@ -353,9 +286,9 @@ fn note_vanished_stacks(cli: &Cli, view: &View<'_>) {
     if cli.negate {
         return;
     }
-    let Some(base) = &view.base else { return };
-    let base_stacks = folded(base.profile, view.table, view.metric);
-    let new_stacks = folded(view.new, view.table, view.metric);
+    let Some(base) = view.base else { return };
+    let base_stacks = folded(&base.profile, view.table, view.metric);
+    let new_stacks = folded(&view.new.profile, view.table, view.metric);
     let vanished: Vec<f64> = diff(&base_stacks, &new_stacks)
         .values()
         .filter(|c| render::round(c.base) > 0 && render::round(c.new) <= 0)

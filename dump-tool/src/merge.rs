@@ -1,20 +1,18 @@
 //! `heapdiff merge A B ... -o OUT`: many dumps (processes or hosts running
 //! the same program) summed into one profile.
 //!
-//! Owns the merge of corrected profiles: every dump is corrected with its
-//! own sampling period, then the samples are pooled and the exact counters
-//! summed. It renders through the ordinary renderers and writes through
-//! `output`; it never changes how a single dump is read or corrected.
+//! Owns the command's arguments and outputs; the dumps go through the one
+//! pipeline as one side of several dumps (each corrected with its own
+//! sampling period, then pooled: `model::merge`), render through the
+//! ordinary renderers and are written through `output`.
 
-use crate::input::{load, merge_warnings};
-use crate::model::merge::merged;
-use crate::model::{BuildOptions, Metric, Profile};
+use crate::model::{BuildOptions, Metric};
 use crate::output::{self, Destination};
-use crate::render::html::{self, Side};
+use crate::pipeline::{Loaded, Session, Settings, View};
 use crate::render::pprof::PprofOptions;
 use crate::render::svg::SvgOptions;
-use crate::render::{self, View};
-use crate::symbols::{LocationId, LocationTable, NameStyle, SymbolizeOptions};
+use crate::render::{self, html};
+use crate::symbols::{LocationTable, SymbolizeOptions};
 use crate::{Error, Result};
 use clap::{Parser, ValueEnum};
 use heapsample_format::Dump;
@@ -54,41 +52,24 @@ pub enum MergeFormat {
 
 /// Run `heapdiff merge` with `args` (without the program name).
 pub fn run(args: MergeArgs) -> Result<()> {
-    let dumps = args
-        .dumps
-        .iter()
-        .map(|path| load(path).map(|input| input.dump))
-        .collect::<Result<Vec<_>>>()?;
-    warn_on_mixed_programs(&dumps);
-    let mut table = LocationTable::default();
-    let stacks: Vec<Vec<Vec<LocationId>>> = dumps.iter().map(|d| table.intern_dump(d)).collect();
-    let options = SymbolizeOptions::with_debug_dirs(args.debug_dir.clone());
-    table.symbolize(&options, &mut |w| eprintln!("heapdiff: warning: {w}"));
-    table.assign_display_names(NameStyle::Short);
-    let build = BuildOptions {
-        keep_allocator_frames: args.keep_allocator_frames,
+    let name = format!("{} dumps merged", args.dumps.len());
+    let loaded = Loaded::read(name.clone(), &args.dumps)?;
+    let settings = Settings {
+        symbolize: SymbolizeOptions::with_debug_dirs(args.debug_dir.clone()),
+        build: BuildOptions {
+            keep_allocator_frames: args.keep_allocator_frames,
+        },
+        metric: args.metric,
+        ..Settings::default()
     };
-    let name = format!("{} dumps merged", dumps.len());
-    let bytes = match args.format {
-        MergeFormat::Html => {
-            let side = Side {
-                parts: dumps.iter().zip(stacks.iter().map(Vec::as_slice)).collect(),
-                name: name.clone(),
-            };
-            html::page(&html::model(&table, &side, None, build)).into_bytes()
-        }
-        format => {
-            let merged = merged_profile(&dumps, &stacks, &table, build);
-            let view = View {
-                table: &table,
-                new: &merged,
-                new_name: &name,
-                base: None,
-                metric: args.metric,
-            };
-            render_merged(format, &view, &dumps, &args)?
-        }
-    };
+    let session = Session::open(
+        LocationTable::default(),
+        loaded,
+        None,
+        &settings,
+        &mut |notice| eprintln!("heapdiff: {notice}"),
+    )?;
+    let bytes = render_merged(args.format, &session.view(), &args)?;
     let destination = match &args.output {
         Some(path) => Destination::from_arg(path),
         None if args.format == MergeFormat::Text => Destination::Stdout,
@@ -101,13 +82,9 @@ pub fn run(args: MergeArgs) -> Result<()> {
     Ok(())
 }
 
-fn render_merged(
-    format: MergeFormat,
-    view: &View<'_>,
-    dumps: &[Dump],
-    args: &MergeArgs,
-) -> Result<Vec<u8>> {
+fn render_merged(format: MergeFormat, view: &View<'_>, args: &MergeArgs) -> Result<Vec<u8>> {
     let fail = |why: String| Error::new(format!("merge: {why}"));
+    let dumps: Vec<&Dump> = view.new.inputs.iter().map(|input| &input.dump).collect();
     match format {
         MergeFormat::Pprof => {
             let mut comments = vec![format!("heapdiff merge of {} dumps", dumps.len())];
@@ -121,29 +98,6 @@ fn render_merged(
         }
         MergeFormat::Svg => render::svg::render(view, &SvgOptions::default()).map_err(fail),
         MergeFormat::Text => Ok(render::text::render(view, 20).into_bytes()),
-        MergeFormat::Html => unreachable!("html is rendered from the dumps"),
+        MergeFormat::Html => Ok(html::page(&html::model(view)).into_bytes()),
     }
-}
-
-fn warn_on_mixed_programs(dumps: &[Dump]) {
-    let dumps: Vec<&Dump> = dumps.iter().collect();
-    for warning in merge_warnings(&dumps) {
-        eprintln!("heapdiff: warning: {warning}");
-    }
-}
-
-/// Every dump estimated on its own, then pooled.
-pub fn merged_profile(
-    dumps: &[Dump],
-    stacks: &[Vec<Vec<LocationId>>],
-    table: &LocationTable,
-    build: BuildOptions,
-) -> Profile {
-    merged(
-        dumps
-            .iter()
-            .zip(stacks)
-            .map(|(dump, stacks)| Profile::build(dump, stacks, table, build))
-            .collect(),
-    )
 }

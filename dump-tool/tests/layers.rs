@@ -22,6 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("symbols", &["symbols"]),
     ("model", &["model"]),
     ("comparisons", &["compare"]),
+    ("pipeline", &["pipeline"]),
     ("output formats", &["render"]),
     ("command line", &["merge", "output"]),
     ("server", &["serve"]),

@@ -6,14 +6,16 @@
 mod common;
 
 use common::{Fixture, Lcg, dump, module, stack};
-use heapdiff::input::load;
-use heapdiff::model::{BuildOptions, Metric, Profile};
+use heapdiff::input::{Input, load};
+use heapdiff::model::Metric;
+use heapdiff::pipeline::{Loaded, Session, Settings};
+use heapdiff::render;
 use heapdiff::render::folded::DiffColumns;
 use heapdiff::render::pprof::PprofOptions;
 use heapdiff::render::svg::SvgOptions;
-use heapdiff::render::{self, Base, View};
-use heapdiff::symbols::{LocationTable, SymbolizeOptions};
+use heapdiff::symbols::LocationTable;
 use heapsample_format::{Dump, Module, Stack, encode};
+use std::path::PathBuf;
 
 #[test]
 fn two_thousand_byte_flips_are_errors_not_panics() {
@@ -94,28 +96,41 @@ fn random_modules(rng: &mut Lcg, fixture: &Fixture) -> Vec<Module> {
     vec![real, gone, odd]
 }
 
-fn render_everything(table: &LocationTable, new: &Profile, base: &Profile, exe: &str) {
-    for metric in [
-        Metric::InuseSpace,
-        Metric::InuseObjects,
-        Metric::AllocSpace,
-        Metric::AllocObjects,
-    ] {
+/// Both dumps through the pipeline, every format, every metric, with and
+/// without the base.
+fn render_everything(new: Dump, base: Dump, exe: &str) {
+    for metric in Metric::ALL {
         for with_base in [false, true] {
-            let view = View {
-                table,
-                new,
-                new_name: "new",
-                base: with_base.then_some(Base {
-                    profile: base,
-                    name: "base",
-                }),
-                metric,
+            let input = |name: &str, dump: &Dump| {
+                Loaded::one(
+                    name.to_string(),
+                    Input {
+                        path: PathBuf::from(name),
+                        dump: dump.clone(),
+                        version: heapsample_format::VERSION,
+                    },
+                )
             };
+            let settings = Settings {
+                metric,
+                allow_mismatch: true,
+                ..Settings::default()
+            };
+            let session = Session::open(
+                LocationTable::default(),
+                input("new", &new),
+                with_base.then(|| input("base", &base)),
+                &settings,
+                &mut |_| {},
+            )
+            .expect("a session");
+            let view = session.view();
             let _ = render::folded::render(&view, DiffColumns::Delta);
             let _ = render::folded::render(&view, DiffColumns::BaseAndNew);
             let _ = render::text::render(&view, 5);
+            let _ = render::json::render(&view);
             let _ = render::svg::render(&view, &SvgOptions::default());
+            let _ = render::html::page(&render::html::model(&view));
             let pprof = PprofOptions {
                 executable: exe.to_string(),
                 ..PprofOptions::default()
@@ -146,13 +161,6 @@ fn odd_but_decodable_dumps_render_without_panic() {
         let (base_dump, new_dump) = (make(&mut rng), make(&mut rng));
         // Through the file format and back, as the tool reads them.
         let base_dump = heapsample_format::decode(&encode(&base_dump)).unwrap();
-        let mut table = LocationTable::default();
-        let new_stacks = table.intern_dump(&new_dump);
-        let base_stacks = table.intern_dump(&base_dump);
-        table.symbolize(&SymbolizeOptions::default(), &mut |_| {});
-        let options = BuildOptions::default();
-        let new = Profile::build(&new_dump, &new_stacks, &table, options);
-        let base = Profile::build(&base_dump, &base_stacks, &table, options);
-        render_everything(&table, &new, &base, &exe);
+        render_everything(new_dump, base_dump, &exe);
     }
 }

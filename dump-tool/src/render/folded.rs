@@ -8,8 +8,9 @@
 //! `--delta` prints one signed column, new − base, as
 //! `jeprof --collapsed --base` does.
 
-use super::{View, round};
+use super::round;
 use crate::model::folding::{diff, folded};
+use crate::pipeline::View;
 use std::fmt::Write;
 
 /// How a comparison is folded.
@@ -24,11 +25,11 @@ pub enum DiffColumns {
 
 /// The folded text of the view.
 pub fn render(view: &View<'_>, columns: DiffColumns) -> String {
-    let new = folded(view.new, view.table, view.metric);
+    let new = folded(&view.new.profile, view.table, view.metric);
     let Some(base) = &view.base else {
         return single(&new);
     };
-    let base = folded(base.profile, view.table, view.metric);
+    let base = folded(&base.profile, view.table, view.metric);
     let changes = diff(&base, &new);
     let mut out = String::new();
     for (stack, change) in &changes {

@@ -7,10 +7,10 @@
 //! `estimate`); every change is `{"estimate", "low", "high", "significant"}`.
 //! All four metrics are reported whatever `--metric` says.
 
-use super::View;
 use crate::compare::{FunctionChange, function_changes, function_values, pairing, total_change};
 use crate::input::{Input, trigger_name};
 use crate::model::{Metric, Profile, function_name};
+use crate::pipeline::View;
 use crate::stats::{Delta, Estimate};
 use crate::symbols::LocationTable;
 use heapsample_format::{LEGACY_VERSION, Totals};
@@ -22,16 +22,16 @@ use std::collections::BTreeMap;
 pub const SCHEMA: &str = "heapdiff-report/1";
 
 /// The report as pretty-printed JSON, ending with a newline.
-pub fn render(view: &View<'_>, new: &Input, base: Option<&Input>) -> String {
+pub fn render(view: &View<'_>) -> String {
     let report = Report {
         schema: SCHEMA,
         confidence: 0.95,
-        new: DumpInfo::of(new),
-        base: base.map(DumpInfo::of),
+        new: DumpInfo::of(&view.new.inputs[0]),
+        base: view.base.map(|base| DumpInfo::of(&base.inputs[0])),
         pairing: view
             .base
             .as_ref()
-            .map(|b| pairing(b.profile, view.new).name()),
+            .map(|b| pairing(&b.profile, &view.new.profile).name()),
         metrics: Metric::ALL
             .iter()
             .map(|&metric| (metric.name(), MetricReport::of(view, metric)))
@@ -226,15 +226,15 @@ struct MetricReport {
 
 impl MetricReport {
     fn of(view: &View<'_>, metric: Metric) -> MetricReport {
-        let base = view.base.as_ref().map(|b| b.profile);
+        let base = view.base.map(|b| &b.profile);
         MetricReport {
             unit: metric.unit(),
-            total: Bound::of(&view.new.estimate(metric)),
-            functions: functions(view.new, view.table, metric),
-            stacks: stacks(view.new, view.table, metric),
+            total: Bound::of(&view.new.profile.estimate(metric)),
+            functions: functions(&view.new.profile, view.table, metric),
+            stacks: stacks(&view.new.profile, view.table, metric),
             base_total: base.map(|b| Bound::of(&b.estimate(metric))),
-            delta: base.map(|b| DeltaBound::of(&total_change(b, view.new, metric))),
-            changes: base.map(|b| changes(b, view.new, view.table, metric)),
+            delta: base.map(|b| DeltaBound::of(&total_change(b, &view.new.profile, metric))),
+            changes: base.map(|b| changes(b, &view.new.profile, view.table, metric)),
         }
     }
 }

@@ -9,8 +9,9 @@
 //! chosen metric. Values are the corrected estimates, rounded. With a base,
 //! its samples are added with negated values, as `pprof -base` does.
 
-use super::{View, round};
+use super::round;
 use crate::model::{Metric, Profile, Sample};
+use crate::pipeline::View;
 use crate::symbols::{Line, LocationId, LocationTable, ModuleId, ModuleRecord, hex};
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -170,9 +171,9 @@ fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
 /// The message before encoding (tests decode it back and compare).
 pub fn build(view: &View<'_>, options: &PprofOptions) -> PbProfile {
     let mut builder = Builder::new(view.table, &options.executable);
-    builder.add_profile(view.new, 1);
+    builder.add_profile(&view.new.profile, 1);
     if let Some(base) = &view.base {
-        builder.add_profile(base.profile, -1);
+        builder.add_profile(&base.profile, -1);
     }
     builder.finish(view, options)
 }
@@ -432,7 +433,7 @@ impl<'a> Builder<'a> {
             string_table: self.strings,
             time_nanos: i64::try_from(options.time_unix_ns).unwrap_or(i64::MAX),
             period_type,
-            period: i64::try_from(view.new.period).unwrap_or(i64::MAX),
+            period: i64::try_from(view.new.profile.period).unwrap_or(i64::MAX),
             comment,
             default_sample_type,
         }

@@ -7,11 +7,12 @@
 //! inputs swapped plus `negate_differentials`, inferno's advice), which keeps
 //! vanished stacks visible while red still means growth.
 
+use super::round;
 use super::xml::{escape, unescape};
-use super::{View, round};
 use crate::model::Profile;
 use crate::model::folding::{diff, folded, folded_frame};
 use crate::model::line_of;
+use crate::pipeline::View;
 use inferno::flamegraph::color::{BasicPalette, Palette};
 use inferno::flamegraph::{self, Direction, Options, TextTruncateDirection};
 use std::collections::BTreeMap;
@@ -58,8 +59,8 @@ pub fn render(view: &View<'_>, options: &SvgOptions) -> Result<Vec<u8>, String> 
 /// `file:line` of the frames drawn under that name.
 fn tooltip_details(view: &View<'_>) -> BTreeMap<String, String> {
     let mut found: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
-    let profiles: Vec<&Profile> = std::iter::once(view.new)
-        .chain(view.base.as_ref().map(|b| b.profile))
+    let profiles: Vec<&Profile> = std::iter::once(&view.new.profile)
+        .chain(view.base.map(|b| &b.profile))
         .collect();
     for profile in profiles {
         for frame in profile.samples.iter().flat_map(|s| &s.frames) {
@@ -150,7 +151,7 @@ fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
         "{} {}, corrected for sampling (mean period {} bytes); tooltips give 95 % intervals{}",
         view.metric.name(),
         view.metric.unit(),
-        view.new.period,
+        view.new.profile.period,
         if view.base.is_some() {
             ", faded frames changed within sampling noise"
         } else {
@@ -173,18 +174,18 @@ fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
 
 fn default_title(view: &View<'_>, options: &SvgOptions) -> String {
     match &view.base {
-        None => format!("heapdiff: {} of {}", view.metric.name(), view.new_name),
+        None => format!("heapdiff: {} of {}", view.metric.name(), view.new.name),
         Some(base) if options.negate => format!(
             "heapdiff: {} from {} to {} (widths: base)",
             view.metric.name(),
             base.name,
-            view.new_name
+            view.new.name
         ),
         Some(base) => format!(
             "heapdiff: {} from {} to {}",
             view.metric.name(),
             base.name,
-            view.new_name
+            view.new.name
         ),
     }
 }
@@ -229,7 +230,7 @@ fn non_negative(value: f64) -> u64 {
 }
 
 fn single_counts(view: &View<'_>) -> Counts {
-    folded(view.new, view.table, view.metric)
+    folded(&view.new.profile, view.table, view.metric)
         .into_iter()
         .map(|(stack, value)| (stack, vec![non_negative(value)]))
         .collect()
@@ -242,8 +243,8 @@ fn differential_counts(view: &View<'_>, negate: bool) -> Counts {
     let Some(base) = &view.base else {
         return Vec::new();
     };
-    let base = folded(base.profile, view.table, view.metric);
-    let new = folded(view.new, view.table, view.metric);
+    let base = folded(&base.profile, view.table, view.metric);
+    let new = folded(&view.new.profile, view.table, view.metric);
     diff(&base, &new)
         .into_iter()
         .map(|(stack, change)| {

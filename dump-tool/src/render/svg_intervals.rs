@@ -13,12 +13,12 @@
 //! before the value, which stays last (inferno's script strips that last
 //! parenthesised group). Frames whose path is not found are left as they are.
 
-use super::View;
 use super::text::bracket;
 use super::xml::{escape, unescape};
 use crate::compare::pairing;
 use crate::model::folding::folded_frame;
 use crate::model::{Metric, Profile, function_name};
+use crate::pipeline::View;
 use crate::stats::{Delta, Estimate};
 use crate::symbols::LocationTable;
 use std::collections::HashMap;
@@ -156,9 +156,9 @@ impl StackTrie {
             metric: view.metric,
         };
         if let Some(base) = &view.base {
-            trie.add(base.profile, view.table, false);
+            trie.add(&base.profile, view.table, false);
         }
-        trie.add(view.new, view.table, true);
+        trie.add(&view.new.profile, view.table, true);
         trie
     }
 
@@ -205,7 +205,7 @@ impl StackTrie {
                 muted: false,
             });
         };
-        let pairing = pairing(base_view.profile, view.new);
+        let pairing = pairing(&base_view.profile, &view.new.profile);
         let delta = Delta::between(base, new, self.metric.accumulation(), pairing);
         let significant = delta.significant();
         Some(Note {

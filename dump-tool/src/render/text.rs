@@ -3,11 +3,12 @@
 //! change and whether it is significant, and totals lines that put the
 //! dump's exact counters beside the estimate from the samples.
 
-use super::{View, round};
+use super::round;
 use crate::compare::{
     FunctionChange, FunctionValue, function_changes, function_values, total_change,
 };
 use crate::model::{Metric, Profile};
+use crate::pipeline::View;
 use crate::stats::{Delta, Estimate, Interval};
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -18,20 +19,20 @@ pub fn render(view: &View<'_>, top: usize) -> String {
     let mut out = String::new();
     match &view.base {
         None => single_report(&mut out, view, top),
-        Some(base) => diff_report(&mut out, view, base.profile, base.name, top),
+        Some(base) => diff_report(&mut out, view, &base.profile, &base.name, top),
     }
     out
 }
 
 fn single_report(out: &mut String, view: &View<'_>, top: usize) {
-    let functions = function_values(view.new, view.table, view.metric);
-    let whole = view.metric.of(&view.new.estimated);
+    let functions = function_values(&view.new.profile, view.table, view.metric);
+    let whole = view.metric.of(&view.new.profile.estimated);
     let _ = writeln!(
         out,
         "heapdiff: {} of {} (sampling period {} bytes, values corrected for sampling, [low,high] = 95 % interval)",
         view.metric.name(),
-        view.new_name,
-        view.new.period
+        view.new.name,
+        view.new.profile.period
     );
     for (title, key) in [
         (
@@ -65,17 +66,17 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
         }
     }
     let _ = writeln!(out);
-    totals_lines(out, "", view.new);
+    totals_lines(out, "", &view.new.profile);
 }
 
 fn diff_report(out: &mut String, view: &View<'_>, base: &Profile, base_name: &str, top: usize) {
-    let changes = function_changes(base, view.new, view.table, view.metric);
+    let changes = function_changes(base, &view.new.profile, view.table, view.metric);
     let _ = writeln!(
         out,
         "heapdiff: {} from {} (base) to {} (new); a change is significant (yes) when its 95 % interval excludes 0",
         view.metric.name(),
         base_name,
-        view.new_name
+        view.new.name
     );
     for (title, pick) in [
         (
@@ -108,7 +109,7 @@ fn diff_report(out: &mut String, view: &View<'_>, base: &Profile, base_name: &st
             );
         }
     }
-    let whole = total_change(base, view.new, view.metric);
+    let whole = total_change(base, &view.new.profile, view.metric);
     let _ = writeln!(
         out,
         "\nDelta: {:+} {} ({} base → {} new), 95 % interval {}, {}",
@@ -124,7 +125,7 @@ fn diff_report(out: &mut String, view: &View<'_>, base: &Profile, base_name: &st
         }
     );
     totals_lines(out, "base ", base);
-    totals_lines(out, "new  ", view.new);
+    totals_lines(out, "new  ", &view.new.profile);
 }
 
 /// `[low,high]`, rounded.

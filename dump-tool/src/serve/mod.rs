@@ -12,11 +12,12 @@
 mod catalog;
 
 use crate::input::load;
-use crate::model::{BuildOptions, Metric, Profile};
-use crate::render::html::{self, Link, Side};
+use crate::model::BuildOptions;
+use crate::pipeline::{Loaded, Session, Settings};
+use crate::render;
+use crate::render::html::{self, Link};
 use crate::render::pprof::PprofOptions;
-use crate::render::{self, Base, View};
-use crate::symbols::{LocationTable, NameStyle, SymbolizeOptions};
+use crate::symbols::{LocationTable, SymbolizeOptions};
 use crate::{Error, Result};
 use axum::Router;
 use axum::extract::{Path as UrlPath, Query, State};
@@ -25,7 +26,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use catalog::Catalog;
 use clap::Parser;
-use heapsample_format::Dump;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -35,7 +35,6 @@ use tokio::sync::Semaphore;
 
 const INDEX_HTML: &str = include_str!("../../assets/index.html");
 const INDEX_JS: &str = include_str!("../../assets/index.js");
-const VIEWER_CSS: &str = include_str!("../../assets/viewer.css");
 
 /// The shared symbol table is dropped and rebuilt past this many addresses,
 /// so a long-running server's memory stays bounded.
@@ -68,8 +67,7 @@ pub struct ServeArgs {
 struct AppState {
     catalog: Mutex<Catalog>,
     symbols: Mutex<LocationTable>,
-    symbolize: SymbolizeOptions,
-    build: BuildOptions,
+    settings: Settings,
     views: Semaphore,
 }
 
@@ -85,13 +83,19 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let count = catalog.entries().len();
     let mut symbolize = SymbolizeOptions::with_debug_dirs(args.debug_dir.clone());
     symbolize.progress = false;
-    let state = Arc::new(AppState {
-        catalog: Mutex::new(catalog),
-        symbols: Mutex::new(LocationTable::default()),
+    let settings = Settings {
         symbolize,
         build: BuildOptions {
             keep_allocator_frames: args.keep_allocator_frames,
         },
+        // Any two listed dumps can be compared (the page names both).
+        allow_mismatch: true,
+        ..Settings::default()
+    };
+    let state = Arc::new(AppState {
+        catalog: Mutex::new(catalog),
+        symbols: Mutex::new(LocationTable::default()),
+        settings,
         views: Semaphore::new(CONCURRENT_VIEWS),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -125,7 +129,7 @@ fn router(state: Arc<AppState>) -> Router {
         )
         .route(
             "/style.css",
-            get(|| async { asset(VIEWER_CSS, "text/css") }),
+            get(|| async { asset(html::VIEWER_CSS, "text/css") }),
         )
         .route("/api/dumps", get(list))
         .route("/view", get(view))
@@ -333,47 +337,45 @@ fn checked_query(
 
 type Failure = (StatusCode, String);
 
-/// Both dumps of a view, read from the files the catalog knows.
-fn load_pick(
-    state: &AppState,
-    id: &str,
-    base: Option<&str>,
-) -> std::result::Result<(Dump, Option<Dump>), Failure> {
-    let path_of = |id: &str| {
+/// The dump the catalog knows under `id`, read.
+fn load_entry(state: &AppState, id: &str) -> std::result::Result<Loaded, Failure> {
+    let path = {
         let catalog = state.catalog.lock().unwrap_or_else(|e| e.into_inner());
         catalog
             .get(id)
             .map(|entry| entry.path.clone())
-            .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no dump {id:?} here")))
+            .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no dump {id:?} here")))?
     };
-    let load = |id: &str| {
-        let path = path_of(id)?;
-        load(&path)
-            .map(|input| input.dump)
-            .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, format!("{id}: {e}")))
-    };
-    let new = load(id)?;
-    let base = base.map(load).transpose()?;
-    Ok((new, base))
+    let input =
+        load(&path).map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, format!("{id}: {e}")))?;
+    Ok(Loaded::one(id.to_string(), input))
 }
 
-/// Intern and symbolize (only addresses not seen before) in the shared
-/// table, then run `f` with the table and the dumps' stacks.
-fn with_symbols<T>(
+/// Run `f` on the session of dump `id` (compared with `base`), symbolized
+/// in the shared table (only addresses not seen before are symbolized).
+fn with_session<T>(
     state: &AppState,
-    dumps: &[&Dump],
-    f: impl FnOnce(&LocationTable, &[Vec<Vec<usize>>]) -> T,
-) -> T {
+    id: &str,
+    base: Option<&str>,
+    f: impl FnOnce(&Session) -> T,
+) -> std::result::Result<T, Failure> {
+    let new = load_entry(state, id)?;
+    let base = base.map(|base| load_entry(state, base)).transpose()?;
     let mut table = state.symbols.lock().unwrap_or_else(|e| e.into_inner());
     if table.locations.len() > MAX_CACHED_LOCATIONS {
         *table = LocationTable::default();
     }
-    let stacks: Vec<Vec<Vec<usize>>> = dumps.iter().map(|d| table.intern_dump(d)).collect();
-    table.symbolize(&state.symbolize, &mut |w| {
-        eprintln!("heapdiff: warning: {w}")
-    });
-    table.assign_display_names(NameStyle::Short);
-    f(&table, &stacks)
+    let session = Session::open(
+        std::mem::take(&mut *table),
+        new,
+        base,
+        &state.settings,
+        &mut |notice| eprintln!("heapdiff: {notice}"),
+    )
+    .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+    let result = f(&session);
+    *table = session.into_table();
+    Ok(result)
 }
 
 fn render_view(
@@ -381,23 +383,11 @@ fn render_view(
     id: &str,
     base_id: Option<&str>,
 ) -> std::result::Result<String, Failure> {
-    let (new, base) = load_pick(state, id, base_id)?;
-    let mut dumps = vec![&new];
-    dumps.extend(base.as_ref());
-    let page = with_symbols(state, &dumps, |table, stacks| {
-        let new_side = Side {
-            parts: vec![(&new, stacks[0].as_slice())],
-            name: id.to_string(),
-        };
-        let base_side = base.as_ref().zip(base_id).map(|(dump, name)| Side {
-            parts: vec![(dump, stacks[1].as_slice())],
-            name: name.to_string(),
-        });
-        let mut model = html::model(table, &new_side, base_side.as_ref(), state.build);
+    with_session(state, id, base_id, |session| {
+        let mut model = html::model(&session.view());
         model.links = view_links(id, base_id);
         html::page(&model)
-    });
-    Ok(page)
+    })
 }
 
 fn view_links(id: &str, base: Option<&str>) -> Vec<Link> {
@@ -422,24 +412,9 @@ fn render_pprof(
     id: &str,
     base_id: Option<&str>,
 ) -> std::result::Result<Vec<u8>, Failure> {
-    let (new, base) = load_pick(state, id, base_id)?;
-    let mut dumps = vec![&new];
-    dumps.extend(base.as_ref());
-    with_symbols(state, &dumps, |table, stacks| {
-        let new_profile = Profile::build(&new, &stacks[0], table, state.build);
-        let base_profile = base
-            .as_ref()
-            .map(|dump| Profile::build(dump, &stacks[1], table, state.build));
-        let view = View {
-            table,
-            new: &new_profile,
-            new_name: id,
-            base: base_profile
-                .as_ref()
-                .zip(base_id)
-                .map(|(profile, name)| Base { profile, name }),
-            metric: Metric::InuseSpace,
-        };
+    with_session(state, id, base_id, |session| {
+        let view = session.view();
+        let new = view.new.first_dump();
         let mut comments = vec![format!("heapdiff serve: {id}")];
         if let Some(base) = base_id {
             comments.push(format!("minus base {base} (negated samples)"));
@@ -451,7 +426,7 @@ fn render_pprof(
         };
         render::pprof::render(&view, &options)
             .map_err(|why| (StatusCode::INTERNAL_SERVER_ERROR, why))
-    })
+    })?
 }
 
 /// Percent-encode everything but unreserved characters and `/`.

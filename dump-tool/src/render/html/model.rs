@@ -1,36 +1,19 @@
-//! The interactive flamegraph viewer: the data model it draws from, and the
-//! self-contained HTML page (viewer script, style and data inline).
+//! The viewer's data model, built from a pipeline [`View`].
 //!
-//! Owns the viewer's JSON model: per (thread, call stack) the four estimated
-//! metrics of the new side and, for a comparison, of the base side, with the
-//! standard error of each (from the dump's Horvitz–Thompson variance sums,
-//! see `estimate`), plus the frame, module and thread tables. The
-//! same page is written by `--format html` and served by `heapdiff serve`;
-//! it never fetches anything (users open it from disk, offline).
-//! Transforms, search, zoom and the functions table run in the browser.
+//! Owns the viewer's JSON: per (thread, call stack) of the view the four
+//! estimated metrics of the new side and, for a comparison, of the base
+//! side, with the standard error of each (from the dumps' Horvitz–Thompson
+//! variance sums, see [`crate::stats`]), plus the frame, module and thread
+//! tables. Stacks are the view's samples: a frame the view hid is gone, a
+//! thread or size-class frame the view added is there.
 
-use super::xml::escape_html;
 use crate::compare::pairing;
-use crate::model::merge::sum_totals;
-use crate::model::{BuildOptions, FrameRef, Profile, Values, function_name};
+use crate::model::{FrameRef, Profile, Values, function_name};
+use crate::pipeline::View;
 use crate::stats::Pairing;
-use crate::symbols::{LocationId, LocationTable};
-use heapsample_format::Dump;
+use crate::symbols::LocationTable;
 use serde::Serialize;
 use std::collections::HashMap;
-
-/// The viewer script, style and page skeleton, compiled in.
-const VIEWER_JS: &str = include_str!("../../assets/viewer.js");
-const VIEWER_CSS: &str = include_str!("../../assets/viewer.css");
-const VIEWER_HTML: &str = include_str!("../../assets/viewer.html");
-
-/// One side of a view: the dumps it sums (one, or several for `merge`) with
-/// their interned stacks, in `dump.stacks` order.
-pub struct Side<'a> {
-    pub parts: Vec<(&'a Dump, &'a [Vec<LocationId>])>,
-    /// How to name this side in titles (a path, or a list of paths).
-    pub name: String,
-}
 
 /// A download or navigation link shown in the viewer's header.
 #[derive(Clone, Debug, Serialize)]
@@ -72,43 +55,37 @@ pub struct Model {
     pub links: Vec<Link>,
 }
 
-/// Build the model of `new` (and the comparison with `base`).
-pub fn model(
-    table: &LocationTable,
-    new: &Side<'_>,
-    base: Option<&Side<'_>>,
-    build: BuildOptions,
-) -> Model {
-    let mut builder = ModelBuilder::new(table);
-    let period = new
-        .parts
-        .first()
-        .map_or(1, |(dump, _)| dump.sample_period());
-    let mut totals = vec![side_totals(new)];
-    let new_profiles = builder.add_side(new, build, false);
-    let mut same_process = false;
-    if let Some(base) = base {
-        let base_profiles = builder.add_side(base, build, true);
-        totals.push(side_totals(base));
-        if let ([base], [new]) = (base_profiles.as_slice(), new_profiles.as_slice()) {
-            same_process = pairing(base, new) == Pairing::SameProcess;
-        }
+/// Build the model of `view`: its title names both sides, it has no
+/// links (a server adds its own).
+pub fn model(view: &View<'_>) -> Model {
+    let mut builder = ModelBuilder::new(view.table);
+    builder.add_side(&view.new.profile, false);
+    let mut totals = vec![view.new.profile.totals.clone()];
+    if let Some(base) = view.base {
+        builder.add_side(&base.profile, true);
+        totals.push(base.profile.totals.clone());
     }
-    let title = match base {
-        Some(base) => format!("{} vs {}", new.name, base.name),
-        None => new.name.clone(),
+    // Pairing describes two single dumps; merged sides are independent.
+    let same_process = view.base.is_some_and(|base| {
+        base.inputs.len() == 1
+            && view.new.inputs.len() == 1
+            && pairing(&base.profile, &view.new.profile) == Pairing::SameProcess
+    });
+    builder.executables = std::iter::once(view.new)
+        .chain(view.base)
+        .flat_map(|side| &side.inputs)
+        .map(|input| input.dump.executable.clone())
+        .collect();
+    let title = match view.base {
+        Some(base) => format!("{} vs {}", view.new.name, base.name),
+        None => view.new.name.clone(),
     };
     builder.finish(Model {
         title,
-        new_name: new.name.clone(),
-        base_name: base.map(|b| b.name.clone()),
-        metrics: [
-            "inuse-space",
-            "inuse-objects",
-            "alloc-space",
-            "alloc-objects",
-        ],
-        period,
+        new_name: view.new.name.clone(),
+        base_name: view.base.map(|b| b.name.clone()),
+        metrics: crate::model::Metric::ALL.map(|metric| metric.name()),
+        period: view.new.profile.period,
         same_process,
         frames: Vec::new(),
         modules: Vec::new(),
@@ -122,25 +99,6 @@ pub fn model(
         totals,
         links: Vec::new(),
     })
-}
-
-/// The whole page: skeleton, style, script and the model as JSON.
-pub fn page(model: &Model) -> String {
-    let json = serde_json::to_string(model).unwrap_or_else(|_| "null".to_string());
-    VIEWER_HTML
-        .replace("{{TITLE}}", &escape_html(&model.title))
-        .replace("{{CSS}}", VIEWER_CSS)
-        .replace("{{JS}}", &script_safe(VIEWER_JS))
-        .replace("{{DATA}}", &script_safe(&json))
-}
-
-/// Inline script text that cannot close its `<script>` element early.
-fn script_safe(text: &str) -> String {
-    text.replace("</", "<\\/")
-}
-
-fn side_totals(side: &Side<'_>) -> heapsample_format::Totals {
-    sum_totals(side.parts.iter().map(|(dump, _)| &dump.totals))
 }
 
 fn four(values: &Values) -> [f64; 4] {
@@ -190,31 +148,24 @@ impl<'a> ModelBuilder<'a> {
         }
     }
 
-    /// Add every dump of `side`, split by thread; returns their profiles.
-    fn add_side(&mut self, side: &Side<'_>, build: BuildOptions, is_base: bool) -> Vec<Profile> {
-        let mut profiles = Vec::new();
-        for (dump, stacks) in &side.parts {
-            self.executables.push(dump.executable.clone());
-            let profile = Profile::build(dump, stacks, self.table, build);
-            for sample in &profile.samples {
-                let thread = self.thread(&thread_name(&profile, sample.thread));
-                let frames = self.frame_list(&sample.frames);
-                let id = self.stack(thread, frames);
-                let (values, variances) = if is_base {
-                    (&mut self.base_values, &mut self.base_errors)
-                } else {
-                    (&mut self.new_values, &mut self.new_errors)
-                };
-                let sample_variances = four(&sample.variance);
-                for (i, value) in four(&sample.values).into_iter().enumerate() {
-                    values[id][i] += value;
-                    // Variances add; square-rooted at the end.
-                    variances[id][i] += sample_variances[i];
-                }
+    /// Add every sample of `profile`, split by thread as the profile is.
+    fn add_side(&mut self, profile: &Profile, is_base: bool) {
+        for sample in &profile.samples {
+            let thread = self.thread(&thread_name(profile, sample.thread));
+            let frames = self.frame_list(&sample.frames);
+            let id = self.stack(thread, frames);
+            let (values, variances) = if is_base {
+                (&mut self.base_values, &mut self.base_errors)
+            } else {
+                (&mut self.new_values, &mut self.new_errors)
+            };
+            let sample_variances = four(&sample.variance);
+            for (i, value) in four(&sample.values).into_iter().enumerate() {
+                values[id][i] += value;
+                // Variances add; square-rooted at the end.
+                variances[id][i] += sample_variances[i];
             }
-            profiles.push(profile);
         }
-        profiles
     }
 
     fn thread(&mut self, name: &str) -> u32 {
@@ -365,12 +316,6 @@ fn module_kind(path: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn page_cannot_be_closed_by_data() {
-        let text = script_safe(r#"{"name":"</script><b>"}"#);
-        assert!(!text.contains("</script"));
-    }
 
     #[test]
     fn module_kinds() {

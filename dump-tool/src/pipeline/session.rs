@@ -1,0 +1,196 @@
+//! A session: the steps from dump files to a [`View`], in order.
+//!
+//! 1. [`Loaded::read`]: each side's files are read and checked
+//!    ([`crate::input`]);
+//! 2. [`Session::open`]: notes and warnings about the inputs (format-2
+//!    dumps, dumps of other programs), then every address is interned and
+//!    symbolized once in one location table, each dump is built into a
+//!    corrected profile, a side's profiles are merged, and the view's
+//!    transforms are applied.
+//!
+//! What the steps have to say goes to the caller as [`Notice`]s (the
+//! command line prints them on stderr); a comparison of two different
+//! programs is refused unless allowed.
+
+use super::settings::Settings;
+use super::view::{Side, View};
+use crate::error::{Error, Result};
+use crate::input::{Input, check_comparable, legacy_note, load, merge_warnings};
+use crate::model::merge::merged;
+use crate::model::transform::apply;
+use crate::model::{Metric, Profile};
+use crate::symbols::{LocationId, LocationTable};
+use std::path::PathBuf;
+
+/// Something a step says that does not stop the session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// Worth knowing (`heapdiff: note: …`).
+    Note(String),
+    /// Possibly wrong results (`heapdiff: warning: …`).
+    Warning(String),
+}
+
+impl std::fmt::Display for Notice {
+    /// `note: …` or `warning: …`, as the command line prints it after
+    /// `heapdiff: `.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Notice::Note(note) => write!(f, "note: {note}"),
+            Notice::Warning(warning) => write!(f, "warning: {warning}"),
+        }
+    }
+}
+
+/// The dumps of one side, read and checked, not yet symbolized.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub name: String,
+    /// At least one.
+    pub inputs: Vec<Input>,
+}
+
+impl Loaded {
+    /// Read `paths` (at least one) in order; the first failure is the error.
+    pub fn read(name: String, paths: &[PathBuf]) -> Result<Loaded> {
+        if paths.is_empty() {
+            return Err(Error::new(format!("{name}: no dump given")));
+        }
+        let inputs = paths.iter().map(|path| load(path)).collect::<Result<_>>()?;
+        Ok(Loaded { name, inputs })
+    }
+
+    /// One dump already read.
+    pub fn one(name: String, input: Input) -> Loaded {
+        Loaded {
+            name,
+            inputs: vec![input],
+        }
+    }
+}
+
+/// The symbolized, corrected and transformed sides of a view.
+pub struct Session {
+    table: LocationTable,
+    new: Side,
+    base: Option<Side>,
+    metric: Metric,
+}
+
+impl Session {
+    /// Check `new` (and `base`), then symbolize, build and transform them
+    /// into `table` (empty, or kept from earlier sessions so that known
+    /// addresses are not symbolized again).
+    pub fn open(
+        mut table: LocationTable,
+        new: Loaded,
+        base: Option<Loaded>,
+        settings: &Settings,
+        notice: &mut dyn FnMut(Notice),
+    ) -> Result<Session> {
+        check(&new, base.as_ref(), settings, notice)?;
+        let new_stacks = intern(&mut table, &new.inputs);
+        let base_stacks = base.as_ref().map(|base| intern(&mut table, &base.inputs));
+        table.symbolize(&settings.symbolize, &mut |w| notice(Notice::Warning(w)));
+        table.assign_display_names(settings.names);
+        let new = side(&mut table, new, &new_stacks, settings);
+        let base = base
+            .zip(base_stacks)
+            .map(|(base, stacks)| side(&mut table, base, &stacks, settings));
+        Ok(Session {
+            table,
+            new,
+            base,
+            metric: settings.metric,
+        })
+    }
+
+    /// The view every renderer draws.
+    pub fn view(&self) -> View<'_> {
+        View {
+            table: &self.table,
+            new: &self.new,
+            base: self.base.as_ref(),
+            metric: self.metric,
+        }
+    }
+
+    /// The location table, to keep for the next session.
+    pub fn into_table(self) -> LocationTable {
+        self.table
+    }
+}
+
+/// The inputs' notes and warnings; the error when comparing different
+/// programs without leave.
+fn check(
+    new: &Loaded,
+    base: Option<&Loaded>,
+    settings: &Settings,
+    notice: &mut dyn FnMut(Notice),
+) -> Result<()> {
+    let all: Vec<&Input> = new
+        .inputs
+        .iter()
+        .chain(base.into_iter().flat_map(|b| &b.inputs))
+        .collect();
+    if let Some(note) = legacy_note(&all) {
+        notice(Notice::Note(note));
+    }
+    for side in std::iter::once(new).chain(base) {
+        let dumps: Vec<_> = side.inputs.iter().map(|i| &i.dump).collect();
+        merge_warnings(&dumps)
+            .into_iter()
+            .for_each(|w| notice(Notice::Warning(w)));
+    }
+    let Some(base) = base else { return Ok(()) };
+    let (base_input, new_input) = (&base.inputs[0], &new.inputs[0]);
+    let compatibility =
+        check_comparable(&base_input.dump, &new_input.dump, settings.allow_mismatch);
+    compatibility
+        .warnings
+        .into_iter()
+        .for_each(|w| notice(Notice::Warning(w)));
+    match compatibility.error {
+        Some(error) => Err(Error::file(&new_input.path, error)),
+        None => Ok(()),
+    }
+}
+
+/// Every dump's stacks as interned locations.
+fn intern(table: &mut LocationTable, inputs: &[Input]) -> Vec<Vec<Vec<LocationId>>> {
+    inputs
+        .iter()
+        .map(|input| table.intern_dump(&input.dump))
+        .collect()
+}
+
+/// The side as the view shows it: each dump corrected on its own, merged
+/// when several, then transformed.
+fn side(
+    table: &mut LocationTable,
+    loaded: Loaded,
+    stacks: &[Vec<Vec<LocationId>>],
+    settings: &Settings,
+) -> Side {
+    let profiles: Vec<Profile> = loaded
+        .inputs
+        .iter()
+        .zip(stacks)
+        .map(|(input, stacks)| Profile::build(&input.dump, stacks, table, settings.build))
+        .collect();
+    let profile = match <[Profile; 1]>::try_from(profiles) {
+        Ok([one]) => one,
+        Err(several) => merged(several),
+    };
+    let profile = if settings.transforms.is_identity() {
+        profile
+    } else {
+        apply(&profile, table, &settings.transforms, settings.metric)
+    };
+    Side {
+        name: loaded.name,
+        inputs: loaded.inputs,
+        profile,
+    }
+}
