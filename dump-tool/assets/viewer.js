@@ -180,34 +180,33 @@
     for (const [, f] of sorted) { count += f.length - shared(f, previous); previous = f; }
     newTree(count);
     addNode(-1, -1);
-    const nv = M.new_values, ne = M.new_errors, bv = M.base_values, be = M.base_errors;
+    const nv = M.new_values, nvar = M.new_variances, bv = M.base_values, bvar = M.base_variances;
     const path = [0];
     previous = [];
     for (const [i, f] of sorted) {
       const o = 4 * i;
-      addValues(0, nv, ne, bv, be, o);
+      addValues(0, nv, nvar, bv, bvar, o);
       const same = shared(f, previous);
       while (path.length > same + 1) T.end[path.pop()] = T.count;
       for (let d = 0; d < f.length; d++) {
         const id = d < same ? path[d + 1] : addNode(path[d], f[d]);
         if (d >= same) path.push(id);
-        addValues(id, nv, ne, bv, be, o);
+        addValues(id, nv, nvar, bv, bvar, o);
       }
       previous = f;
     }
     while (path.length) T.end[path.pop()] = T.count;
     return 0;
   }
-  function addValues(id, nv, ne, bv, be, o) {
+  // Sums over disjoint stacks: values add, and so do their variances.
+  function addValues(id, nv, nvar, bv, bvar, o) {
     const at = 4 * id;
     for (let k = 0; k < 4; k++) {
-      const e = ne[o + k];
       T.n[at + k] += nv[o + k];
-      T.vn[at + k] += e * e;
+      T.vn[at + k] += nvar[o + k];
       if (DIFF) {
-        const ee = be[o + k];
         T.b[at + k] += bv[o + k];
-        T.vb[at + k] += ee * ee;
+        T.vb[at + k] += bvar[o + k];
       }
     }
   }
@@ -265,18 +264,15 @@
   }
   const MATCH_COLOUR = "#e040c0";
   function delta(id, k) { return val(T.n, id, k) - val(T.b, id, k) * baseScale; }
-  // The variance of a delta: the sides' variances add, except that a later
-  // dump of the same process contains the earlier one's cumulative (alloc)
-  // samples, so there the delta's variance is their difference.
-  function deltaVariance(id, k) {
-    const vn = val(T.vn, id, k), vb = val(T.vb, id, k) * baseScale * baseScale;
-    return M.same_process && k >= 2 && baseScale === 1 ? Math.max(vn - vb, 0) : vn + vb;
+  // The change of frame id's metric k by the one rule of the reports
+  // (stats.js). A normalised (scaled) base is no longer the earlier dump's
+  // own samples: its change is judged as between independent dumps.
+  function change(id, k) {
+    const pairing = baseScale === 1 ? M.pairing : "independent";
+    return heapdiffStats.change(val(T.b, id, k) * baseScale, val(T.n, id, k),
+      val(T.vb, id, k) * baseScale * baseScale, val(T.vn, id, k), pairing, M.accumulations[k]);
   }
-  function significant(id, k) {
-    const d = delta(id, k);
-    const sd = Math.sqrt(deltaVariance(id, k));
-    return Math.abs(d) > 1.96 * sd && Math.abs(d) >= 0.5;
-  }
+  function significant(id, k) { return change(id, k).significant; }
   let maxDelta = 1;
   function diffColour(id, k) {
     const d = delta(id, k);
@@ -415,14 +411,14 @@
     if (f.module >= 0) lines.push("module: " + M.modules[f.module][0]);
     if (f.place) lines.push("at " + f.place);
     const whole = val(T.n, 0, k);
-    const ci = (v) => v > 0 ? " ± " + fmt(1.96 * Math.sqrt(v), unit) + " (95%)" : "";
+    const ci = (v) => v > 0 ? " ± " + fmt(heapdiffStats.Z95 * Math.sqrt(v), unit) + " (95%)" : "";
     const nk = val(T.n, id, k);
     if (DIFF) {
       const b = val(T.b, id, k) * baseScale, d = nk - b;
       lines.push("base: " + fmt(b, unit) + (state.normalise ? " (normalised)" : ""));
       lines.push("new: " + fmt(nk, unit) + " (" + pct(nk, whole) + ")");
       lines.push("delta: " + signed(d, unit) + (b > 0 ? " (" + signed(100 * d / b, "") + "%)" : "") +
-        ci(deltaVariance(id, k)));
+        ci(change(id, k).variance));
       lines.push(significant(id, k) ? (d > 0 ? "growth" : "shrink") : "within sampling noise");
     } else {
       lines.push(M.metrics[k] + ": " + fmt(nk, unit) + ci(val(T.vn, id, k)) + ", " + pct(nk, whole) + " of total");
@@ -651,7 +647,7 @@
   window.onhashchange = () => { readHash(); update(true); };
   update(true);
   // What tests and scripts may read.
-  window.heapdiffViewer = { state, describe, describeFunction, frameBox,
+  window.heapdiffViewer = { state, describe, describeFunction, frameBox, stats: heapdiffStats,
     zoomedName: () => frameOf(zoomNode).name,
     firstDrawMs: Math.round(performance.now() - started), parseMs: Math.round(parsedMs), timings };
 })();

@@ -189,5 +189,9 @@ fn a_comparison_page_shows_both_sides_through_the_view() {
     let base_values = model["base_values"].as_array().unwrap();
     assert_eq!(base_values.len(), 4, "one stack, four metrics");
     assert_eq!(base_values[0].as_f64(), Some(1000.0));
-    assert_eq!(model["same_process"], Value::Bool(false), "seq 0 twice");
+    assert_eq!(model["pairing"], "independent", "seq 0 twice");
+    assert_eq!(
+        model["accumulations"],
+        serde_json::json!(["in-use", "in-use", "cumulative", "cumulative"])
+    );
 }

@@ -9,7 +9,9 @@
 //! `heapdiff --format text`; add a transform and find it again after a
 //! reload (it lives in the URL); split by thread; select two dumps, open
 //! their diff and find `grow_cache` marked as growth; then open the exported
-//! HTML file from disk and do the same without a server. Last, a synthetic
+//! HTML file from disk and do the same without a server, and evaluate the
+//! viewer's rule for a change on the shared table of test vectors (the Rust
+//! reports' rule passes the same table). Last, a synthetic
 //! profile of 50,000 distinct stacks opens and draws (the time it took is
 //! printed; speed claims live in the benchmark).
 
@@ -397,6 +399,7 @@ async fn serve_and_exported_html_in_chromium() {
         .await
         .unwrap();
     wait_for(&client, "Array.from(document.querySelectorAll('#functions tr.growth td.name')).some(td => td.textContent === 'grow_cache')").await;
+    check_change_vectors(&client).await;
 
     // 50,000 distinct stacks.
     let big = dir.join("big.prof");
@@ -433,6 +436,38 @@ async fn serve_and_exported_html_in_chromium() {
     let percent = search(&client, "/^0xc0[0-4]/").await;
     assert!(percent > 0.0 && percent < 100.0, "{percent}");
     client.close().await.unwrap();
+}
+
+/// The viewer's rule for a change, evaluated in the page on every vector of
+/// the table the Rust reports' rule is tested on: the same variance,
+/// interval and verdict.
+async fn check_change_vectors(client: &Client) {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../dump-tool/src/stats/change_vectors.json");
+    let vectors: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("the vectors")).unwrap();
+    let results = client
+        .execute(
+            "return arguments[0].map(v => heapdiffViewer.stats.change(v.base, v.new, v.base_variance, v.new_variance, v.pairing, v.accumulation));",
+            vec![vectors.clone()],
+        )
+        .await
+        .expect("evaluate the vectors");
+    let vectors = vectors.as_array().unwrap();
+    let results = results.as_array().expect("one result per vector");
+    assert_eq!(results.len(), vectors.len());
+    assert!(vectors.len() >= 15, "only {} vectors", vectors.len());
+    for (vector, result) in vectors.iter().zip(results) {
+        let note = &vector["note"];
+        for key in ["variance", "low", "high"] {
+            let (ours, theirs) = (result[key].as_f64().unwrap(), vector[key].as_f64().unwrap());
+            assert!(
+                (ours - theirs).abs() <= 1e-12 * ours.abs().max(theirs.abs()).max(1.0),
+                "{note}: {key} {ours} in the browser, {theirs} in the table"
+            );
+        }
+        assert_eq!(result["significant"], vector["significant"], "{note}");
+    }
 }
 
 /// A dump of `count` distinct stacks of 12 frames each, mapped to no

@@ -119,6 +119,61 @@ impl Delta {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+
+    fn pairing_named(name: &str) -> Pairing {
+        [Pairing::Independent, Pairing::SameProcess]
+            .into_iter()
+            .find(|p| p.name() == name)
+            .unwrap_or_else(|| panic!("no pairing {name:?}"))
+    }
+
+    fn accumulation_named(name: &str) -> Accumulation {
+        [Accumulation::InUse, Accumulation::Cumulative]
+            .into_iter()
+            .find(|a| a.name() == name)
+            .unwrap_or_else(|| panic!("no accumulation {name:?}"))
+    }
+
+    /// Equal up to the last bits a decimal round trip may change.
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1.0)
+    }
+
+    /// The table the browser test evaluates with the viewer's script too.
+    #[test]
+    fn the_rule_matches_the_shared_test_vectors() {
+        let vectors: Vec<Value> =
+            serde_json::from_str(include_str!("change_vectors.json")).expect("the vectors");
+        assert!(vectors.len() >= 15, "only {} vectors", vectors.len());
+        for vector in &vectors {
+            let number = |key: &str| vector[key].as_f64().unwrap_or_else(|| panic!("{key}"));
+            let estimate = |value: &str, variance: &str| Estimate {
+                value: number(value),
+                variance: number(variance),
+                floor: 0.0,
+            };
+            let delta = Delta::between(
+                estimate("base", "base_variance"),
+                estimate("new", "new_variance"),
+                accumulation_named(vector["accumulation"].as_str().unwrap()),
+                pairing_named(vector["pairing"].as_str().unwrap()),
+            );
+            let interval = delta.interval();
+            let note = &vector["note"];
+            assert!(
+                close(delta.variance, number("variance")),
+                "{note}: {delta:?}"
+            );
+            assert!(close(interval.low, number("low")), "{note}: {interval:?}");
+            assert!(close(interval.high, number("high")), "{note}: {interval:?}");
+            assert_eq!(
+                Value::Bool(delta.significant()),
+                vector["significant"],
+                "{note}"
+            );
+        }
+    }
 
     #[test]
     fn nested_alloc_deltas_subtract_variances() {

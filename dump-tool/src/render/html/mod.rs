@@ -14,8 +14,10 @@ pub use model::{Link, Model, model};
 
 use super::xml::escape_html;
 
-/// The viewer script, style and page skeleton, compiled in.
+/// The viewer script, the estimator's rule for it, style and page
+/// skeleton, compiled in.
 const VIEWER_JS: &str = include_str!("../../../assets/viewer.js");
+const STATS_JS: &str = include_str!("../../../assets/stats.js");
 const VIEWER_HTML: &str = include_str!("../../../assets/viewer.html");
 /// The style of the viewer (the dump list of `heapdiff serve` uses it too).
 pub const VIEWER_CSS: &str = include_str!("../../../assets/viewer.css");
@@ -26,6 +28,7 @@ pub fn page(model: &Model) -> String {
     VIEWER_HTML
         .replace("{{TITLE}}", &escape_html(&model.title))
         .replace("{{CSS}}", VIEWER_CSS)
+        .replace("{{STATS_JS}}", &script_safe(STATS_JS))
         .replace("{{JS}}", &script_safe(VIEWER_JS))
         .replace("{{DATA}}", &script_safe(&json))
 }

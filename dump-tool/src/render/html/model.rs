@@ -2,13 +2,15 @@
 //!
 //! Owns the viewer's JSON: per (thread, call stack) of the view the four
 //! estimated metrics of the new side and, for a comparison, of the base
-//! side, with the standard error of each (from the dumps' Horvitz–Thompson
-//! variance sums, see [`crate::stats`]), plus the frame, module and thread
+//! side, with the variance of each (the dumps' Horvitz–Thompson variance
+//! sums), the pairing and each metric's accumulation that
+//! [`crate::stats::change`]'s rule needs (the viewer applies the same rule,
+//! `assets/stats.js`, to every frame), plus the frame, module and thread
 //! tables. Stacks are the view's samples: a frame the view hid is gone, a
 //! thread or size-class frame the view added is there.
 
 use crate::compare::pairing;
-use crate::model::{FrameRef, Profile, Values, function_name};
+use crate::model::{FrameRef, Metric, Profile, Values, function_name};
 use crate::pipeline::View;
 use crate::stats::Pairing;
 use crate::symbols::LocationTable;
@@ -30,6 +32,8 @@ pub struct Model {
     pub base_name: Option<String>,
     /// Metric names in the order of every 4-value group below.
     pub metrics: [&'static str; 4],
+    /// Per metric, `in-use` or `cumulative` (see `stats::Accumulation`).
+    pub accumulations: [&'static str; 4],
     pub period: u64,
     /// `[shown name, module index or -1, "file:line" or "", full name]`.
     pub frames: Vec<(String, i64, String, String)>,
@@ -42,14 +46,15 @@ pub struct Model {
     pub stack_frames: Vec<Vec<u32>>,
     /// Per stack, 4 values (see `metrics`): new side.
     pub new_values: Vec<f64>,
-    /// True when the base is an earlier dump of the same process: the
-    /// variance of a cumulative (alloc) delta is then var(new) − var(base).
-    pub same_process: bool,
-    /// Per stack, 4 standard errors of the new side's estimates.
-    pub new_errors: Vec<f64>,
+    /// With a base: `same-process` or `independent` (see
+    /// `stats::Pairing`).
+    pub pairing: Option<&'static str>,
+    /// Per stack, 4 variances of the new side's estimates (single
+    /// precision: the JSON stays compact, the intervals unchanged).
+    pub new_variances: Vec<f32>,
     /// Same for the base side (empty without a base).
     pub base_values: Vec<f64>,
-    pub base_errors: Vec<f64>,
+    pub base_variances: Vec<f32>,
     /// Exact counters of the new side, then the base side.
     pub totals: Vec<heapsample_format::Totals>,
     pub links: Vec<Link>,
@@ -66,10 +71,14 @@ pub fn model(view: &View<'_>) -> Model {
         totals.push(base.profile.totals.clone());
     }
     // Pairing describes two single dumps; merged sides are independent.
-    let same_process = view.base.is_some_and(|base| {
-        base.inputs.len() == 1
-            && view.new.inputs.len() == 1
-            && pairing(&base.profile, &view.new.profile) == Pairing::SameProcess
+    let pairing = view.base.map(|base| {
+        let single = base.inputs.len() == 1 && view.new.inputs.len() == 1;
+        if single {
+            pairing(&base.profile, &view.new.profile)
+        } else {
+            Pairing::Independent
+        }
+        .name()
     });
     builder.executables = std::iter::once(view.new)
         .chain(view.base)
@@ -84,18 +93,19 @@ pub fn model(view: &View<'_>) -> Model {
         title,
         new_name: view.new.name.clone(),
         base_name: view.base.map(|b| b.name.clone()),
-        metrics: crate::model::Metric::ALL.map(|metric| metric.name()),
+        metrics: Metric::ALL.map(|metric| metric.name()),
+        accumulations: Metric::ALL.map(|metric| metric.accumulation().name()),
         period: view.new.profile.period,
-        same_process,
+        pairing,
         frames: Vec::new(),
         modules: Vec::new(),
         threads: Vec::new(),
         stack_threads: Vec::new(),
         stack_frames: Vec::new(),
         new_values: Vec::new(),
-        new_errors: Vec::new(),
+        new_variances: Vec::new(),
         base_values: Vec::new(),
-        base_errors: Vec::new(),
+        base_variances: Vec::new(),
         totals,
         links: Vec::new(),
     })
@@ -122,9 +132,9 @@ struct ModelBuilder<'a> {
     stack_ids: HashMap<(u32, Vec<u32>), usize>,
     stacks: Vec<(u32, Vec<u32>)>,
     new_values: Vec<[f64; 4]>,
-    new_errors: Vec<[f64; 4]>,
+    new_variances: Vec<[f64; 4]>,
     base_values: Vec<[f64; 4]>,
-    base_errors: Vec<[f64; 4]>,
+    base_variances: Vec<[f64; 4]>,
     executables: Vec<String>,
 }
 
@@ -141,9 +151,9 @@ impl<'a> ModelBuilder<'a> {
             stack_ids: HashMap::new(),
             stacks: Vec::new(),
             new_values: Vec::new(),
-            new_errors: Vec::new(),
+            new_variances: Vec::new(),
             base_values: Vec::new(),
-            base_errors: Vec::new(),
+            base_variances: Vec::new(),
             executables: Vec::new(),
         }
     }
@@ -155,14 +165,14 @@ impl<'a> ModelBuilder<'a> {
             let frames = self.frame_list(&sample.frames);
             let id = self.stack(thread, frames);
             let (values, variances) = if is_base {
-                (&mut self.base_values, &mut self.base_errors)
+                (&mut self.base_values, &mut self.base_variances)
             } else {
-                (&mut self.new_values, &mut self.new_errors)
+                (&mut self.new_values, &mut self.new_variances)
             };
             let sample_variances = four(&sample.variance);
             for (i, value) in four(&sample.values).into_iter().enumerate() {
                 values[id][i] += value;
-                // Variances add; square-rooted at the end.
+                // Variances of disjoint samples add.
                 variances[id][i] += sample_variances[i];
             }
         }
@@ -229,9 +239,9 @@ impl<'a> ModelBuilder<'a> {
         self.stack_ids.insert(key, id);
         for column in [
             &mut self.new_values,
-            &mut self.new_errors,
+            &mut self.new_variances,
             &mut self.base_values,
-            &mut self.base_errors,
+            &mut self.base_variances,
         ] {
             column.push([0.0; 4]);
         }
@@ -255,25 +265,33 @@ impl<'a> ModelBuilder<'a> {
         model.modules = self.modules;
         model.threads = self.threads;
         (model.stack_threads, model.stack_frames) = self.stacks.into_iter().unzip();
-        model.new_values = flatten(&self.new_values, false);
-        model.new_errors = flatten(&self.new_errors, true);
+        model.new_values = rounded(&self.new_values);
+        model.new_variances = single_precision(&self.new_variances);
         if has_base {
-            model.base_values = flatten(&self.base_values, false);
-            model.base_errors = flatten(&self.base_errors, true);
+            model.base_values = rounded(&self.base_values);
+            model.base_variances = single_precision(&self.base_variances);
         }
         model
     }
 }
 
-/// Round values to what the text formats show (compact JSON); errors are
-/// variances until here.
-fn flatten(rows: &[[f64; 4]], square_root: bool) -> Vec<f64> {
+/// Values rounded to what the text formats show (compact JSON).
+fn rounded(rows: &[[f64; 4]]) -> Vec<f64> {
+    rows.iter().flatten().map(|v| v.round()).collect()
+}
+
+/// Variances in single precision (7 digits, short JSON), never rounded to
+/// zero when they are not: a tiny variance stays an uncertainty.
+fn single_precision(rows: &[[f64; 4]]) -> Vec<f32> {
     rows.iter()
-        .flat_map(|row| {
-            row.iter().map(move |&v| {
-                let v = if square_root { v.sqrt() } else { v };
-                v.round()
-            })
+        .flatten()
+        .map(|&v| {
+            let single = v.clamp(0.0, f64::from(f32::MAX)) as f32;
+            if single == 0.0 && v > 0.0 {
+                f32::MIN_POSITIVE
+            } else {
+                single
+            }
         })
         .collect()
 }
