@@ -20,18 +20,17 @@
 //!    transform.
 //! 6. [`render`]: one output format each, from a [`pipeline::View`] (bytes,
 //!    never files).
-//! 7. the command line's glue: [`merge`], [`output`] (atomic writes).
-//! 8. [`serve`]: the web server over directories of dumps.
+//!
+//! The command line (`cli/`, the `heapdiff` binary: arguments, output
+//! files) and the web server (`serve/`: axum and tokio) are crates of their
+//! own above this one, so the library builds without either.
 
 pub mod compare;
 pub mod error;
 pub mod input;
-pub mod merge;
 pub mod model;
-pub mod output;
 pub mod pipeline;
 pub mod render;
-pub mod serve;
 pub mod stats;
 pub mod symbols;
 

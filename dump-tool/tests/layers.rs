@@ -24,8 +24,6 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("comparisons", &["compare"]),
     ("pipeline", &["pipeline"]),
     ("output formats", &["render"]),
-    ("command line", &["merge", "output"]),
-    ("server", &["serve"]),
 ];
 
 /// Module path (segments) of each file node → the nodes it imports.
@@ -238,8 +236,8 @@ fn read_modules(root: &Path, dir: &Path, found: &mut Vec<(Vec<String>, String)>)
         {
             module.pop();
         }
-        if module.is_empty() || module == ["main"] {
-            continue; // the crate root (declarations and re-exports only), the binary
+        if module.is_empty() {
+            continue; // the crate root: declarations and re-exports only
         }
         found.push((module, std::fs::read_to_string(&path).unwrap()));
     }

@@ -8,7 +8,7 @@ use crate::stats::Accumulation;
 use heapsample_format::Weights;
 
 /// What a flamegraph's widths and a report's numbers measure.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Metric {
     /// Bytes still live at the dump.
     #[default]

@@ -6,21 +6,22 @@
 //! sampling period, then pooled: `model::merge`), render through the
 //! ordinary renderers and are written through `output`.
 
-use crate::model::{BuildOptions, Metric};
 use crate::output::{self, Destination};
-use crate::pipeline::{Loaded, Session, Settings, View};
-use crate::render::pprof::PprofOptions;
-use crate::render::svg::SvgOptions;
-use crate::render::{self, html};
-use crate::symbols::{LocationTable, SymbolizeOptions};
-use crate::{Error, Result};
-use clap::{Parser, ValueEnum};
-use heapsample_format::Dump;
+use crate::print_notice;
+use crate::view_args::{MetricArg, ViewArgs};
+use clap::{Args, ValueEnum};
+use heapdiff::model::Metric;
+use heapdiff::pipeline::{Loaded, Session, View};
+use heapdiff::render::pprof::PprofOptions;
+use heapdiff::render::svg::SvgOptions;
+use heapdiff::render::{self, html};
+use heapdiff::symbols::LocationTable;
+use heapdiff::{Error, Result};
 use std::path::PathBuf;
 
-/// Sum dumps of many processes or hosts of the same program into one profile.
-#[derive(Parser, Debug)]
-#[command(name = "heapdiff merge")]
+/// Sum dumps of many processes or hosts of the same program into one
+/// profile (pprof, svg, html or text).
+#[derive(Args, Debug)]
 pub struct MergeArgs {
     /// The dumps to sum.
     #[arg(required = true, num_args = 1..)]
@@ -32,14 +33,10 @@ pub struct MergeArgs {
     #[arg(short, long, value_enum, default_value_t = MergeFormat::Pprof)]
     pub format: MergeFormat,
     /// What svg and text measure (pprof and html carry all four).
-    #[arg(short, long, value_enum, default_value_t = Metric::InuseSpace)]
-    pub metric: Metric,
-    /// Also look for modules and debug files here. Repeatable.
-    #[arg(long, value_name = "DIR")]
-    pub debug_dir: Vec<PathBuf>,
-    /// Keep the allocator's own frames at the leaf of each stack.
-    #[arg(long)]
-    pub keep_allocator_frames: bool,
+    #[arg(short, long, value_enum, default_value_t = MetricArg(Metric::InuseSpace))]
+    pub metric: MetricArg,
+    #[command(flatten)]
+    pub view: ViewArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -50,26 +47,19 @@ pub enum MergeFormat {
     Text,
 }
 
-/// Run `heapdiff merge` with `args` (without the program name).
-pub fn run(args: MergeArgs) -> Result<()> {
+/// Run `heapdiff merge`.
+pub fn run(args: &MergeArgs) -> Result<()> {
     let name = format!("{} dumps merged", args.dumps.len());
     let loaded = Loaded::read(name.clone(), &args.dumps)?;
-    let settings = Settings {
-        symbolize: SymbolizeOptions::with_debug_dirs(args.debug_dir.clone()),
-        build: BuildOptions {
-            keep_allocator_frames: args.keep_allocator_frames,
-        },
-        metric: args.metric,
-        ..Settings::default()
-    };
+    let settings = args.view.settings(args.metric.0, false);
     let session = Session::open(
         LocationTable::default(),
         loaded,
         None,
         &settings,
-        &mut |notice| eprintln!("heapdiff: {notice}"),
+        &mut print_notice,
     )?;
-    let bytes = render_merged(args.format, &session.view(), &args)?;
+    let bytes = render_merged(args.format, &session.view(), args)?;
     let destination = match &args.output {
         Some(path) => Destination::from_arg(path),
         None if args.format == MergeFormat::Text => Destination::Stdout,
@@ -84,7 +74,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
 
 fn render_merged(format: MergeFormat, view: &View<'_>, args: &MergeArgs) -> Result<Vec<u8>> {
     let fail = |why: String| Error::new(format!("merge: {why}"));
-    let dumps: Vec<&Dump> = view.new.inputs.iter().map(|input| &input.dump).collect();
+    let dumps: Vec<_> = view.new.inputs.iter().map(|input| &input.dump).collect();
     match format {
         MergeFormat::Pprof => {
             let mut comments = vec![format!("heapdiff merge of {} dumps", dumps.len())];

@@ -9,8 +9,8 @@
 //! Dumps are `*.prof` (and foreign `*.heap` profiles); temporary files
 //! (hidden, or with `.tmp` in the name) are skipped.
 
-use crate::input::{load, trigger_name};
-use crate::stats::Estimate;
+use heapdiff::input::{load, trigger_name};
+use heapdiff::stats::Estimate;
 use heapsample_format::Dump;
 use serde::Serialize;
 use std::collections::HashMap;

@@ -3,6 +3,7 @@
 //! checked on the model embedded in the page, on dumps whose stacks point
 //! into a real gcc binary (two threads, two allocation sites).
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::{Fixture, dump, module, stack};
@@ -193,5 +194,26 @@ fn a_comparison_page_shows_both_sides_through_the_view() {
     assert_eq!(
         model["accumulations"],
         serde_json::json!(["in-use", "in-use", "cumulative", "cumulative"])
+    );
+}
+
+#[test]
+fn a_merged_page_follows_the_view_options() {
+    let fixture = Fixture::new("html-views-merge", &["-no-pie"]);
+    let one = write(&fixture, "one.prof", &two_thread_dump(&fixture, 10));
+    let two = write(&fixture, "two.prof", &two_thread_dump(&fixture, 30));
+    let model = page_model(&["merge", s(&one), s(&two), "--focus", "leaf_alloc"]);
+    // The threads named `main` of both processes draw as one stack.
+    assert_eq!(stacks(&model), owned(&[(LEAF, 4000.0)]));
+    let model = page_model(&["merge", s(&one), s(&two), "--by-thread"]);
+    assert_eq!(
+        stacks(&model),
+        owned(&[
+            ("main|[thread main];main;calls_leaf;leaf_alloc", 4000.0),
+            (
+                "worker|[thread worker];main;outer_with_inline;inlined_helper",
+                400.0
+            ),
+        ])
     );
 }

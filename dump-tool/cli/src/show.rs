@@ -1,38 +1,37 @@
-//! The `heapdiff` command line: parses arguments, runs the pipeline of the
-//! library (load → symbolize → profile → render → output) and turns every
-//! failure into one line on stderr and exit status 2. `heapdiff serve` and
-//! `heapdiff merge` are subcommands with their own arguments.
+//! The default command, `heapdiff [--base BASE] DUMP`: one dump or a
+//! comparison of two through the pipeline, rendered in one format, written
+//! to a file or stdout, with a short summary and the CI gate's verdict.
 
-use clap::{Parser, ValueEnum};
+use crate::output::{self, Destination};
+use crate::print_notice;
+use crate::view_args::{MetricArg, ViewArgs};
+use clap::{Args, ValueEnum};
 use heapdiff::compare::gate::{Threshold, judge};
+use heapdiff::model::Metric;
 use heapdiff::model::folding::{diff, folded};
-use heapdiff::model::{BuildOptions, Metric, Transforms};
-use heapdiff::output::{self, Destination};
-use heapdiff::pipeline::{Loaded, Session, Settings, View};
+use heapdiff::pipeline::{Loaded, Session, View};
 use heapdiff::render::folded::DiffColumns;
 use heapdiff::render::pprof::PprofOptions;
 use heapdiff::render::svg::SvgOptions;
 use heapdiff::render::{self, html};
-use heapdiff::symbols::{LocationTable, NameStyle, SymbolizeOptions};
+use heapdiff::symbols::LocationTable;
 use heapdiff::{Error, Result};
-use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Symbolize heapsample dumps offline and render flamegraphs, differential
-/// flamegraphs, folded stacks, text reports or pprof profiles.
-#[derive(Parser, Debug)]
-#[command(name = "heapdiff", version)]
-struct Cli {
+/// The default command: one dump, or a comparison of two, in one format.
+#[derive(Args, Debug)]
+pub struct ShowArgs {
     /// The dump to show (the "new" side of a comparison): a heapsample
     /// dump, or a jemalloc (`jeprof.*.heap`) or gperftools heap profile.
-    dump: PathBuf,
+    #[arg(required = true)]
+    pub dump: Option<PathBuf>,
     /// Compare against this earlier dump: show what grew and what shrank.
     #[arg(long, value_name = "DUMP")]
     base: Option<PathBuf>,
     /// What to measure.
-    #[arg(short, long, value_enum, default_value_t = Metric::InuseSpace)]
-    metric: Metric,
+    #[arg(short, long, value_enum, default_value_t = MetricArg(Metric::InuseSpace))]
+    metric: MetricArg,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Svg)]
     format: Format,
@@ -53,10 +52,6 @@ struct Cli {
     /// Rows per table in the text report.
     #[arg(long, value_name = "N", default_value_t = 20)]
     top: usize,
-    /// Also look for modules and debug files here (by basename, by
-    /// `.build-id/xx/yyyy.debug`, by `.gnu_debuglink` name). Repeatable.
-    #[arg(long, value_name = "DIR")]
-    debug_dir: Vec<PathBuf>,
     /// Differential flamegraph sized by the base instead of the new dump, so
     /// stacks that vanished stay visible (red still means growth).
     #[arg(long)]
@@ -68,35 +63,6 @@ struct Cli {
     /// Accepted for compatibility: `stack BASE NEW` is the default.
     #[arg(long, hide = true)]
     two_column: bool,
-    /// Keep the allocator's own frames (malloc, operator new, __rust_alloc…)
-    /// at the leaf of each stack.
-    #[arg(long)]
-    keep_allocator_frames: bool,
-    /// Show whole signatures (return type, parameters, template arguments)
-    /// instead of short names such as `std::vector<…>::push_back`.
-    #[arg(long)]
-    full_names: bool,
-    /// Keep only stacks with a frame whose name matches REGEX.
-    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
-    focus: Option<Regex>,
-    /// Drop stacks with a frame whose name matches REGEX.
-    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
-    ignore: Option<Regex>,
-    /// Remove frames whose name matches REGEX, keeping the rest of the stack.
-    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
-    hide: Option<Regex>,
-    /// Treat leaf frames matching REGEX as allocator frames (wrappers such
-    /// as `PyObject_Malloc|xmalloc|g_malloc`), in addition to the built-in list.
-    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
-    allocator_frames: Option<Regex>,
-    /// A root frame per thread name (`[thread NAME]`, `[thread tid N]` for
-    /// an unnamed thread).
-    #[arg(long)]
-    by_thread: bool,
-    /// A leaf frame per size class of the stack's mean object size
-    /// (`[4–8 KiB]`).
-    #[arg(long)]
-    size_frames: bool,
     /// Compare dumps of different programs anyway.
     #[arg(long)]
     allow_mismatch: bool,
@@ -109,10 +75,20 @@ struct Cli {
     /// (10%). Exit status 0 otherwise; 2 stays "bad input".
     #[arg(long, value_name = "SIZE|PCT", requires = "base")]
     fail_if_grows: Option<Threshold>,
+    #[command(flatten)]
+    view: ViewArgs,
+}
+
+impl ShowArgs {
+    /// The dump: clap requires it when no subcommand is given, the only
+    /// case in which `run` is called.
+    fn dump(&self) -> &Path {
+        self.dump.as_deref().unwrap_or(Path::new(""))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Format {
+pub enum Format {
     Svg,
     Folded,
     Text,
@@ -123,38 +99,11 @@ enum Format {
     Json,
 }
 
-fn main() -> ExitCode {
-    let result = match std::env::args_os().nth(1).as_ref().and_then(|a| a.to_str()) {
-        Some("serve") => heapdiff::serve::run(subcommand_args()).map(|()| ExitCode::SUCCESS),
-        Some("merge") => heapdiff::merge::run(subcommand_args()).map(|()| ExitCode::SUCCESS),
-        _ => run(&Cli::parse()),
-    };
-    match result {
-        Ok(status) => status,
-        Err(error) => {
-            eprintln!("heapdiff: {error}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-/// The arguments after the subcommand's name.
-fn subcommand_args<T: Parser>() -> T {
-    let mut args: Vec<_> = std::env::args_os().collect();
-    let name = format!("heapdiff {}", args[1].to_string_lossy());
-    args.splice(0..2, [name.into()]);
-    T::parse_from(args)
-}
-
-fn parse_regex(text: &str) -> std::result::Result<Regex, String> {
-    Regex::new(text).map_err(|e| format!("not a valid regular expression: {e}"))
-}
-
-fn run(cli: &Cli) -> Result<ExitCode> {
-    let new = Loaded::read(
-        cli.dump.display().to_string(),
-        std::slice::from_ref(&cli.dump),
-    )?;
+/// Show the dump (or the comparison) `cli` names; the exit status is 1
+/// only when `--fail-if-grows` fails.
+pub fn run(cli: &ShowArgs) -> Result<ExitCode> {
+    let dump = cli.dump().to_path_buf();
+    let new = Loaded::read(dump.display().to_string(), &[dump])?;
     let base = cli
         .base
         .as_ref()
@@ -164,8 +113,8 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         LocationTable::default(),
         new,
         base,
-        &settings(cli),
-        &mut |notice| eprintln!("heapdiff: {notice}"),
+        &cli.view.settings(cli.metric.0, cli.allow_mismatch),
+        &mut print_notice,
     )?;
     let view = session.view();
     let bytes = render_output(cli, &view)?;
@@ -176,7 +125,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
 }
 
 /// `--fail-if-grows`: the verdict on stderr, exit status 1 when it fails.
-fn judge_growth(cli: &Cli, view: &View<'_>) -> ExitCode {
+fn judge_growth(cli: &ShowArgs, view: &View<'_>) -> ExitCode {
     let (Some(threshold), Some(base)) = (cli.fail_if_grows, view.base) else {
         return ExitCode::SUCCESS;
     };
@@ -195,39 +144,8 @@ fn judge_growth(cli: &Cli, view: &View<'_>) -> ExitCode {
     }
 }
 
-fn settings(cli: &Cli) -> Settings {
-    Settings {
-        symbolize: SymbolizeOptions::with_debug_dirs(cli.debug_dir.clone()),
-        names: if cli.full_names {
-            NameStyle::Full
-        } else {
-            NameStyle::Short
-        },
-        build: BuildOptions {
-            keep_allocator_frames: cli.keep_allocator_frames,
-        },
-        transforms: transforms(cli),
-        metric: cli.metric,
-        allow_mismatch: cli.allow_mismatch,
-    }
-}
-
-fn transforms(cli: &Cli) -> Transforms {
-    Transforms {
-        focus: cli.focus.clone(),
-        ignore: cli.ignore.clone(),
-        hide: cli.hide.clone(),
-        allocator_frames: cli
-            .allocator_frames
-            .clone()
-            .filter(|_| !cli.keep_allocator_frames),
-        by_thread: cli.by_thread,
-        size_frames: cli.size_frames,
-    }
-}
-
-fn render_output(cli: &Cli, view: &View<'_>) -> Result<Vec<u8>> {
-    let fail = |why: String| Error::file(&cli.dump, why);
+fn render_output(cli: &ShowArgs, view: &View<'_>) -> Result<Vec<u8>> {
+    let fail = |why: String| Error::file(cli.dump(), why);
     match cli.format {
         Format::Svg => {
             note_vanished_stacks(cli, view);
@@ -241,7 +159,7 @@ fn render_output(cli: &Cli, view: &View<'_>) -> Result<Vec<u8>> {
     }
 }
 
-fn html_page(cli: &Cli, view: &View<'_>) -> String {
+fn html_page(cli: &ShowArgs, view: &View<'_>) -> String {
     let mut model = html::model(view);
     if let Some(title) = &cli.title {
         model.title = title.clone();
@@ -249,7 +167,7 @@ fn html_page(cli: &Cli, view: &View<'_>) -> String {
     html::page(&model)
 }
 
-fn svg_options(cli: &Cli) -> SvgOptions {
+fn svg_options(cli: &ShowArgs) -> SvgOptions {
     SvgOptions {
         title: cli.title.clone(),
         inverted: cli.inverted,
@@ -258,7 +176,7 @@ fn svg_options(cli: &Cli) -> SvgOptions {
     }
 }
 
-fn diff_columns(cli: &Cli) -> DiffColumns {
+fn diff_columns(cli: &ShowArgs) -> DiffColumns {
     if cli.delta {
         DiffColumns::Delta
     } else {
@@ -266,9 +184,9 @@ fn diff_columns(cli: &Cli) -> DiffColumns {
     }
 }
 
-fn pprof_options(cli: &Cli, view: &View<'_>) -> PprofOptions {
+fn pprof_options(cli: &ShowArgs, view: &View<'_>) -> PprofOptions {
     let new_dump = view.new.first_dump();
-    let mut comments = vec![format!("heapdiff of {}", cli.dump.display())];
+    let mut comments = vec![format!("heapdiff of {}", cli.dump().display())];
     if let Some(base) = &cli.base {
         comments.push(format!("minus base {} (negated samples)", base.display()));
     }
@@ -282,7 +200,7 @@ fn pprof_options(cli: &Cli, view: &View<'_>) -> PprofOptions {
 
 /// Stacks of the base that are gone from the new dump have width 0 in the
 /// default differential flamegraph: say so, and how to see them.
-fn note_vanished_stacks(cli: &Cli, view: &View<'_>) {
+fn note_vanished_stacks(cli: &ShowArgs, view: &View<'_>) {
     if cli.negate {
         return;
     }
@@ -304,11 +222,11 @@ fn note_vanished_stacks(cli: &Cli, view: &View<'_>) {
     }
 }
 
-fn destination(cli: &Cli) -> Destination {
+fn destination(cli: &ShowArgs) -> Destination {
     match &cli.output {
         Some(path) => Destination::from_arg(path),
         None => match default_extension(cli) {
-            Some(extension) => Destination::File(path_with_suffix(&cli.dump, extension)),
+            Some(extension) => Destination::File(path_with_suffix(cli.dump(), extension)),
             None => Destination::Stdout,
         },
     }
@@ -316,7 +234,7 @@ fn destination(cli: &Cli) -> Destination {
 
 /// Svg, pprof and html go next to the dump by default; text and folded to
 /// stdout.
-fn default_extension(cli: &Cli) -> Option<&'static str> {
+fn default_extension(cli: &ShowArgs) -> Option<&'static str> {
     let diff = cli.base.is_some();
     match (cli.format, diff) {
         (Format::Svg, false) => Some(".svg"),
@@ -337,7 +255,7 @@ fn path_with_suffix(path: &Path, suffix: &str) -> PathBuf {
 
 /// After writing a file: its path on stderr, and for svg and pprof a short
 /// summary on stdout (on stderr when stdout carries the output).
-fn report_written(cli: &Cli, view: &View<'_>, destination: &Destination) {
+fn report_written(cli: &ShowArgs, view: &View<'_>, destination: &Destination) {
     if let Destination::File(path) = destination {
         eprintln!("heapdiff: wrote {}", path.display());
     }

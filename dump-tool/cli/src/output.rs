@@ -1,7 +1,7 @@
 //! Writing results: to stdout, or atomically to a file (a temporary file in
 //! the same directory, then a rename), so a reader never sees half a file.
 
-use crate::{Error, Result};
+use heapdiff::{Error, Result};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! The heapdiff binary end to end on dumps built from a real gcc binary:
 //! every format, comparisons, default paths, mismatches and bad input.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use common::{Fixture, dump, module, stack};

@@ -1,0 +1,68 @@
+//! The `heapdiff` command line: parses the arguments (clap, every
+//! subcommand listed in `--help`), runs the library's pipeline for the
+//! default command and `merge`, starts the server for `serve`, and turns
+//! every failure into one line on stderr and exit status 2.
+//!
+//! `heapdiff DUMP` and `heapdiff --base A B` need no subcommand name: the
+//! default command's options live at the top level, beside the
+//! subcommands.
+
+mod merge;
+mod output;
+mod serve;
+mod show;
+mod view_args;
+
+use clap::{Parser, Subcommand};
+use heapdiff::pipeline::Notice;
+use std::process::ExitCode;
+
+/// Symbolize heapsample dumps offline and render flamegraphs, differential
+/// flamegraphs, folded stacks, text reports, JSON, pprof profiles or the
+/// interactive viewer; merge dumps; browse them in a browser.
+#[derive(Parser, Debug)]
+#[command(
+    name = "heapdiff",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    show: show::ShowArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Browse dumps in a browser: list, timelines, flamegraphs, diffs, pprof.
+    Serve(serve::ServeArgs),
+    /// Sum dumps of many processes or hosts of the same program into one
+    /// profile.
+    Merge(merge::MergeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Some(Command::Serve(args)) => {
+            heapdiff_serve::run(args.config()).map(|()| ExitCode::SUCCESS)
+        }
+        Some(Command::Merge(args)) => merge::run(args).map(|()| ExitCode::SUCCESS),
+        None => show::run(&cli.show),
+    };
+    match result {
+        Ok(status) => status,
+        Err(error) => {
+            eprintln!("heapdiff: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// A notice of the pipeline on stderr: `heapdiff: note: …` or
+/// `heapdiff: warning: …`.
+fn print_notice(notice: Notice) {
+    eprintln!("heapdiff: {notice}");
+}

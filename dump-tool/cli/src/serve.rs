@@ -1,0 +1,50 @@
+//! `heapdiff serve`: its arguments, handed to the server crate.
+
+use clap::Args;
+use heapdiff::model::BuildOptions;
+use heapdiff::pipeline::Settings;
+use heapdiff::symbols::SymbolizeOptions;
+use heapdiff_serve::Config;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// Browse dumps in a browser: list, timelines, flamegraphs, diffs, pprof.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Directories to watch for dumps (and single dump files). Default: `.`.
+    pub paths: Vec<PathBuf>,
+    /// TCP port; 0 picks a free one.
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Address to listen on. Anything but loopback exposes the dumps.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Also look for modules and debug files here. Repeatable.
+    #[arg(long, value_name = "DIR")]
+    pub debug_dir: Vec<PathBuf>,
+    /// Keep the allocator's own frames at the leaf of each stack.
+    #[arg(long)]
+    pub keep_allocator_frames: bool,
+}
+
+impl ServeArgs {
+    /// The server's configuration: no progress bar (no terminal to draw
+    /// on), any two listed dumps may be compared (the page names both).
+    pub fn config(&self) -> Config {
+        let mut symbolize = SymbolizeOptions::with_debug_dirs(self.debug_dir.clone());
+        symbolize.progress = false;
+        Config {
+            paths: self.paths.clone(),
+            bind: self.bind,
+            port: self.port,
+            settings: Settings {
+                symbolize,
+                build: BuildOptions {
+                    keep_allocator_frames: self.keep_allocator_frames,
+                },
+                allow_mismatch: true,
+                ..Settings::default()
+            },
+        }
+    }
+}

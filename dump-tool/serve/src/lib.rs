@@ -1,0 +1,96 @@
+//! `heapdiff serve [DIR|DUMP...]`: a local web server that lists the dumps
+//! under the given paths (grouped by process, with a timeline each), shows
+//! any dump or pair of dumps in the flamegraph viewer, and serves each as a
+//! pprof profile at a stable URL.
+//!
+//! Owns the HTTP surface ([`routes`]): GET (and HEAD) only, every other
+//! method refused; the only files it reads are the catalog's dumps
+//! ([`catalog`] maps ids to files) and the symbol files of their modules.
+//! Every view is built by the library's one pipeline
+//! (`heapdiff::pipeline::Session`) in a symbol table shared by all requests
+//! ([`symbol_cache`]: an address is symbolized once, the table dropped when
+//! it grows too large); at most two views are built at a time
+//! ([`view_limit`]). It never writes a file. The web stack (axum, tokio)
+//! lives in this crate only: the `heapdiff` library builds without it.
+
+pub mod catalog;
+pub mod listing;
+pub mod query;
+pub mod routes;
+pub mod symbol_cache;
+pub mod urls;
+pub mod view_limit;
+pub mod views;
+
+use catalog::Catalog;
+use heapdiff::pipeline::Settings;
+use heapdiff::{Error, Result};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use symbol_cache::SymbolCache;
+use view_limit::ViewLimit;
+
+/// The shared symbol table is dropped and rebuilt past this many addresses,
+/// so a long-running server's memory stays bounded.
+const MAX_CACHED_LOCATIONS: usize = 2_000_000;
+/// Views built at the same time (each holds its dumps in memory).
+const CONCURRENT_VIEWS: usize = 2;
+
+/// What to serve, where, and how views are built.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Directories to watch for dumps (and single dump files); empty: `.`.
+    pub paths: Vec<PathBuf>,
+    pub bind: IpAddr,
+    /// 0 picks a free port.
+    pub port: u16,
+    /// How every view is symbolized and built.
+    pub settings: Settings,
+}
+
+/// What every request shares.
+pub struct AppState {
+    pub catalog: Mutex<Catalog>,
+    pub symbols: SymbolCache,
+    pub settings: Settings,
+    pub views: ViewLimit,
+}
+
+/// Run the server until it is killed.
+pub fn run(config: Config) -> Result<()> {
+    let paths = if config.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        config.paths.clone()
+    };
+    let mut catalog = Catalog::new(&paths).map_err(Error::new)?;
+    catalog.rescan();
+    let count = catalog.entries().len();
+    let state = Arc::new(AppState {
+        catalog: Mutex::new(catalog),
+        symbols: SymbolCache::new(MAX_CACHED_LOCATIONS),
+        settings: config.settings,
+        views: ViewLimit::new(CONCURRENT_VIEWS),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::new(format!("cannot start the server: {e}")))?;
+    runtime.block_on(async move {
+        let address = SocketAddr::new(config.bind, config.port);
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| Error::new(format!("cannot listen on {address}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| Error::new(format!("cannot listen on {address}: {e}")))?;
+        println!("heapdiff: serving {count} dumps at http://{local}/");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        axum::serve(listener, routes::router(state))
+            .await
+            .map_err(|e| Error::new(format!("server stopped: {e}")))
+    })
+}

@@ -1,0 +1,29 @@
+//! The query of a view or profile request, checked before any work.
+
+use axum::extract::Query;
+use axum::extract::rejection::QueryRejection;
+use axum::http::{StatusCode, Uri};
+use serde::Deserialize;
+
+/// Longest query string accepted (longer: 414 URI Too Long).
+pub const MAX_QUERY_LEN: usize = 2048;
+
+/// `?dump=ID[&base=ID]`.
+#[derive(Deserialize)]
+pub struct Pick {
+    pub dump: Option<String>,
+    pub base: Option<String>,
+}
+
+/// The ids of a query, or the status and reason of its refusal.
+pub fn checked_query(
+    uri: &Uri,
+    query: Result<Query<Pick>, QueryRejection>,
+) -> Result<Pick, (StatusCode, &'static str)> {
+    if uri.query().is_some_and(|q| q.len() > MAX_QUERY_LEN) {
+        return Err((StatusCode::URI_TOO_LONG, "query too long"));
+    }
+    query
+        .map(|Query(pick)| pick)
+        .map_err(|_| (StatusCode::BAD_REQUEST, "bad query"))
+}

@@ -1,0 +1,68 @@
+//! The routes, the headers every response carries, and the plain
+//! responses (assets, refusals).
+
+use crate::AppState;
+use crate::listing::list;
+use crate::views::{pprof, view};
+use axum::Router;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use heapdiff::render::html;
+use std::sync::Arc;
+
+const INDEX_HTML: &str = include_str!("../assets/index.html");
+const INDEX_JS: &str = include_str!("../assets/index.js");
+
+/// Every route of the server over `state`.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route(
+            "/index.js",
+            get(|| async { asset(INDEX_JS, "text/javascript") }),
+        )
+        .route(
+            "/style.css",
+            get(|| async { asset(html::VIEWER_CSS, "text/css") }),
+        )
+        .route("/api/dumps", get(list))
+        .route("/view", get(view))
+        .route("/pprof/{*id}", get(pprof))
+        .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such page") })
+        .layer(axum::middleware::map_response(secure_headers))
+        .with_state(state)
+}
+
+async fn secure_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src data:",
+        ),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+pub fn asset(body: &'static str, content_type: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+pub fn refuse(status: StatusCode, why: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("{why}\n"),
+    )
+        .into_response()
+}
+
+async fn index() -> Response {
+    asset(INDEX_HTML, "text/html; charset=utf-8")
+}
