@@ -7,12 +7,25 @@
 //!   of the directory, a huge query, POST/PUT/DELETE) are refused and the
 //!   server keeps serving;
 //! - `go tool pprof -top` on a served URL agrees with the text report;
-//! - `heapdiff merge` of two processes' dumps is the sum of their estimates.
+//! - a query over 2 KiB is refused as too long;
+//! - `heapdiff merge` of two processes' dumps is the sum of their estimates,
+//!   in the text report and in the pprof profile.
 
 mod serve_common;
 
 use heapsample_tests::*;
 use serve_common::*;
+
+/// Decode a gzipped pprof file written by heapdiff.
+fn read_pprof(path: &std::path::Path) -> heapdiff::render::pprof::PbProfile {
+    use prost::Message;
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(&std::fs::read(path).expect("read pprof")[..])
+        .read_to_end(&mut bytes)
+        .expect("gunzip");
+    heapdiff::render::pprof::PbProfile::decode(&bytes[..]).expect("decode profile.proto")
+}
 
 fn listing(server: &Server) -> serde_json::Value {
     let (status, body) = server.get("/api/dumps");
@@ -95,6 +108,18 @@ fn list_refuses_hostile_requests_and_serves_pprof() {
         assert!((400..500).contains(&status), "{path}: {status} {body}");
         assert!(!body.contains(secret), "{path} leaked a file");
     }
+    // A query over 2 KiB is refused as too long before any work; one of
+    // exactly 2 KiB is read (and names no dump).
+    let too_long = format!("/view?dump={}", "a".repeat(2049 - "dump=".len()));
+    assert_eq!(server.get(&too_long).0, 414, "a view query over 2 KiB");
+    let too_long = format!(
+        "/pprof/{}?base={}",
+        names[0],
+        "b".repeat(2049 - "base=".len())
+    );
+    assert_eq!(server.get(&too_long).0, 414, "a profile query over 2 KiB");
+    let at_limit = format!("/view?dump={}", "a".repeat(2048 - "dump=".len()));
+    assert_eq!(server.get(&at_limit).0, 404, "a query of 2 KiB");
     let huge = format!("/view?dump={}", "a".repeat(200_000));
     let (status, _) = server.get(&huge);
     assert!(
@@ -213,7 +238,43 @@ fn merge_sums_the_processes() {
     let text = String::from_utf8_lossy(&merged_html.stderr).into_owned();
     assert!(merged_html.status.success(), "{text}");
     assert!(text.contains("wrote"), "{text}");
-    assert!(std::fs::metadata(&out).unwrap().len() > 100);
+    // The merged profile's in-use totals are the sum of the processes'
+    // estimates (each sample rounded on its own: within a byte per sample).
+    let profile = read_pprof(&out);
+    let total = |name: &str| -> i64 {
+        let index = profile
+            .sample_type
+            .iter()
+            .position(|t| profile.string_table[t.r#type as usize] == name)
+            .unwrap_or_else(|| panic!("no {name} in the profile"));
+        profile.sample.iter().map(|s| s.value[index]).sum()
+    };
+    let rounding = profile.sample.len() as i64;
+    let (bytes_sum, objects_sum) = (parts[0].0 + parts[1].0, parts[0].1 + parts[1].1);
+    assert!(
+        (total("inuse_space") - bytes_sum).abs() <= rounding,
+        "{bytes_sum}"
+    );
+    assert!(
+        (total("inuse_objects") - objects_sum).abs() <= rounding,
+        "{objects_sum}"
+    );
+    let tid_key = profile
+        .string_table
+        .iter()
+        .position(|s| s == "tid")
+        .unwrap() as i64;
+    let mut thread_ids: Vec<i64> = profile
+        .sample
+        .iter()
+        .flat_map(|s| s.label.iter().filter(|l| l.key == tid_key).map(|l| l.num))
+        .collect();
+    thread_ids.sort();
+    thread_ids.dedup();
+    assert!(
+        thread_ids.len() >= 2,
+        "each process keeps its threads: {thread_ids:?}"
+    );
     let svg = runs[0].dir.path().join("fleet.svg");
     heapdiff_ok(&[
         "merge",

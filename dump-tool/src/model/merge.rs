@@ -78,3 +78,162 @@ pub fn sum_totals<'a>(all: impl IntoIterator<Item = &'a Totals>) -> Totals {
     }
     sum
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::model::BuildOptions;
+    use crate::model::profile::tests::unmapped_dump;
+    use crate::symbols::LocationTable;
+    use heapsample_format::{Dump, Stack, sample_weights};
+
+    /// A sampled stack (period 2^10) of `count` objects of `size` bytes on
+    /// thread `thread`.
+    fn stack(frames: &[u64], thread: u32, count: u64, size: u64) -> Stack {
+        let mut weights = heapsample_format::Weights::default();
+        for _ in 0..count {
+            weights = weights.plus(&sample_weights(size, 1 << 10));
+        }
+        Stack {
+            frames: frames.to_vec(),
+            thread,
+            live_objects: count,
+            live_bytes: count * size,
+            alloc_objects: count,
+            alloc_bytes: count * size,
+            live: weights,
+            alloc: weights,
+            ..Stack::default()
+        }
+    }
+
+    fn thread(serial: u32, name: &str) -> ThreadInfo {
+        ThreadInfo {
+            serial,
+            tid: 100 + serial,
+            name: name.into(),
+        }
+    }
+
+    fn profiles(dumps: &[Dump]) -> Vec<Profile> {
+        let mut table = LocationTable::default();
+        let stacks: Vec<_> = dumps.iter().map(|d| table.intern_dump(d)).collect();
+        table.symbolize(&Default::default(), &mut |w| panic!("{w}"));
+        dumps
+            .iter()
+            .zip(&stacks)
+            .map(|(dump, stacks)| Profile::build(dump, stacks, &table, BuildOptions::default()))
+            .collect()
+    }
+
+    /// Two sampled dumps of two processes (pids 1 and 2) of one program,
+    /// with a `main` thread each and a stack they share.
+    pub(crate) fn two_processes() -> Vec<Dump> {
+        let one = Dump {
+            lg_sample_period: 10,
+            threads: vec![thread(1, "main"), thread(2, "worker")],
+            ..unmapped_dump(vec![
+                stack(&[0x10, 0x20], 1, 3, 100),
+                stack(&[0x30], 2, 2, 5000),
+            ])
+        };
+        let two = Dump {
+            lg_sample_period: 10,
+            pid: 2,
+            threads: vec![thread(1, "main"), thread(3, "io")],
+            ..unmapped_dump(vec![
+                stack(&[0x10, 0x20], 1, 4, 100),
+                stack(&[0x40], 3, 1, 64),
+            ])
+        };
+        vec![one, two]
+    }
+
+    #[test]
+    fn estimates_and_variances_of_independent_processes_add() {
+        let parts = profiles(&two_processes());
+        let pooled = merged(parts.clone());
+        let mut estimated = Values::default();
+        let mut variance = Values::default();
+        for part in &parts {
+            estimated.add(&part.estimated);
+            variance.add(&part.variance);
+        }
+        assert_eq!(pooled.estimated, estimated);
+        assert_eq!(pooled.variance, variance);
+        assert!(variance.inuse_space > 0.0, "sampled, not exact");
+        assert_eq!(pooled.samples.len(), 4, "every sample kept");
+        let whole = pooled.estimate(crate::model::Metric::InuseSpace);
+        let sum: f64 = pooled.samples.iter().map(|s| s.variance.inuse_space).sum();
+        assert_eq!(whole.variance, sum);
+    }
+
+    #[test]
+    fn threads_are_renumbered_so_processes_never_share_one() {
+        let parts = profiles(&two_processes());
+        let names = |profile: &Profile| -> Vec<String> {
+            profile
+                .samples
+                .iter()
+                .map(|s| {
+                    profile
+                        .thread(s.thread)
+                        .map_or("?".into(), |t| t.name.clone())
+                })
+                .collect()
+        };
+        let expected: Vec<String> = parts.iter().flat_map(names).collect();
+        let pooled = merged(parts);
+        assert_eq!(names(&pooled), expected, "each sample keeps its thread");
+        let serials: Vec<u32> = pooled.threads.iter().map(|t| t.serial).collect();
+        assert_eq!(
+            serials,
+            [1, 2, 4, 6],
+            "the second process's past the first's"
+        );
+        let mains: Vec<u32> = pooled
+            .samples
+            .iter()
+            .filter(|s| pooled.thread(s.thread).is_some_and(|t| t.name == "main"))
+            .map(|s| s.thread)
+            .collect();
+        assert_eq!(mains, [1, 4], "two threads named main stay two threads");
+    }
+
+    #[test]
+    fn exact_counters_sum_those_that_recorded_them() {
+        let recorded = Totals {
+            allocations: 10,
+            frees: Some(4),
+            bytes_allocated: 1000,
+            live_usable_bytes: Some(600),
+            samples_taken: 10,
+            samples_live: 6,
+            threads_seen: 2,
+            ..Totals::default()
+        };
+        let foreign = Totals {
+            allocations: 5,
+            frees: None,
+            bytes_allocated: 50,
+            live_usable_bytes: None,
+            ..Totals::default()
+        };
+        let partly = Totals {
+            frees: Some(1),
+            live_usable_bytes: None,
+            ..recorded.clone()
+        };
+        let sum = sum_totals([&recorded, &foreign, &partly]);
+        assert_eq!(sum.allocations, 25);
+        assert_eq!(sum.bytes_allocated, 2050);
+        assert_eq!(sum.frees, Some(5), "the dumps that counted frees");
+        assert_eq!(sum.live_usable_bytes, Some(600));
+        assert_eq!(sum.samples_live, 12);
+        assert_eq!(
+            sum_totals([&foreign, &foreign]).frees,
+            None,
+            "nobody counted"
+        );
+    }
+}

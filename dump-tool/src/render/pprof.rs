@@ -488,3 +488,77 @@ fn sample_type_name(metric: Metric) -> &'static str {
         Metric::InuseSpace => "inuse_space",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::Input;
+    use crate::model::merge::tests::two_processes;
+    use crate::pipeline::{Loaded, Session, Settings};
+    use heapsample_format::Dump;
+    use std::path::PathBuf;
+
+    fn input(name: &str, dump: &Dump) -> Input {
+        Input {
+            path: PathBuf::from(name),
+            dump: dump.clone(),
+            version: heapsample_format::VERSION,
+        }
+    }
+
+    /// The profile of the session of `inputs` (one side, merged when
+    /// several).
+    fn profile_of(inputs: Vec<Input>) -> PbProfile {
+        let loaded = Loaded {
+            name: "merged".into(),
+            inputs,
+        };
+        let session = Session::open(
+            LocationTable::default(),
+            loaded,
+            None,
+            &Settings::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        build(&session.view(), &PprofOptions::default())
+    }
+
+    fn totals(profile: &PbProfile) -> Vec<i64> {
+        (0..profile.sample_type.len())
+            .map(|i| profile.sample.iter().map(|s| s.value[i]).sum())
+            .collect()
+    }
+
+    #[test]
+    fn a_merged_profile_totals_the_sum_of_its_inputs() {
+        let dumps = two_processes();
+        let parts: Vec<PbProfile> = dumps
+            .iter()
+            .enumerate()
+            .map(|(i, dump)| profile_of(vec![input(&format!("{i}"), dump)]))
+            .collect();
+        let merged = profile_of(vec![input("0", &dumps[0]), input("1", &dumps[1])]);
+        let sum: Vec<i64> = (0..4)
+            .map(|i| parts.iter().map(|p| totals(p)[i]).sum())
+            .collect();
+        assert_eq!(totals(&merged), sum);
+        assert!(sum.iter().all(|&total| total > 0), "{sum:?}");
+        let samples: usize = parts.iter().map(|p| p.sample.len()).sum();
+        assert_eq!(
+            merged.sample.len(),
+            samples,
+            "samples are pooled, not folded"
+        );
+        // Each process's `main` keeps its own tid label.
+        let tid = merged.string_table.iter().position(|s| s == "tid").unwrap() as i64;
+        let mut tids: Vec<i64> = merged
+            .sample
+            .iter()
+            .flat_map(|s| s.label.iter().filter(|l| l.key == tid).map(|l| l.num))
+            .collect();
+        tids.sort();
+        tids.dedup();
+        assert_eq!(tids, [101, 102, 103], "main, worker, io (main's tid twice)");
+    }
+}
