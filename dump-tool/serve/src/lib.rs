@@ -16,6 +16,7 @@
 pub mod catalog;
 pub mod listing;
 pub mod query;
+pub mod responses;
 pub mod routes;
 pub mod symbol_cache;
 pub mod urls;

@@ -3,7 +3,7 @@
 
 use crate::AppState;
 use crate::catalog::{Catalog, Summary};
-use crate::routes::refuse;
+use crate::responses::refuse;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};

@@ -1,12 +1,12 @@
-//! The routes, the headers every response carries, and the plain
-//! responses (assets, refusals).
+//! The routes and the headers every response carries.
 
 use crate::AppState;
 use crate::listing::list;
+use crate::responses::{asset, refuse};
 use crate::views::{pprof, view};
 use axum::Router;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use heapdiff::render::html;
 use std::sync::Arc;
@@ -48,19 +48,6 @@ async fn secure_headers(mut response: Response) -> Response {
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
-}
-
-pub fn asset(body: &'static str, content_type: &'static str) -> Response {
-    ([(header::CONTENT_TYPE, content_type)], body).into_response()
-}
-
-pub fn refuse(status: StatusCode, why: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        format!("{why}\n"),
-    )
-        .into_response()
 }
 
 async fn index() -> Response {

@@ -5,7 +5,7 @@
 
 use crate::AppState;
 use crate::query::{Pick, checked_query};
-use crate::routes::refuse;
+use crate::responses::refuse;
 use crate::urls::{url_component, url_path};
 use crate::view_limit::Unfinished;
 use axum::extract::rejection::QueryRejection;

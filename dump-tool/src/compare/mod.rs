@@ -2,7 +2,7 @@
 //! dumps are of one process, and the CI gate.
 //!
 //! Owns applying [`crate::stats`]' rules to profiles: [`functions`] (self
-//! and total values and changes), [`pairing`] (same process or
+//! and total values and changes), [`pairing`](mod@pairing) (same process or
 //! independent), [`gate`] (`--fail-if-grows`: the verdict as data; its
 //! words are `render::gate`'s). No I/O, no formatting.
 

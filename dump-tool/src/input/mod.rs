@@ -1,6 +1,6 @@
 //! Input: files in, checked [`heapsample_format::Dump`]s out.
 //!
-//! Owns opening and reading files ([`file`]), decoding heapsample dumps of
+//! Owns opening and reading files ([`file`](mod@file)), decoding heapsample dumps of
 //! every supported format version and checking their values ([`dump_file`]),
 //! other profilers' heap profiles ([`foreign`]), and whether dumps can be
 //! compared or merged ([`compatibility`]). The lowest stage but the pure

@@ -1,151 +1,14 @@
-//! pprof output: a gzipped `profile.proto`.
-//!
-//! The messages are a hand-written subset of pprof's `profile.proto` as
-//! `prost` structs (field numbers from the upstream schema), so no protoc
-//! and no build script are needed. Sample types are, in this order,
-//! `alloc_objects/count, alloc_space/bytes, inuse_objects/count,
-//! inuse_space/bytes` (pprof's heap convention), the period type is
-//! `space/bytes` with the sampling period, and `default_sample_type` is the
-//! chosen metric. Values are the corrected estimates, rounded. With a base,
-//! its samples are added with negated values, as `pprof -base` does.
+//! Building the pprof message of a view: strings, functions, locations and
+//! mappings interned while samples are added, base samples negated.
 
-use super::round;
+use super::proto::{
+    PbFunction, PbLabel, PbLine, PbLocation, PbMapping, PbProfile, PbSample, PbValueType,
+};
 use crate::model::{Metric, Profile, Sample};
 use crate::pipeline::View;
+use crate::render::round;
 use crate::symbols::{Line, LocationId, LocationTable, ModuleId, ModuleRecord, hex};
-use flate2::Compression;
-use flate2::write::GzEncoder;
-use prost::Message;
 use std::collections::HashMap;
-use std::io::Write;
-
-/// pprof `Profile` (subset: everything heapdiff writes).
-#[derive(Clone, PartialEq, Message)]
-pub struct PbProfile {
-    #[prost(message, repeated, tag = "1")]
-    pub sample_type: Vec<PbValueType>,
-    #[prost(message, repeated, tag = "2")]
-    pub sample: Vec<PbSample>,
-    #[prost(message, repeated, tag = "3")]
-    pub mapping: Vec<PbMapping>,
-    #[prost(message, repeated, tag = "4")]
-    pub location: Vec<PbLocation>,
-    #[prost(message, repeated, tag = "5")]
-    pub function: Vec<PbFunction>,
-    #[prost(string, repeated, tag = "6")]
-    pub string_table: Vec<String>,
-    #[prost(int64, tag = "9")]
-    pub time_nanos: i64,
-    #[prost(message, optional, tag = "11")]
-    pub period_type: Option<PbValueType>,
-    #[prost(int64, tag = "12")]
-    pub period: i64,
-    #[prost(int64, repeated, tag = "13")]
-    pub comment: Vec<i64>,
-    #[prost(int64, tag = "14")]
-    pub default_sample_type: i64,
-}
-
-/// pprof `ValueType`: indexes into the string table.
-#[derive(Clone, PartialEq, Message)]
-pub struct PbValueType {
-    #[prost(int64, tag = "1")]
-    pub r#type: i64,
-    #[prost(int64, tag = "2")]
-    pub unit: i64,
-}
-
-/// pprof `Sample`: locations leaf first.
-#[derive(Clone, PartialEq, Message)]
-pub struct PbSample {
-    #[prost(uint64, repeated, tag = "1")]
-    pub location_id: Vec<u64>,
-    #[prost(int64, repeated, tag = "2")]
-    pub value: Vec<i64>,
-    #[prost(message, repeated, tag = "3")]
-    pub label: Vec<PbLabel>,
-}
-
-/// pprof `Label`.
-#[derive(Clone, PartialEq, Message)]
-pub struct PbLabel {
-    #[prost(int64, tag = "1")]
-    pub key: i64,
-    #[prost(int64, tag = "2")]
-    pub str: i64,
-    #[prost(int64, tag = "3")]
-    pub num: i64,
-    #[prost(int64, tag = "4")]
-    pub num_unit: i64,
-}
-
-/// pprof `Mapping`.
-#[derive(Clone, PartialEq, Message)]
-pub struct PbMapping {
-    #[prost(uint64, tag = "1")]
-    pub id: u64,
-    #[prost(uint64, tag = "2")]
-    pub memory_start: u64,
-    #[prost(uint64, tag = "3")]
-    pub memory_limit: u64,
-    #[prost(uint64, tag = "4")]
-    pub file_offset: u64,
-    #[prost(int64, tag = "5")]
-    pub filename: i64,
-    #[prost(int64, tag = "6")]
-    pub build_id: i64,
-    #[prost(bool, tag = "7")]
-    pub has_functions: bool,
-    #[prost(bool, tag = "8")]
-    pub has_filenames: bool,
-    #[prost(bool, tag = "9")]
-    pub has_line_numbers: bool,
-    #[prost(bool, tag = "10")]
-    pub has_inline_frames: bool,
-}
-
-/// pprof `Location`: lines innermost (inlined) first.
-#[derive(Clone, PartialEq, Message)]
-pub struct PbLocation {
-    #[prost(uint64, tag = "1")]
-    pub id: u64,
-    #[prost(uint64, tag = "2")]
-    pub mapping_id: u64,
-    #[prost(uint64, tag = "3")]
-    pub address: u64,
-    #[prost(message, repeated, tag = "4")]
-    pub line: Vec<PbLine>,
-}
-
-/// pprof `Line`.
-#[derive(Clone, PartialEq, Message)]
-pub struct PbLine {
-    #[prost(uint64, tag = "1")]
-    pub function_id: u64,
-    #[prost(int64, tag = "2")]
-    pub line: i64,
-}
-
-/// pprof `Function`.
-#[derive(Clone, PartialEq, Message)]
-pub struct PbFunction {
-    #[prost(uint64, tag = "1")]
-    pub id: u64,
-    #[prost(int64, tag = "2")]
-    pub name: i64,
-    #[prost(int64, tag = "3")]
-    pub system_name: i64,
-    #[prost(int64, tag = "4")]
-    pub filename: i64,
-}
-
-/// The sample types in file order; `default_sample_type` picks one.
-const SAMPLE_TYPES: [(&str, &str); 4] = [
-    ("alloc_objects", "count"),
-    ("alloc_space", "bytes"),
-    ("inuse_objects", "count"),
-    ("inuse_space", "bytes"),
-];
 
 /// What the profile needs beyond the view.
 #[derive(Clone, Debug, Default)]
@@ -156,30 +19,16 @@ pub struct PprofOptions {
     pub comments: Vec<String>,
 }
 
-/// The gzipped profile.
-pub fn render(view: &View<'_>, options: &PprofOptions) -> Result<Vec<u8>, String> {
-    let profile = build(view, options);
-    gzip(&profile.encode_to_vec()).map_err(|e| format!("compression failed: {e}"))
-}
-
-fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-    encoder.write_all(bytes)?;
-    encoder.finish()
-}
-
-/// The message before encoding (tests decode it back and compare).
-pub fn build(view: &View<'_>, options: &PprofOptions) -> PbProfile {
-    let mut builder = Builder::new(view.table, &options.executable);
-    builder.add_profile(&view.new.profile, 1);
-    if let Some(base) = &view.base {
-        builder.add_profile(&base.profile, -1);
-    }
-    builder.finish(view, options)
-}
+/// The sample types in file order; `default_sample_type` picks one.
+const SAMPLE_TYPES: [(&str, &str); 4] = [
+    ("alloc_objects", "count"),
+    ("alloc_space", "bytes"),
+    ("inuse_objects", "count"),
+    ("inuse_space", "bytes"),
+];
 
 /// Interns strings, functions, locations and mappings while samples are added.
-struct Builder<'a> {
+pub struct Builder<'a> {
     table: &'a LocationTable,
     strings: Vec<String>,
     string_ids: HashMap<String, i64>,
@@ -193,7 +42,7 @@ struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    fn new(table: &'a LocationTable, executable: &str) -> Self {
+    pub fn new(table: &'a LocationTable, executable: &str) -> Self {
         let mut builder = Builder {
             table,
             strings: vec![String::new()],
@@ -233,7 +82,7 @@ impl<'a> Builder<'a> {
     /// Add every sample of `profile`, values multiplied by `sign`. Base
     /// samples (`sign < 0`) carry `pprof::base`, as `pprof -diff_base`
     /// marks them, so percentages are of the new profile.
-    fn add_profile(&mut self, profile: &Profile, sign: i64) {
+    pub fn add_profile(&mut self, profile: &Profile, sign: i64) {
         for sample in &profile.samples {
             let value = sample_values(sample, sign);
             if value.iter().all(|&v| v == 0) {
@@ -409,7 +258,7 @@ impl<'a> Builder<'a> {
             .collect()
     }
 
-    fn finish(mut self, view: &View<'_>, options: &PprofOptions) -> PbProfile {
+    pub fn finish(mut self, view: &View<'_>, options: &PprofOptions) -> PbProfile {
         let sample_type = SAMPLE_TYPES
             .iter()
             .map(|(kind, unit)| PbValueType {
@@ -486,79 +335,5 @@ fn sample_type_name(metric: Metric) -> &'static str {
         Metric::AllocSpace => "alloc_space",
         Metric::InuseObjects => "inuse_objects",
         Metric::InuseSpace => "inuse_space",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::input::Input;
-    use crate::model::merge::tests::two_processes;
-    use crate::pipeline::{Loaded, Session, Settings};
-    use heapsample_format::Dump;
-    use std::path::PathBuf;
-
-    fn input(name: &str, dump: &Dump) -> Input {
-        Input {
-            path: PathBuf::from(name),
-            dump: dump.clone(),
-            version: heapsample_format::VERSION,
-        }
-    }
-
-    /// The profile of the session of `inputs` (one side, merged when
-    /// several).
-    fn profile_of(inputs: Vec<Input>) -> PbProfile {
-        let loaded = Loaded {
-            name: "merged".into(),
-            inputs,
-        };
-        let session = Session::open(
-            LocationTable::default(),
-            loaded,
-            None,
-            &Settings::default(),
-            &mut |_| {},
-        )
-        .unwrap();
-        build(&session.view(), &PprofOptions::default())
-    }
-
-    fn totals(profile: &PbProfile) -> Vec<i64> {
-        (0..profile.sample_type.len())
-            .map(|i| profile.sample.iter().map(|s| s.value[i]).sum())
-            .collect()
-    }
-
-    #[test]
-    fn a_merged_profile_totals_the_sum_of_its_inputs() {
-        let dumps = two_processes();
-        let parts: Vec<PbProfile> = dumps
-            .iter()
-            .enumerate()
-            .map(|(i, dump)| profile_of(vec![input(&format!("{i}"), dump)]))
-            .collect();
-        let merged = profile_of(vec![input("0", &dumps[0]), input("1", &dumps[1])]);
-        let sum: Vec<i64> = (0..4)
-            .map(|i| parts.iter().map(|p| totals(p)[i]).sum())
-            .collect();
-        assert_eq!(totals(&merged), sum);
-        assert!(sum.iter().all(|&total| total > 0), "{sum:?}");
-        let samples: usize = parts.iter().map(|p| p.sample.len()).sum();
-        assert_eq!(
-            merged.sample.len(),
-            samples,
-            "samples are pooled, not folded"
-        );
-        // Each process's `main` keeps its own tid label.
-        let tid = merged.string_table.iter().position(|s| s == "tid").unwrap() as i64;
-        let mut tids: Vec<i64> = merged
-            .sample
-            .iter()
-            .flat_map(|s| s.label.iter().filter(|l| l.key == tid).map(|l| l.num))
-            .collect();
-        tids.sort();
-        tids.dedup();
-        assert_eq!(tids, [101, 102, 103], "main, worker, io (main's tid twice)");
     }
 }
