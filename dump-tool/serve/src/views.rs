@@ -19,6 +19,7 @@ use heapdiff::render::html::{self, Link};
 use heapdiff::render::pprof::PprofOptions;
 use std::sync::Arc;
 
+/// `/view?dump=ID[&base=ID]`: the viewer page.
 pub async fn view(
     State(state): State<Arc<AppState>>,
     uri: Uri,
@@ -32,20 +33,15 @@ pub async fn view(
         Ok(_) => return refuse(StatusCode::BAD_REQUEST, "name a dump: ?dump=ID"),
         Err((status, why)) => return refuse(status, why),
     };
-    let task_state = state.clone();
-    let result = state
-        .views
-        .run(move || render_view(&task_state, &id, base.as_deref()))
-        .await;
-    match result {
-        Ok(Ok(page)) => {
-            ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
-        }
-        Ok(Err((status, why))) => refuse(status, &why),
-        Err(unfinished) => refuse_unfinished(unfinished, "the view failed"),
-    }
+    let page = built(&state, "the view failed", move |state| {
+        render_view(state, &id, base.as_deref())
+    })
+    .await;
+    page.map(|page| ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response())
+        .unwrap_or_else(|refusal| refusal)
 }
 
+/// `/pprof/ID[?base=ID]`: the gzipped profile.
 pub async fn pprof(
     State(state): State<Arc<AppState>>,
     UrlPath(id): UrlPath<String>,
@@ -56,32 +52,35 @@ pub async fn pprof(
         Ok(pick) => pick.base,
         Err((status, why)) => return refuse(status, why),
     };
-    let task_state = state.clone();
-    let result = state
-        .views
-        .run(move || render_pprof(&task_state, &id, base.as_deref()))
-        .await;
-    match result {
-        Ok(Ok(bytes)) => (
-            [
-                (header::CONTENT_TYPE, "application/octet-stream"),
-                (
-                    header::CONTENT_DISPOSITION,
-                    "attachment; filename=\"profile.pb.gz\"",
-                ),
-            ],
-            bytes,
-        )
-            .into_response(),
-        Ok(Err((status, why))) => refuse(status, &why),
-        Err(unfinished) => refuse_unfinished(unfinished, "the profile failed"),
-    }
+    let bytes = built(&state, "the profile failed", move |state| {
+        render_pprof(state, &id, base.as_deref())
+    })
+    .await;
+    let attachment = [
+        (header::CONTENT_TYPE, "application/octet-stream"),
+        (
+            header::CONTENT_DISPOSITION,
+            "attachment; filename=\"profile.pb.gz\"",
+        ),
+    ];
+    bytes
+        .map(|bytes| (attachment, bytes).into_response())
+        .unwrap_or_else(|refusal| refusal)
 }
 
-fn refuse_unfinished(unfinished: Unfinished, failed: &str) -> Response {
-    match unfinished {
-        Unfinished::Closed => refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down"),
-        Unfinished::Failed => refuse(StatusCode::INTERNAL_SERVER_ERROR, failed),
+/// `build` run within the limit on views built at once; its failure, or
+/// the work's (`failed` says what failed), as the refusal to send.
+async fn built<T: Send + 'static>(
+    state: &Arc<AppState>,
+    failed: &'static str,
+    build: impl FnOnce(&AppState) -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Response> {
+    let task_state = state.clone();
+    match state.views.run(move || build(&task_state)).await {
+        Ok(Ok(built)) => Ok(built),
+        Ok(Err((status, why))) => Err(refuse(status, &why)),
+        Err(Unfinished::Closed) => Err(refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down")),
+        Err(Unfinished::Failed) => Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, failed)),
     }
 }
 
