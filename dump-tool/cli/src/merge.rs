@@ -74,7 +74,7 @@ pub fn run(args: &MergeArgs) -> Result<()> {
 
 fn render_merged(format: MergeFormat, view: &View<'_>, args: &MergeArgs) -> Result<Vec<u8>> {
     let fail = |why: String| Error::new(format!("merge: {why}"));
-    let dumps: Vec<_> = view.new.inputs.iter().map(|input| &input.dump).collect();
+    let dumps: Vec<_> = view.new.inputs().iter().map(|input| &input.dump).collect();
     match format {
         MergeFormat::Pprof => {
             let mut comments = vec![format!("heapdiff merge of {} dumps", dumps.len())];

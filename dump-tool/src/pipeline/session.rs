@@ -46,8 +46,8 @@ impl std::fmt::Display for Notice {
 #[derive(Clone, Debug)]
 pub struct Loaded {
     pub name: String,
-    /// At least one.
-    pub inputs: Vec<Input>,
+    /// At least one: the constructors see to it.
+    pub(crate) inputs: Vec<Input>,
 }
 
 impl Loaded {
@@ -66,6 +66,11 @@ impl Loaded {
             name,
             inputs: vec![input],
         }
+    }
+
+    /// Dumps already read, summed as one side; `None` without any.
+    pub fn several(name: String, inputs: Vec<Input>) -> Option<Loaded> {
+        (!inputs.is_empty()).then_some(Loaded { name, inputs })
     }
 }
 

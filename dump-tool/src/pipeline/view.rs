@@ -12,16 +12,27 @@ use heapsample_format::Dump;
 pub struct Side {
     /// How titles and reports name it (a path, an id, "3 dumps merged").
     pub name: String,
-    /// Its dumps, at least one (several when merged).
-    pub inputs: Vec<Input>,
+    /// Its dumps: at least one (several when merged), as every side is
+    /// made by a `Session` from a `Loaded`.
+    pub(crate) inputs: Vec<Input>,
     /// Their corrected profile, transformed as the view shows it.
     pub profile: Profile,
 }
 
 impl Side {
+    /// Its dumps, at least one.
+    pub fn inputs(&self) -> &[Input] {
+        &self.inputs
+    }
+
     /// The first (often the only) dump of the side.
+    pub fn first_input(&self) -> &Input {
+        &self.inputs[0]
+    }
+
+    /// The first dump's contents.
     pub fn first_dump(&self) -> &Dump {
-        &self.inputs[0].dump
+        &self.first_input().dump
     }
 }
 

@@ -26,8 +26,8 @@ pub fn render(view: &View<'_>) -> String {
     let report = Report {
         schema: SCHEMA,
         confidence: 0.95,
-        new: DumpInfo::of(&view.new.inputs[0]),
-        base: view.base.map(|base| DumpInfo::of(&base.inputs[0])),
+        new: DumpInfo::of(view.new.first_input()),
+        base: view.base.map(|base| DumpInfo::of(base.first_input())),
         pairing: view
             .base
             .as_ref()

@@ -72,7 +72,7 @@ pub fn model(view: &View<'_>) -> Model {
     }
     // Pairing describes two single dumps; merged sides are independent.
     let pairing = view.base.map(|base| {
-        let single = base.inputs.len() == 1 && view.new.inputs.len() == 1;
+        let single = base.inputs().len() == 1 && view.new.inputs().len() == 1;
         if single {
             pairing(&base.profile, &view.new.profile)
         } else {
@@ -82,7 +82,7 @@ pub fn model(view: &View<'_>) -> Model {
     });
     builder.executables = std::iter::once(view.new)
         .chain(view.base)
-        .flat_map(|side| &side.inputs)
+        .flat_map(|side| side.inputs())
         .map(|input| input.dump.executable.clone())
         .collect();
     let title = match view.base {

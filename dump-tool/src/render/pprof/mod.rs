@@ -67,10 +67,7 @@ mod tests {
     /// The profile of the session of `inputs` (one side, merged when
     /// several).
     fn profile_of(inputs: Vec<Input>) -> PbProfile {
-        let loaded = Loaded {
-            name: "merged".into(),
-            inputs,
-        };
+        let loaded = Loaded::several("merged".into(), inputs).unwrap();
         let session = Session::open(
             LocationTable::default(),
             loaded,
