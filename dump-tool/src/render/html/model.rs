@@ -12,7 +12,6 @@
 use crate::compare::pairing;
 use crate::model::{FrameRef, Metric, Profile, Values, function_name};
 use crate::pipeline::View;
-use crate::stats::Pairing;
 use crate::symbols::LocationTable;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -70,16 +69,9 @@ pub fn model(view: &View<'_>) -> Model {
         builder.add_side(&base.profile, true);
         totals.push(base.profile.totals.clone());
     }
-    // Pairing describes two single dumps; merged sides are independent.
-    let pairing = view.base.map(|base| {
-        let single = base.inputs().len() == 1 && view.new.inputs().len() == 1;
-        if single {
-            pairing(&base.profile, &view.new.profile)
-        } else {
-            Pairing::Independent
-        }
-        .name()
-    });
+    let pairing = view
+        .base
+        .map(|base| pairing(&base.profile, &view.new.profile).name());
     builder.executables = std::iter::once(view.new)
         .chain(view.base)
         .flat_map(|side| side.inputs())
@@ -111,13 +103,9 @@ pub fn model(view: &View<'_>) -> Model {
     })
 }
 
+/// The four metrics of `values`, in the order of [`Model::metrics`].
 fn four(values: &Values) -> [f64; 4] {
-    [
-        values.inuse_space,
-        values.inuse_objects,
-        values.alloc_space,
-        values.alloc_objects,
-    ]
+    Metric::ALL.map(|metric| metric.of(values))
 }
 
 /// Interns frames, modules, threads and (thread, frames) stacks.
