@@ -12,12 +12,14 @@
 //!
 //! 0. leaves: [`sys`] (mmap, errno), [`warn`](mod@warn), [`config`] (PROF_CONF),
 //!    [`sampling`] (the law of the countdown), [`sampler`] (one thread's
-//!    countdown), [`nursery`] (a table's page for a forked child's entries).
+//!    countdown), [`nursery`] (a table's page for a forked child's entries),
+//!    [`chunks`] (table entries that never move), [`counters`] (one record
+//!    of sampled counts and weights).
 //! 1. [`tls`]: the initial-exec per-thread block and the guard.
 //! 2. [`spin_lock`] (and the lock order), which keeps each thread's kernel
 //!    id in the thread's block.
-//! 3. tables: [`live_table`], [`stack_table`], [`modules`], [`backtrace`],
-//!    [`own_heap`].
+//! 3. tables: [`live_table`], [`stack_threads`], [`stack_table`],
+//!    [`modules`], [`backtrace`], [`own_heap`].
 //! 4. [`next_alloc`]: the next allocator and the bootstrap arena.
 //! 5. [`state`]: the process-wide mode, flags, configuration and counters,
 //!    behind functions.
@@ -33,8 +35,10 @@
 
 pub mod api;
 pub mod backtrace;
+pub mod chunks;
 pub mod config;
 pub mod contracts;
+pub mod counters;
 pub mod counting;
 pub mod cxx;
 pub mod dumper;
@@ -52,6 +56,7 @@ pub mod sampler;
 pub mod sampling;
 pub mod spin_lock;
 pub mod stack_table;
+pub mod stack_threads;
 pub mod startup;
 pub mod state;
 pub mod sys;

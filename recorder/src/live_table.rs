@@ -1,8 +1,8 @@
 //! The live-sample table: which addresses are sampled objects still alive.
 //!
-//! Owns a lock-free open-addressing map from address to (stack id, size),
-//! plus a small counting filter indexed by the address's page number modulo
-//! 32768 (pages 128 MiB apart share a counter), so that a free of an
+//! Owns a lock-free open-addressing map from address to (stack-table
+//! record, size), plus a small counting filter indexed by the address's page
+//! number modulo 32768 (pages 128 MiB apart share a counter), so that a free of an
 //! unsampled pointer costs one load of a 128 KiB `.bss` array and one
 //! well-predicted branch (the assembly in `fast_path` reads it directly).
 //! Untouched filter pages read as the shared zero page. Counters can also be
@@ -34,13 +34,14 @@ const FILTER_BITS: u32 = 15;
 const SIZE_BITS: u32 = 40;
 const SIZE_MASK: u64 = (1 << SIZE_BITS) - 1;
 
-/// The largest stack id an entry can hold.
-pub const MAX_STACK_ID: u32 = (1 << (64 - SIZE_BITS)) - 1;
+/// The largest stack-table record id an entry can hold.
+pub const MAX_RECORD: u32 = (1 << (64 - SIZE_BITS)) - 1;
 
 #[repr(C)]
 struct Slot {
     address: AtomicUsize,
-    /// `stack_id << 40 | requested size` (sizes above 1 TiB are clamped).
+    /// `record << 40 | requested size` (sizes above 1 TiB are clamped),
+    /// the stack-table record the sample is counted in.
     value: AtomicU64,
 }
 
@@ -110,17 +111,17 @@ fn slot_holding<'a>(probes: impl Iterator<Item = &'a Slot>, address: usize) -> O
 /// What the table remembers about a live sampled object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LiveSample {
-    pub stack_id: u32,
+    pub record: u32,
     pub size: u64,
 }
 
 impl LiveSample {
     fn pack(self) -> u64 {
-        u64::from(self.stack_id) << SIZE_BITS | self.size.min(SIZE_MASK)
+        u64::from(self.record) << SIZE_BITS | self.size.min(SIZE_MASK)
     }
     fn unpack(value: u64) -> LiveSample {
         LiveSample {
-            stack_id: (value >> SIZE_BITS) as u32,
+            record: (value >> SIZE_BITS) as u32,
             size: value & SIZE_MASK,
         }
     }
@@ -394,7 +395,7 @@ mod tests {
         let table = Box::new(LiveTable::new());
         assert!(table.init(10));
         let sample = LiveSample {
-            stack_id: 7,
+            record: 7,
             size: 100,
         };
         assert!(!table.may_contain(0x1000));
@@ -416,7 +417,7 @@ mod tests {
         assert!(!table.free_takes_route(0x10_2000));
         assert!(!table.may_contain(0x10_0000));
         let sample = LiveSample {
-            stack_id: 3,
+            record: 3,
             size: 24,
         };
         table.insert(0x10_0040, sample, EntryPlace::Main).unwrap();
@@ -434,7 +435,7 @@ mod tests {
         let table = Box::new(LiveTable::new());
         assert!(table.init(12));
         let sample = |i: usize| LiveSample {
-            stack_id: i as u32,
+            record: i as u32,
             size: 8,
         };
         let address = |i: usize| 0x5000_0000 + i * 0x1_0040;
@@ -470,12 +471,9 @@ mod tests {
     fn reinsert_returns_stale_entry() {
         let table = Box::new(LiveTable::new());
         assert!(table.init(10));
-        let first = LiveSample {
-            stack_id: 1,
-            size: 8,
-        };
+        let first = LiveSample { record: 1, size: 8 };
         let second = LiveSample {
-            stack_id: 2,
+            record: 2,
             size: 16,
         };
         table.insert(0x40, first, EntryPlace::Main).unwrap();
@@ -498,7 +496,7 @@ mod tests {
                         let base = (t as usize + 1) << 32 | round << 20;
                         for i in 0..1000usize {
                             let sample = LiveSample {
-                                stack_id: t,
+                                record: t,
                                 size: i as u64,
                             };
                             TABLE
@@ -510,7 +508,7 @@ mod tests {
                             assert_eq!(
                                 got,
                                 LiveSample {
-                                    stack_id: t,
+                                    record: t,
                                     size: i as u64
                                 }
                             );

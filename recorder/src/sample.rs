@@ -1,18 +1,21 @@
 //! The sample event: what happens when a thread's countdown runs out (the
 //! slow path of malloc), and the free of a possibly sampled object.
 //!
-//! Owns the recording of a sample: capture the stack, intern it, count it and
-//! add its Horvitz–Thompson weights on its stack (not when every allocation
-//! is sampled: the counts are then the weight sums), remember the address in the
-//! live table, feed the triggers.
+//! Owns the recording of a sample: capture the stack, find the record it is
+//! counted in (the stack table's, for this stack and thread; a thread
+//! remembers its recent ones), count it and add its Horvitz–Thompson
+//! weights there (not when every allocation is sampled: the counts are then
+//! the weight sums), remember the address in the live table, feed the
+//! triggers.
 //!
 //! Runs inside malloc, under the thread's guard, and preserves errno. It
 //! allocates only through the shim's own heap (never the profiled
 //! allocator), and only when a thread is set up or first listed. Locks it
 //! may take (see `spin_lock::LOCK_ORDER`; each waits with priority
-//! inheritance): the thread registry (thread set-up, first sample of a
-//! thread, allocations after the exit flush), the stack table's insert lock
-//! (a stack never seen before) and the own heap's lock (through those
+//! inheritance): the thread registry (thread set-up, the first sample of a
+//! thread in a record of its own, allocations after the exit flush), the
+//! stack table's insert lock (a stack, or a thread's record of one, never
+//! seen before) and the own heap's lock (through those
 //! allocations). Syscalls: mmap when a table grows, gettid/prctl at a
 //! thread's first sample, write for a one-time warning. The triggers it
 //! feeds only post requests to the dumper, which may start the dumper
@@ -22,7 +25,7 @@ use core::ffi::c_void;
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::backtrace::HookEntry;
-use crate::live_table::{LIVE, LiveSample, MAX_STACK_ID};
+use crate::live_table::{LIVE, LiveSample, MAX_RECORD};
 use crate::stack_table::STACKS;
 use crate::state;
 use crate::sys::ErrnoGuard;
@@ -108,19 +111,42 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
     let frames = capture_limit(&mut ext.frames);
     let range = backtrace::capture_with(&mut ext.unwinder, frames, entry);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
-    let (thread, epoch) = (state.serial.load(Relaxed), modules::epoch_for(frames));
+    let generation = modules::current_epoch();
     let recent = ext.recent_stacks.slot(frames);
-    let id = match recent.id_in(epoch) {
-        Some(id) if STACKS.holds(id, frames, thread, epoch) => id,
+    let record = match recent.id_in(generation) {
+        Some(record) if STACKS.record_holds(record, frames) => record,
         _ => {
-            let Some(id) = STACKS.intern(frames, thread, epoch, state.entry_place()) else {
-                return drop_sample("the stack table is full");
+            let Some(record) = new_record(state, frames) else {
+                return;
             };
-            *recent = LastStack::new(id, epoch);
-            id
+            *recent = LastStack::new(record, generation);
+            record
         }
     };
-    record_stack_sample(state, id, pointer, size);
+    record_stack_sample(state, record, pointer, size);
+}
+
+/// The record a sample of `frames` by this thread is counted in, looked up
+/// (or created) in the stack table; the thread is listed in the dump's
+/// threads if the record carries its name. None if the sample is dropped.
+fn new_record(state: &ThreadState, frames: &[u64]) -> Option<u32> {
+    let epoch = modules::epoch_for(frames);
+    let objects: &[u32] = if epoch == 0 { &[] } else { &[epoch] };
+    let thread = state.serial.load(Relaxed);
+    let Some(recorded) = STACKS.record_for(frames, objects, thread, state.entry_place()) else {
+        drop_sample("the profiler is out of memory for its stack table");
+        return None;
+    };
+    if recorded.without_frames {
+        crate::warn!(
+            Kind::StacksWithoutFrames,
+            "the stack table is full; samples of new stacks are counted without their frames"
+        );
+    }
+    if recorded.labelled {
+        threads::list_current(state);
+    }
+    Some(recorded.record)
 }
 
 /// The largest stack kept (`prof_bt_max`).
@@ -142,35 +168,31 @@ fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64) {
     let frames = capture_limit(&mut buffer);
     let range = backtrace::capture(frames);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
-    let thread = state.serial.load(Relaxed);
-    let epoch = modules::epoch_for(frames);
-    let Some(id) = STACKS.intern(frames, thread, epoch, state.entry_place()) else {
-        return drop_sample("the stack table is full");
-    };
-    record_stack_sample(state, id, pointer, size);
+    if let Some(record) = new_record(state, frames) {
+        record_stack_sample(state, record, pointer, size);
+    }
 }
 
-/// Count a sample of stack `id` and enter it in the live table.
-fn record_stack_sample(state: &ThreadState, id: u32, pointer: *mut c_void, size: u64) {
-    let Some(entry) = STACKS.entry(id).filter(|_| id <= MAX_STACK_ID) else {
-        return drop_sample("the stack table is full");
+/// Count a sample in `record` and enter it in the live table.
+fn record_stack_sample(state: &ThreadState, record: u32, pointer: *mut c_void, size: u64) {
+    let Some(counters) = STACKS.counters(record).filter(|_| record <= MAX_RECORD) else {
+        return drop_sample("a stack record is out of the live table's range");
     };
     // SAFETY: `pointer` was just returned by the next allocator.
     let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
-    let sample = LiveSample { stack_id: id, size };
+    let sample = LiveSample { record, size };
     let weights = sample_weights(sample);
-    entry.add_sample(size, usable, weights.as_ref());
+    counters.add_sample(size, usable, weights.as_ref());
     match LIVE.insert(pointer as usize, sample, state.entry_place()) {
         Ok(None) => {}
         Ok(Some(stale)) => release(stale, usable),
         Err(_) => {
-            entry.release_sample(size, usable, weights.as_ref());
+            counters.release_sample(size, usable, weights.as_ref());
             return drop_sample("the live-sample table is full");
         }
     }
     triggers::on_live_sample(size, 1);
     state::note_sample_taken();
-    threads::list_current(state);
 }
 
 fn drop_sample(why: &str) {
@@ -196,8 +218,8 @@ fn sample_weights(sample: LiveSample) -> Option<heapsample_format::Weights> {
 
 /// A live sample's object was freed (or its entry replaced).
 pub fn release(sample: LiveSample, usable: u64) {
-    if let Some(entry) = STACKS.entry(sample.stack_id) {
-        entry.release_sample(sample.size, usable, sample_weights(sample).as_ref());
+    if let Some(counters) = STACKS.counters(sample.record) {
+        counters.release_sample(sample.size, usable, sample_weights(sample).as_ref());
     }
     triggers::on_live_sample(sample.size, -1);
 }

@@ -1,28 +1,41 @@
-//! Distinct call stacks and their sampled counts.
+//! Distinct call stacks, and the records their samples are counted in.
 //!
-//! Owns an insert-only table of stacks keyed by (frames, thread, module
-//! epoch). Lookups are lock-free: a hashed index of stack ids over entries
-//! that never move (chunks mapped on demand). Only inserting a stack never
-//! seen before takes a spin lock; counts and Horvitz–Thompson weight sums are
-//! atomics updated at sample events and at frees of sampled objects, never on
-//! the allocation fast path. When every allocation is sampled (period 1, all
-//! inclusion probabilities 1) the weight sums are not kept: they equal the
-//! object and byte counts (variances 0), and [`StackTable::snapshot`] derives
-//! them from those. The thread that survived a fork indexes its new stacks
-//! in a one-page nursery first (the main index's pages are shared
-//! copy-on-write with the parent), and a process maps the index's untouched
-//! pages before its first fork so that children read them without faults.
+//! Owns an insert-only table of stacks keyed by their frames and the ids of
+//! the loaded objects those frames lie in (`modules`), whichever thread
+//! took them. Lookups are lock-free: a hashed index of stack ids over
+//! entries that never move (chunks mapped on demand). Only inserting a
+//! stack never seen before takes a spin lock.
 //!
-//! Runs inside malloc's slow path: no allocation through malloc (memory comes
-//! from `mmap`), no lock but the insert lock, which is never held while
-//! calling out.
+//! Samples are counted in *records* ([`Counters`]: counts and
+//! Horvitz–Thompson weight sums, updated at sample events and at frees of
+//! sampled objects, never on the allocation fast path). A stack's own
+//! record belongs to its owner, the thread that first sampled it; other
+//! threads' samples of it go to their records in the bounded side table
+//! (`stack_threads`). When that is full, a stack whose record a thread
+//! cannot get relabels its own record "other threads" ([`OTHER_THREADS`])
+//! for good, and counts the sample there: its thread is forgotten, the
+//! sample is not. When the stack table itself is full, a new stack is
+//! counted in one entry without frames, kept in reserve for that: the
+//! estimates stay unbiased and the dump shows how much went there.
+//!
+//! The thread that survived a fork indexes its new stacks in a one-page
+//! nursery first (the main index's pages are shared copy-on-write with the
+//! parent), and a process maps the index's untouched pages before its
+//! first fork so that children read them without faults.
+//!
+//! Runs inside malloc's slow path: no allocation through malloc (memory
+//! comes from `mmap`), no lock but the insert lock, which is never held
+//! while calling out.
 
-use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use heapsample_format::{Stack, Weights};
+use heapsample_format::Stack;
 
+use crate::chunks::Chunks;
+use crate::counters::Counters;
 use crate::nursery::Nursery;
 use crate::spin_lock::{LockClass, SpinLock};
+use crate::stack_threads::StackThreads;
 use crate::sys;
 use crate::tls::EntryPlace;
 
@@ -30,86 +43,84 @@ const ENTRIES_PER_CHUNK: usize = 4096;
 const MAX_CHUNKS: usize = 1024;
 const FRAME_CHUNK_BYTES: usize = 4 << 20;
 
-/// One distinct stack with its counters. Counters are signed so that a
-/// decrement racing with `reset` never wraps to a huge number.
+/// The thread serial of a record that holds the samples of threads it no
+/// longer tells apart (no thread has serial 0).
+pub const OTHER_THREADS: u32 = 0;
+
+/// Set in a record id that names a (stack, thread) record of the side
+/// table; without it a record id is a stack id.
+pub const THREAD_RECORD: u32 = 1 << 23;
+
+/// One distinct stack: its key, its owner and its own record.
 #[repr(C)]
 pub struct StackEntry {
     hash: AtomicU64,
-    frames: AtomicPtr<u64>,
+    /// `depth` frames, then `objects` object ids (one per word).
+    key: AtomicPtr<u64>,
     depth: AtomicU32,
-    thread: AtomicU32,
-    epoch: AtomicU32,
-    pub live_objects: AtomicI64,
-    pub live_bytes: AtomicI64,
-    pub live_usable_bytes: AtomicI64,
-    pub alloc_objects: AtomicI64,
-    pub alloc_bytes: AtomicI64,
-    /// Horvitz–Thompson sums of the live samples.
-    live: WeightCells,
-    /// Horvitz–Thompson sums of every sample (cumulative).
-    alloc: WeightCells,
+    objects: AtomicU32,
+    /// The serial of the thread whose samples `counters` holds, or
+    /// [`OTHER_THREADS`].
+    owner: AtomicU32,
+    counters: Counters,
 }
 
-/// [`Weights`] as four atomic `f64`s (bit patterns), added to with a
-/// compare-and-swap loop: only at sample events and sampled frees.
-#[repr(C)]
-struct WeightCells([AtomicU64; 4]);
-
-impl WeightCells {
-    fn add(&self, weights: &Weights, sign: f64) {
-        for (cell, value) in self.0.iter().zip(weights.as_array()) {
-            let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                Some((f64::from_bits(bits) + sign * value).to_bits())
-            });
+impl StackEntry {
+    fn frames(&self) -> &[u64] {
+        // SAFETY: an entry's key was written before it was published and
+        // never changes; `depth` frames start it.
+        unsafe {
+            core::slice::from_raw_parts(
+                self.key.load(Ordering::Relaxed),
+                self.depth.load(Ordering::Relaxed) as usize,
+            )
         }
     }
 
-    /// The sums, or zeros when no sample is counted (`count == 0`): the
-    /// rounding left by adding and removing the same values is not shown.
-    fn read(&self, count: u64) -> Weights {
-        if count == 0 {
-            return Weights::default();
-        }
-        let [objects, bytes, objects_variance, bytes_variance] = self
-            .0
-            .each_ref()
-            .map(|cell| f64::from_bits(cell.load(Ordering::Relaxed)).max(0.0));
-        Weights {
-            objects,
-            bytes,
-            objects_variance,
-            bytes_variance,
+    fn objects(&self) -> &[u64] {
+        let depth = self.depth.load(Ordering::Relaxed) as usize;
+        // SAFETY: as in `frames`; `objects` words follow the frames.
+        unsafe {
+            core::slice::from_raw_parts(
+                self.key.load(Ordering::Relaxed).add(depth),
+                self.objects.load(Ordering::Relaxed) as usize,
+            )
         }
     }
 
-    fn zero(&self) {
-        for cell in &self.0 {
-            cell.store(0, Ordering::Relaxed);
-        }
+    fn has_key(&self, frames: &[u64], objects: &[u32]) -> bool {
+        self.depth.load(Ordering::Relaxed) as usize == frames.len()
+            && self.objects.load(Ordering::Relaxed) as usize == objects.len()
+            && self.frames() == frames
+            && self
+                .objects()
+                .iter()
+                .zip(objects)
+                .all(|(&stored, &object)| stored == u64::from(object))
     }
 }
 
-/// The weight sums of `objects` samples of `bytes` bytes in all, each taken
-/// with probability 1: Σ1/p and Σs/p are the counts, the variances are 0.
-fn certain_weights(objects: u64, bytes: u64) -> Weights {
-    if objects == 0 {
-        return Weights::default();
-    }
-    Weights {
-        objects: objects as f64,
-        bytes: bytes as f64,
-        ..Weights::default()
-    }
-}
-
+/// Where the next stack's key is copied to.
 struct FrameArena {
     next: usize,
     end: usize,
 }
 
+/// The record a sample is counted in ([`StackTable::record_for`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// A stack id, or [`THREAD_RECORD`] with a side-table record id.
+    pub record: u32,
+    /// The record is labelled with the sampling thread (its own record, not
+    /// "other threads"): the thread belongs in the dump's thread list.
+    pub labelled: bool,
+    /// The stack table was full: the sample went to the entry without frames.
+    pub without_frames: bool,
+}
+
 /// The process's stack table.
 pub struct StackTable {
-    chunks: [AtomicPtr<StackEntry>; MAX_CHUNKS],
+    entries: Chunks<StackEntry, ENTRIES_PER_CHUNK, MAX_CHUNKS>,
     index: AtomicPtr<AtomicU32>,
     index_bits: AtomicU32,
     count: AtomicUsize,
@@ -118,6 +129,8 @@ pub struct StackTable {
     /// Where a forked child indexes the stacks it interns first
     /// ([`EntryPlace::NurseryFirst`]): stack id + 1, or 0 for empty.
     nursery: Nursery<AtomicU32, NURSERY_SLOTS>,
+    /// Records of threads other than a stack's owner.
+    threads: StackThreads,
 }
 
 /// Index slots of the nursery (one page with its flag).
@@ -127,10 +140,11 @@ const NURSERY_SLOTS: usize = 1022;
 pub static STACKS: StackTable = StackTable::new();
 
 /// Hash of a stack key.
-pub fn hash_stack(frames: &[u64], thread: u32, epoch: u32) -> u64 {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64 ^ (u64::from(thread) << 32 | u64::from(epoch));
-    for &frame in frames {
-        hash = (hash.rotate_left(5) ^ frame).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+pub fn hash_stack(frames: &[u64], objects: &[u32]) -> u64 {
+    let objects = objects.iter().map(|&object| u64::from(object) | 1 << 63);
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for word in frames.iter().copied().chain(objects) {
+        hash = (hash.rotate_left(5) ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
     hash | 1 // never 0
 }
@@ -139,13 +153,14 @@ impl StackTable {
     /// An empty table; [`StackTable::init`] maps its index.
     pub const fn new() -> Self {
         StackTable {
-            chunks: [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_CHUNKS],
+            entries: Chunks::new(),
             index: AtomicPtr::new(core::ptr::null_mut()),
             index_bits: AtomicU32::new(0),
             count: AtomicUsize::new(0),
             insert_lock: SpinLock::new(LockClass::StackInsert, FrameArena { next: 0, end: 0 }),
             index_mapped_for_children: sys::MappedForChildren::new(),
             nursery: Nursery::new([const { AtomicU32::new(0) }; NURSERY_SLOTS]),
+            threads: StackThreads::new(),
         }
     }
 
@@ -157,12 +172,15 @@ impl StackTable {
         }
         self.index_bits.store(index_bits, Ordering::Relaxed);
         self.index.store(index.cast(), Ordering::Release);
+        self.threads.init(index_bits);
         true
     }
 
+    /// Stacks the table can hold, the one without frames kept in reserve
+    /// included.
     fn capacity(&self) -> usize {
         ((1usize << self.index_bits.load(Ordering::Relaxed)) / 2)
-            .min(ENTRIES_PER_CHUNK * MAX_CHUNKS)
+            .min(Chunks::<StackEntry, ENTRIES_PER_CHUNK, MAX_CHUNKS>::CAPACITY)
     }
 
     /// Number of distinct stacks.
@@ -176,14 +194,40 @@ impl StackTable {
     }
 
     /// The entry with id `id` (ids are dense, from 0).
-    pub fn entry(&self, id: u32) -> Option<&StackEntry> {
+    fn entry(&self, id: u32) -> Option<&StackEntry> {
         if id as usize >= self.len() {
             return None;
         }
-        let chunk = self.chunks[id as usize / ENTRIES_PER_CHUNK].load(Ordering::Acquire);
-        // SAFETY: ids below `count` lie in published chunks, fully written
-        // before `count` was raised (release/acquire).
-        (!chunk.is_null()).then(|| unsafe { &*chunk.add(id as usize % ENTRIES_PER_CHUNK) })
+        // Ids below `count` lie in chunks fully written before `count` was
+        // raised (release/acquire).
+        self.entries.get(id as usize)
+    }
+
+    /// The counters of a record (a stack id, or a side-table record).
+    pub fn counters(&self, record: u32) -> Option<&Counters> {
+        if record & THREAD_RECORD != 0 {
+            return Some(&self.threads.get(record & !THREAD_RECORD)?.counters);
+        }
+        Some(&self.entry(record)?.counters)
+    }
+
+    /// The stack a record counts samples of.
+    fn stack_of(&self, record: u32) -> Option<u32> {
+        if record & THREAD_RECORD != 0 {
+            return Some(self.threads.get(record & !THREAD_RECORD)?.stack());
+        }
+        Some(record)
+    }
+
+    /// True if `record` counts samples of a stack of these `frames`: how a
+    /// thread checks that it sampled a stack again, without hashing or
+    /// probing. (The objects of the frames are the ones the record was
+    /// chosen with as long as no object was unloaded since: the caller
+    /// checks that.)
+    pub fn record_holds(&self, record: u32, frames: &[u64]) -> bool {
+        self.stack_of(record)
+            .and_then(|stack| self.entry(stack))
+            .is_some_and(|entry| entry.frames() == frames)
     }
 
     fn index_slot(&self, position: usize) -> Option<&AtomicU32> {
@@ -193,42 +237,15 @@ impl StackTable {
         (!index.is_null()).then(|| unsafe { &*index.add(position & mask) })
     }
 
-    fn matches(entry: &StackEntry, hash: u64, frames: &[u64], thread: u32, epoch: u32) -> bool {
-        entry.hash.load(Ordering::Relaxed) == hash && Self::has_key(entry, frames, thread, epoch)
-    }
-
-    /// True if stack `id` is `frames` of `thread` in module epoch `epoch`:
-    /// how a thread checks that it sampled its previous stack again, without
-    /// hashing or probing.
-    pub fn holds(&self, id: u32, frames: &[u64], thread: u32, epoch: u32) -> bool {
-        self.entry(id)
-            .is_some_and(|entry| Self::has_key(entry, frames, thread, epoch))
-    }
-
-    fn has_key(entry: &StackEntry, frames: &[u64], thread: u32, epoch: u32) -> bool {
-        if entry.depth.load(Ordering::Relaxed) as usize != frames.len()
-            || entry.thread.load(Ordering::Relaxed) != thread
-            || entry.epoch.load(Ordering::Relaxed) != epoch
-        {
-            return false;
-        }
-        // SAFETY: an entry's frames were written before it was published and
-        // never change; `depth` of them are valid.
-        let stored = unsafe {
-            core::slice::from_raw_parts(entry.frames.load(Ordering::Relaxed), frames.len())
-        };
-        stored == frames
-    }
-
     /// Find a stack without inserting: (id or the first free position of
     /// the main index).
-    fn lookup(&self, hash: u64, frames: &[u64], thread: u32, epoch: u32) -> Result<u32, usize> {
-        let found = self.lookup_main(hash, frames, thread, epoch);
+    fn lookup(&self, hash: u64, frames: &[u64], objects: &[u32]) -> Result<u32, usize> {
+        let found = self.lookup_main(hash, frames, objects);
         if found.is_ok() || !self.nursery.in_use() {
             return found;
         }
         for slot in self.nursery.probes(hash) {
-            match self.holder_of(slot, hash, frames, thread, epoch) {
+            match self.holder_of(slot, hash, frames, objects) {
                 Some(Ok(id)) => return Ok(id),
                 Some(Err(())) => break,
                 None => {}
@@ -245,25 +262,20 @@ impl StackTable {
         slot: &AtomicU32,
         hash: u64,
         frames: &[u64],
-        thread: u32,
-        epoch: u32,
+        objects: &[u32],
     ) -> Option<Result<u32, ()>> {
         match slot.load(Ordering::Acquire) {
             0 => Some(Err(())),
             id_plus_one => self
                 .entry(id_plus_one - 1)
-                .filter(|entry| Self::matches(entry, hash, frames, thread, epoch))
+                .filter(|entry| {
+                    entry.hash.load(Ordering::Relaxed) == hash && entry.has_key(frames, objects)
+                })
                 .map(|_| Ok(id_plus_one - 1)),
         }
     }
 
-    fn lookup_main(
-        &self,
-        hash: u64,
-        frames: &[u64],
-        thread: u32,
-        epoch: u32,
-    ) -> Result<u32, usize> {
+    fn lookup_main(&self, hash: u64, frames: &[u64], objects: &[u32]) -> Result<u32, usize> {
         let bits = self.index_bits.load(Ordering::Relaxed);
         let home = sys::hash_word(hash, bits);
         let mut position = home;
@@ -271,7 +283,7 @@ impl StackTable {
             let Some(slot) = self.index_slot(position) else {
                 return Err(usize::MAX);
             };
-            match self.holder_of(slot, hash, frames, thread, epoch) {
+            match self.holder_of(slot, hash, frames, objects) {
                 Some(Ok(id)) => return Ok(id),
                 Some(Err(())) => return Err(position),
                 None => {}
@@ -283,22 +295,71 @@ impl StackTable {
         }
     }
 
-    /// The id of this stack, inserting it if new (indexed where `place`
-    /// says). None when the table or memory is exhausted.
-    pub fn intern(
+    /// The record a sample of `frames` (in loaded objects `objects`) taken
+    /// by thread `thread` is counted in: the stack's own record if `thread`
+    /// owns it (a new stack is owned by the thread that interns it) or if it
+    /// holds other threads' samples; else the thread's record in the side
+    /// table, created if new; when that is full, the stack's own record,
+    /// relabelled "other threads". A new stack goes where `place` says; when
+    /// the table is full it is counted in the entry without frames. None
+    /// only without memory.
+    pub fn record_for(
         &self,
         frames: &[u64],
+        objects: &[u32],
         thread: u32,
-        epoch: u32,
         place: EntryPlace,
+    ) -> Option<Recorded> {
+        let (stack, without_frames) = match self.intern(frames, objects, thread, place, false) {
+            Some(stack) => (stack, false),
+            None => (self.intern(&[], &[], thread, place, true)?, true),
+        };
+        let entry = self.entry(stack)?;
+        let owner = entry.owner.load(Ordering::Relaxed);
+        let recorded = |record, labelled| Recorded {
+            record,
+            labelled,
+            without_frames,
+        };
+        if owner == thread || owner == OTHER_THREADS {
+            return Some(recorded(stack, owner == thread));
+        }
+        let found = self.threads.find(stack, thread).or_else(|| {
+            let _inserting = self.insert_lock.lock();
+            // SAFETY: the insert lock is held.
+            unsafe { self.threads.find_or_insert(stack, thread) }
+        });
+        match found {
+            Some(record) => Some(recorded(THREAD_RECORD | record, true)),
+            None => {
+                entry.owner.store(OTHER_THREADS, Ordering::Relaxed);
+                Some(recorded(stack, false))
+            }
+        }
+    }
+
+    /// The id of this stack, inserting it (owned by `owner`, indexed where
+    /// `place` says) if new. None when the table is full (the last entry is
+    /// kept for `reserve`) or out of memory.
+    fn intern(
+        &self,
+        frames: &[u64],
+        objects: &[u32],
+        owner: u32,
+        place: EntryPlace,
+        reserve: bool,
     ) -> Option<u32> {
-        let hash = hash_stack(frames, thread, epoch);
-        if let Ok(id) = self.lookup(hash, frames, thread, epoch) {
+        let hash = hash_stack(frames, objects);
+        if let Ok(id) = self.lookup(hash, frames, objects) {
             return Some(id);
+        }
+        let limit = self.capacity() - usize::from(!reserve);
+        if self.len() >= limit {
+            return None;
         }
         let mut arena = self.insert_lock.lock();
         // Someone may have inserted it while we waited.
-        let main_position = match self.lookup(hash, frames, thread, epoch) {
+        let main_position = match self.lookup(hash, frames, objects) {
             Ok(id) => return Some(id),
             Err(position) => position,
         };
@@ -315,16 +376,16 @@ impl StackTable {
             None => self.index_slot(main_position)?,
         };
         let id = self.len();
-        if id >= self.capacity() {
+        if id >= limit {
             return None;
         }
-        let stored_frames = Self::store_frames(&mut arena, frames)?;
-        let entry = self.new_entry(id)?;
+        let key = Self::store_key(&mut arena, frames, objects)?;
+        let entry = self.entries.get_or_map(id)?;
         entry.hash.store(hash, Ordering::Relaxed);
-        entry.frames.store(stored_frames, Ordering::Relaxed);
+        entry.key.store(key, Ordering::Relaxed);
         entry.depth.store(frames.len() as u32, Ordering::Relaxed);
-        entry.thread.store(thread, Ordering::Relaxed);
-        entry.epoch.store(epoch, Ordering::Relaxed);
+        entry.objects.store(objects.len() as u32, Ordering::Relaxed);
+        entry.owner.store(owner, Ordering::Relaxed);
         self.count.store(id + 1, Ordering::Release);
         slot.store(id as u32 + 1, Ordering::Release);
         if place == EntryPlace::NurseryFirst {
@@ -333,22 +394,10 @@ impl StackTable {
         Some(id as u32)
     }
 
-    fn new_entry(&self, id: usize) -> Option<&StackEntry> {
-        let chunk_slot = &self.chunks[id / ENTRIES_PER_CHUNK];
-        let mut chunk = chunk_slot.load(Ordering::Acquire);
-        if chunk.is_null() {
-            chunk = sys::map_zeroed(ENTRIES_PER_CHUNK * core::mem::size_of::<StackEntry>()).cast();
-            if chunk.is_null() {
-                return None;
-            }
-            chunk_slot.store(chunk, Ordering::Release);
-        }
-        // SAFETY: the chunk holds ENTRIES_PER_CHUNK zeroed entries.
-        Some(unsafe { &*chunk.add(id % ENTRIES_PER_CHUNK) })
-    }
-
-    fn store_frames(arena: &mut FrameArena, frames: &[u64]) -> Option<*mut u64> {
-        let bytes = core::mem::size_of_val(frames).max(8);
+    /// Copy a key (the frames, then one word per object id) into the arena.
+    fn store_key(arena: &mut FrameArena, frames: &[u64], objects: &[u32]) -> Option<*mut u64> {
+        let words = frames.len() + objects.len();
+        let bytes = (words * 8).max(8);
         if arena.next + bytes > arena.end {
             let chunk = sys::map_zeroed(FRAME_CHUNK_BYTES);
             if chunk.is_null() {
@@ -360,54 +409,58 @@ impl StackTable {
         let destination = arena.next as *mut u64;
         // SAFETY: [next, next + bytes) is inside the current arena chunk and
         // belongs to no published entry yet.
-        unsafe { core::ptr::copy_nonoverlapping(frames.as_ptr(), destination, frames.len()) };
+        let stored = unsafe { core::slice::from_raw_parts_mut(destination, words) };
+        stored[..frames.len()].copy_from_slice(frames);
+        for (word, &object) in stored[frames.len()..].iter_mut().zip(objects) {
+            *word = u64::from(object);
+        }
         arena.next += bytes;
         Some(destination)
     }
 
-    /// Copy every stack that has live objects, or (with `include_freed`) any
-    /// allocations at all. With `counts_are_weights` (every allocation
-    /// sampled, so no weight sums were kept) the weight sums are the counts.
-    pub fn snapshot(&self, include_freed: bool, counts_are_weights: bool) -> Vec<Stack> {
+    /// Copy every record that has live objects, or (with `include_freed`)
+    /// any allocations at all, as a dump's stacks: one per stack and thread
+    /// the table tells apart (its frames, the record's thread, its counts).
+    /// `context` names the module context of a stack's objects (the dump's
+    /// epoch). With `counts_are_weights` (every allocation sampled, so no
+    /// weight sums were kept) the weight sums are the counts.
+    pub fn snapshot(
+        &self,
+        include_freed: bool,
+        counts_are_weights: bool,
+        context: &mut dyn FnMut(&[u64]) -> u32,
+    ) -> Vec<Stack> {
         let mut out = Vec::new();
-        for id in 0..self.len() as u32 {
-            let Some(entry) = self.entry(id) else {
-                continue;
-            };
-            let read = |counter: &AtomicI64| counter.load(Ordering::Relaxed).max(0) as u64;
-            let live_objects = read(&entry.live_objects);
-            let alloc_objects = read(&entry.alloc_objects);
-            if live_objects == 0 && !(include_freed && alloc_objects > 0) {
-                continue;
+        let mut push = |entry: &StackEntry, thread: u32, counters: &Counters| {
+            let counts = counters.read(counts_are_weights);
+            if counts.live_objects == 0 && !(include_freed && counts.alloc_objects > 0) {
+                return;
             }
-            let depth = entry.depth.load(Ordering::Relaxed) as usize;
-            // SAFETY: as in `matches`.
-            let frames =
-                unsafe { core::slice::from_raw_parts(entry.frames.load(Ordering::Relaxed), depth) };
-            let (live_bytes, alloc_bytes) = (read(&entry.live_bytes), read(&entry.alloc_bytes));
-            let (live, alloc) = if counts_are_weights {
-                (
-                    certain_weights(live_objects, live_bytes),
-                    certain_weights(alloc_objects, alloc_bytes),
-                )
-            } else {
-                (
-                    entry.live.read(live_objects),
-                    entry.alloc.read(alloc_objects),
-                )
-            };
             out.push(Stack {
-                frames: frames.to_vec(),
-                thread: entry.thread.load(Ordering::Relaxed),
-                epoch: entry.epoch.load(Ordering::Relaxed),
-                live_objects,
-                live_bytes,
-                live_usable_bytes: read(&entry.live_usable_bytes),
-                alloc_objects,
-                alloc_bytes,
-                live,
-                alloc,
+                frames: entry.frames().to_vec(),
+                thread,
+                epoch: context(entry.objects()),
+                live_objects: counts.live_objects,
+                live_bytes: counts.live_bytes,
+                live_usable_bytes: counts.live_usable_bytes,
+                alloc_objects: counts.alloc_objects,
+                alloc_bytes: counts.alloc_bytes,
+                live: counts.live,
+                alloc: counts.alloc,
             });
+        };
+        for id in 0..self.len() as u32 {
+            if let Some(entry) = self.entry(id) {
+                push(entry, entry.owner.load(Ordering::Relaxed), &entry.counters);
+            }
+        }
+        for id in 0..self.threads.len() as u32 {
+            let Some(record) = self.threads.get(id) else {
+                continue;
+            };
+            if let Some(entry) = self.entry(record.stack()) {
+                push(entry, record.thread(), &record.counters);
+            }
         }
         out
     }
@@ -416,19 +469,10 @@ impl StackTable {
     pub fn zero_counts(&self) {
         for id in 0..self.len() as u32 {
             if let Some(entry) = self.entry(id) {
-                for counter in [
-                    &entry.live_objects,
-                    &entry.live_bytes,
-                    &entry.live_usable_bytes,
-                    &entry.alloc_objects,
-                    &entry.alloc_bytes,
-                ] {
-                    counter.store(0, Ordering::Relaxed);
-                }
-                entry.live.zero();
-                entry.alloc.zero();
+                entry.counters.zero();
             }
         }
+        self.threads.zero_counts();
     }
 
     /// Lock out inserts across `fork`.
@@ -462,127 +506,112 @@ impl Default for StackTable {
     }
 }
 
-impl StackEntry {
-    /// Count a sampled allocation of `size` requested and `usable` bytes,
-    /// whose Horvitz–Thompson contribution is `weights` (None when every
-    /// allocation is sampled: the counts are the sums).
-    pub fn add_sample(&self, size: u64, usable: u64, weights: Option<&Weights>) {
-        if let Some(weights) = weights {
-            self.alloc.add(weights, 1.0);
-            self.live.add(weights, 1.0);
-        }
-        self.alloc_objects.fetch_add(1, Ordering::Relaxed);
-        self.alloc_bytes.fetch_add(size as i64, Ordering::Relaxed);
-        self.live_objects.fetch_add(1, Ordering::Relaxed);
-        self.live_bytes.fetch_add(size as i64, Ordering::Relaxed);
-        self.live_usable_bytes
-            .fetch_add(usable as i64, Ordering::Relaxed);
-    }
-
-    /// Count the free of a sampled object: `weights` are the ones its
-    /// allocation added (None if it added none).
-    pub fn release_sample(&self, size: u64, usable: u64, weights: Option<&Weights>) {
-        if let Some(weights) = weights {
-            self.live.add(weights, -1.0);
-        }
-        self.live_objects.fetch_sub(1, Ordering::Relaxed);
-        self.live_bytes.fetch_sub(size as i64, Ordering::Relaxed);
-        self.live_usable_bytes
-            .fetch_sub(usable as i64, Ordering::Relaxed);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn interning_is_stable_and_keyed_by_thread_and_epoch() {
-        let table = StackTable::new();
-        assert!(table.init(8));
-        let a = table.intern(&[1, 2, 3], 1, 0, EntryPlace::Main).unwrap();
-        let b = table.intern(&[1, 2, 4], 1, 0, EntryPlace::Main).unwrap();
-        assert_ne!(a, b);
-        assert_eq!(table.intern(&[1, 2, 3], 1, 0, EntryPlace::Main), Some(a));
-        assert_ne!(table.intern(&[1, 2, 3], 2, 0, EntryPlace::Main), Some(a));
-        assert_ne!(table.intern(&[1, 2, 3], 1, 1, EntryPlace::Main), Some(a));
-        assert!(table.holds(a, &[1, 2, 3], 1, 0));
-        assert!(!table.holds(a, &[1, 2, 4], 1, 0));
-        assert!(!table.holds(a, &[1, 2, 3], 2, 0));
-        assert!(!table.holds(a, &[1, 2, 3], 1, 1));
-        assert!(!table.holds(a, &[1, 2], 1, 0));
-        let weights = heapsample_format::sample_weights(10, 1 << 19);
-        table.entry(a).unwrap().add_sample(10, 16, Some(&weights));
-        let snapshot = table.snapshot(false, false);
-        assert_eq!(snapshot.len(), 1);
-        assert_eq!(snapshot[0].frames, vec![1, 2, 3]);
-        assert_eq!((snapshot[0].live_objects, snapshot[0].live_bytes), (1, 10));
-        assert_eq!((snapshot[0].live, snapshot[0].alloc), (weights, weights));
+    fn table(index_bits: u32) -> Box<StackTable> {
+        let table = Box::new(StackTable::new());
+        assert!(table.init(index_bits));
         table
-            .entry(a)
+    }
+
+    fn record(table: &StackTable, frames: &[u64], objects: &[u32], thread: u32) -> Recorded {
+        table
+            .record_for(frames, objects, thread, EntryPlace::Main)
             .unwrap()
-            .release_sample(10, 16, Some(&weights));
-        assert!(table.snapshot(false, false).is_empty());
-        let all = table.snapshot(true, false);
-        assert_eq!(all.len(), 1);
-        assert_eq!((all[0].live, all[0].alloc), (Default::default(), weights));
     }
 
     #[test]
-    fn without_kept_sums_the_counts_are_the_weights_of_certain_samples() {
-        let table = StackTable::new();
-        assert!(table.init(8));
-        let a = table.intern(&[7], 1, 0, EntryPlace::Main).unwrap();
-        let entry = table.entry(a).unwrap();
-        for size in [10, 0, 4096] {
-            entry.add_sample(size, size + 8, None);
-        }
-        entry.release_sample(4096, 4104, None);
-        let (live, alloc) = (certain_sums(&[10, 0]), certain_sums(&[10, 0, 4096]));
-        let snapshot = table.snapshot(true, true);
-        assert_eq!((snapshot[0].live, snapshot[0].alloc), (live, alloc));
-        entry.release_sample(10, 18, None);
-        entry.release_sample(0, 8, None);
-        let snapshot = table.snapshot(true, true);
-        assert_eq!(
-            (snapshot[0].live, snapshot[0].alloc),
-            (Weights::default(), alloc)
-        );
+    fn one_entry_per_stack_keyed_by_frames_and_objects() {
+        let table = table(8);
+        let a = record(&table, &[1, 2, 3], &[], 1);
+        assert_eq!((a.labelled, a.without_frames), (true, false));
+        assert_ne!(record(&table, &[1, 2, 4], &[], 1).record, a.record);
+        assert_ne!(record(&table, &[1, 2, 3], &[5], 1).record, a.record);
+        assert_ne!(record(&table, &[1, 2, 3], &[5, 6], 1).record, a.record);
+        assert_eq!(record(&table, &[1, 2, 3], &[], 1), a);
+        assert_eq!(table.len(), 4);
+        assert!(table.record_holds(a.record, &[1, 2, 3]));
+        assert!(!table.record_holds(a.record, &[1, 2, 4]));
+        assert!(!table.record_holds(a.record, &[1, 2]));
+        // Another thread: the same stack, a record of its own.
+        let b = record(&table, &[1, 2, 3], &[], 2);
+        assert_eq!(table.len(), 4, "no new stack for another thread");
+        assert!(b.record & THREAD_RECORD != 0 && b.labelled);
+        assert!(table.record_holds(b.record, &[1, 2, 3]));
+        assert_eq!(record(&table, &[1, 2, 3], &[], 2), b);
     }
 
-    /// The weight sums of samples of `sizes` taken at period 1.
-    fn certain_sums(sizes: &[u64]) -> Weights {
-        sizes.iter().fold(Weights::default(), |sum, &size| {
-            sum.plus(&heapsample_format::sample_weights(size, 1))
-        })
+    #[test]
+    fn snapshot_has_a_stack_per_thread_with_its_counts() {
+        let table = table(8);
+        let weights = heapsample_format::sample_weights(10, 1 << 19);
+        for thread in [1, 2, 2] {
+            let recorded = record(&table, &[1, 2, 3], &[7], thread);
+            let counters = table.counters(recorded.record).unwrap();
+            counters.add_sample(10, 16, Some(&weights));
+        }
+        let mut contexts = Vec::new();
+        let snapshot = table.snapshot(false, false, &mut |objects| {
+            contexts.push(objects.to_vec());
+            9
+        });
+        assert_eq!(contexts, [vec![7], vec![7]]);
+        let threads: Vec<(u32, u64, u32)> = snapshot
+            .iter()
+            .map(|s| (s.thread, s.live_objects, s.epoch))
+            .collect();
+        assert_eq!(threads, [(1, 1, 9), (2, 2, 9)]);
+        assert!(snapshot.iter().all(|s| s.frames == [1, 2, 3]));
+        assert_eq!(snapshot[1].live, weights.plus(&weights));
+        table.zero_counts();
+        assert!(table.snapshot(true, false, &mut |_| 0).is_empty());
+    }
+
+    /// Once the side table is full, a thread's samples of a stack it does
+    /// not own go to the stack's own record, labelled "other threads" from
+    /// then on; nothing is lost.
+    #[test]
+    fn without_room_for_a_thread_the_stack_counts_other_threads() {
+        let table = table(8);
+        for thread in 2..2 + table.threads.capacity() as u32 {
+            assert!(record(&table, &[1], &[], 1).labelled);
+            assert!(record(&table, &[1], &[], thread).record & THREAD_RECORD != 0);
+        }
+        let late = record(&table, &[1], &[], 1_000_000);
+        assert_eq!((late.record & THREAD_RECORD, late.labelled), (0, false));
+        table.counters(late.record).unwrap().add_sample(8, 8, None);
+        let owner = record(&table, &[1], &[], 1);
+        assert_eq!((owner.record, owner.labelled), (late.record, false));
+        let snapshot = table.snapshot(false, true, &mut |_| 0);
+        assert_eq!(snapshot.len(), 1);
+        assert_eq!(
+            (snapshot[0].thread, snapshot[0].live_objects),
+            (OTHER_THREADS, 1)
+        );
     }
 
     /// A forked child's new stacks are indexed in the nursery while it has
     /// room, then in the main index; every stack is found from either place.
     #[test]
     fn nursery_first_stacks_are_found_wherever_they_were_indexed() {
-        let table = Box::new(StackTable::new());
-        assert!(table.init(14));
-        let inherited = table.intern(&[1, 2], 1, 0, EntryPlace::Main).unwrap();
+        let table = table(14);
+        let inherited = record(&table, &[1, 2], &[], 1).record;
         let ids: Vec<u32> = (0..3000u64)
             .map(|i| {
                 table
-                    .intern(&[i, 9], 1, 0, EntryPlace::NurseryFirst)
+                    .record_for(&[i, 9], &[], 1, EntryPlace::NurseryFirst)
                     .unwrap()
+                    .record
             })
             .collect();
         assert_eq!(table.len(), 3001);
         for (i, &id) in ids.iter().enumerate() {
-            assert_eq!(
-                table.intern(&[i as u64, 9], 1, 0, EntryPlace::Main),
-                Some(id)
-            );
-            assert!(table.holds(id, &[i as u64, 9], 1, 0));
+            assert_eq!(record(&table, &[i as u64, 9], &[], 1).record, id);
         }
-        assert_eq!(
-            table.intern(&[1, 2], 1, 0, EntryPlace::NurseryFirst),
-            Some(inherited)
-        );
+        let again = table.record_for(&[1, 2], &[], 1, EntryPlace::NurseryFirst);
+        assert_eq!(again.unwrap().record, inherited);
         assert_eq!(table.len(), 3001, "nothing interned twice");
         let in_nursery = table
             .nursery
@@ -596,14 +625,26 @@ mod tests {
         );
     }
 
+    /// A full table counts new stacks in its one entry without frames (kept
+    /// in reserve); known stacks keep their entries.
     #[test]
-    fn full_table_refuses() {
-        let table = StackTable::new();
-        assert!(table.init(4)); // 8 stacks at most
-        for i in 0..8u64 {
-            assert!(table.intern(&[i], 0, 0, EntryPlace::Main).is_some());
+    fn full_table_counts_new_stacks_without_frames() {
+        let table = table(4); // 8 stacks at most, one of them in reserve
+        for i in 0..7u64 {
+            assert!(!record(&table, &[i], &[], 1).without_frames);
         }
-        assert_eq!(table.intern(&[99], 0, 0, EntryPlace::Main), None);
-        assert!(table.intern(&[3], 0, 0, EntryPlace::Main).is_some());
+        let overflow = record(&table, &[99], &[], 1);
+        assert!(overflow.without_frames);
+        let other = record(&table, &[100], &[3], 2);
+        assert!(other.without_frames);
+        assert_eq!(table.stack_of(other.record), Some(7));
+        assert_eq!(record(&table, &[3], &[], 1).record, 3);
+        table
+            .counters(overflow.record)
+            .unwrap()
+            .add_sample(8, 8, None);
+        let snapshot = table.snapshot(false, true, &mut |_| 0);
+        assert_eq!(snapshot.len(), 1);
+        assert!(snapshot[0].frames.is_empty());
     }
 }

@@ -38,6 +38,8 @@ pub enum Kind {
     TableFull = 7,
     /// The dump signal is not ours (already handled, or taken later).
     Signal = 8,
+    /// The stack table filled up; new stacks are counted without frames.
+    StacksWithoutFrames = 9,
     /// Anything else, reported every time.
     Other = 31,
 }

@@ -22,8 +22,13 @@ use std::ffi::CString;
 use heapsample_format::{Dump, Totals, Trigger};
 
 use crate::spin_lock::{LockClass, SpinLock};
+use crate::stack_table::{OTHER_THREADS, STACKS};
 use crate::warn::Kind;
-use crate::{modules, stack_table::STACKS, state, sys, threads};
+use crate::{modules, state, sys, threads};
+
+/// The name in the dump's thread list of the samples whose thread the stack
+/// table no longer tells apart.
+pub const OTHER_THREADS_NAME: &str = "other threads";
 
 /// All dumps of this process, in order.
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
@@ -168,7 +173,16 @@ pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
     let stacks = STACKS.snapshot(
         config.prof_accum,
         crate::sampling::samples_every_allocation(),
+        &mut |objects| objects.first().map_or(0, |&epoch| epoch as u32),
     );
+    let mut thread_list = threads::thread_infos();
+    if stacks.iter().any(|stack| stack.thread == OTHER_THREADS) {
+        thread_list.push(heapsample_format::ThreadInfo {
+            serial: OTHER_THREADS,
+            tid: 0,
+            name: OTHER_THREADS_NAME.to_string(),
+        });
+    }
     Dump {
         writer: concat!("heapsample ", env!("CARGO_PKG_VERSION")).to_string(),
         pid: std::process::id(),
@@ -184,7 +198,7 @@ pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
         lg_sample_period: crate::sampling::lg_period(),
         config: config.describe(),
         modules: modules::snapshot(),
-        threads: threads::thread_infos(),
+        threads: thread_list,
         stacks,
         totals: Totals {
             allocations: exact.allocations,

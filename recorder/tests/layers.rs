@@ -12,7 +12,9 @@ use std::path::Path;
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaves",
-        &["sys", "warn", "config", "sampling", "sampler", "nursery"],
+        &[
+            "sys", "warn", "config", "sampling", "sampler", "nursery", "chunks", "counters",
+        ],
     ),
     ("thread block", &["tls"]),
     // Keeps each thread's kernel id in the thread's block.
@@ -21,6 +23,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "tables",
         &[
             "live_table",
+            "stack_threads",
             "stack_table",
             "modules",
             "backtrace",
