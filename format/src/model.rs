@@ -59,9 +59,10 @@ pub struct Module {
     pub load_bias: u64,
     /// Runtime address ranges `[start, end)` of its executable segments.
     pub ranges: Vec<(u64, u64)>,
-    /// First module epoch in which the object was seen loaded.
+    /// The first of the module epochs ([`Stack::epoch`]) whose stacks may
+    /// have frames in this object at these addresses.
     pub first_epoch: u32,
-    /// Last epoch in which it was loaded; `None` while it is still loaded.
+    /// The last such epoch; `None`: every epoch from the first on.
     pub last_epoch: Option<u32>,
 }
 
@@ -143,7 +144,9 @@ pub struct Stack {
     pub frames: Vec<u64>,
     /// The [`ThreadInfo::serial`] of the thread that allocated.
     pub thread: u32,
-    /// The module epoch in which the stack was captured.
+    /// The module epoch of the stack: which of the objects mapped at its
+    /// frames' addresses over the process's life it was captured in
+    /// ([`Dump::module_for`]).
     pub epoch: u32,
     /// Sampled objects still live.
     pub live_objects: u64,
@@ -219,7 +222,8 @@ pub struct Dump {
     /// The effective configuration, as `key:value,...`.
     #[serde(deserialize_with = "owned_from_borrowed")]
     pub config: String,
-    /// Every object loaded at any time the samples cover, with its epochs.
+    /// The objects loaded with the program and the objects the stacks'
+    /// frames lie in, with the epochs they cover.
     pub modules: Vec<Module>,
     /// Threads that took samples.
     pub threads: Vec<ThreadInfo>,

@@ -19,7 +19,7 @@
 //! 2. [`spin_lock`] (and the lock order), which keeps each thread's kernel
 //!    id in the thread's block.
 //! 3. tables: [`live_table`], [`stack_threads`], [`stack_table`],
-//!    [`modules`], [`backtrace`], [`own_heap`].
+//!    [`object_ids`], [`modules`], [`backtrace`], [`own_heap`].
 //! 4. [`next_alloc`]: the next allocator and the bootstrap arena.
 //! 5. [`state`]: the process-wide mode, flags, configuration and counters,
 //!    behind functions.
@@ -49,6 +49,7 @@ pub mod memory_limit;
 pub mod modules;
 pub mod next_alloc;
 pub mod nursery;
+pub mod object_ids;
 pub mod own_heap;
 pub mod routes;
 pub mod sample;

@@ -111,7 +111,7 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
     let frames = capture_limit(&mut ext.frames);
     let range = backtrace::capture_with(&mut ext.unwinder, frames, entry);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
-    let generation = modules::current_epoch();
+    let generation = modules::generation();
     let recent = ext.recent_stacks.slot(frames);
     let record = match recent.id_in(generation) {
         Some(record) if STACKS.record_holds(record, frames) => record,
@@ -130,10 +130,10 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
 /// (or created) in the stack table; the thread is listed in the dump's
 /// threads if the record carries its name. None if the sample is dropped.
 fn new_record(state: &ThreadState, frames: &[u64]) -> Option<u32> {
-    let epoch = modules::epoch_for(frames);
-    let objects: &[u32] = if epoch == 0 { &[] } else { &[epoch] };
+    let mut objects = modules::LazyObjectIds::new(frames);
     let thread = state.serial.load(Relaxed);
-    let Some(recorded) = STACKS.record_for(frames, objects, thread, state.entry_place()) else {
+    let place = state.entry_place();
+    let Some(recorded) = STACKS.record_for(frames, &mut objects, thread, place) else {
         drop_sample("the profiler is out of memory for its stack table");
         return None;
     };

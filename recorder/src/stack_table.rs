@@ -2,9 +2,11 @@
 //!
 //! Owns an insert-only table of stacks keyed by their frames and the ids of
 //! the loaded objects those frames lie in (`modules`), whichever thread
-//! took them. Lookups are lock-free: a hashed index of stack ids over
-//! entries that never move (chunks mapped on demand). Only inserting a
-//! stack never seen before takes a spin lock.
+//! took them. Lookups are lock-free: an index of stack ids, hashed by the
+//! frames, over entries that never move (chunks mapped on demand). A stack
+//! whose frames all lie in the program's own objects has no object ids and
+//! is found without looking them up ([`Objects`]). Only inserting a stack
+//! never seen before takes a spin lock.
 //!
 //! Samples are counted in *records* ([`Counters`]: counts and
 //! Horvitz–Thompson weight sums, updated at sample events and at frees of
@@ -88,15 +90,37 @@ impl StackEntry {
         }
     }
 
-    fn has_key(&self, frames: &[u64], objects: &[u32]) -> bool {
-        self.depth.load(Ordering::Relaxed) as usize == frames.len()
-            && self.objects.load(Ordering::Relaxed) as usize == objects.len()
-            && self.frames() == frames
-            && self
-                .objects()
-                .iter()
-                .zip(objects)
-                .all(|(&stored, &object)| stored == u64::from(object))
+    /// True if this is the stack of `frames` in `objects`. An entry without
+    /// object ids matches its frames whatever `objects` would say: its
+    /// frames lie in the program's own objects, which are never unloaded, so
+    /// their ids are none (and are not looked up).
+    fn has_key(&self, frames: &[u64], objects: &mut impl Objects) -> bool {
+        if self.depth.load(Ordering::Relaxed) as usize != frames.len() || self.frames() != frames {
+            return false;
+        }
+        let stored = self.objects();
+        stored.is_empty() || {
+            let objects = objects.ids();
+            stored.len() == objects.len()
+                && stored
+                    .iter()
+                    .zip(objects)
+                    .all(|(&stored, &object)| stored == u64::from(object))
+        }
+    }
+}
+
+/// The ids of the loaded objects a stack's frames lie in outside the
+/// program's own (`modules`), sorted; none if they all lie in the program's
+/// own. Found only if a lookup needs them.
+pub trait Objects {
+    /// The ids.
+    fn ids(&mut self) -> &[u32];
+}
+
+impl Objects for &[u32] {
+    fn ids(&mut self) -> &[u32] {
+        self
     }
 }
 
@@ -139,12 +163,12 @@ const NURSERY_SLOTS: usize = 1022;
 /// The process's stacks.
 pub static STACKS: StackTable = StackTable::new();
 
-/// Hash of a stack key.
-pub fn hash_stack(frames: &[u64], objects: &[u32]) -> u64 {
-    let objects = objects.iter().map(|&object| u64::from(object) | 1 << 63);
+/// Hash of a stack's frames (stacks of the same frames in other objects
+/// share it).
+pub fn hash_stack(frames: &[u64]) -> u64 {
     let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for word in frames.iter().copied().chain(objects) {
-        hash = (hash.rotate_left(5) ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for &frame in frames {
+        hash = (hash.rotate_left(5) ^ frame).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
     hash | 1 // never 0
 }
@@ -239,7 +263,7 @@ impl StackTable {
 
     /// Find a stack without inserting: (id or the first free position of
     /// the main index).
-    fn lookup(&self, hash: u64, frames: &[u64], objects: &[u32]) -> Result<u32, usize> {
+    fn lookup(&self, hash: u64, frames: &[u64], objects: &mut impl Objects) -> Result<u32, usize> {
         let found = self.lookup_main(hash, frames, objects);
         if found.is_ok() || !self.nursery.in_use() {
             return found;
@@ -262,7 +286,7 @@ impl StackTable {
         slot: &AtomicU32,
         hash: u64,
         frames: &[u64],
-        objects: &[u32],
+        objects: &mut impl Objects,
     ) -> Option<Result<u32, ()>> {
         match slot.load(Ordering::Acquire) {
             0 => Some(Err(())),
@@ -275,7 +299,12 @@ impl StackTable {
         }
     }
 
-    fn lookup_main(&self, hash: u64, frames: &[u64], objects: &[u32]) -> Result<u32, usize> {
+    fn lookup_main(
+        &self,
+        hash: u64,
+        frames: &[u64],
+        objects: &mut impl Objects,
+    ) -> Result<u32, usize> {
         let bits = self.index_bits.load(Ordering::Relaxed);
         let home = sys::hash_word(hash, bits);
         let mut position = home;
@@ -306,13 +335,13 @@ impl StackTable {
     pub fn record_for(
         &self,
         frames: &[u64],
-        objects: &[u32],
+        objects: &mut impl Objects,
         thread: u32,
         place: EntryPlace,
     ) -> Option<Recorded> {
         let (stack, without_frames) = match self.intern(frames, objects, thread, place, false) {
             Some(stack) => (stack, false),
-            None => (self.intern(&[], &[], thread, place, true)?, true),
+            None => (self.intern(&[], &mut &[][..], thread, place, true)?, true),
         };
         let entry = self.entry(stack)?;
         let owner = entry.owner.load(Ordering::Relaxed);
@@ -344,12 +373,12 @@ impl StackTable {
     fn intern(
         &self,
         frames: &[u64],
-        objects: &[u32],
+        objects: &mut impl Objects,
         owner: u32,
         place: EntryPlace,
         reserve: bool,
     ) -> Option<u32> {
-        let hash = hash_stack(frames, objects);
+        let hash = hash_stack(frames);
         if let Ok(id) = self.lookup(hash, frames, objects) {
             return Some(id);
         }
@@ -379,6 +408,7 @@ impl StackTable {
         if id >= limit {
             return None;
         }
+        let objects = objects.ids();
         let key = Self::store_key(&mut arena, frames, objects)?;
         let entry = self.entries.get_or_map(id)?;
         entry.hash.store(hash, Ordering::Relaxed);
@@ -516,31 +546,47 @@ mod tests {
         table
     }
 
-    fn record(table: &StackTable, frames: &[u64], objects: &[u32], thread: u32) -> Recorded {
+    fn record(table: &StackTable, frames: &[u64], mut objects: &[u32], thread: u32) -> Recorded {
         table
-            .record_for(frames, objects, thread, EntryPlace::Main)
+            .record_for(frames, &mut objects, thread, EntryPlace::Main)
             .unwrap()
     }
 
     #[test]
     fn one_entry_per_stack_keyed_by_frames_and_objects() {
         let table = table(8);
-        let a = record(&table, &[1, 2, 3], &[], 1);
+        let a = record(&table, &[1, 2, 3], &[5], 1);
         assert_eq!((a.labelled, a.without_frames), (true, false));
-        assert_ne!(record(&table, &[1, 2, 4], &[], 1).record, a.record);
-        assert_ne!(record(&table, &[1, 2, 3], &[5], 1).record, a.record);
+        assert_ne!(record(&table, &[1, 2, 4], &[5], 1).record, a.record);
+        assert_ne!(record(&table, &[1, 2, 3], &[6], 1).record, a.record);
         assert_ne!(record(&table, &[1, 2, 3], &[5, 6], 1).record, a.record);
-        assert_eq!(record(&table, &[1, 2, 3], &[], 1), a);
+        assert_eq!(record(&table, &[1, 2, 3], &[5], 1), a);
         assert_eq!(table.len(), 4);
         assert!(table.record_holds(a.record, &[1, 2, 3]));
         assert!(!table.record_holds(a.record, &[1, 2, 4]));
         assert!(!table.record_holds(a.record, &[1, 2]));
         // Another thread: the same stack, a record of its own.
-        let b = record(&table, &[1, 2, 3], &[], 2);
+        let b = record(&table, &[1, 2, 3], &[5], 2);
         assert_eq!(table.len(), 4, "no new stack for another thread");
         assert!(b.record & THREAD_RECORD != 0 && b.labelled);
         assert!(table.record_holds(b.record, &[1, 2, 3]));
-        assert_eq!(record(&table, &[1, 2, 3], &[], 2), b);
+        assert_eq!(record(&table, &[1, 2, 3], &[5], 2), b);
+    }
+
+    /// A stack without object ids lies in the program's own objects: its
+    /// frames alone find it, and its object ids are never asked for.
+    #[test]
+    fn a_stack_without_objects_is_found_without_them() {
+        struct Unasked;
+        impl Objects for Unasked {
+            fn ids(&mut self) -> &[u32] {
+                panic!("object ids looked up for a stack that has none")
+            }
+        }
+        let table = table(8);
+        let own = record(&table, &[7, 8], &[], 1).record;
+        let found = table.record_for(&[7, 8], &mut Unasked, 1, EntryPlace::Main);
+        assert_eq!(found.map(|r| r.record), Some(own));
     }
 
     #[test]
@@ -601,7 +647,7 @@ mod tests {
         let ids: Vec<u32> = (0..3000u64)
             .map(|i| {
                 table
-                    .record_for(&[i, 9], &[], 1, EntryPlace::NurseryFirst)
+                    .record_for(&[i, 9], &mut &[][..], 1, EntryPlace::NurseryFirst)
                     .unwrap()
                     .record
             })
@@ -610,7 +656,7 @@ mod tests {
         for (i, &id) in ids.iter().enumerate() {
             assert_eq!(record(&table, &[i as u64, 9], &[], 1).record, id);
         }
-        let again = table.record_for(&[1, 2], &[], 1, EntryPlace::NurseryFirst);
+        let again = table.record_for(&[1, 2], &mut &[][..], 1, EntryPlace::NurseryFirst);
         assert_eq!(again.unwrap().record, inherited);
         assert_eq!(table.len(), 3001, "nothing interned twice");
         let in_nursery = table

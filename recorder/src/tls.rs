@@ -102,10 +102,11 @@ pub struct ThreadExt {
 /// Slots of [`RecentStacks`].
 const RECENT_STACKS: usize = 64;
 
-/// A thread's recently sampled stacks: a direct-mapped table of stack ids
-/// keyed by the innermost frames and the depth, so that a stack sampled
-/// again is found with one comparison of its frames instead of hashing
-/// them all and probing the stack table. All-zero is empty.
+/// A thread's recently sampled stacks: a direct-mapped table of the
+/// stack-table records it counted them in, keyed by the innermost frames
+/// and the depth, so that a stack sampled again is found with one
+/// comparison of its frames instead of hashing them all, looking up the
+/// objects they lie in and probing the stack table. All-zero is empty.
 #[repr(C)]
 pub struct RecentStacks {
     slots: [LastStack; RECENT_STACKS],
@@ -159,33 +160,34 @@ impl ThreadExt {
     }
 }
 
-/// The id of a stack a thread sampled and the module epoch it was interned
-/// under: a sample with the same frames in the same epoch has the same id,
-/// without a lookup. All-zero is "none".
+/// The stack-table record a thread counted a stack in and the module
+/// generation it was looked up in (`modules::generation`): a sample with
+/// the same frames in the same generation goes to the same record, without
+/// a lookup. All-zero is "none".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LastStack {
     id_plus_one: u32,
-    epoch: u32,
+    generation: u32,
 }
 
 impl LastStack {
     /// Nothing remembered.
     pub const NONE: LastStack = LastStack {
         id_plus_one: 0,
-        epoch: 0,
+        generation: 0,
     };
 
-    /// Remember stack `id`, interned in `epoch`.
-    pub fn new(id: u32, epoch: u32) -> LastStack {
+    /// Remember record `id`, looked up in `generation`.
+    pub fn new(id: u32, generation: u32) -> LastStack {
         LastStack {
             id_plus_one: id.wrapping_add(1),
-            epoch,
+            generation,
         }
     }
 
-    /// The remembered id if it was interned in `epoch`.
-    pub fn id_in(&self, epoch: u32) -> Option<u32> {
-        (self.id_plus_one != 0 && self.epoch == epoch).then(|| self.id_plus_one - 1)
+    /// The remembered record if it was looked up in `generation`.
+    pub fn id_in(&self, generation: u32) -> Option<u32> {
+        (self.id_plus_one != 0 && self.generation == generation).then(|| self.id_plus_one - 1)
     }
 }
 

@@ -170,10 +170,11 @@ fn write_automatic(
 pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
     let config = state::config();
     let exact = threads::exact_counts();
+    let mut contexts = modules::Contexts::new();
     let stacks = STACKS.snapshot(
         config.prof_accum,
         crate::sampling::samples_every_allocation(),
-        &mut |objects| objects.first().map_or(0, |&epoch| epoch as u32),
+        &mut |objects| contexts.number(objects),
     );
     let mut thread_list = threads::thread_infos();
     if stacks.iter().any(|stack| stack.thread == OTHER_THREADS) {
@@ -197,7 +198,7 @@ pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
         trigger_seq,
         lg_sample_period: crate::sampling::lg_period(),
         config: config.describe(),
-        modules: modules::snapshot(),
+        modules: contexts.modules(),
         threads: thread_list,
         stacks,
         totals: Totals {

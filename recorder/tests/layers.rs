@@ -25,6 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "live_table",
             "stack_threads",
             "stack_table",
+            "object_ids",
             "modules",
             "backtrace",
             "own_heap",

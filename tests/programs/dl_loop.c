@@ -5,10 +5,14 @@
  *                                  (all at once), call each, close each
  *   dl_loop single <n> <dir> <k>   n iterations: open one plugin (in turn),
  *                                  call it, close it
+ *   dl_loop alternate <n> <dir> <k>  n iterations: open the next plugin (in
+ *                                  turn), call it, close the previous one,
+ *                                  so plugins reload where a sibling was
  *   dl_loop relative <dir> <out>   chdir(dir), dlopen("./plugin_0.so"),
  *                                  chdir("/"), call it, heapsample_dump(out)
  *
- * The loops print `iterations=<n> seconds=<CPU seconds> rss_kib=<VmRSS> hwm_kib=<VmHWM>`.
+ * The loops print `iterations=<n> seconds=<CPU seconds> rss_kib=<VmRSS> hwm_kib=<VmHWM>
+ * quarters=<CPU seconds of each quarter of the iterations, comma-separated>`.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -71,7 +75,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc != 5) {
-        fprintf(stderr, "usage: dl_loop rounds|single <n> <dir> <k> | relative <dir> <out>\n");
+        fprintf(stderr, "usage: dl_loop rounds|single|alternate <n> <dir> <k> | relative <dir> <out>\n");
         return 1;
     }
     long n = atol(argv[2]);
@@ -79,25 +83,37 @@ int main(int argc, char **argv) {
     int k = atoi(argv[4]);
     unsigned long sum = 0;
     long iterations = 0;
-    double start = now();
-    if (strcmp(argv[1], "rounds") == 0) {
-        void **handles = calloc(k, sizeof *handles);
-        for (long round = 0; round < n; round++) {
-            for (int i = 0; i < k; i++) handles[i] = open_plugin(dir, i);
-            for (int i = 0; i < k; i++) sum += call(handles[i]);
-            for (int i = 0; i < k; i++) dlclose(handles[i]);
+    double start = now(), quarter_start = start, quarters[4] = {0};
+    int quarter = 0;
+    void **handles = calloc(k, sizeof *handles);
+    void *previous = NULL;
+    for (long i = 0; i < n; i++) {
+        if (strcmp(argv[1], "rounds") == 0) {
+            for (int j = 0; j < k; j++) handles[j] = open_plugin(dir, j);
+            for (int j = 0; j < k; j++) sum += call(handles[j]);
+            for (int j = 0; j < k; j++) dlclose(handles[j]);
             iterations += k;
-        }
-        free(handles);
-    } else {
-        for (long i = 0; i < n; i++) {
+        } else {
             void *handle = open_plugin(dir, (int)(i % k));
             sum += call(handle);
-            dlclose(handle);
+            if (strcmp(argv[1], "alternate") == 0) {
+                if (previous) dlclose(previous);
+                previous = handle;
+            } else {
+                dlclose(handle);
+            }
             iterations++;
         }
+        if (quarter < 4 && (i + 1) * 4 >= n * (quarter + 1)) {
+            double t = now();
+            quarters[quarter++] = t - quarter_start;
+            quarter_start = t;
+        }
     }
-    printf("iterations=%ld seconds=%.3f rss_kib=%ld hwm_kib=%ld sum=%lu\n", iterations,
-           now() - start, status_kib("VmRSS:"), status_kib("VmHWM:"), sum);
+    if (previous) dlclose(previous);
+    free(handles);
+    printf("iterations=%ld seconds=%.3f rss_kib=%ld hwm_kib=%ld sum=%lu quarters=%.3f,%.3f,%.3f,%.3f\n",
+           iterations, now() - start, status_kib("VmRSS:"), status_kib("VmHWM:"), sum, quarters[0],
+           quarters[1], quarters[2], quarters[3]);
     return 0;
 }

@@ -241,12 +241,14 @@ fn find_object(address: u64) -> Option<DlFindObject> {
 /// The loaded object containing an address, as the shared rule cache tells
 /// objects apart: its mapping and a key no other object mapped there has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ObjectKey {
-    pub(crate) start: u64,
-    pub(crate) end: u64,
+pub struct ObjectKey {
+    /// Start of the object's mapping.
+    pub start: u64,
+    /// End of the object's mapping.
+    pub end: u64,
     /// A hash of the mapping, the `.eh_frame_hdr` address and the object's
     /// name; never 0.
-    pub(crate) key: u64,
+    pub key: u64,
 }
 
 /// The longest object name [`object_key`] reads.

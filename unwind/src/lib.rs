@@ -89,6 +89,7 @@ mod rule;
 mod walk;
 
 pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
+pub use cfi::ObjectKey;
 pub use memo::{MemoCounts, StackMemo};
 pub use walk::FunctionEntry;
 
@@ -274,6 +275,14 @@ impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
 /// first frame and [`object_range`] finds nothing, so use [`capture_libgcc`].
 pub fn init() -> bool {
     cfi::init()
+}
+
+/// The loaded object containing `address` (glibc's lock-free
+/// `_dl_find_object`): its mapping and a key that tells it from any other
+/// object mapped there at another time; `None` if no object maps it. Safe
+/// inside `malloc` and signal handlers.
+pub fn object_key(address: u64) -> Option<ObjectKey> {
+    cfi::object_key(address)
 }
 
 /// `[start, end)` of the mapping of the loaded object containing `address`
