@@ -30,7 +30,9 @@
 //! 7. dispatch: [`startup`], [`counting`], [`routes`].
 //! 8. hooks: [`contracts`] (the rest of the malloc family), [`fast_path`]
 //!    (malloc's and free's assembly), [`cxx`] (C++ operator accounting).
-//! 9. never inside malloc: [`writer`] (dump files), [`api`] (the C API),
+//! 9. never inside malloc: [`dump_contents`] (what a dump holds),
+//!    [`dump_file`] (writing one atomically), [`writer`] (when, in what
+//!    order and under what name dumps are written), [`api`] (the C API),
 //!    [`lifecycle`] (constructor, exit, fork).
 
 pub mod api;
@@ -41,6 +43,8 @@ pub mod contracts;
 pub mod counters;
 pub mod counting;
 pub mod cxx;
+pub mod dump_contents;
+pub mod dump_file;
 pub mod dumper;
 pub mod fast_path;
 pub mod lifecycle;

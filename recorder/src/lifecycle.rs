@@ -28,7 +28,6 @@ pub fn on_library_load() {
         return;
     }
     dumper::set_dump_writer(write_background_dump);
-    writer::note_start();
     // Detect the CPU's CRC instructions now, once: forked children inherit
     // the answer instead of each paying for it in its exit dump.
     let _ = std::is_x86_feature_detected!("pclmulqdq");
@@ -126,7 +125,7 @@ extern "C" fn at_exit() {
     if wanted && config.prof_leak {
         let dump = match &written {
             Some((_, dump)) => dump.clone(),
-            None => writer::assemble(Trigger::Final, 0, 0),
+            None => crate::dump_contents::assemble(Trigger::Final, 0, 0),
         };
         print_leak_summary(&dump, written.as_ref().map(|(path, _)| path.as_str()));
     }

@@ -39,7 +39,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("dispatch", &["startup", "counting", "routes"]),
     ("hooks", &["contracts", "fast_path", "cxx"]),
-    ("outside malloc", &["writer", "api", "lifecycle"]),
+    (
+        "outside malloc",
+        &["dump_contents", "dump_file", "writer", "api", "lifecycle"],
+    ),
 ];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
