@@ -10,7 +10,7 @@
 //! handler writes a file, the fork handlers take every profiler lock but
 //! the dump lock (in a process that ever had a second thread).
 
-use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use heapsample_format::Trigger;
 
@@ -27,6 +27,10 @@ pub fn on_library_load() {
     if !state::profiling() {
         return;
     }
+    // SAFETY: getpid has no preconditions.
+    FORK_RECORD
+        .pid
+        .store(unsafe { libc::getpid() } as u32, Relaxed);
     dumper::set_dump_writer(write_background_dump);
     // Detect the CPU's CRC instructions now, once: forked children inherit
     // the answer instead of each paying for it in its exit dump.
@@ -68,8 +72,9 @@ fn write_background_dump(trigger: Trigger) {
 
 // ---- exit ----
 
-/// What a forked child (without exec) knows of its fork; one static, so
-/// that recording it costs the child one copy-on-write page, not two.
+/// What a forked child (without exec) knows of its fork, and whose memory
+/// this is; one static, so that recording it costs the child one
+/// copy-on-write page, not two.
 struct ForkRecord {
     /// The samples taken when it was forked; `u64::MAX` in a process that
     /// was not forked.
@@ -77,12 +82,27 @@ struct ForkRecord {
     /// When it was forked (the forking thread's `fork_called_ns` as the
     /// child found it; its own later forks do not change it).
     forked_at_ns: AtomicU64,
+    /// The pid of the process this memory belongs to (0 before the
+    /// constructor), set by the constructor and in each forked child.
+    pid: AtomicU32,
 }
 
 static FORK_RECORD: ForkRecord = ForkRecord {
     samples_at_fork: AtomicU64::new(u64::MAX),
     forked_at_ns: AtomicU64::new(0),
+    pid: AtomicU32::new(0),
 };
+
+/// True in a child that runs in this process's memory: made by `vfork` (or
+/// `clone` with `CLONE_VM`) and not yet `exec`'d, as `subprocess` and
+/// `posix_spawn` make them. No fork handler ran there and the memory is its
+/// parent's: what the child does (resetting every signal handler, say) must
+/// not change the profiler's state.
+pub fn in_borrowed_memory() -> bool {
+    let owner = FORK_RECORD.pid.load(Relaxed);
+    // SAFETY: getpid has no preconditions.
+    owner != 0 && owner != unsafe { libc::getpid() } as u32
+}
 
 /// Does `prof_fork_final` let this process write its exit dump?
 fn exit_dump_wanted(config: &Config) -> bool {
@@ -206,11 +226,9 @@ extern "C" fn fork_parent() {
 }
 
 /// A forked child's sampling must not repeat its siblings': the thread that
-/// survived the fork gets a generator seeded from its new pid.
-fn reseed_forking_thread() {
+/// survived the fork gets a generator seeded from its new `pid`.
+fn reseed_forking_thread(pid: u32) {
     let state = tls::current();
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() } as u32;
     let seed = crate::sampling::seed(state as *const tls::ThreadState as usize, pid);
     state.sampler.reseed_after_fork(seed);
 }
@@ -240,7 +258,10 @@ extern "C" fn fork_child() {
     record
         .forked_at_ns
         .store(state.fork_called_ns.load(Relaxed), Relaxed);
-    reseed_forking_thread();
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u32;
+    record.pid.store(pid, Relaxed);
+    reseed_forking_thread(pid);
     state.set_flag(tls::FLAG_FORKED, true);
     if locked {
         state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, false);

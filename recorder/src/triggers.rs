@@ -160,11 +160,18 @@ extern "C" fn on_signal(
 
 static HANDLER_INSTALLED: AtomicBool = AtomicBool::new(false);
 
+/// True if `signal` is the dump signal and its handler is installed: a
+/// change of its disposition by the program matters.
+pub fn handles_dump_signal(signal: libc::c_int) -> bool {
+    signal != 0 && signal == SIGNAL.load(Relaxed) && HANDLER_INSTALLED.load(Relaxed)
+}
+
 /// The program is changing the disposition of `signal` (its `sigaction` or
-/// `signal` call, interposed): if that is the dump signal, the program's
-/// handler wins and signal dumps stop, with one warning.
+/// `signal` call, interposed, in the process that owns this memory): if
+/// that is the dump signal, the program's handler wins and signal dumps
+/// stop, with one warning.
 pub fn on_program_sigaction(signal: libc::c_int) {
-    if signal != 0 && signal == SIGNAL.load(Relaxed) && HANDLER_INSTALLED.swap(false, Relaxed) {
+    if handles_dump_signal(signal) && HANDLER_INSTALLED.swap(false, Relaxed) {
         dumper::cancel_retry();
         crate::warn!(
             Kind::Signal,

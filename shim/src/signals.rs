@@ -1,11 +1,13 @@
 //! `sigaction` and `signal`: notice when the program takes over the signal
 //! configured with `prof_signal` (signal dumps then stop, with one warning),
-//! and forward the call unchanged.
+//! and forward the call unchanged. A child running in its parent's memory
+//! (`vfork`, as Python's `subprocess` uses) that resets the signal before
+//! `exec` changes nothing: the disposition it changes is its own.
 
 use core::ffi::{c_int, c_void};
 
 use heapsample_recorder::sys::{self, LazyNext};
-use heapsample_recorder::triggers;
+use heapsample_recorder::{lifecycle, triggers};
 
 type SigactionFn =
     unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
@@ -23,7 +25,7 @@ pub unsafe extern "C" fn sigaction(
     old_action: *mut libc::sigaction,
 ) -> c_int {
     if !action.is_null() {
-        triggers::on_program_sigaction(signal);
+        taking_over(signal);
     }
     let address = NEXT_SIGACTION.get();
     if address.is_null() {
@@ -38,7 +40,7 @@ pub unsafe extern "C" fn sigaction(
 /// The C contract of `signal`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn signal(signal: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-    triggers::on_program_sigaction(signal);
+    taking_over(signal);
     let address = NEXT_SIGNAL.get();
     if address.is_null() {
         sys::set_errno(libc::ENOSYS);
@@ -46,4 +48,11 @@ pub unsafe extern "C" fn signal(signal: c_int, handler: libc::sighandler_t) -> l
     }
     // SAFETY: the next definition of signal, same signature and arguments.
     unsafe { core::mem::transmute::<*mut c_void, SignalFn>(address)(signal, handler) }
+}
+
+/// The program sets the disposition of `signal`.
+fn taking_over(signal: c_int) {
+    if triggers::handles_dump_signal(signal) && !lifecycle::in_borrowed_memory() {
+        triggers::on_program_sigaction(signal);
+    }
 }

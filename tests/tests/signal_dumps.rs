@@ -1,5 +1,6 @@
-//! The dump signal in forked children, and no profiler thread before a
-//! background dump is due (so single-threaded-only calls keep working).
+//! The dump signal in forked children and beside Python's subprocesses, and
+//! no profiler thread before a background dump is due (so
+//! single-threaded-only calls keep working).
 
 use heapsample_tests::*;
 
@@ -85,4 +86,49 @@ fn no_thread_before_a_background_dump_is_due() {
             threads.context()
         );
     }
+}
+
+/// CPython starts subprocesses with `vfork`; the child resets every signal
+/// handler before it `exec`s, running in its parent's memory. That is not
+/// the program taking the dump signal over: no warning, and the signal
+/// still dumps. When the program does take it over afterwards, exactly one
+/// warning says so, after that moment.
+#[test]
+fn python_subprocesses_leave_signal_dumps_on_without_a_warning() {
+    let python = if std::path::Path::new("/usr/bin/python3").is_file() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    let dir = TempDir::new("signal-python");
+    let prefix = dir.path().join("py");
+    let outcome = Run::new(python)
+        .arg(programs_dir().join("signal_subprocess.py"))
+        .arg(&prefix)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .with_shim()
+        .prof_conf(format!("prof_signal:USR2,prof_prefix:{}", prefix.display()))
+        .run();
+    outcome.assert_success();
+    assert!(
+        outcome
+            .stdout
+            .contains("signal dumps after subprocesses: 1"),
+        "{}",
+        outcome.context()
+    );
+    let stderr: Vec<&str> = outcome.stderr.lines().collect();
+    let warnings: Vec<usize> = (0..stderr.len())
+        .filter(|&i| stderr[i].starts_with("<heapsample>:"))
+        .collect();
+    let taken_over = stderr
+        .iter()
+        .position(|line| *line == "taking the signal over")
+        .expect("the script announces it");
+    assert_eq!(warnings.len(), 1, "{}", outcome.context());
+    assert!(
+        warnings[0] > taken_over && stderr[warnings[0]].contains("installed its own handler"),
+        "{}",
+        outcome.context()
+    );
 }
