@@ -19,8 +19,9 @@ use crate::{modules, state, sys, threads};
 /// table no longer tells apart.
 pub const OTHER_THREADS_NAME: &str = "other threads";
 
-/// Build the profile from the tables as they are now.
-pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
+/// Build the profile from the tables as they are now, unnumbered (`seq`
+/// and `trigger_seq` 0: the writer numbers the dumps it writes).
+pub fn assemble(trigger: Trigger) -> Dump {
     let config = state::config();
     let exact = threads::exact_counts();
     let mut contexts = modules::Contexts::new();
@@ -47,8 +48,8 @@ pub fn assemble(trigger: Trigger, seq: u64, trigger_seq: u64) -> Dump {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0),
         trigger,
-        seq,
-        trigger_seq,
+        seq: 0,
+        trigger_seq: 0,
         lg_sample_period: crate::sampling::lg_period(),
         config: config.describe(),
         modules: contexts.modules(),

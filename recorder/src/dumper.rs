@@ -58,9 +58,11 @@ fn dump_writer() -> Option<fn(Trigger)> {
     (!address.is_null()).then(|| unsafe { core::mem::transmute::<*mut (), fn(Trigger)>(address) })
 }
 
-/// Pending requests, per trigger. A counter, so that each interval crossing
-/// gets its dump even if the thread is busy, but capped so that a program
-/// that allocates faster than dumps can be written cannot queue without end.
+/// Pending requests, per trigger. A counter, so that each signal gets its
+/// dump even if the thread is busy, but capped so that a program that asks
+/// faster than dumps can be written cannot queue without end. Interval and
+/// high-water requests that wait together are served by one dump (it
+/// covers every crossing made while they waited).
 struct Pending {
     interval: AtomicU32,
     high_water: AtomicU32,
@@ -372,12 +374,6 @@ fn block_all_signals() {
     }
 }
 
-fn take(pending: &AtomicU32) -> bool {
-    pending
-        .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
-        .is_ok()
-}
-
 fn run() {
     tls::current().set_flag(tls::FLAG_GUARD, true);
     block_all_signals();
@@ -395,12 +391,27 @@ fn run() {
             Trigger::Interval,
             Trigger::HighWater,
         ] {
-            if let Some(pending) = counter(trigger) {
-                while take(pending) {
-                    write_dump(trigger);
-                }
-            }
+            serve(trigger, write_dump);
         }
+    }
+}
+
+/// Serve the requests of `trigger` pending when the pass reaches it: one
+/// dump per signal (or pre-OOM request), one dump for any number of
+/// interval or high-water requests (it covers every crossing made while
+/// they waited). Requests made meanwhile wait for the next pass, so that a
+/// stream of one kind never starves the others.
+fn serve(trigger: Trigger, write_dump: fn(Trigger)) {
+    let Some(pending) = counter(trigger) else {
+        return;
+    };
+    let requests = pending.swap(0, Relaxed);
+    let dumps = match trigger {
+        Trigger::Interval | Trigger::HighWater => requests.min(1),
+        _ => requests,
+    };
+    for _ in 0..dumps {
+        write_dump(trigger);
     }
 }
 

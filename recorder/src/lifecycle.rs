@@ -61,12 +61,13 @@ pub fn on_library_load() {
 }
 
 /// What the dumper thread does for each request. After a high-water dump
-/// the trigger re-arms a step above the high the dump recorded.
+/// the trigger re-arms a step above the high the dump recorded (or where it
+/// was, if the heap fell below the last high before the dump was written).
 fn write_background_dump(trigger: Trigger) {
     let live_before = triggers::live_heap();
-    let _ = writer::write_dump(trigger, None);
+    let written = writer::write_dump(trigger, None);
     if trigger == Trigger::HighWater {
-        triggers::high_water_dumped(live_before);
+        triggers::high_water_dumped(live_before, !matches!(written, Err(writer::NOT_DUE)));
     }
 }
 
@@ -145,7 +146,7 @@ extern "C" fn at_exit() {
     if wanted && config.prof_leak {
         let dump = match &written {
             Some((_, dump)) => dump.clone(),
-            None => crate::dump_contents::assemble(Trigger::Final, 0, 0),
+            None => crate::dump_contents::assemble(Trigger::Final),
         };
         print_leak_summary(&dump, written.as_ref().map(|(path, _)| path.as_str()));
     }

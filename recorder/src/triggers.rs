@@ -9,13 +9,18 @@
 //! (`dumper`): the allocation that crossed a boundary never writes the file
 //! itself.
 //!
+//! Owns too the rule that background dumps never repeat a moment: an
+//! interval dump is written only if a boundary was crossed since the last
+//! one, a high-water dump only if its heap exceeds the last one's
+//! ([`still_due`], asked by the writer once a dump is assembled).
+//!
 //! [`after_sample_event`] runs inside malloc (the sample event): atomics
 //! only, no lock, no allocation, except that a due interval or high-water
 //! dump starts the dumper thread if it is not running (`dumper`). The
 //! signal handler posts a request and, if the dumper thread is not running
 //! yet, starts it when the interrupted code allows (`dumper::on_dump_signal`).
 //! The rest runs at start-up (configure), in the constructor (installing
-//! the handler) and in the interposed `sigaction`.
+//! the handler), in the interposed `sigaction` and in the writer.
 
 use core::sync::atomic::{
     AtomicBool, AtomicI32, AtomicI64, AtomicU64,
@@ -124,16 +129,62 @@ fn check_high_water() {
     }
 }
 
-/// The dumper wrote (or failed to write) the requested high-water dump;
-/// `live_before` is [`live_heap`] when it began. The next one is due a step
+/// The dumper wrote (or failed to write, or found not due) the requested
+/// high-water dump; `live_before` is [`live_heap`] when it began. After a
+/// dump (`written`, even if the write failed) the next one is due a step
 /// above the high that dump recorded, whatever the dumper's delay. That high
 /// is taken as the larger of the heap before and after the write: at least
 /// the dump's snapshot if the heap only grew, or only shrank, meanwhile.
-pub fn high_water_dumped(live_before: u64) {
-    let high = live_before.max(live_heap());
-    let step = state::config().prof_gdump_step;
-    NEXT_HIGH_WATER.store(high.saturating_add(step.step_over(high)), Relaxed);
+/// A dump found not due leaves the next one where it was.
+pub fn high_water_dumped(live_before: u64, written: bool) {
+    if written {
+        let high = live_before.max(live_heap());
+        let step = state::config().prof_gdump_step;
+        NEXT_HIGH_WATER.store(high.saturating_add(step.step_over(high)), Relaxed);
+    }
     HIGH_WATER_REQUESTED.store(false, Release);
+}
+
+/// Exact bytes allocated in the last interval dump written.
+static INTERVAL_DUMPED: AtomicU64 = AtomicU64::new(0);
+/// The live heap ([`dump_live_heap`]) of the last high-water dump written.
+static HIGH_WATER_DUMPED: AtomicU64 = AtomicU64::new(0);
+
+/// The live heap a dump records, as the high-water trigger measures it: the
+/// exact usable bytes under `prof_exact`, else the sampled estimate.
+fn dump_live_heap(dump: &heapsample_format::Dump) -> u64 {
+    dump.totals.live_usable_bytes.unwrap_or_else(|| {
+        let estimate: f64 = dump.stacks.iter().map(|stack| stack.live.bytes).sum();
+        estimate as u64
+    })
+}
+
+/// Is a background dump of `trigger`, just assembled, still worth writing,
+/// by the rule that background dumps never repeat a moment? An interval
+/// dump only if its exact bytes allocated lie in a later interval than the
+/// last one's: requests that queued up while the dumper was busy, or a
+/// boundary fed only after the last dump had counted its bytes, are covered
+/// by that dump, not dumped again. A high-water dump only if its live heap
+/// exceeds the last one's: high-water dumps only ever rise. Any other dump:
+/// yes. Asked by the writer, under its lock.
+pub fn still_due(trigger: Trigger, dump: &heapsample_format::Dump) -> bool {
+    match trigger {
+        Trigger::Interval => {
+            let interval = INTERVAL.load(Relaxed).max(1);
+            dump.totals.bytes_allocated / interval > INTERVAL_DUMPED.load(Relaxed) / interval
+        }
+        Trigger::HighWater => dump_live_heap(dump) > HIGH_WATER_DUMPED.load(Relaxed),
+        _ => true,
+    }
+}
+
+/// A dump of `trigger` was written (under the writer's lock).
+pub fn dumped(trigger: Trigger, dump: &heapsample_format::Dump) {
+    match trigger {
+        Trigger::Interval => INTERVAL_DUMPED.store(dump.totals.bytes_allocated, Relaxed),
+        Trigger::HighWater => HIGH_WATER_DUMPED.store(dump_live_heap(dump), Relaxed),
+        _ => {}
+    }
 }
 
 /// In a forked child: the parent's requests died with its dumper.

@@ -17,8 +17,12 @@ use heapsample_format::{Dump, Trigger};
 use crate::dump_contents::assemble;
 use crate::dump_file::{self, Errno, Placement};
 use crate::spin_lock::{LockClass, SpinLock};
-use crate::state;
 use crate::warn::Kind;
+use crate::{state, triggers};
+
+/// [`write_dump`]'s answer for a background dump that would repeat the
+/// previous one of its trigger, and is not written.
+pub const NOT_DUE: Errno = libc::EALREADY;
 
 /// All dumps of this process, in order.
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
@@ -72,6 +76,12 @@ pub fn automatic_name(
 /// `.`, so the process's dumps list after those of the earlier process.
 /// An explicit path replaces a regular file or a symbolic link (never what
 /// it points to), and refuses anything else with `EINVAL`.
+///
+/// An interval or high-water dump that would repeat what the previous one
+/// of its trigger showed (no interval boundary crossed since, no higher
+/// heap: requests queued while the dumper was busy, or a high the heap left
+/// before it could be written) is not written, and uses up no number:
+/// [`NOT_DUE`].
 pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump), Errno> {
     let mut closed = DUMP_LOCK.lock();
     if *closed {
@@ -84,15 +94,19 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
     if path.is_none() && config.prof_prefix.is_empty() {
         return Err(libc::EINVAL);
     }
-    let seq = SEQUENCE.fetch_add(1, Relaxed);
+    let mut dump = assemble(trigger);
+    if !triggers::still_due(trigger, &dump) {
+        return Err(NOT_DUE);
+    }
+    dump.seq = SEQUENCE.fetch_add(1, Relaxed);
     // As in jemalloc, a dump to an explicit path does not use up a number of
     // the automatic names.
     let trigger_counter = &TRIGGER_SEQUENCE[trigger_index(trigger)];
-    let trigger_seq = match path {
+    dump.trigger_seq = match path {
         Some(_) => trigger_counter.load(Relaxed),
         None => trigger_counter.fetch_add(1, Relaxed),
     };
-    let dump = assemble(trigger, seq, trigger_seq);
+    let (seq, trigger_seq) = (dump.seq, dump.trigger_seq);
     let target = match path {
         Some(explicit) => {
             dump_file::write_atomically(explicit, explicit, &dump, Placement::Replace)?;
@@ -100,6 +114,7 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
         }
         None => write_automatic(&config.prof_prefix, seq, trigger, trigger_seq, &dump)?,
     };
+    triggers::dumped(trigger, &dump);
     Ok((target, dump))
 }
 

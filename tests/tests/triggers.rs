@@ -89,21 +89,23 @@ fn assert_totals_cover_samples(dump: &Dump, what: &str) {
 // ---------------------------------------------------------------------------
 // Interval
 
-/// `lg_prof_interval:20`: one `.i` dump per MiB allocated.
+/// `lg_prof_interval:20`: a `.i` dump for each MiB allocated, none showing
+/// the same MiB as another.
 ///
-/// Tolerance: the shim feeds the process-wide counter only at each thread's
-/// sample events, so when the program ends the counter lags the exact
-/// `bytes_allocated` by the bytes allocated since the thread's last sample
-/// event, less than the countdown then drawn (exponential, mean
-/// 2^lg_prof_sample). At lg_prof_sample:14 that lag exceeds 1 MiB with
-/// probability e^-64: the count is floor(B / 1 MiB) or one less, where B is
-/// the exact total in the final dump (the program's own bytes plus libc's;
-/// the fed counter never exceeds B). The program allocates 4 KiB chunks (no
-/// single feed crosses two boundaries, which would collapse into one dump)
+/// The shim feeds the process-wide counter only at each thread's sample
+/// events, so the counter lags the exact `bytes_allocated` by the bytes
+/// allocated since the thread's last sample event, less than the countdown
+/// then drawn (exponential, mean 2^lg_prof_sample: at lg_prof_sample:14 it
+/// exceeds 1 MiB with probability e^-64). The program allocates 4 KiB chunks
 /// and waits, after each MiB and before exiting, until the dumper has
-/// written every dump requested so far (a barrier of signal dumps: the
-/// pending-request queue is capped at 16, and requests still pending at
-/// exit are not written), whatever the machine's load.
+/// written every dump requested so far (a barrier of signal dumps, whatever
+/// the machine's load). The crossing of boundary j MiB is fed at the end of
+/// MiB j or during MiB j + 1, so its dump shows j or j + 1 MiB allocated
+/// (exact); a dump in the same MiB as the previous one repeats it and is
+/// not written (the boundary is covered by the previous dump). So, in
+/// exact MiB, consecutive `.i` dumps are 1 or 2 MiB apart, the first at 1
+/// or 2 MiB, the last at the total or one less; and each is written after
+/// the boundary its number stands for.
 #[test]
 fn interval_dumps_one_per_mib() {
     let program = compile_c("trig_interval.c", &BuildOptions::no_pie());
@@ -123,22 +125,27 @@ fn interval_dumps_one_per_mib() {
         outcome.context()
     );
     let files = dumps_of(&outcome, outcome.pid, "i");
-    let expected_max = exact / MIB;
+    let mib: Vec<u64> = files
+        .iter()
+        .map(|(_, dump)| dump.totals.bytes_allocated / MIB)
+        .collect();
     eprintln!(
-        "interval: program {own} B, exact {exact} B, {} .i dumps (expected {} or {})",
-        files.len(),
-        expected_max.saturating_sub(1),
-        expected_max
-    );
-    assert!(
-        files.len() as u64 <= expected_max && files.len() as u64 + 1 >= expected_max,
-        "{} .i dumps for {exact} bytes allocated: expected {} or {}\n{}",
-        files.len(),
-        expected_max.saturating_sub(1),
-        expected_max,
-        outcome.context()
+        "interval: program {own} B, exact {exact} B, {} .i dumps at MiB {mib:?}",
+        files.len()
     );
     assert_names_match_contents(&files, Trigger::Interval);
+    assert!(
+        matches!(mib.first(), Some(1 | 2))
+            && mib.last().is_some_and(|&last| last + 1 >= exact / MIB),
+        "{mib:?}\n{}",
+        outcome.context()
+    );
+    assert!(
+        mib.windows(2)
+            .all(|pair| matches!(pair[1] - pair[0], 1 | 2)),
+        "{mib:?}\n{}",
+        outcome.context()
+    );
     for (file, dump) in &files {
         // Written after the crossing of (iseq + 1) MiB was fed; the fed
         // counter never runs ahead of the exact one.
@@ -153,6 +160,77 @@ fn interval_dumps_one_per_mib() {
     // The final dump comes after every interval dump.
     let (final_file, _) = outcome.final_dump();
     assert!(files.iter().all(|(f, _)| f.seq < final_file.seq));
+}
+
+/// Background dumps never repeat a moment, however far the dumper falls
+/// behind: with 2^14 stacks live (each dump takes a while), a burst of 64
+/// MiB crosses 64 boundaries of `lg_prof_interval:20` faster than dumps are
+/// written, and the program then waits, allocating nothing: the `.i` dumps
+/// lie in strictly increasing MiB of bytes allocated (requests queued while
+/// the dumper was busy are one dump, not one each of the same numbers), and
+/// the last shows the burst's end.
+#[test]
+fn interval_dumps_never_repeat_a_moment() {
+    let program = compile_c("dump_order.c", &BuildOptions::no_pie());
+    let outcome = Run::program(&program)
+        .args(["interval", "14", "64"])
+        .with_shim()
+        .prof_conf("lg_prof_sample:0,lg_prof_interval:20,prof_signal:USR1,prof_final:false")
+        .timeout(Duration::from_secs(120))
+        .run();
+    outcome.assert_success();
+    let files = dumps_of(&outcome, outcome.pid, "i");
+    assert_names_match_contents(&files, Trigger::Interval);
+    let bytes: Vec<u64> = files
+        .iter()
+        .map(|(_, d)| d.totals.bytes_allocated)
+        .collect();
+    eprintln!(
+        "{} .i dumps at MiB {:?}",
+        bytes.len(),
+        bytes.iter().map(|b| b / MIB).collect::<Vec<_>>()
+    );
+    assert!(
+        bytes.windows(2).all(|pair| pair[0] / MIB < pair[1] / MIB),
+        "two interval dumps in the same MiB: {bytes:?}"
+    );
+    assert!(
+        bytes.last().is_some_and(|&last| last >= 64 * MIB),
+        "{bytes:?}"
+    );
+}
+
+/// High-water dumps only ever rise: a high the heap reaches while the
+/// dumper is busy (writing a large signal dump) and leaves before that dump
+/// is done is not dumped afterwards at the lower heap it finds; the next
+/// real rise still is. Five rounds, each a new high far above the last
+/// (`prof_exact`, `prof_gdump_step:8M`).
+#[test]
+fn high_water_dumps_only_ever_rise() {
+    let program = compile_c("dump_order.c", &BuildOptions::no_pie());
+    let outcome = Run::program(&program)
+        .args(["highwater", "14", "5"])
+        .with_shim()
+        .prof_conf(
+            "lg_prof_sample:0,prof_exact:true,prof_gdump:true,prof_gdump_step:8M,\
+             prof_signal:USR1,prof_final:false",
+        )
+        .timeout(Duration::from_secs(120))
+        .run();
+    outcome.assert_success();
+    let files = dumps_of(&outcome, outcome.pid, "u");
+    assert_names_match_contents(&files, Trigger::HighWater);
+    let live = exact_live(&files);
+    eprintln!(
+        "{} .u dumps at live MiB {:?}",
+        live.len(),
+        live.iter().map(|l| l / MIB).collect::<Vec<_>>()
+    );
+    assert!(!live.is_empty(), "{}", outcome.context());
+    assert!(
+        live.windows(2).all(|pair| pair[0] < pair[1]),
+        "a high-water dump below an earlier one: {live:?}"
+    );
 }
 
 /// "`<seq>` counts all dumps of a process in order, so `ls` sorts
