@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc_status.h"
+
 typedef unsigned long (*work_fn)(void);
 
 /* CPU time of the process: the machines the tests run on are shared. */
@@ -29,17 +31,6 @@ static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static long status_kib(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long value = -1;
-    size_t len = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, key, len) == 0) value = atol(line + len);
-    if (f) fclose(f);
-    return value;
 }
 
 static void *open_plugin(const char *dir, int id) {
@@ -113,7 +104,7 @@ int main(int argc, char **argv) {
     if (previous) dlclose(previous);
     free(handles);
     printf("iterations=%ld seconds=%.3f rss_kib=%ld hwm_kib=%ld sum=%lu quarters=%.3f,%.3f,%.3f,%.3f\n",
-           iterations, now() - start, status_kib("VmRSS:"), status_kib("VmHWM:"), sum, quarters[0],
+           iterations, now() - start, status_kb("VmRSS"), status_kb("VmHWM"), sum, quarters[0],
            quarters[1], quarters[2], quarters[3]);
     return 0;
 }

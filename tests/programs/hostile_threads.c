@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "proc_status.h"
+
 #define PER_THREAD 12
 static void **kept;
 static unsigned long allocations;
@@ -37,20 +39,6 @@ static void *worker(void *arg) {
     allocations += made;
     pthread_mutex_unlock(&lock);
     return NULL;
-}
-
-static long status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long value = -1;
-    size_t n = strlen(key);
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, n) == 0 && line[n] == ':')
-            value = strtol(line + n + 1, NULL, 10);
-    fclose(f);
-    return value;
 }
 
 int main(int argc, char **argv) {

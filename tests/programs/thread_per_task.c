@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proc_status.h"
+
 static long blocks_per_task;
 static size_t block_size;
 
@@ -28,20 +30,6 @@ static void *task(void *arg) {
         free(p);
     }
     return NULL;
-}
-
-static long status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long value = -1;
-    size_t n = strlen(key);
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, key, n) == 0 && line[n] == ':')
-            value = strtol(line + n + 1, NULL, 10);
-    fclose(f);
-    return value;
 }
 
 int main(int argc, char **argv) {
