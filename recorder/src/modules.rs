@@ -28,9 +28,15 @@
 //! ([`note_dlopen`]), other relative names against the working directory
 //! when the instance is resolved.
 //!
+//! Limits: an object loaded before the profiler's constructor ran is taken
+//! for permanent; an object glibc unloads itself (without the program's
+//! `dlclose`, as `iconv` may) does not start a new generation, so a thread
+//! may take a frame of what is later loaded at its place for it.
+//!
 //! Runs inside malloc only in [`objects_of`] (through [`LazyObjectIds`])
-//! and [`generation`] (atomics, `_dl_find_object`, no lock). Everything else walks `dl_iterate_phdr`
-//! (the loader lock) and allocates, outside malloc.
+//! and [`generation`] (atomics, `_dl_find_object`, no lock). Everything
+//! else walks `dl_iterate_phdr` (the loader lock) and allocates, outside
+//! malloc.
 
 use core::ffi::CStr;
 use core::sync::atomic::{
