@@ -231,13 +231,10 @@ fn temporaries_of_killed_dumps_are_removed_later() {
 /// next pid 1 dumping with the same prefix.
 #[test]
 fn temporaries_of_a_killed_pid_1_are_removed_by_the_next() {
-    if !Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .status()
-        .is_ok_and(|status| status.success())
-    {
-        eprintln!("SKIPPED: unshare --pid --mount-proc is not permitted here");
-        return;
+    if !prerequisite::command_succeeds("unshare", &["--pid", "--fork", "--mount-proc", "true"]) {
+        return skip(Missing::Privilege(
+            "unshare --pid --mount-proc is not permitted here",
+        ));
     }
     let dir = TempDir::new("pid-1");
     let prefix = dir.path().join("c");
