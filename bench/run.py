@@ -81,7 +81,7 @@ EXACT_CONFIGS = ("none", "floor", "shim-default", "shim-lg14", "shim-lg0", "jema
                  "jemalloc-prof-lg0", "heaptrack")
 EXACT_CALLGRIND_CONFIGS = ("none", "floor", "shim-passthru", "shim-default", "shim-lg14",
                            "shim-lg0", "jemalloc", "jemalloc-prof-lg0")
-EXACT_WORKLOADS = ("python", "perl", "gcc", "cxx", "node")
+EXACT_WORKLOADS = ("python", "perl", "gcc", "cxx", "cxx-4t", "node")
 
 
 def shim_conf(cfg: Config, workload: str) -> str:
@@ -148,6 +148,8 @@ def all_workloads() -> list[Workload]:
                  [str(BIN / "larson"), "0"], ["4000000"], ["50000"], heaptrack=False),
         Workload("cxx", "C++ std::map/std::string/std::vector churn",
                  [str(BIN / "cxx_churn")], ["1000"], ["10"], exact=["60"]),
+        Workload("cxx-4t", "the C++ churn on 4 threads at once",
+                 [str(BIN / "cxx_churn")], ["250", "4"], ["3", "4"], exact=["15", "4"]),
         Workload("python", "python3 object churn, PYTHONMALLOC=malloc",
                  [python_exe(), str(wl / "churn.py")], ["80"], ["2"],
                  env={"PYTHONMALLOC": "malloc"}, exact=["6"]),

@@ -116,6 +116,8 @@ pub fn request(trigger: Trigger) {
 
 /// Request from a context that may start the thread (not a signal handler).
 pub fn request_and_start(trigger: Trigger) {
+    // Called from sample events, which leave errno as they found it.
+    let _errno = crate::sys::ErrnoGuard::save();
     request(trigger);
     if !STARTED.load(Relaxed) && ensure_started() {
         // SAFETY: initialised by ensure_started.
@@ -234,8 +236,19 @@ fn set_retry_timer(timer: i64, nanoseconds: i64) {
 }
 
 /// Called at sample events: start the thread a signal could not start.
-#[inline]
+#[inline(always)]
 pub fn start_if_wanted() {
+    if START_WANTED.load(Relaxed) {
+        start_now_wanted();
+    }
+}
+
+/// [`start_if_wanted`] once a signal asked (errno saved: sample events
+/// leave it as they found it).
+#[cold]
+#[inline(never)]
+fn start_now_wanted() {
+    let _errno = crate::sys::ErrnoGuard::save();
     if START_WANTED.load(Relaxed) && !STARTED.load(Relaxed) && ensure_started() {
         START_WANTED.store(false, Relaxed);
         // SAFETY: initialised by ensure_started.

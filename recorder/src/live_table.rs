@@ -1,8 +1,8 @@
 //! The live-sample table: which addresses are sampled objects still alive.
 //!
 //! Owns a lock-free open-addressing map from address to (stack-table
-//! record, size), plus a small counting filter indexed by the address's page
-//! number modulo 32768 (pages 128 MiB apart share a counter), so that a free of an
+//! record, size, usable size), plus a small counting filter indexed by the address's page number modulo
+//! 32768 (pages 128 MiB apart share a counter), so that a free of an
 //! unsampled pointer costs one load of a 128 KiB `.bss` array and one
 //! well-predicted branch (the assembly in `fast_path` reads it directly).
 //! Untouched filter pages read as the shared zero page. Counters can also be
@@ -17,9 +17,21 @@
 //! before the write, and a process maps the slots' untouched pages before
 //! its first fork so that children read them without faults.
 //!
+//! Where an entry goes follows the heap: its home slot keeps the address's
+//! place within its 64 KiB region (one slot per 32 bytes of address, the
+//! smallest block glibc hands out), and only the region is hashed. Objects
+//! allocated together sit in neighbouring slots, so the table's accesses
+//! have the heap's own locality, and the table's touched memory grows with
+//! the address space the live samples occupy, not with the table's reserved
+//! size; an address freed and handed out again finds its own home free. An
+//! entry whose home is taken (an allocator with smaller blocks, regions that
+//! hash alike) goes to the open-addressing sequence of a second home hashed
+//! over the whole table.
+//!
 //! Runs inside malloc and free: no allocation, no locks. Insert and remove
-//! are compare-and-swap on the slot; the table is sized once at start-up and
-//! a sample that finds no slot within the probe limit is dropped (counted).
+//! are compare-and-swap on the slot; the table is reserved once at start-up
+//! (its pages are touched as used) and a sample that finds no slot within
+//! the probe limit is dropped (counted).
 
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -29,27 +41,47 @@ use crate::tls::EntryPlace;
 
 const EMPTY: usize = 0;
 const TOMBSTONE: usize = 1;
+/// Slots probed from an address's second, hashed home.
 const PROBE_LIMIT: usize = 64;
 const FILTER_BITS: u32 = 15;
-const SIZE_BITS: u32 = 40;
-const SIZE_MASK: u64 = (1 << SIZE_BITS) - 1;
+/// Bytes of address space per home slot (log2): no two of glibc's blocks
+/// share one.
+const HOME_SHIFT: u32 = 5;
+/// Address-space regions whose homes keep their order (log2 of bytes).
+const REGION_SHIFT: u32 = 16;
+const REGION_SLOTS_BITS: u32 = REGION_SHIFT - HOME_SHIFT;
+/// The distance between the slots of a hashed sequence (odd, so that a
+/// sequence could visit every slot of the power-of-two table).
+const HASHED_STRIDE: usize = (1 << REGION_SLOTS_BITS) + 1;
+/// `slack` of an entry whose usable size exceeds its request too far to
+/// keep: its usable size is asked of the allocator at its free.
+const SLACK_UNKNOWN: u32 = u32::MAX;
 
 /// The largest stack-table record id an entry can hold.
-pub const MAX_RECORD: u32 = (1 << (64 - SIZE_BITS)) - 1;
+pub const MAX_RECORD: u32 = u32::MAX;
 
-#[repr(C)]
+/// One entry: 32 bytes, two to a cache line. The last word is unused: room
+/// for a per-sample field (a birth time) without changing the layout.
+#[repr(C, align(32))]
 struct Slot {
     address: AtomicUsize,
-    /// `record << 40 | requested size` (sizes above 1 TiB are clamped),
-    /// the stack-table record the sample is counted in.
-    value: AtomicU64,
+    /// The stack-table record the sample is counted in.
+    record: AtomicU32,
+    /// Usable bytes beyond the request, or [`SLACK_UNKNOWN`].
+    slack: AtomicU32,
+    /// Requested bytes.
+    size: AtomicU64,
+    spare: AtomicU64,
 }
 
 impl Slot {
     const fn empty() -> Slot {
         Slot {
             address: AtomicUsize::new(EMPTY),
-            value: AtomicU64::new(0),
+            record: AtomicU32::new(0),
+            slack: AtomicU32::new(0),
+            size: AtomicU64::new(0),
+            spare: AtomicU64::new(0),
         }
     }
 
@@ -71,26 +103,70 @@ impl Slot {
                 Err(_) => false,
             };
         if claimed {
-            self.value.store(sample.pack(), Ordering::Release);
+            self.store(sample);
         }
         claimed
     }
+
+    #[inline(always)]
+    fn store(&self, sample: LiveSample) {
+        let slack = sample.usable.wrapping_sub(sample.size);
+        self.record.store(sample.record, Ordering::Relaxed);
+        self.slack.store(
+            u32::try_from(slack).map_or(SLACK_UNKNOWN, |slack| slack.min(SLACK_UNKNOWN)),
+            Ordering::Relaxed,
+        );
+        self.size.store(sample.size, Ordering::Release);
+    }
+
+    /// What the slot holds.
+    #[inline(always)]
+    fn load(&self) -> LiveSample {
+        let size = self.size.load(Ordering::Acquire);
+        let usable = match self.slack.load(Ordering::Relaxed) {
+            SLACK_UNKNOWN => USABLE_UNKNOWN,
+            slack => size + u64::from(slack),
+        };
+        LiveSample {
+            record: self.record.load(Ordering::Relaxed),
+            size,
+            usable,
+        }
+    }
 }
 
-/// The main slots one address may occupy: from its home, in order.
+/// The main slots one address may occupy: its local home, then the
+/// sequence from its hashed home.
 struct MainProbe<'a> {
     slots: &'a Slot,
-    home: usize,
-    mask: usize,
+    local: usize,
+    /// log2 of the slot count.
+    bits: u32,
+    address: usize,
 }
 
 impl<'a> MainProbe<'a> {
-    /// The `at`-th slot of the probe sequence.
+    /// The `at`-th slot from `home`.
     #[inline(always)]
-    fn slot(&self, at: usize) -> &'a Slot {
+    fn slot(&self, home: usize, at: usize) -> &'a Slot {
         // SAFETY: `slots` starts the mapping of `mask + 1` slots and the
         // index is masked.
-        unsafe { &*(self.slots as *const Slot).add((self.home + at) & self.mask) }
+        unsafe { &*(self.slots as *const Slot).add((home + at) & ((1 << self.bits) - 1)) }
+    }
+
+    /// The local home.
+    #[inline(always)]
+    fn home(&self) -> &'a Slot {
+        self.slot(self.local, 0)
+    }
+
+    /// The slots from the hashed home, one region's slots and one apart:
+    /// a sequence that stayed in the slots of one region would have to pass
+    /// all of its live homes, which lie side by side.
+    #[inline(always)]
+    fn hashed(&self) -> impl Iterator<Item = &'a Slot> + '_ {
+        let home = sys::hash_word(self.address as u64, self.bits);
+        (0..PROBE_LIMIT).map(move |at| self.slot(home, at * HASHED_STRIDE))
     }
 }
 
@@ -112,20 +188,16 @@ fn slot_holding<'a>(probes: impl Iterator<Item = &'a Slot>, address: usize) -> O
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LiveSample {
     pub record: u32,
+    /// Requested bytes.
     pub size: u64,
+    /// Usable bytes (as the allocator reported them at the allocation), or
+    /// [`USABLE_UNKNOWN`] from a removal when they were too many to keep:
+    /// then ask the allocator before the free.
+    pub usable: u64,
 }
 
-impl LiveSample {
-    fn pack(self) -> u64 {
-        u64::from(self.record) << SIZE_BITS | self.size.min(SIZE_MASK)
-    }
-    fn unpack(value: u64) -> LiveSample {
-        LiveSample {
-            record: (value >> SIZE_BITS) as u32,
-            size: value & SIZE_MASK,
-        }
-    }
-}
+/// [`LiveSample::usable`] of an entry that did not keep it.
+pub const USABLE_UNKNOWN: u64 = u64::MAX;
 
 /// Why an insert failed.
 #[derive(Debug, PartialEq, Eq)]
@@ -139,13 +211,16 @@ pub struct LiveTable {
     slots_mapped_for_children: sys::MappedForChildren,
     filter: [AtomicU32; FILTER_LEN],
     live: AtomicU64,
+    /// Entries in hashed sequences (their local home was taken): while there
+    /// are none, an address not at its home is not in the table.
+    displaced: AtomicU64,
     /// Where a forked child puts its samples first
     /// ([`EntryPlace::NurseryFirst`]).
     nursery: Nursery<Slot, NURSERY_SLOTS>,
 }
 
 /// Slots of the nursery (one page with its flag).
-const NURSERY_SLOTS: usize = 255;
+const NURSERY_SLOTS: usize = 127;
 
 const FILTER_LEN: usize = 1 << FILTER_BITS;
 
@@ -185,13 +260,15 @@ impl LiveTable {
             slots_mapped_for_children: sys::MappedForChildren::new(),
             filter: [const { AtomicU32::new(0) }; FILTER_LEN],
             live: AtomicU64::new(0),
+            displaced: AtomicU64::new(0),
             nursery: Nursery::new([const { Slot::empty() }; NURSERY_SLOTS]),
         }
     }
 
-    /// Map a table of 2^`slot_bits` slots. Returns false if memory could not
-    /// be mapped (sampling then stays off).
+    /// Map a table of 2^`slot_bits` slots (at least one region's). Returns
+    /// false if memory could not be mapped (sampling then stays off).
     pub fn init(&self, slot_bits: u32) -> bool {
+        let slot_bits = slot_bits.max(REGION_SLOTS_BITS + 1);
         let slots = sys::map_zeroed(core::mem::size_of::<Slot>() << slot_bits);
         if slots.is_null() {
             return false;
@@ -231,10 +308,13 @@ impl LiveTable {
         let bits = self.slot_bits.load(Ordering::Relaxed);
         // SAFETY: a non-null `slots` maps 2^bits slots (init), for good.
         let slots = unsafe { slots.as_ref() }?;
+        let region = sys::hash_word((address >> REGION_SHIFT) as u64, bits - REGION_SLOTS_BITS);
+        let within = (address >> HOME_SHIFT) & ((1 << REGION_SLOTS_BITS) - 1);
         Some(MainProbe {
             slots,
-            home: sys::hash_word(address as u64, bits),
-            mask: (1usize << bits) - 1,
+            local: region << REGION_SLOTS_BITS | within,
+            bits,
+            address,
         })
     }
 
@@ -290,11 +370,13 @@ impl LiveTable {
             && let Some(slot) = self.find_with(address, &probe)
         {
             bucket.fetch_sub(1, Ordering::AcqRel);
-            let old = slot.value.swap(sample.pack(), Ordering::AcqRel);
-            return Ok(Some(LiveSample::unpack(old)));
+            let old = slot.load();
+            slot.store(sample);
+            return Ok(Some(old));
         }
         let claimed = (place == EntryPlace::NurseryFirst && self.claim_in_nursery(address, sample))
-            || (0..PROBE_LIMIT).any(|at| probe.slot(at).claim(address, sample));
+            || probe.home().claim(address, sample)
+            || self.claim_hashed(address, sample, &probe);
         if claimed {
             self.live.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
@@ -334,7 +416,39 @@ impl LiveTable {
         {
             return Some(slot);
         }
-        slot_holding((0..PROBE_LIMIT).map(|at| probe.slot(at)), address)
+        let home = probe.home();
+        if home.address.load(Ordering::Acquire) == address {
+            return Some(home);
+        }
+        self.find_hashed(address, probe)
+    }
+
+    /// An entry whose local home was taken when it was inserted.
+    #[inline(always)]
+    fn find_hashed<'a>(&'a self, address: usize, probe: &MainProbe<'a>) -> Option<&'a Slot> {
+        if self.displaced.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.search_hashed(address, probe)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn search_hashed<'a>(&'a self, address: usize, probe: &MainProbe<'a>) -> Option<&'a Slot> {
+        slot_holding(probe.hashed(), address)
+    }
+
+    /// Put an entry whose local home is taken in its hashed sequence.
+    #[cold]
+    #[inline(never)]
+    fn claim_hashed(&self, address: usize, sample: LiveSample, probe: &MainProbe<'_>) -> bool {
+        // Counted first: a lookup that finds the count 0 must not miss it.
+        self.displaced.fetch_add(1, Ordering::AcqRel);
+        let claimed = probe.hashed().any(|slot| slot.claim(address, sample));
+        if !claimed {
+            self.displaced.fetch_sub(1, Ordering::AcqRel);
+        }
+        claimed
     }
 
     /// True if `address` is recorded as a live sample now.
@@ -348,14 +462,18 @@ impl LiveTable {
         if !self.may_contain(address) {
             return None;
         }
-        let slot = self.find(address)?;
-        let value = slot.value.load(Ordering::Acquire);
+        let probe = self.main_probe(address)?;
+        let slot = self.find_with(address, &probe)?;
+        let sample = slot.load();
         slot.address
             .compare_exchange(address, TOMBSTONE, Ordering::AcqRel, Ordering::Acquire)
             .ok()?;
+        if !core::ptr::eq(slot, probe.home()) && !self.nursery.holds(slot) {
+            self.displaced.fetch_sub(1, Ordering::AcqRel);
+        }
         self.filter_bucket(address).fetch_sub(1, Ordering::AcqRel);
         self.live.fetch_sub(1, Ordering::Relaxed);
-        Some(LiveSample::unpack(value))
+        Some(sample)
     }
 
     /// Forget every entry (for `heapsample_reset`). Concurrent frees of
@@ -397,6 +515,7 @@ mod tests {
         let sample = LiveSample {
             record: 7,
             size: 100,
+            usable: 108,
         };
         assert!(!table.may_contain(0x1000));
         assert_eq!(table.insert(0x1000, sample, EntryPlace::Main), Ok(None));
@@ -419,6 +538,7 @@ mod tests {
         let sample = LiveSample {
             record: 3,
             size: 24,
+            usable: 32,
         };
         table.insert(0x10_0040, sample, EntryPlace::Main).unwrap();
         assert!(table.may_contain(0x10_0040));
@@ -437,6 +557,7 @@ mod tests {
         let sample = |i: usize| LiveSample {
             record: i as u32,
             size: 8,
+            usable: 16,
         };
         let address = |i: usize| 0x5000_0000 + i * 0x1_0040;
         table
@@ -471,10 +592,15 @@ mod tests {
     fn reinsert_returns_stale_entry() {
         let table = Box::new(LiveTable::new());
         assert!(table.init(10));
-        let first = LiveSample { record: 1, size: 8 };
+        let first = LiveSample {
+            record: 1,
+            size: 8,
+            usable: 16,
+        };
         let second = LiveSample {
             record: 2,
             size: 16,
+            usable: 24,
         };
         table.insert(0x40, first, EntryPlace::Main).unwrap();
         assert_eq!(
@@ -498,6 +624,7 @@ mod tests {
                             let sample = LiveSample {
                                 record: t,
                                 size: i as u64,
+                                usable: i as u64 + 8,
                             };
                             TABLE
                                 .insert(base + i * 16, sample, EntryPlace::Main)
@@ -509,7 +636,8 @@ mod tests {
                                 got,
                                 LiveSample {
                                     record: t,
-                                    size: i as u64
+                                    size: i as u64,
+                                    usable: i as u64 + 8,
                                 }
                             );
                         }

@@ -188,7 +188,17 @@ pub fn enabled() -> bool {
 
 /// Check the cgroup's use (rate-limited). Returns true when it just crossed
 /// the threshold: the caller asks for a dump.
+#[inline(always)]
 pub fn check() -> bool {
+    THRESHOLD.load(Relaxed) != 0 && check_now()
+}
+
+/// [`check`] with a threshold set (errno saved: sample events leave it as
+/// they found it).
+#[cold]
+#[inline(never)]
+fn check_now() -> bool {
+    let _errno = crate::sys::ErrnoGuard::save();
     let threshold = THRESHOLD.load(Relaxed);
     if threshold == 0 {
         return false;

@@ -50,6 +50,11 @@ impl<T, const N: usize> Nursery<T, N> {
         (0..PROBES).map(move |probe| &self.slots[(home + probe) % N])
     }
 
+    /// True if `slot` is one of this nursery's.
+    pub fn holds(&self, slot: &T) -> bool {
+        self.slots.as_ptr_range().contains(&(slot as *const T))
+    }
+
     /// Every slot.
     pub fn slots(&self) -> &[T; N] {
         &self.slots

@@ -427,7 +427,7 @@ unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -
     let result = unsafe { next_alloc::realloc(pointer, size) };
     if result.is_null() && size != 0 {
         // Failed: the old block is untouched and still sampled.
-        if let Some((sample, _)) = sampled {
+        if let Some(sample) = sampled {
             // Back where its slot was most likely taken from.
             let _ = LIVE.insert(pointer as usize, sample, crate::tls::EntryPlace::Main);
         }
@@ -438,8 +438,8 @@ unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -
         ThreadState::bump(&state.frees, 1);
         ThreadState::bump_signed(&state.live_usable_delta, -(old_usable as i64));
     }
-    if let Some((sample, usable)) = sampled {
-        sample::release(sample, usable);
+    if let Some(sample) = sampled {
+        sample::release(sample);
     }
     // SAFETY: returned by the next allocator just now.
     unsafe { after_alloc_any(result, size, entry) };
@@ -447,10 +447,10 @@ unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -
 }
 
 #[cold]
-fn take_live_sample(pointer: *mut c_void) -> Option<(crate::live_table::LiveSample, u64)> {
+fn take_live_sample(pointer: *mut c_void) -> Option<crate::live_table::LiveSample> {
     // SAFETY: the pointer is still allocated.
-    let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
-    LIVE.remove(pointer as usize).map(|sample| (sample, usable))
+    LIVE.remove(pointer as usize)
+        .map(|sample| unsafe { sample::with_usable(sample, pointer) })
 }
 
 /// realloc of a block of the bootstrap arena: a new block of the real

@@ -25,11 +25,11 @@ use core::ffi::c_void;
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::backtrace::HookEntry;
-use crate::live_table::{LIVE, LiveSample, MAX_RECORD};
+use crate::live_table::{LIVE, LiveSample, USABLE_UNKNOWN};
 use crate::stack_table::STACKS;
 use crate::state;
 use crate::sys::ErrnoGuard;
-use crate::tls::{self, LastStack, ThreadState};
+use crate::tls::{self, RecentKey, ThreadState};
 use crate::warn::Kind;
 use crate::{backtrace, modules, next_alloc, sampling, threads, triggers};
 
@@ -56,8 +56,18 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
         rearm(state, minimum);
         return;
     }
-    let _errno = ErrnoGuard::save();
     let _guard = tls::Guard::enter();
+    if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH == 0
+        && state.serial.load(Relaxed) != 0
+        && sampling::samples_every_allocation()
+    {
+        // Every allocation is a sample: no interval to draw (the countdown
+        // stays at 0), and nothing on this path changes errno but the cold
+        // calls that save it themselves.
+        state.sampler.restart_at_zero();
+        return record_and_feed(state, pointer, size, entry);
+    }
+    let _errno = ErrnoGuard::save();
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH != 0 {
         if threads::after_final_flush(state, size) && state::active() {
             record_sample(state, pointer, size as u64, entry);
@@ -68,6 +78,12 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
         return;
     }
     rearm(state, 0);
+    record_and_feed(state, pointer, size, entry);
+}
+
+/// Record the sample (if sampling is active) and feed the triggers.
+#[inline(always)]
+fn record_and_feed(state: &ThreadState, pointer: *mut c_void, size: usize, entry: HookEntry) {
     if state::active() {
         record_sample(state, pointer, size as u64, entry);
     }
@@ -112,14 +128,14 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
     let range = backtrace::capture_with(&mut ext.unwinder, frames, entry);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
     let generation = modules::generation();
-    let recent = ext.recent_stacks.slot(frames);
-    let record = match recent.id_in(generation) {
+    let key = RecentKey::of(frames);
+    let record = match ext.recent_stacks.find(key, generation) {
         Some(record) if STACKS.record_holds(record, frames) => record,
         _ => {
             let Some(record) = new_record(state, frames) else {
                 return;
             };
-            *recent = LastStack::new(record, generation);
+            ext.recent_stacks.remember(key, record, generation);
             record
         }
     };
@@ -129,7 +145,11 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
 /// The record a sample of `frames` by this thread is counted in, looked up
 /// (or created) in the stack table; the thread is listed in the dump's
 /// threads if the record carries its name. None if the sample is dropped.
+/// Errno saved: the table may map memory.
+#[cold]
+#[inline(never)]
 fn new_record(state: &ThreadState, frames: &[u64]) -> Option<u32> {
+    let _errno = ErrnoGuard::save();
     let mut objects = modules::LazyObjectIds::new(frames);
     let thread = state.serial.load(Relaxed);
     let place = state.entry_place();
@@ -175,17 +195,30 @@ fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64) {
 
 /// Count a sample in `record` and enter it in the live table.
 fn record_stack_sample(state: &ThreadState, record: u32, pointer: *mut c_void, size: u64) {
-    let Some(counters) = STACKS.counters(record).filter(|_| record <= MAX_RECORD) else {
+    let Some(counters) = STACKS.counters(record) else {
         return drop_sample("a stack record is out of the live table's range");
     };
     // SAFETY: `pointer` was just returned by the next allocator.
     let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
-    let sample = LiveSample { record, size };
+    let sample = LiveSample {
+        record,
+        size,
+        usable,
+    };
     let weights = sample_weights(sample);
     counters.add_sample(size, usable, weights.as_ref());
     match LIVE.insert(pointer as usize, sample, state.entry_place()) {
         Ok(None) => {}
-        Ok(Some(stale)) => release(stale, usable),
+        // An entry whose free was never seen: its object's usable size, if
+        // the entry did not keep it, is taken to be the new one's.
+        Ok(Some(stale)) => release(LiveSample {
+            usable: if stale.usable == USABLE_UNKNOWN {
+                usable
+            } else {
+                stale.usable
+            },
+            ..stale
+        }),
         Err(_) => {
             counters.release_sample(size, usable, weights.as_ref());
             return drop_sample("the live-sample table is full");
@@ -195,7 +228,10 @@ fn record_stack_sample(state: &ThreadState, record: u32, pointer: *mut c_void, s
     state::note_sample_taken();
 }
 
+#[cold]
+#[inline(never)]
 fn drop_sample(why: &str) {
+    let _errno = ErrnoGuard::save();
     state::note_sample_dropped();
     crate::warn!(Kind::TableFull, "{why}; some allocations are not sampled");
 }
@@ -216,12 +252,30 @@ fn sample_weights(sample: LiveSample) -> Option<heapsample_format::Weights> {
     ))
 }
 
-/// A live sample's object was freed (or its entry replaced).
-pub fn release(sample: LiveSample, usable: u64) {
+/// A live sample's object was freed (or its entry replaced); its usable
+/// size is known.
+pub fn release(sample: LiveSample) {
     if let Some(counters) = STACKS.counters(sample.record) {
-        counters.release_sample(sample.size, usable, sample_weights(sample).as_ref());
+        counters.release_sample(sample.size, sample.usable, sample_weights(sample).as_ref());
     }
     triggers::on_live_sample(sample.size, -1);
+}
+
+/// `sample`, just removed for the allocation `pointer`, with its usable size
+/// asked of the allocator if its entry did not keep it.
+///
+/// # Safety
+/// `pointer` is still a live allocation of the next allocator.
+#[inline(always)]
+pub unsafe fn with_usable(sample: LiveSample, pointer: *mut c_void) -> LiveSample {
+    if sample.usable != USABLE_UNKNOWN {
+        return sample;
+    }
+    LiveSample {
+        // SAFETY: per the contract.
+        usable: unsafe { next_alloc::usable_size(pointer) } as u64,
+        ..sample
+    }
 }
 
 /// `pointer`, about to be freed, may be a live sample: forget it.
@@ -231,10 +285,10 @@ pub fn release(sample: LiveSample, usable: u64) {
 #[cold]
 #[inline(never)]
 pub unsafe fn on_sampled_free(pointer: *mut c_void) {
-    let _errno = ErrnoGuard::save();
+    // Nothing here changes errno: the table, the stack's counters, and the
+    // allocator's usable size at most.
     if let Some(sample) = LIVE.remove(pointer as usize) {
         // SAFETY: the pointer is still allocated (the real free comes after).
-        let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
-        release(sample, usable);
+        release(unsafe { with_usable(sample, pointer) });
     }
 }

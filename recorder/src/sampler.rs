@@ -97,6 +97,7 @@ impl Sampler {
 
     /// Start a new countdown of `countdown` bytes, keeping
     /// [`Sampler::bytes_allocated`] unchanged.
+    #[inline(always)]
     fn set_countdown(&self, countdown: i64) {
         let remaining = self.countdown.load(Relaxed);
         let base = self.base.load(Relaxed);
@@ -106,6 +107,14 @@ impl Sampler {
             Relaxed,
         );
         self.countdown.store(countdown, Relaxed);
+    }
+
+    /// When every allocation is sampled: leave the countdown at 0 after a
+    /// crossing (what re-arming with an interval of 0 does), keeping
+    /// [`Sampler::bytes_allocated`] unchanged.
+    #[inline(always)]
+    pub fn restart_at_zero(&self) {
+        self.set_countdown(0);
     }
 
     /// Draw the next interval with the thread's generator.

@@ -105,10 +105,19 @@ fn arm_exit_flush(round: u32) {
 /// Record the calling thread in the dump's thread list, once, at its first
 /// sample (so the list holds only threads that appear in stacks, and its
 /// name is the one the program gave it by then).
+#[inline(always)]
 pub fn list_current(state: &ThreadState) {
-    if state.flags.load(Relaxed) & tls::FLAG_LISTED != 0 {
-        return;
+    if state.flags.load(Relaxed) & tls::FLAG_LISTED == 0 {
+        list_new(state);
     }
+}
+
+/// [`list_current`] the first time (errno saved: `prctl`, and the own
+/// heap's `mmap`).
+#[cold]
+#[inline(never)]
+fn list_new(state: &ThreadState) {
+    let _errno = crate::sys::ErrnoGuard::save();
     state.set_flag(tls::FLAG_LISTED, true);
     let info = ThreadInfo {
         serial: state.serial.load(Relaxed),

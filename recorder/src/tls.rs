@@ -99,34 +99,66 @@ pub struct ThreadExt {
     pub recent_stacks: RecentStacks,
 }
 
-/// Slots of [`RecentStacks`].
-const RECENT_STACKS: usize = 64;
+/// Sets of [`RecentStacks`] (two stacks each).
+const RECENT_SETS: usize = 128;
 
-/// A thread's recently sampled stacks: a direct-mapped table of the
-/// stack-table records it counted them in, keyed by the innermost frames
-/// and the depth, so that a stack sampled again is found with one
-/// comparison of its frames instead of hashing them all, looking up the
-/// objects they lie in and probing the stack table. All-zero is empty.
+/// A thread's recently sampled stacks: a two-way set-associative table of
+/// the stack-table records it counted them in, keyed by a hash of all the
+/// frames, so that a stack sampled again is found with one comparison of its
+/// frames instead of looking up the objects they lie in and probing the
+/// stack table. (Keyed by the innermost frames alone, stacks that share them
+/// but differ further out, as every caller of one allocating helper does,
+/// kept evicting one another.) All-zero is empty.
 #[repr(C)]
 pub struct RecentStacks {
-    slots: [LastStack; RECENT_STACKS],
+    sets: [[LastStack; 2]; RECENT_SETS],
+}
+
+/// The key of a stack in [`RecentStacks`]: a hash of its frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecentKey(u64);
+
+impl RecentKey {
+    /// The key of `frames`.
+    #[inline]
+    pub fn of(frames: &[u64]) -> RecentKey {
+        let mut key = frames.len() as u64;
+        for &frame in frames {
+            key = (key.rotate_left(23) ^ frame).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+        RecentKey(key | 1)
+    }
+
+    fn set(self) -> usize {
+        (self.0 >> (64 - RECENT_SETS.trailing_zeros())) as usize
+    }
 }
 
 impl RecentStacks {
-    /// The slot for a stack of these frames.
-    pub fn slot(&mut self, frames: &[u64]) -> &mut LastStack {
-        let key = match frames {
-            [] => 0,
-            [only] => *only,
-            [first, second, ..] => first ^ second.rotate_left(17),
-        } ^ frames.len() as u64;
-        let index =
-            key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT_STACKS.trailing_zeros());
-        &mut self.slots[index as usize]
+    /// The record remembered for a stack of key `key` in module generation
+    /// `generation` (to be verified: different stacks may share a key).
+    #[inline]
+    pub fn find(&self, key: RecentKey, generation: u32) -> Option<u32> {
+        self.sets[key.set()]
+            .iter()
+            .find(|way| way.key == key.0 && way.generation == generation)
+            .map(|way| way.id)
+    }
+
+    /// Remember record `id` of a stack of key `key`, looked up in
+    /// `generation`, evicting the set's older way.
+    pub fn remember(&mut self, key: RecentKey, id: u32, generation: u32) {
+        let set = &mut self.sets[key.set()];
+        set[1] = set[0];
+        set[0] = LastStack {
+            key: key.0,
+            id,
+            generation,
+        };
     }
 
     fn clear(&mut self) {
-        self.slots = [LastStack::NONE; RECENT_STACKS];
+        self.sets = [[LastStack::NONE; 2]; RECENT_SETS];
     }
 }
 
@@ -160,35 +192,25 @@ impl ThreadExt {
     }
 }
 
-/// The stack-table record a thread counted a stack in and the module
-/// generation it was looked up in (`modules::generation`): a sample with
-/// the same frames in the same generation goes to the same record, without
-/// a lookup. All-zero is "none".
+/// The stack-table record a thread counted a stack in, the hash of its
+/// frames and the module generation it was looked up in
+/// (`modules::generation`): a sample with the same frames in the same
+/// generation goes to the same record, without a lookup. A key of 0 is
+/// "none" (keys are odd).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LastStack {
-    id_plus_one: u32,
+struct LastStack {
+    key: u64,
+    id: u32,
     generation: u32,
 }
 
 impl LastStack {
     /// Nothing remembered.
-    pub const NONE: LastStack = LastStack {
-        id_plus_one: 0,
+    const NONE: LastStack = LastStack {
+        key: 0,
+        id: 0,
         generation: 0,
     };
-
-    /// Remember record `id`, looked up in `generation`.
-    pub fn new(id: u32, generation: u32) -> LastStack {
-        LastStack {
-            id_plus_one: id.wrapping_add(1),
-            generation,
-        }
-    }
-
-    /// The remembered record if it was looked up in `generation`.
-    pub fn id_in(&self, generation: u32) -> Option<u32> {
-        (self.id_plus_one != 0 && self.generation == generation).then(|| self.id_plus_one - 1)
-    }
 }
 
 /// Frames the profiler's own code may add at the leaf of a capture.

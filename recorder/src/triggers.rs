@@ -69,12 +69,19 @@ pub fn configure(config: &Config) {
 /// The bytes a sampled object of `size` bytes stands for (its
 /// Horvitz–Thompson weight, as in the dump).
 pub fn sample_weight(size: u64) -> i64 {
+    if sampling::samples_every_allocation() {
+        return size as i64;
+    }
     (size as f64 / sampling::inclusion_probability(size)) as i64
 }
 
 /// A sample of `size` bytes was recorded (`+1`) or its object freed (`-1`).
+#[inline]
 pub fn on_live_sample(size: u64, sign: i64) {
-    LIVE_ESTIMATE.fetch_add(sign * sample_weight(size), Relaxed);
+    // Read only by the high-water trigger on the sampled estimate.
+    if HIGH_WATER_ON.load(Relaxed) && !EXACT_LIVE.load(Relaxed) {
+        LIVE_ESTIMATE.fetch_add(sign * sample_weight(size), Relaxed);
+    }
 }
 
 /// The live heap the high-water trigger watches.

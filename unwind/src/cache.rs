@@ -59,6 +59,28 @@ fn bucket_index(address: u64, buckets: usize) -> usize {
 pub(crate) trait RuleStore {
     fn get(&mut self, address: u64) -> Option<Rule>;
     fn put(&mut self, address: u64, rule: Rule);
+
+    /// The rule for `address` as [`Rule::encode`] bits, computed (and put
+    /// here unless there is no unwind information) when none is stored.
+    #[inline(always)]
+    fn rule_bits(&mut self, address: u64) -> u64 {
+        match self.get(address) {
+            Some(rule) => rule.encode(),
+            None => self.compute(address),
+        }
+    }
+
+    /// Computes and stores the rule for `address`: the miss path of
+    /// [`RuleStore::rule_bits`].
+    #[cold]
+    #[inline(never)]
+    fn compute(&mut self, address: u64) -> u64 {
+        let rule = cfi::rule_for_address(address);
+        if rule != Rule::NoUnwindInfo {
+            self.put(address, rule);
+        }
+        rule.encode()
+    }
 }
 
 const LOCAL_WAYS: usize = 4;
@@ -175,9 +197,20 @@ impl<const BUCKETS: usize> RuleCache<BUCKETS> {
     }
 
     fn get(&self, address: u64) -> Option<Rule> {
+        Rule::decode(self.get_bits(address))
+    }
+
+    /// The encoded rule for `address`, or 0 (never an encoding) when none
+    /// is cached: a hash and up to four compares, no decoding.
+    #[inline(always)]
+    fn get_bits(&self, address: u64) -> u64 {
         let bucket = &self.buckets[bucket_index(address, BUCKETS)];
-        let way = bucket.addresses.iter().position(|&a| a == address)?;
-        Rule::decode(bucket.rules[way])
+        for way in 0..LOCAL_WAYS {
+            if bucket.addresses[way] == address {
+                return bucket.rules[way];
+            }
+        }
+        0
     }
 
     fn put(&mut self, address: u64, rule: Rule) {
@@ -446,9 +479,28 @@ impl<const LOCAL: usize, const SHARED: usize> LayeredStore<'_, '_, LOCAL, SHARED
     pub(crate) fn count_fallback(&mut self) {
         self.local.count_fallback();
     }
+
+    /// [`RuleStore::rule_bits`] after a miss in the private cache: the
+    /// shared cache, else the rule computed.
+    #[cold]
+    #[inline(never)]
+    fn rule_bits_beyond_local(&mut self, address: u64) -> u64 {
+        match self.get(address) {
+            Some(rule) => rule.encode(),
+            None => self.compute(address),
+        }
+    }
 }
 
 impl<const LOCAL: usize, const SHARED: usize> RuleStore for LayeredStore<'_, '_, LOCAL, SHARED> {
+    #[inline(always)]
+    fn rule_bits(&mut self, address: u64) -> u64 {
+        match self.local.cache.get_bits(address) {
+            0 => self.rule_bits_beyond_local(address),
+            bits => bits,
+        }
+    }
+
     #[inline(always)]
     fn get(&mut self, address: u64) -> Option<Rule> {
         if let Some(rule) = self.local.get(address) {

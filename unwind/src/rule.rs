@@ -44,6 +44,37 @@ const TAG_UNSUPPORTED: u64 = 4;
 const TAG_NO_UNWIND_INFO: u64 = 5;
 const RBP_SAVED: u64 = 1 << 8;
 
+/// A [`Rule::Step`] read straight from its encoding (see [`StepBits::of`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StepBits(u64);
+
+impl StepBits {
+    /// The step rule encoded in `bits`, or None for any other rule (or 0).
+    #[inline(always)]
+    pub(crate) fn of(bits: u64) -> Option<StepBits> {
+        ((bits & 0xff).wrapping_sub(TAG_STEP_RSP) <= TAG_STEP_RBP - TAG_STEP_RSP)
+            .then_some(StepBits(bits))
+    }
+
+    /// True if the CFA is computed from rbp, else from rsp.
+    #[inline(always)]
+    pub(crate) fn cfa_from_rbp(self) -> bool {
+        self.0 & 0xff == TAG_STEP_RBP
+    }
+
+    /// The CFA's offset from its base register.
+    #[inline(always)]
+    pub(crate) fn cfa_offset(self) -> i64 {
+        (self.0 as i64) >> 32
+    }
+
+    /// The saved rbp's offset from the CFA, if the rule restores rbp.
+    #[inline(always)]
+    pub(crate) fn saved_rbp_offset(self) -> Option<i64> {
+        (self.0 & RBP_SAVED != 0).then_some(i64::from((self.0 >> 16) as u16 as i16))
+    }
+}
+
 impl Rule {
     /// The cache encoding; never 0.
     pub(crate) fn encode(self) -> u64 {

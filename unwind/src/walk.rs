@@ -14,7 +14,7 @@
 
 use crate::cache::RuleStore;
 use crate::cfi;
-use crate::rule::{CfaBase, Rule};
+use crate::rule::{Rule, StepBits};
 
 /// A frame larger than this is treated as corrupt unwind state (and handed to libgcc).
 const MAX_FRAME_BYTES: u64 = 64 << 20;
@@ -211,36 +211,13 @@ pub(crate) fn step<S: RuleStore>(
     lookup_address: u64,
     top: u64,
 ) -> Step {
-    let rule = match store.get(lookup_address) {
-        Some(rule) => rule,
-        None => {
-            let rule = cfi::rule_for_address(lookup_address);
-            if rule != Rule::NoUnwindInfo {
-                store.put(lookup_address, rule);
-            }
-            rule
-        }
+    let bits = store.rule_bits(lookup_address);
+    let Some(rule) = StepBits::of(bits) else {
+        return other_step(Rule::decode(bits), regs, lookup_address);
     };
-    let Rule::Step {
-        cfa_base,
-        cfa_offset,
-        saved_rbp_offset,
-    } = rule
-    else {
-        return match rule {
-            Rule::Outermost => Step::Outermost,
-            // Not the capture's own frame (whose code has unwind information).
-            Rule::NoUnwindInfo if lookup_address != regs.pc && cfi::libgcc_stops_at(regs.pc) => {
-                Step::NoUnwindInfo
-            }
-            _ => Step::Unsupported,
-        };
-    };
-    let base = match cfa_base {
-        CfaBase::Rsp => regs.rsp,
-        CfaBase::Rbp => regs.rbp,
-    };
-    let cfa = base.wrapping_add_signed(i64::from(cfa_offset));
+    let cfa_from_rbp = rule.cfa_from_rbp();
+    let base = if cfa_from_rbp { regs.rbp } else { regs.rsp };
+    let cfa = base.wrapping_add_signed(rule.cfa_offset());
     // The CFA is the caller's stack pointer: 8-aligned, at least 8 bytes above ours
     // (the return address lies between) and within reach. One unsigned compare does
     // both bounds: `height - 8` wraps to a huge value below 8. (rsp never comes near
@@ -254,10 +231,10 @@ pub(crate) fn step<S: RuleStore>(
     // stack between the stack pointer of a frame we already stepped into (or our own)
     // and its CFA, as described by the frame's CFI.
     let return_address = unsafe { read_stack(cfa - 8) };
-    let (rbp, rbp_slot) = match saved_rbp_offset {
+    let (rbp, rbp_slot) = match rule.saved_rbp_offset() {
         None => (regs.rbp, 0),
         Some(offset) => {
-            let slot = cfa.wrapping_add_signed(i64::from(offset));
+            let slot = cfa.wrapping_add_signed(offset);
             // `regs.rsp <= slot <= cfa - 8`, in one unsigned compare as above.
             if slot.wrapping_sub(regs.rsp) > height - 8 || slot % 8 != 0 {
                 return Step::Unsupported;
@@ -266,7 +243,6 @@ pub(crate) fn step<S: RuleStore>(
             (unsafe { read_stack(slot) }, slot)
         }
     };
-    let cfa_from_rbp = cfa_base == CfaBase::Rbp;
     if return_address == 0 {
         return Step::ZeroReturn {
             slot: cfa - 8,
@@ -284,27 +260,115 @@ pub(crate) fn step<S: RuleStore>(
     }
 }
 
+/// [`step`] for a frame whose rule is not a plain step (`None`: no rule at all).
+#[cold]
+#[inline(never)]
+fn other_step(rule: Option<Rule>, regs: &Registers, lookup_address: u64) -> Step {
+    match rule {
+        Some(Rule::Outermost) => Step::Outermost,
+        // Not the capture's own frame (whose code has unwind information).
+        Some(Rule::NoUnwindInfo) if lookup_address != regs.pc && cfi::libgcc_stops_at(regs.pc) => {
+            Step::NoUnwindInfo
+        }
+        _ => Step::Unsupported,
+    }
+}
+
 /// Walks from `start` outwards, writing each return address to `frames`.
 #[inline(never)]
 pub(crate) fn walk<S: RuleStore>(start: Start, store: &mut S, frames: &mut [u64]) -> WalkEnd {
-    let (mut regs, mut lookup_address, mut written) = start.begin(frames);
+    let (regs, lookup_address, written) = start.begin(frames);
+    let mut at = Cursor {
+        regs,
+        lookup_address,
+        written,
+    };
     let top = stack_top(regs.rsp);
-    while written < frames.len() {
-        match step(store, &regs, lookup_address, top) {
-            Step::Caller { regs: caller, .. } => {
-                frames[written] = caller.pc;
-                written += 1;
-                regs = caller;
-                lookup_address = caller.pc - 1;
-            }
+    loop {
+        plain_steps(store, &mut at, top, frames);
+        if at.written == frames.len() {
+            return WalkEnd::Complete(at.written);
+        }
+        match step(store, &at.regs, at.lookup_address, top) {
+            Step::Caller { regs: caller, .. } => at.advance(caller, frames),
             // A zero return address is what libgcc reports as its terminal frame.
             Step::Outermost | Step::ZeroReturn { .. } | Step::NoUnwindInfo => {
-                return WalkEnd::Complete(written);
+                return WalkEnd::Complete(at.written);
             }
             Step::Unsupported => return WalkEnd::NeedsFallback,
         }
     }
-    WalkEnd::Complete(written)
+}
+
+/// Where a walk is: the frame to step from, its lookup address and the frames
+/// written so far.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cursor {
+    pub(crate) regs: Registers,
+    pub(crate) lookup_address: u64,
+    pub(crate) written: usize,
+}
+
+impl Cursor {
+    /// Moves to `caller` (a step's result), writing its return address.
+    #[inline(always)]
+    pub(crate) fn advance(&mut self, caller: Registers, frames: &mut [u64]) {
+        frames[self.written] = caller.pc;
+        self.written += 1;
+        self.regs = caller;
+        self.lookup_address = caller.pc - 1;
+    }
+}
+
+/// Takes [`step`]s from `at` while each is a plain step to a caller (a rule that
+/// computes the CFA from rsp or rbp, a nonzero return address, every bound met) and
+/// `frames` has room, writing each return address. Stops at the first frame whose
+/// step is anything else, for [`step`] to take; it reads the same slots in the same
+/// order as [`step`], so a walk through here is the walk of [`step`]s. The registers
+/// live in locals, so a frame costs a rule lookup and a few compares.
+#[inline(always)]
+pub(crate) fn plain_steps<S: RuleStore>(
+    store: &mut S,
+    at: &mut Cursor,
+    top: u64,
+    frames: &mut [u64],
+) {
+    let (mut pc, mut rsp, mut rbp) = (at.regs.pc, at.regs.rsp, at.regs.rbp);
+    let (mut lookup_address, mut written) = (at.lookup_address, at.written);
+    while written < frames.len() {
+        let Some(rule) = StepBits::of(store.rule_bits(lookup_address)) else {
+            break;
+        };
+        let base = if rule.cfa_from_rbp() { rbp } else { rsp };
+        let cfa = base.wrapping_add_signed(rule.cfa_offset());
+        // The bounds of `step`.
+        let height = cfa.wrapping_sub(rsp);
+        if cfa % 8 != 0 || height.wrapping_sub(8) > MAX_FRAME_BYTES - 8 || cfa > top {
+            break;
+        }
+        // SAFETY: as in `step`.
+        let return_address = unsafe { read_stack(cfa - 8) };
+        if return_address == 0 {
+            break;
+        }
+        if let Some(offset) = rule.saved_rbp_offset() {
+            let slot = cfa.wrapping_add_signed(offset);
+            if slot.wrapping_sub(rsp) > height - 8 || slot % 8 != 0 {
+                break;
+            }
+            // SAFETY: as in `step`.
+            rbp = unsafe { read_stack(slot) };
+        }
+        frames[written] = return_address;
+        written += 1;
+        (pc, rsp) = (return_address, cfa);
+        lookup_address = return_address - 1;
+    }
+    *at = Cursor {
+        regs: Registers { pc, rsp, rbp },
+        lookup_address,
+        written,
+    };
 }
 
 /// Reads one stack slot.
@@ -321,6 +385,7 @@ pub(crate) unsafe fn read_stack(address: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rule::CfaBase;
 
     #[test]
     fn a_threads_stack_ends_at_its_descriptor() {
