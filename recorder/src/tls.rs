@@ -99,16 +99,20 @@ pub struct ThreadExt {
     pub recent_stacks: RecentStacks,
 }
 
+/// The innermost frames a [`RecentKey`] hashes.
+const RECENT_KEY_FRAMES: usize = 8;
+
 /// Sets of [`RecentStacks`] (two stacks each).
 const RECENT_SETS: usize = 128;
 
 /// A thread's recently sampled stacks: a two-way set-associative table of
-/// the stack-table records it counted them in, keyed by a hash of all the
-/// frames, so that a stack sampled again is found with one comparison of its
-/// frames instead of looking up the objects they lie in and probing the
-/// stack table. (Keyed by the innermost frames alone, stacks that share them
-/// but differ further out, as every caller of one allocating helper does,
-/// kept evicting one another.) All-zero is empty.
+/// the stack-table records it counted them in, keyed by a hash of the
+/// innermost [`RECENT_KEY_FRAMES`] frames and the depth, so that a stack
+/// sampled again is found with one comparison of its frames instead of
+/// looking up the objects they lie in and probing the stack table. (Keyed by two frames,
+/// stacks that share them but differ further out, as every caller of one
+/// allocating helper does, kept evicting one another; hashing every frame of
+/// a deep stack cost more than the lookups it saved.) All-zero is empty.
 #[repr(C)]
 pub struct RecentStacks {
     sets: [[LastStack; 2]; RECENT_SETS],
@@ -123,7 +127,7 @@ impl RecentKey {
     #[inline]
     pub fn of(frames: &[u64]) -> RecentKey {
         let mut key = frames.len() as u64;
-        for &frame in frames {
+        for &frame in &frames[..frames.len().min(RECENT_KEY_FRAMES)] {
             key = (key.rotate_left(23) ^ frame).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }
         RecentKey(key | 1)
