@@ -28,6 +28,13 @@
 //!   Before the next allocator is resolved, the next `free` slot holds a
 //!   stand-in that resolves it first (`next_alloc`). No per-thread state is
 //!   touched.
+//! - `calloc` (10 instructions): malloc's path for `count × size` bytes; a
+//!   product that overflows takes the route, and the next `calloc` reports
+//!   it.
+//! - `realloc` (15 instructions): free's filter test on the old pointer,
+//!   then malloc's path for the new size. A possibly sampled old block, a
+//!   size of 0 (a free that returns no memory) and a crossing take the
+//!   route [`crate::routes::REALLOC_ROUTE`]. `realloc(NULL, n)` is malloc.
 //!
 //! Runs inside malloc and free: no allocation, no locks, no calls, no
 //! writes outside the calling thread's own cache line.
@@ -46,6 +53,10 @@ pub const ALLOCATIONS: usize = offset_of!(ThreadState, allocations);
 pub const NEXT_MALLOC: usize = offset_of!(NextAllocator, malloc);
 /// Offset of the next `free` in [`crate::next_alloc::NEXT`].
 pub const NEXT_FREE: usize = offset_of!(NextAllocator, free);
+/// Offset of the next `calloc` in [`crate::next_alloc::NEXT`].
+pub const NEXT_CALLOC: usize = offset_of!(NextAllocator, calloc);
+/// Offset of the next `realloc` in [`crate::next_alloc::NEXT`].
+pub const NEXT_REALLOC: usize = offset_of!(NextAllocator, realloc);
 
 const _: () = assert!(FILTER_COUNTER_BYTES == 4);
 const _: () = assert!(FILTER_INDEX_MASK <= i32::MAX as usize);
@@ -98,6 +109,71 @@ macro_rules! free_entry {
             next = sym $crate::next_alloc::NEXT,
             next_free = const $crate::fast_path::NEXT_FREE,
             route = sym $crate::routes::FREE_ROUTE,
+        )
+    };
+}
+
+/// The body of the exported `calloc`: expand inside a
+/// `#[unsafe(naked)] extern "C" fn calloc(count: usize, size: usize) -> *mut c_void`.
+/// `rdx` (no argument of calloc's) holds the product's high half.
+#[macro_export]
+macro_rules! calloc_entry {
+    () => {
+        core::arch::naked_asm!(
+            "mov rax, rdi",
+            "mul rsi",
+            "jc 2f",
+            "mov rcx, qword ptr [rip + heapsample_thread_state@GOTTPOFF]",
+            "mov rdx, qword ptr fs:[rcx + {countdown}]",
+            "sub rdx, rax",
+            "jbe 2f",
+            "mov qword ptr fs:[rcx + {countdown}], rdx",
+            "inc qword ptr fs:[rcx + {allocations}]",
+            "jmp qword ptr [rip + {next} + {next_calloc}]",
+            "2:",
+            "jmp qword ptr [rip + {route}]",
+            countdown = const $crate::fast_path::COUNTDOWN,
+            allocations = const $crate::fast_path::ALLOCATIONS,
+            next = sym $crate::next_alloc::NEXT,
+            next_calloc = const $crate::fast_path::NEXT_CALLOC,
+            route = sym $crate::routes::CALLOC_ROUTE,
+        )
+    };
+}
+
+/// The body of the exported `realloc`: expand inside a
+/// `#[unsafe(naked)] extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void`.
+#[macro_export]
+macro_rules! realloc_entry {
+    () => {
+        core::arch::naked_asm!(
+            "mov rax, rdi",
+            "shr rax, {page_shift}",
+            "and eax, {index_mask}",
+            "lea rcx, [rip + {live}]",
+            "cmp dword ptr [rcx + rax * {counter_bytes} + {filter}], 0",
+            "jne 2f",
+            "test rsi, rsi",
+            "jz 2f",
+            "mov rax, qword ptr [rip + heapsample_thread_state@GOTTPOFF]",
+            "mov rcx, qword ptr fs:[rax + {countdown}]",
+            "sub rcx, rsi",
+            "jbe 2f",
+            "mov qword ptr fs:[rax + {countdown}], rcx",
+            "inc qword ptr fs:[rax + {allocations}]",
+            "jmp qword ptr [rip + {next} + {next_realloc}]",
+            "2:",
+            "jmp qword ptr [rip + {route}]",
+            page_shift = const $crate::live_table::FILTER_PAGE_SHIFT,
+            index_mask = const $crate::live_table::FILTER_INDEX_MASK,
+            live = sym $crate::live_table::LIVE,
+            counter_bytes = const $crate::live_table::FILTER_COUNTER_BYTES,
+            filter = const $crate::live_table::FILTER_OFFSET,
+            countdown = const $crate::fast_path::COUNTDOWN,
+            allocations = const $crate::fast_path::ALLOCATIONS,
+            next = sym $crate::next_alloc::NEXT,
+            next_realloc = const $crate::fast_path::NEXT_REALLOC,
+            route = sym $crate::routes::REALLOC_ROUTE,
         )
     };
 }

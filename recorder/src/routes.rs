@@ -26,7 +26,7 @@ use crate::state::{
     self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_PROFILING_EXACT,
 };
 use crate::tls::{self, ThreadState};
-use crate::{counting, sample, sampling, spin_lock, startup};
+use crate::{counting, sample, spin_lock, startup};
 
 /// Start the profiler if nobody has (see `startup`), pointing the routes at
 /// the paths for the mode it chooses. Returns false when the request must
@@ -46,27 +46,25 @@ pub fn start_or_bootstrap() -> bool {
 // ---- routes: where each hook goes ----
 //
 // Each of malloc, free, calloc and realloc has a route, a function pointer
-// chosen once the mode is known. malloc and free take it only when their
-// assembly fast path (`fast_path`) declines: malloc's route is then the
-// crossing allocation while profiling, the next malloc under `prof:false`;
-// free's is the possibly sampled free, the next free under `prof:false`.
-// The exported calloc and realloc always jump through theirs. Start-up and
-// `prof_exact` use the `*_other` paths.
+// chosen once the mode is known, taken only when its assembly fast path
+// (`fast_path`) declines: malloc's, calloc's and realloc's route is then the
+// crossing allocation (or a possibly sampled old block) while profiling, the
+// next allocator under `prof:false`; free's is the possibly sampled free, the
+// next free under `prof:false`. Start-up and `prof_exact` use the `*_other`
+// paths.
 //
 // The profiling routes are entered by a jump from the naked exports, so rsp
-// and rbp are still as at the export's entry. `malloc_crossing` and, when
-// samples are frequent, `calloc_profiled_with_entry` and
-// `realloc_profiled_with_entry` are naked stubs that pass them on
-// (`HookEntry`) to their body, so a sample's stack walk starts at the hook's
-// caller instead of stepping the profiler's own frames. A stub costs three
-// instructions per call of its route: nothing on malloc's fast path or under
-// `prof:false`, but every profiled calloc and realloc, hence
-// [`ENTRY_STUB_MAX_LG`]. Called from inside the shim, the stub's
-// own entry is the one passed: the walk then starts at the shim's caller,
-// whose frames the capture drops.
+// and rbp are still as at the export's entry. `malloc_crossing`,
+// `calloc_profiled_with_entry` and `realloc_profiled_with_entry` are naked
+// stubs that pass them on (`HookEntry`) to their body, so a sample's stack
+// walk starts at the hook's caller instead of stepping the profiler's own
+// frames. A stub costs three instructions per call of its route, which the
+// fast paths take only at a crossing. Called from inside the shim, the
+// stub's own entry is the one passed: the walk then starts at the shim's
+// caller, whose frames the capture drops.
 
-/// calloc, realloc and a counting `operator new` (`cxx`) pass their entry
-/// on only at periods up to 2^this bytes. A sample that starts at the hook's caller skips 3–4 stepped frames
+/// A counting `operator new` (`cxx`), which has no fast path of its own,
+/// passes its entry on only at periods up to 2^this bytes. A sample that starts at the hook's caller skips 3–4 stepped frames
 /// (300–400 instructions, python at `lg_prof_sample:0`); the stub costs 3
 /// per call, which pays once about one call in a hundred is sampled, i.e.
 /// periods of about a hundred times the typical request.
@@ -128,24 +126,16 @@ pub fn set_routes(mode: u8) {
                 next.calloc.address().cast(),
                 next.realloc.address().cast(),
             ),
-            MODE_PROFILING => {
-                let (calloc, realloc): (CallocFn, ReallocFn) =
-                    if sampling::lg_period() <= ENTRY_STUB_MAX_LG {
-                        (calloc_profiled_with_entry, realloc_profiled_with_entry)
-                    } else {
-                        (calloc_profiled, realloc_profiled)
-                    };
-                (
-                    malloc_crossing as MallocFn as *mut (),
-                    free_maybe_sampled as FreeFn as *mut (),
-                    calloc as *mut (),
-                    if arena_in_use {
-                        realloc_other
-                    } else {
-                        realloc as *mut ()
-                    },
-                )
-            }
+            MODE_PROFILING => (
+                malloc_crossing as MallocFn as *mut (),
+                free_maybe_sampled as FreeFn as *mut (),
+                calloc_profiled_with_entry as CallocFn as *mut (),
+                if arena_in_use {
+                    realloc_other
+                } else {
+                    realloc_profiled_with_entry as ReallocFn as *mut ()
+                },
+            ),
             // prof_exact: every call keeps the `*_other` paths, which count
             // usable bytes and frees (the fast paths always decline: the
             // countdown stays 0 and every filter counter is pinned).
@@ -277,18 +267,8 @@ pub unsafe extern "C" fn free_other(pointer: *mut c_void) {
     unsafe { next_alloc::free(pointer) }
 }
 
-/// calloc's route while profiling (samples rare).
-///
-/// # Safety
-/// The C contract of `calloc`; the next allocator is resolved.
-#[inline(never)]
-unsafe extern "C" fn calloc_profiled(count: usize, size: usize) -> *mut c_void {
-    // SAFETY: forwarded.
-    unsafe { calloc_counted(count, size, HookEntry::UNKNOWN) }
-}
-
 route_with_entry!(
-    /// calloc's route while profiling with frequent samples.
+    /// calloc's route while profiling.
     ///
     /// # Safety
     /// The C contract of `calloc`; the next allocator is resolved.
@@ -368,7 +348,7 @@ unsafe extern "C" fn realloc_other(pointer: *mut c_void, size: usize) -> *mut c_
     unsafe { next_alloc::realloc(pointer, size) }
 }
 
-/// realloc's route while profiling (samples rare).
+/// realloc while profiling, for a caller without an entry to pass.
 ///
 /// # Safety
 /// The C contract of `realloc`; the next allocator is resolved.
@@ -378,7 +358,7 @@ unsafe extern "C" fn realloc_profiled(pointer: *mut c_void, size: usize) -> *mut
 }
 
 route_with_entry!(
-    /// realloc's route while profiling with frequent samples.
+    /// realloc's route while profiling.
     ///
     /// # Safety
     /// The C contract of `realloc`; the next allocator is resolved.
@@ -491,7 +471,7 @@ mod tests {
     /// that sets them; the profiler is not started here).
     #[test]
     fn each_mode_has_its_routes() {
-        let _period = sampling::tests::PERIOD_LOCK.lock();
+        let _period = crate::sampling::tests::PERIOD_LOCK.lock();
         let other = [
             malloc_other as MallocFn as *mut (),
             free_other as FreeFn as *mut (),
@@ -509,8 +489,8 @@ mod tests {
         let profiled = [
             malloc_crossing as MallocFn as *mut (),
             free_maybe_sampled as FreeFn as *mut (),
-            calloc_profiled as CallocFn as *mut (),
-            realloc_profiled as ReallocFn as *mut (),
+            calloc_profiled_with_entry as CallocFn as *mut (),
+            realloc_profiled_with_entry as ReallocFn as *mut (),
         ];
         set_routes(MODE_PASS_THROUGH);
         assert_eq!(routes(), next_routes, "prof:false goes straight on");
@@ -524,19 +504,6 @@ mod tests {
         assert_eq!(routes(), profiled);
         set_routes(MODE_PROFILING | MODE_ARENA_IN_USE);
         assert_eq!(routes(), [profiled[0], profiled[1], profiled[2], other[3]]);
-        sampling::set_lg_period(ENTRY_STUB_MAX_LG);
-        set_routes(MODE_PROFILING);
-        assert_eq!(
-            routes(),
-            [
-                profiled[0],
-                profiled[1],
-                calloc_profiled_with_entry as CallocFn as *mut (),
-                realloc_profiled_with_entry as ReallocFn as *mut (),
-            ],
-            "frequent samples: calloc and realloc pass their entry on"
-        );
-        sampling::set_lg_period(19);
         set_routes(MODE_PROFILING_EXACT);
         assert_eq!(routes(), other, "prof_exact counts on the *_other paths");
         set_routes(MODE_PROFILING_EXACT | MODE_ARENA_IN_USE);

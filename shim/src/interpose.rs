@@ -1,12 +1,13 @@
 //! The malloc family under its C names. Each export is a one-line call into
-//! `heapsample_recorder::contracts`, where the logic and its tests live. malloc
-//! and free are the recorder's assembly fast paths themselves
-//! (`heapsample_recorder::fast_path`); calloc and realloc are a single `jmp`
-//! through the hook's route (the next allocator itself under `prof:false`).
+//! `heapsample_recorder::contracts`, where the logic and its tests live.
+//! malloc, free, calloc and realloc are the recorder's assembly fast paths
+//! themselves (`heapsample_recorder::fast_path`), which jump through the
+//! hook's route when they decline (the next allocator itself under
+//! `prof:false`).
 
 use core::ffi::{c_int, c_void};
 
-use heapsample_recorder::{contracts, routes};
+use heapsample_recorder::contracts;
 
 /// # Safety
 /// The C contract of `malloc`.
@@ -29,10 +30,7 @@ pub unsafe extern "C" fn free(pointer: *mut c_void) {
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
-    core::arch::naked_asm!(
-        "jmp qword ptr [rip + {route}]",
-        route = sym routes::CALLOC_ROUTE,
-    )
+    heapsample_recorder::calloc_entry!()
 }
 
 /// # Safety
@@ -40,10 +38,7 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
-    core::arch::naked_asm!(
-        "jmp qword ptr [rip + {route}]",
-        route = sym routes::REALLOC_ROUTE,
-    )
+    heapsample_recorder::realloc_entry!()
 }
 
 /// # Safety
