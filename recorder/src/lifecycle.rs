@@ -201,7 +201,6 @@ extern "C" fn fork_prepare() {
     // Once per process, before its first fork: map what children read
     // (never written pages map the zero page), so they inherit the mappings.
     STACKS.map_index_for_children();
-    crate::live_table::LIVE.map_slots_for_children();
     crate::backtrace::map_rules_for_children();
     if take_locks {
         // Not the dump lock: a dump in progress must not delay fork.

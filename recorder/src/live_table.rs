@@ -13,9 +13,13 @@
 //!
 //! Forked children write as few of the pages they share copy-on-write with
 //! their parent as they can: the thread that survived the fork puts its
-//! samples in a one-page nursery first, slots are claimed without a read
-//! before the write, and a process maps the slots' untouched pages before
-//! its first fork so that children read them without faults.
+//! samples in a one-page nursery first, and slots are claimed without a read
+//! before the write. A child's free of an unsampled object whose filter
+//! counter a sample in the same heap page keeps nonzero probes that
+//! sample's table page (homes keep the heap's order), which the parent
+//! wrote: no fault. (Mapping all of the slots' pages before a first fork, as
+//! an earlier table hashed over its whole size needed, made every fork copy
+//! their page-table entries: +20 µs per fork at the default period.)
 //!
 //! Where an entry goes follows the heap: its home slot keeps the address's
 //! place within its 64 KiB region (one slot per 32 bytes of address, the
@@ -208,7 +212,6 @@ pub struct TableFull;
 pub struct LiveTable {
     slots: AtomicPtr<Slot>,
     slot_bits: AtomicU32,
-    slots_mapped_for_children: sys::MappedForChildren,
     filter: [AtomicU32; FILTER_LEN],
     live: AtomicU64,
     /// Entries in hashed sequences (their local home was taken): while there
@@ -257,7 +260,6 @@ impl LiveTable {
         LiveTable {
             slots: AtomicPtr::new(core::ptr::null_mut()),
             slot_bits: AtomicU32::new(0),
-            slots_mapped_for_children: sys::MappedForChildren::new(),
             filter: [const { AtomicU32::new(0) }; FILTER_LEN],
             live: AtomicU64::new(0),
             displaced: AtomicU64::new(0),
@@ -276,17 +278,6 @@ impl LiveTable {
         self.slot_bits.store(slot_bits, Ordering::Relaxed);
         self.slots.store(slots.cast(), Ordering::Release);
         true
-    }
-
-    /// In a process about to fork: map the slots' untouched pages to the
-    /// zero page, so that forked children inherit the mappings. A child's
-    /// free of an unsampled object that shares a filter counter with a
-    /// sample probes a slot no sample ever used; without this, each such
-    /// slot page would cost the child a page fault. Once per table.
-    pub fn map_slots_for_children(&self) {
-        let bytes = core::mem::size_of::<Slot>() << self.slot_bits.load(Ordering::Relaxed);
-        self.slots_mapped_for_children
-            .map_once(self.slots.load(Ordering::Acquire).cast(), bytes);
     }
 
     fn slot(&self, index: usize) -> &Slot {
