@@ -41,9 +41,12 @@
 //! is therefore compared only where it can matter: where a later step of the
 //! remembered walk computes a CFA from it, directly or after carrying it over unchanged
 //! (flag [`RBP_MATTERS`], derived from the rules). Elsewhere its value reaches no
-//! address and no frame, so any value gives the same steps. Replay keeps the real rbp
-//! (re-reading saved-rbp slots as the real steps do), so a walk that goes on after a
-//! replay stops does so from the real registers.
+//! address and no frame, so any value gives the same steps. Replay compares a
+//! saved-rbp slot only where the value matters ([`CHECK_RBP`]; where rbp was carried
+//! over unchanged and matters, the inner level's comparison covers it). A walk that
+//! goes on after a replay stops recovers the real rbp first, re-reading the
+//! saved-rbp slots of the replayed levels as the real steps do, so it goes on from the
+//! real registers.
 //!
 //! Runs inside malloc: no allocation, no locks, no system calls; the replay costs two
 //! loads and a compare per frame.
@@ -70,7 +73,11 @@ const FROM_RBP: u64 = 1;
 /// This level's rbp value influences a later step of the remembered walk (a CFA
 /// computed from rbp, possibly after rbp was carried over): only then must it match.
 const RBP_MATTERS: u64 = 2;
-const FLAGS: u64 = FROM_RBP | RBP_MATTERS;
+/// [`RBP_MATTERS`] and the step into this level read rbp from a slot: replay must
+/// compare that slot's value. (Where rbp was carried over and matters, the inner
+/// level's rbp matters too, so its comparison covers this level's.)
+const CHECK_RBP: u64 = 4;
+const FLAGS: u64 = FROM_RBP | RBP_MATTERS | CHECK_RBP;
 
 impl Level {
     fn new(regs: Registers, rbp_slot: u64, cfa_from_rbp: bool) -> Level {
@@ -91,8 +98,12 @@ impl Level {
     }
 
     fn set_rbp_matters(&mut self, matters: bool) {
-        self.slot_and_flags =
-            self.slot_and_flags & !RBP_MATTERS | if matters { RBP_MATTERS } else { 0 };
+        let flags = match (matters, self.rbp_slot() != 0) {
+            (false, _) => 0,
+            (true, false) => RBP_MATTERS,
+            (true, true) => RBP_MATTERS | CHECK_RBP,
+        };
+        self.slot_and_flags = self.slot_and_flags & !(RBP_MATTERS | CHECK_RBP) | flags;
     }
 
     /// True if `regs` (a real frame state) is this level's state, as far as the rest of
@@ -104,25 +115,33 @@ impl Level {
     }
 
     /// Re-does the memory reads of the step into this level from the inner level,
-    /// whose real rbp is `inner_rbp`: the level's real rbp if the reads give what the
-    /// level was built from, else None.
-    fn replay_step(&self, inner_rbp: u64) -> Option<u64> {
+    /// whose state was just proven current, and compares what matters: true if they
+    /// give what the level was built from (so the level is current too).
+    #[inline(always)]
+    fn still_current(&self) -> bool {
         // SAFETY: `rsp - 8` is the return-address slot and `rbp_slot` the saved-rbp
         // slot that `step` read when it built this level from the inner level, whose
         // state was just proven current; `step` would read exactly these slots now
         // (see the module documentation), so they are live stack memory.
-        if unsafe { read_stack(self.rsp - 8) } != self.pc {
-            return None;
-        }
-        let slot = self.rbp_slot();
-        let rbp = if slot == 0 {
-            inner_rbp
-        } else {
+        let return_address = unsafe { read_stack(self.rsp - 8) };
+        return_address == self.pc
             // SAFETY: as above.
-            unsafe { read_stack(slot) }
-        };
-        (!self.flag(RBP_MATTERS) || rbp == self.rbp).then_some(rbp)
+            && (!self.flag(CHECK_RBP) || unsafe { read_stack(self.rbp_slot()) } == self.rbp)
     }
+}
+
+/// The real rbp of `levels[proven]`, given the real rbp `rbp` of `levels[matched]`
+/// and that the levels between were replayed: re-reads the saved-rbp slots the real
+/// steps read (replay compares only those whose value matters).
+fn real_rbp(levels: &[Level], matched: usize, proven: usize, mut rbp: u64) -> u64 {
+    for level in levels[proven..matched].iter().rev() {
+        let slot = level.rbp_slot();
+        if slot != 0 {
+            // SAFETY: as in `Level::still_current`: the level is proven current.
+            rbp = unsafe { read_stack(slot) };
+        }
+    }
+    rbp
 }
 
 /// How the remembered walk ended after its outermost level.
@@ -460,13 +479,12 @@ fn replay<const LEVELS: usize>(
     memo: &mut StackMemo<LEVELS>,
     matched: usize,
     count: usize,
-    mut rbp: u64,
+    rbp: u64,
     frames: &mut [u64],
     mut written: usize,
 ) -> Replay {
     let first_written = written;
-    let (replayed, real_rbp) = replay_levels(&memo.levels[..matched], &mut frames[written..], rbp);
-    rbp = real_rbp;
+    let replayed = replay_levels(&memo.levels[..matched], &mut frames[written..]);
     written += replayed;
     let level = matched - replayed;
     if level > 0 {
@@ -475,6 +493,7 @@ fn replay<const LEVELS: usize>(
             return finish_replay(memo, matched, count, written, first_written);
         }
         memo.counts.rejections += 1;
+        let rbp = real_rbp(&memo.levels, matched, level, rbp);
         return step_from(memo, level, rbp, written, first_written);
     }
     let ended = written == frames.len()
@@ -492,28 +511,28 @@ fn replay<const LEVELS: usize>(
     if ended {
         return finish_replay(memo, matched, count, written, first_written);
     }
+    let rbp = real_rbp(&memo.levels, matched, 0, rbp);
     step_from(memo, 0, rbp, written, first_written)
 }
 
 /// Replays `levels` (outermost first) from the innermost outwards into `frames`,
-/// starting from the real rbp `rbp`, until a level's slots differ or `frames` is full:
-/// the levels replayed and the real rbp of the last one. A loop of its own, apart from
-/// the walk's, keeps it to a few loads and compares per level.
+/// until a level's slots differ or `frames` is full: the levels replayed. A loop of
+/// its own, apart from the walk's, keeps it to two loads and a compare per level
+/// (and one more of each where a saved rbp matters).
 #[inline(never)]
-fn replay_levels(levels: &[Level], frames: &mut [u64], mut rbp: u64) -> (usize, u64) {
+fn replay_levels(levels: &[Level], frames: &mut [u64]) -> usize {
     let todo = levels.len().min(frames.len());
     let (levels, frames) = (&levels[levels.len() - todo..], &mut frames[..todo]);
     let mut done = 0;
     while done < todo {
         let outer = &levels[todo - 1 - done];
-        let Some(outer_rbp) = outer.replay_step(rbp) else {
+        if !outer.still_current() {
             break;
-        };
-        rbp = outer_rbp;
+        }
         frames[done] = outer.pc;
         done += 1;
     }
-    (done, rbp)
+    done
 }
 
 fn step_from<const LEVELS: usize>(
