@@ -44,6 +44,12 @@ const TAG_UNSUPPORTED: u64 = 4;
 const TAG_NO_UNWIND_INFO: u64 = 5;
 const RBP_SAVED: u64 = 1 << 8;
 
+/// True if `bits` encode [`Rule::Outermost`].
+#[inline(always)]
+pub(crate) fn is_outermost(bits: u64) -> bool {
+    bits & 0xff == TAG_OUTERMOST
+}
+
 /// A [`Rule::Step`] read straight from its encoding (see [`StepBits::of`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct StepBits(u64);

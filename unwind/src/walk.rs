@@ -14,7 +14,7 @@
 
 use crate::cache::RuleStore;
 use crate::cfi;
-use crate::rule::{Rule, StepBits};
+use crate::rule::{Rule, StepBits, is_outermost};
 
 /// A frame larger than this is treated as corrupt unwind state (and handed to libgcc).
 const MAX_FRAME_BYTES: u64 = 64 << 20;
@@ -285,8 +285,7 @@ pub(crate) fn walk<S: RuleStore>(start: Start, store: &mut S, frames: &mut [u64]
     };
     let top = stack_top(regs.rsp);
     loop {
-        plain_steps(store, &mut at, top, frames);
-        if at.written == frames.len() {
+        if plain_steps(store, &mut at, top, frames) || at.written == frames.len() {
             return WalkEnd::Complete(at.written);
         }
         match step(store, &at.regs, at.lookup_address, top) {
@@ -323,20 +322,25 @@ impl Cursor {
 /// Takes [`step`]s from `at` while each is a plain step to a caller (a rule that
 /// computes the CFA from rsp or rbp, a nonzero return address, every bound met) and
 /// `frames` has room, writing each return address. Stops at the first frame whose
-/// step is anything else, for [`step`] to take; it reads the same slots in the same
-/// order as [`step`], so a walk through here is the walk of [`step`]s. The registers
-/// live in locals, so a frame costs a rule lookup and a few compares.
+/// step is anything else: returns true if that is the outermost frame (the walk is
+/// complete, as [`Step::Outermost`] ends it), false for [`step`] to take it. It reads
+/// the same slots in the same order as [`step`], so a walk through here is the walk
+/// of [`step`]s. The registers live in locals, so a frame costs a rule lookup and a
+/// few compares.
 #[inline(always)]
 pub(crate) fn plain_steps<S: RuleStore>(
     store: &mut S,
     at: &mut Cursor,
     top: u64,
     frames: &mut [u64],
-) {
+) -> bool {
     let (mut pc, mut rsp, mut rbp) = (at.regs.pc, at.regs.rsp, at.regs.rbp);
     let (mut lookup_address, mut written) = (at.lookup_address, at.written);
+    let mut outermost = false;
     while written < frames.len() {
-        let Some(rule) = StepBits::of(store.rule_bits(lookup_address)) else {
+        let bits = store.rule_bits(lookup_address);
+        let Some(rule) = StepBits::of(bits) else {
+            outermost = is_outermost(bits);
             break;
         };
         let base = if rule.cfa_from_rbp() { rbp } else { rsp };
@@ -369,6 +373,7 @@ pub(crate) fn plain_steps<S: RuleStore>(
         lookup_address,
         written,
     };
+    outermost
 }
 
 /// Reads one stack slot.
