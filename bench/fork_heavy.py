@@ -3,6 +3,13 @@
 no preload, medians over alternating rounds.
 
 Measures
+  - the fork-per-request loop: 1,000 children one after another, each
+    allocating 1 MiB in 64-byte blocks and exiting; the whole loop's wall
+    time against no preload, the minimal interposer (bench/tools/floor.c) and
+    prof:false;
+  - a fresh process: /bin/true executed 1,000 times (fork, exec, exit) with
+    the preload in the executed program only, against no preload and an
+    empty preloaded library, with and without the exit dump;
   - fork_children (bench/workloads/fork_children.c): the parent's fork() and a
     short child's whole life (fork to waitpid), and the page faults of each
     (what a profiler costs a short child is mostly copy-on-write and
@@ -48,6 +55,13 @@ def build(work: Path) -> dict:
     subprocess.run(["gcc", "-O2", "-o", work / "fork_children",
                     ROOT / "bench/workloads/fork_children.c"], check=True)
     out["fork_children"] = work / "fork_children"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", work / "floor.so",
+                    ROOT / "bench/tools/floor.c", "-ldl"], check=True)
+    out["floor"] = work / "floor.so"
+    (work / "empty.c").write_text("int fork_heavy_empty_library;\n")
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", work / "empty.so",
+                    work / "empty.c"], check=True)
+    out["empty"] = work / "empty.so"
     subprocess.run(["gcc", "-O1", "-g", "-o", work / "dl_loop",
                     ROOT / "tests/programs/dl_loop.c", "-ldl"], check=True)
     out["dl_loop"] = work / "dl_loop"
@@ -79,12 +93,55 @@ def shim_env(conf: str = "") -> dict:
     return env
 
 
+def bench_loop(bins: dict, rounds: int, work: Path) -> list:
+    """The fork-per-request loop: (config, median loop ms, median ratio to
+    none over the rounds, interleaved)."""
+    configs = [("none", None), ("floor", {"LD_PRELOAD": str(bins["floor"])}),
+               ("prof:false", shim_env("prof:false")), ("default", shim_env())]
+    loops: dict = {}
+    for r in range(rounds):
+        for name, env in configs[r % len(configs):] + configs[:r % len(configs)]:
+            cwd = Path(tempfile.mkdtemp(dir=work))
+            v = values(run([bins["fork_children"], "1000", "1048576", "exit", "0", "-", "64"],
+                           env, cwd))
+            loops.setdefault(name, []).append(v["loop_us"] / 1000)
+            shutil.rmtree(cwd)
+    return [(name, statistics.median(loops[name]),
+             statistics.median(x / b for x, b in zip(loops[name], loops["none"])))
+            for name, _ in configs]
+
+
+def bench_exec(bins: dict, rounds: int, work: Path) -> list:
+    """/bin/true executed 1,000 times, the preload in the executed program
+    only: (config, median wall µs per process, median CPU µs per process,
+    median added CPU µs over none). CPU time (user + system of the
+    process) is the steadier figure on a shared machine."""
+    true = shutil.which("true") or "/bin/true"
+    configs = [("none", {}), ("empty library", {"EXEC_PRELOAD": str(bins["empty"])}),
+               ("prof:false", {"EXEC_PRELOAD": str(SHIM), "EXEC_PROF_CONF": "prof:false"}),
+               ("default, prof_final:false",
+                {"EXEC_PRELOAD": str(SHIM), "EXEC_PROF_CONF": "prof_final:false"}),
+               ("default (exit dump)", {"EXEC_PRELOAD": str(SHIM)})]
+    lives: dict = {}
+    cpus: dict = {}
+    for r in range(rounds):
+        for name, env in configs[r % len(configs):] + configs[:r % len(configs)]:
+            cwd = Path(tempfile.mkdtemp(dir=work))
+            v = values(run([bins["fork_children"], "1000", "0", "exec", true], env, cwd))
+            lives.setdefault(name, []).append(v["child_us"])
+            cpus.setdefault(name, []).append(v["child_cpu_us"])
+            shutil.rmtree(cwd)
+    return [(name, statistics.median(lives[name]), statistics.median(cpus[name]),
+             statistics.median(x - b for x, b in zip(cpus[name], cpus["none"])))
+            for name, _ in configs]
+
+
 def bench_fork(bins: dict, rounds: int, work: Path) -> list:
     # (name, PROF_CONF, directory the dumps go to: None for the work
     # directory, on the disk /tmp is on; /dev/shm to see the exit dump
     # without the file system's cost of creating a file).
     tmpfs = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    configs = [("none", None, None), ("default", "", None),
+    configs = [("none", None, None), ("prof:false", "prof:false", None), ("default", "", None),
                ("fork_final:sampled", "prof_fork_final:sampled", None),
                ("fork_final:sampled, tmpfs", "prof_fork_final:sampled", tmpfs),
                ("fork_final:none", "prof_fork_final:none", None)]
@@ -260,7 +317,19 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="hs-forkbench-"))
     try:
         bins = build(work)
-        print(f"## fork_children, 1000 children, medians of {args.rounds} rounds (µs)")
+        print(f"## fork-per-request loop, 1000 children allocating 1 MiB in 64 B blocks, "
+              f"medians of {args.rounds} rounds")
+        print("| config | loop (ms) | × none |")
+        print("|---|---|---|")
+        for name, loop_ms, ratio in bench_loop(bins, args.rounds, work):
+            print(f"| {name} | {loop_ms:.1f} | {ratio:.3f} |")
+        print(f"\n## /bin/true executed 1000 times, medians of {args.rounds} rounds (µs per "
+              "process)")
+        print("| preload in the executed program | wall, fork to waitpid | CPU | CPU added over none |")
+        print("|---|---|---|---|")
+        for name, life, cpu, added in bench_exec(bins, args.rounds, work):
+            print(f"| {name} | {life:.1f} | {cpu:.1f} | {added:+.1f} |")
+        print(f"\n## fork_children, 1000 children, medians of {args.rounds} rounds (µs)")
         print("| child allocates | config | fork() | child fork→waitpid "
               "| parent's page faults per fork | a child's page faults |")
         print("|---|---|---|---|---|---|")

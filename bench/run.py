@@ -38,7 +38,8 @@ BUILT_SHIM = ROOT / "target" / "release" / "libheapsample.so"
 SHIM = BIN / "libheapsample.so"  # snapshot of BUILT_SHIM taken at start-up
 SCRATCH = OUT / f"run-{os.getpid()}"  # per-invocation: result files, dumps, heaptrack traces
 JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
-PRELOAD_VARS = ("LD_PRELOAD", "PROF_CONF", "MALLOC_CONF", "PYTHONMALLOC")
+TCMALLOC = Path("/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4")
+PRELOAD_VARS = ("LD_PRELOAD", "PROF_CONF", "MALLOC_CONF", "PYTHONMALLOC", "HEAPPROFILE")
 EXACT_SIZE = False  # set by --exact: workloads run at their `exact` size
 
 
@@ -50,7 +51,7 @@ EXACT_SIZE = False  # set by --exact: workloads run at their `exact` size
 class Config:
     """One way of running a workload; `floor` is the config it is also compared to."""
     name: str
-    kind: str  # none | shim | floor | jemalloc | heaptrack
+    kind: str  # none | shim | floor | jemalloc | tcmalloc | heaptrack
     conf: str = ""  # PROF_CONF or MALLOC_CONF value
     floor: str | None = None
     missing: str | None = None  # why it cannot run, if it cannot
@@ -69,6 +70,8 @@ def all_configs() -> list[Config]:
         Config("jemalloc", "jemalloc"),
         Config("jemalloc-prof", "jemalloc", "prof:true", floor="jemalloc"),
         Config("jemalloc-prof-lg0", "jemalloc", "prof:true,lg_prof_sample:0", floor="jemalloc"),
+        Config("tcmalloc", "tcmalloc"),
+        Config("gperftools-heapprof", "tcmalloc", "heapprofile", floor="tcmalloc"),
         Config("heaptrack", "heaptrack"),
     ]
 
@@ -78,7 +81,7 @@ def all_configs() -> list[Config]:
 DEFAULT_CONFIGS = ("none", "shim-passthru", "shim-inactive", "shim-default", "shim-lg14",
                    "shim-exact", "jemalloc", "jemalloc-prof", "heaptrack")
 EXACT_CONFIGS = ("none", "floor", "shim-default", "shim-lg14", "shim-lg0", "jemalloc",
-                 "jemalloc-prof-lg0", "heaptrack")
+                 "jemalloc-prof-lg0", "tcmalloc", "gperftools-heapprof", "heaptrack")
 EXACT_CALLGRIND_CONFIGS = ("none", "floor", "shim-passthru", "shim-default", "shim-lg14",
                            "shim-lg0", "jemalloc", "jemalloc-prof-lg0")
 EXACT_WORKLOADS = ("python", "perl", "gcc", "cxx", "cxx-4t", "node")
@@ -101,6 +104,12 @@ def preload_env(cfg: Config, workload: str) -> dict[str, str]:
         return env
     if cfg.kind == "floor":
         return {"LD_PRELOAD": str(BIN / "floor.so")}
+    if cfg.kind == "tcmalloc":
+        env = {"LD_PRELOAD": str(TCMALLOC)}
+        if cfg.conf:
+            # gperftools' heap profiler records every allocation with its stack.
+            env["HEAPPROFILE"] = str(SCRATCH / "heapprof" / workload)
+        return env
     return {}
 
 
@@ -258,6 +267,8 @@ def mark_missing(configs: list[Config]) -> None:
             cfg.missing = shim
         elif cfg.kind == "jemalloc" and not JEMALLOC.exists():
             cfg.missing = f"{JEMALLOC} not installed"
+        elif cfg.kind == "tcmalloc" and not TCMALLOC.exists():
+            cfg.missing = f"{TCMALLOC} not installed"
         elif cfg.kind == "heaptrack" and not shutil.which("heaptrack"):
             cfg.missing = "heaptrack not installed"
         elif cfg.kind == "floor" and not (BIN / "floor.so").exists():
@@ -292,7 +303,7 @@ def parse_result(text: str) -> dict[str, int]:
 
 
 def clean_dumps() -> None:
-    for sub in ("prof", "heaptrack"):
+    for sub in ("prof", "heaptrack", "heapprof"):
         shutil.rmtree(SCRATCH / sub, ignore_errors=True)
         (SCRATCH / sub).mkdir(parents=True, exist_ok=True)
 
@@ -836,8 +847,8 @@ def select(items: list, names: str | None) -> list:
 def setup(args: argparse.Namespace) -> list[Config]:
     global BUILT_SHIM, SHIM, EXACT_SIZE
     if not args.no_setup:
-        pkgs = ["libjemalloc2", "heaptrack", "valgrind", "gcc", "g++", "perl", "binutils",
-                "nodejs"]
+        pkgs = ["libjemalloc2", "libgoogle-perftools4", "heaptrack", "valgrind", "gcc", "g++",
+                "perl", "binutils", "nodejs"]
         ensure_packages(pkgs)
     if args.shim:
         # Another build (e.g. the base branch's): snapshot it privately.
