@@ -594,7 +594,7 @@ def callgrind_markdown(results: dict[str, dict]) -> str:
 # A part's functions must not call each other's (no double counting).
 PARTS = (
     ("walk", r"heapsample_recorder::backtrace::(\w+<_>::)?capture(_with)?$"),
-    ("intern", r"heapsample_recorder::stack_table::StackTable::(intern|holds)$"),
+    ("intern", r"heapsample_recorder::(sample::new_record|stack_table::StackTable::record_holds)$"),
     ("table insert", r"heapsample_recorder::live_table::LiveTable::insert$"),
     ("sample event", r"::(on_countdown_expired|on_sampled_free)$"),
 )

@@ -117,7 +117,7 @@ impl Slot {
         let slack = sample.usable.wrapping_sub(sample.size);
         self.record.store(sample.record, Ordering::Relaxed);
         self.slack.store(
-            u32::try_from(slack).map_or(SLACK_UNKNOWN, |slack| slack.min(SLACK_UNKNOWN)),
+            u32::try_from(slack).unwrap_or(SLACK_UNKNOWN),
             Ordering::Relaxed,
         );
         self.size.store(sample.size, Ordering::Release);
@@ -498,6 +498,108 @@ impl Default for LiveTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pages of `table`'s slots resident in memory (mincore).
+    fn resident_slot_pages(table: &LiveTable) -> usize {
+        let bytes = core::mem::size_of::<Slot>() << table.slot_bits.load(Ordering::Relaxed);
+        let mut pages = vec![0u8; bytes / 4096];
+        // SAFETY: the slots mapping is page-aligned and `bytes` long; one byte
+        // per page written to `pages`.
+        let rc = unsafe {
+            libc::mincore(
+                table.slots.load(Ordering::Acquire).cast(),
+                bytes,
+                pages.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0);
+        pages.iter().filter(|&&page| page & 1 != 0).count()
+    }
+
+    /// Samples of a heap's neighbouring blocks take neighbouring slots, so the
+    /// table's resident memory follows the heap's span (here 2 MiB of 32-byte
+    /// blocks: 2 MiB of slots), not the table's size (128 MiB reserved).
+    #[test]
+    fn the_slots_used_follow_the_heap() {
+        let table = Box::new(LiveTable::new());
+        assert!(table.init(22));
+        let heap = 0x5555_0000_0000usize;
+        let blocks = (2 << 20) / 32;
+        for i in 0..blocks {
+            let sample = LiveSample {
+                record: 1,
+                size: 24,
+                usable: 24,
+            };
+            assert_eq!(
+                table.insert(heap + i * 32, sample, EntryPlace::Main),
+                Ok(None)
+            );
+        }
+        assert_eq!(
+            table.displaced.load(Ordering::Relaxed),
+            0,
+            "every home was free"
+        );
+        let resident = resident_slot_pages(&table);
+        // 2 MiB of slots is 512 pages; region hashing may split the span.
+        assert!((512..=520).contains(&resident), "{resident} pages resident");
+        for i in 0..blocks {
+            assert!(table.remove(heap + i * 32).is_some());
+        }
+        assert_eq!(table.live_count(), 0);
+    }
+
+    /// Blocks closer than a home's 32 bytes (another allocator's 16-byte
+    /// ones) share a home: the second goes to its hashed sequence, and both
+    /// are found, replaced and removed.
+    #[test]
+    fn entries_displaced_from_their_home_are_found() {
+        let table = Box::new(LiveTable::new());
+        assert!(table.init(16));
+        let sample = |i: u64| LiveSample {
+            record: i as u32,
+            size: i,
+            usable: i + 8,
+        };
+        let address = |i: u64| 0x7000_0000 + 16 * i as usize;
+        for i in 0..4000 {
+            assert_eq!(
+                table.insert(address(i), sample(i), EntryPlace::Main),
+                Ok(None)
+            );
+        }
+        // Half of them at least: two blocks per home (and regions that hash
+        // alike add a few).
+        assert!(table.displaced.load(Ordering::Relaxed) >= 2000);
+        assert_eq!(
+            table.insert(address(7), sample(70), EntryPlace::Main),
+            Ok(Some(sample(7))),
+            "a displaced entry whose free was never seen is replaced"
+        );
+        for i in (0..4000).rev() {
+            let expected = if i == 7 { sample(70) } else { sample(i) };
+            assert_eq!(table.remove(address(i)), Some(expected), "entry {i}");
+        }
+        assert_eq!(table.displaced.load(Ordering::Relaxed), 0);
+        assert_eq!(table.live_count(), 0);
+    }
+
+    /// A usable size too far above the request to keep is reported unknown
+    /// (the caller asks the allocator).
+    #[test]
+    fn a_huge_slack_is_reported_unknown() {
+        let table = Box::new(LiveTable::new());
+        assert!(table.init(16));
+        let sample = LiveSample {
+            record: 3,
+            size: 10,
+            usable: 10 + (1 << 33),
+        };
+        table.insert(0x9000, sample, EntryPlace::Main).unwrap();
+        let removed = table.remove(0x9000).unwrap();
+        assert_eq!((removed.size, removed.usable), (10, USABLE_UNKNOWN));
+    }
 
     #[test]
     fn insert_find_remove() {
