@@ -45,7 +45,7 @@ pub unsafe fn after_alloc(pointer: *mut c_void, size: usize, entry: HookEntry) {
 pub unsafe fn before_free(pointer: *mut c_void) {
     if LIVE.may_contain(pointer as usize) {
         // SAFETY: forwarded from our caller's contract.
-        unsafe { sample::on_sampled_free(pointer) };
+        let _ = unsafe { sample::on_sampled_free(pointer) };
     }
 }
 
@@ -109,10 +109,30 @@ pub unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize) {
 #[inline(always)]
 pub unsafe fn before_free_any(pointer: *mut c_void) {
     if state::exact() {
-        ThreadState::bump(&tls::current().frees, 1);
-        // SAFETY: a live allocation.
-        unsafe { count_usable(pointer, -1) };
+        // SAFETY: per the contract.
+        return unsafe { before_free_exact(pointer) };
     }
     // SAFETY: per the contract.
     unsafe { before_free(pointer) }
+}
+
+/// [`before_free_any`] under `prof_exact`: a sampled object's usable size
+/// comes from its live-table entry (every object, when every allocation is
+/// sampled), any other's from the allocator.
+///
+/// # Safety
+/// As for [`before_free`].
+#[inline(always)]
+unsafe fn before_free_exact(pointer: *mut c_void) {
+    let state = tls::current();
+    ThreadState::bump(&state.frees, 1);
+    let sampled = if LIVE.may_contain(pointer as usize) {
+        // SAFETY: forwarded from our caller's contract.
+        unsafe { sample::on_sampled_free(pointer) }
+    } else {
+        None
+    };
+    // SAFETY: a live allocation.
+    let usable = sampled.unwrap_or_else(|| unsafe { next_alloc::usable_size(pointer) } as u64);
+    ThreadState::bump_signed(&state.live_usable_delta, -(usable as i64));
 }

@@ -239,7 +239,7 @@ pub unsafe extern "C" fn free_maybe_sampled(pointer: *mut c_void) {
         return;
     }
     // SAFETY: a live allocation; the real free comes after.
-    unsafe { sample::on_sampled_free(pointer) };
+    let _ = unsafe { sample::on_sampled_free(pointer) };
     // SAFETY: a pointer of the next allocator, released once.
     unsafe { next_alloc::free(pointer) }
 }

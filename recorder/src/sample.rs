@@ -278,17 +278,19 @@ pub unsafe fn with_usable(sample: LiveSample, pointer: *mut c_void) -> LiveSampl
     }
 }
 
-/// `pointer`, about to be freed, may be a live sample: forget it.
+/// `pointer`, about to be freed, may be a live sample: forget it. Returns
+/// its usable size if it was one.
 ///
 /// # Safety
 /// `pointer` is a live allocation of the next allocator.
 #[cold]
 #[inline(never)]
-pub unsafe fn on_sampled_free(pointer: *mut c_void) {
+pub unsafe fn on_sampled_free(pointer: *mut c_void) -> Option<u64> {
     // Nothing here changes errno: the table, the stack's counters, and the
     // allocator's usable size at most.
-    if let Some(sample) = LIVE.remove(pointer as usize) {
-        // SAFETY: the pointer is still allocated (the real free comes after).
-        release(unsafe { with_usable(sample, pointer) });
-    }
+    let sample = LIVE.remove(pointer as usize)?;
+    // SAFETY: the pointer is still allocated (the real free comes after).
+    let sample = unsafe { with_usable(sample, pointer) };
+    release(sample);
+    Some(sample.usable)
 }
