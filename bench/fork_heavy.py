@@ -4,8 +4,9 @@ no preload, medians over alternating rounds.
 
 Measures
   - the fork-per-request loop: 1,000 children one after another, each
-    allocating 1 MiB in 64-byte blocks and exiting; the whole loop's wall
-    time against no preload, the minimal interposer (bench/tools/floor.c) and
+    allocating 1 MiB in 4 KiB blocks, writing them, freeing them and
+    exiting (a request that uses a megabyte); the whole loop's wall time
+    against no preload, the minimal interposer (bench/tools/floor.c) and
     prof:false;
   - a fresh process: /bin/true executed 1,000 times (fork, exec, exit) with
     the preload in the executed program only, against no preload and an
@@ -102,8 +103,8 @@ def bench_loop(bins: dict, rounds: int, work: Path) -> list:
     for r in range(rounds):
         for name, env in configs[r % len(configs):] + configs[:r % len(configs)]:
             cwd = Path(tempfile.mkdtemp(dir=work))
-            v = values(run([bins["fork_children"], "1000", "1048576", "exit", "0", "-", "64"],
-                           env, cwd))
+            v = values(run([bins["fork_children"], "1000", "1048576", "exit", "0", "-", "4096",
+                            "keep"], env, cwd))
             loops.setdefault(name, []).append(v["loop_us"] / 1000)
             shutil.rmtree(cwd)
     return [(name, statistics.median(loops[name]),
@@ -317,7 +318,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="hs-forkbench-"))
     try:
         bins = build(work)
-        print(f"## fork-per-request loop, 1000 children allocating 1 MiB in 64 B blocks, "
+        print(f"## fork-per-request loop, 1000 children using 1 MiB (4 KiB blocks, written), "
               f"medians of {args.rounds} rounds")
         print("| config | loop (ms) | × none |")
         print("|---|---|---|")

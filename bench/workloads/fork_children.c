@@ -2,11 +2,12 @@
  * Fork-heavy workload: a parent forks <n> short-lived children one after
  * another, as fork-per-connection servers and shell scripts do.
  *
- *   fork_children <n> <child_bytes> [exit|_exit] [child_ms] [grandchild|-] [block_bytes]
+ *   fork_children <n> <child_bytes> [exit|_exit] [child_ms] [grandchild|-] [block_bytes] [keep]
  *   fork_children <n> 0 exec PROGRAM [ARGS...]
  *
  * Each child allocates <child_bytes> bytes in blocks of <block_bytes>
- * (default 4 KiB; freed), sleeps <child_ms> milliseconds (default 0), with
+ * (default 4 KiB), each freed at once, or with "keep" all kept, written
+ * and then freed (a request that uses that much memory), sleeps <child_ms> milliseconds (default 0), with
  * "grandchild" forks and reaps a child of its own that leaves at once with
  * _exit(0), then leaves with exit(0) (atexit handlers and a profiler's exit
  * dump run) or _exit(0). With "exec", each child instead executes PROGRAM,
@@ -81,6 +82,8 @@ int main(int argc, char **argv) {
     int grandchild = argc > 5 && !program && strcmp(argv[5], "grandchild") == 0;
     long block = argc > 6 && !program ? atol(argv[6]) : 4096;
     if (block <= 0) block = 4096;
+    int keep = argc > 7 && !program && strcmp(argv[7], "keep") == 0;
+    char **kept = keep ? calloc(bytes / block + 1, sizeof *kept) : NULL;
     double *forks = calloc(n, sizeof *forks), *lives = calloc(n, sizeof *lives);
     /* The parent has a heap of its own, as a server would. */
     for (int i = 0; i < 2000; i++) {
@@ -95,10 +98,17 @@ int main(int argc, char **argv) {
         pid_t pid = fork();
         if (pid == 0) {
             if (program) exec_program(program);
+            long blocks = 0;
             for (long done = 0; done < bytes; done += block) {
                 escape = malloc(block);
-                free(escape);
+                if (!keep) {
+                    free(escape);
+                    continue;
+                }
+                kept[blocks++] = escape;
+                for (long at = 0; at < block; at += 4096) kept[blocks - 1][at] = 1;
             }
+            for (long i = 0; i < blocks; i++) free(kept[i]);
             if (child_ms > 0) usleep(child_ms * 1000);
             if (grandchild) {
                 pid_t own = fork();
