@@ -83,7 +83,7 @@ DEFAULT_CONFIGS = ("none", "shim-passthru", "shim-inactive", "shim-default", "sh
 EXACT_CONFIGS = ("none", "floor", "shim-default", "shim-lg14", "shim-lg0", "jemalloc",
                  "jemalloc-prof-lg0", "tcmalloc", "gperftools-heapprof", "heaptrack")
 EXACT_CALLGRIND_CONFIGS = ("none", "floor", "shim-passthru", "shim-default", "shim-lg14",
-                           "shim-lg0", "jemalloc", "jemalloc-prof-lg0")
+                           "shim-lg0", "jemalloc", "jemalloc-prof", "jemalloc-prof-lg0")
 EXACT_WORKLOADS = ("python", "perl", "gcc", "cxx", "cxx-4t", "node")
 
 
@@ -690,17 +690,17 @@ def exact_markdown(workloads: list[Workload], cg: dict, walls: dict) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     floor = ["", "**Default period against the minimal interposer** (callgrind "
              "instructions over no preload):", "",
-             "| workload | floor | shim-default | default − floor | jemalloc-prof-lg0 × jemalloc |",
+             "| workload | floor | shim-default | default − floor | jemalloc-prof − jemalloc |",
              "|---|---|---|---|---|"]
     for wl in workloads:
         per = cg.get(wl.name, {})
         base = per.get("none", {}).get("ir")
         f, d = per.get("floor", {}).get("ir"), per.get("shim-default", {}).get("ir")
-        j, jp = per.get("jemalloc", {}).get("ir"), per.get("jemalloc-prof-lg0", {}).get("ir")
+        j, jp = per.get("jemalloc", {}).get("ir"), per.get("jemalloc-prof", {}).get("ir")
         gap = f"{(d - f) / base * 100:+.2f} %" if base and f and d else "–"
+        je_gap = f"{(jp - j) / base * 100:+.2f} %" if base and j and jp else "–"
         floor.append(f"| {wl.name} | {fmt(f / base if f and base else None, '.4f')} | "
-                     f"{fmt(d / base if d and base else None, '.4f')} | {gap} | "
-                     f"{fmt(jp / j if jp and j else None, '.2f')} |")
+                     f"{fmt(d / base if d and base else None, '.4f')} | {gap} | {je_gap} |")
     parts = ["", "**Where the profiler's instructions go at lg_prof_sample:0** (inclusive "
              "callgrind instructions per allocation call; `rest` = lg 0 − floor − the parts):",
              "", "| workload | allocations | walk | intern | table insert | rest of the sample "
