@@ -196,7 +196,7 @@ fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64) {
 /// Count a sample in `record` and enter it in the live table.
 fn record_stack_sample(state: &ThreadState, record: u32, pointer: *mut c_void, size: u64) {
     let Some(counters) = STACKS.counters(record) else {
-        return drop_sample("a stack record is out of the live table's range");
+        return drop_sample("a stack record was not found");
     };
     // SAFETY: `pointer` was just returned by the next allocator.
     let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
