@@ -62,18 +62,65 @@ const _: () = assert!(FILTER_COUNTER_BYTES == 4);
 const _: () = assert!(FILTER_INDEX_MASK <= i32::MAX as usize);
 const _: () = assert!(core::mem::size_of::<LiveTable>() > FILTER_OFFSET);
 
+/// The countdown test of the allocating fast paths, as assembly text: take
+/// the request in register `$size` from the thread's countdown (the thread
+/// block's address in `$block`, the countdown left in `$left`), or jump to
+/// label `2` if it does not stay positive; then count the allocation.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! countdown_take_asm {
+    ($size:literal, $block:literal, $left:literal) => {
+        concat!(
+            "mov ",
+            $block,
+            ", qword ptr [rip + heapsample_thread_state@GOTTPOFF]\n",
+            "mov ",
+            $left,
+            ", qword ptr fs:[",
+            $block,
+            " + {countdown}]\n",
+            "sub ",
+            $left,
+            ", ",
+            $size,
+            "\n",
+            "jbe 2f\n",
+            "mov qword ptr fs:[",
+            $block,
+            " + {countdown}], ",
+            $left,
+            "\n",
+            "inc qword ptr fs:[",
+            $block,
+            " + {allocations}]",
+        )
+    };
+}
+
+/// The live-sample filter test of `free` and `realloc`, as assembly text:
+/// compare the filter counter of the page of the pointer in `rdi` with 0
+/// (uses `rax` and `rcx`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! filter_test_asm {
+    () => {
+        concat!(
+            "mov rax, rdi\n",
+            "shr rax, {page_shift}\n",
+            "and eax, {index_mask}\n",
+            "lea rcx, [rip + {live}]\n",
+            "cmp dword ptr [rcx + rax * {counter_bytes} + {filter}], 0",
+        )
+    };
+}
+
 /// The body of the exported `malloc`: expand inside a
 /// `#[unsafe(naked)] extern "C" fn malloc(size: usize) -> *mut c_void`.
 #[macro_export]
 macro_rules! malloc_entry {
     () => {
         core::arch::naked_asm!(
-            "mov rax, qword ptr [rip + heapsample_thread_state@GOTTPOFF]",
-            "mov rcx, qword ptr fs:[rax + {countdown}]",
-            "sub rcx, rdi",
-            "jbe 2f",
-            "mov qword ptr fs:[rax + {countdown}], rcx",
-            "inc qword ptr fs:[rax + {allocations}]",
+            $crate::countdown_take_asm!("rdi", "rax", "rcx"),
             "jmp qword ptr [rip + {next} + {next_malloc}]",
             "2:",
             "jmp qword ptr [rip + {route}]",
@@ -92,11 +139,7 @@ macro_rules! malloc_entry {
 macro_rules! free_entry {
     () => {
         core::arch::naked_asm!(
-            "mov rax, rdi",
-            "shr rax, {page_shift}",
-            "and eax, {index_mask}",
-            "lea rcx, [rip + {live}]",
-            "cmp dword ptr [rcx + rax * {counter_bytes} + {filter}], 0",
+            $crate::filter_test_asm!(),
             "jne 2f",
             "jmp qword ptr [rip + {next} + {next_free}]",
             "2:",
@@ -123,12 +166,7 @@ macro_rules! calloc_entry {
             "mov rax, rdi",
             "mul rsi",
             "jc 2f",
-            "mov rcx, qword ptr [rip + heapsample_thread_state@GOTTPOFF]",
-            "mov rdx, qword ptr fs:[rcx + {countdown}]",
-            "sub rdx, rax",
-            "jbe 2f",
-            "mov qword ptr fs:[rcx + {countdown}], rdx",
-            "inc qword ptr fs:[rcx + {allocations}]",
+            $crate::countdown_take_asm!("rax", "rcx", "rdx"),
             "jmp qword ptr [rip + {next} + {next_calloc}]",
             "2:",
             "jmp qword ptr [rip + {route}]",
@@ -147,20 +185,11 @@ macro_rules! calloc_entry {
 macro_rules! realloc_entry {
     () => {
         core::arch::naked_asm!(
-            "mov rax, rdi",
-            "shr rax, {page_shift}",
-            "and eax, {index_mask}",
-            "lea rcx, [rip + {live}]",
-            "cmp dword ptr [rcx + rax * {counter_bytes} + {filter}], 0",
+            $crate::filter_test_asm!(),
             "jne 2f",
             "test rsi, rsi",
             "jz 2f",
-            "mov rax, qword ptr [rip + heapsample_thread_state@GOTTPOFF]",
-            "mov rcx, qword ptr fs:[rax + {countdown}]",
-            "sub rcx, rsi",
-            "jbe 2f",
-            "mov qword ptr fs:[rax + {countdown}], rcx",
-            "inc qword ptr fs:[rax + {allocations}]",
+            $crate::countdown_take_asm!("rsi", "rax", "rcx"),
             "jmp qword ptr [rip + {next} + {next_realloc}]",
             "2:",
             "jmp qword ptr [rip + {route}]",
