@@ -1,15 +1,16 @@
 //! The live-sample table: which addresses are sampled objects still alive.
 //!
 //! Owns a lock-free open-addressing map from address to (stack-table
-//! record, size, usable size), plus a small counting filter indexed by the address's page number modulo
-//! 32768 (pages 128 MiB apart share a counter), so that a free of an
-//! unsampled pointer costs one load of a 128 KiB `.bss` array and one
-//! well-predicted branch (the assembly in `fast_path` reads it directly).
-//! Untouched filter pages read as the shared zero page. Counters can also be
-//! pinned: the bootstrap arena's pages, and all of them under `prof_exact`,
-//! so that those frees take the slow path too. An entry is removed *before* the real free, so
-//! when the allocator hands the same address out again it can never be taken
-//! for the old sample.
+//! record, size, usable size), plus a small counting filter indexed by the
+//! address's page number modulo 32768 (pages 128 MiB apart share a
+//! counter), so that a free of an unsampled pointer costs one load of a
+//! 128 KiB `.bss` array and one well-predicted branch (the assembly in
+//! `fast_path` reads it directly, for `free` and `realloc`). Untouched
+//! filter pages read as the shared zero page. Counters can also be pinned:
+//! the bootstrap arena's pages, and all of them under `prof_exact`, so that
+//! those frees take the slow path too. An entry is removed *before* the
+//! real free, so when the allocator hands the same address out again it can
+//! never be taken for the old sample.
 //!
 //! Forked children write as few of the pages they share copy-on-write with
 //! their parent as they can: the thread that survived the fork puts its
@@ -60,9 +61,6 @@ const HASHED_STRIDE: usize = (1 << REGION_SLOTS_BITS) + 1;
 /// `slack` of an entry whose usable size exceeds its request too far to
 /// keep: its usable size is asked of the allocator at its free.
 const SLACK_UNKNOWN: u32 = u32::MAX;
-
-/// The largest stack-table record id an entry can hold.
-pub const MAX_RECORD: u32 = u32::MAX;
 
 /// One entry: 32 bytes, two to a cache line. The last word is unused: room
 /// for a per-sample field (a birth time) without changing the layout.
@@ -153,8 +151,8 @@ impl<'a> MainProbe<'a> {
     /// The `at`-th slot from `home`.
     #[inline(always)]
     fn slot(&self, home: usize, at: usize) -> &'a Slot {
-        // SAFETY: `slots` starts the mapping of `mask + 1` slots and the
-        // index is masked.
+        // SAFETY: `slots` starts the mapping of 2^bits slots and the index
+        // is masked.
         unsafe { &*(self.slots as *const Slot).add((home + at) & ((1 << self.bits) - 1)) }
     }
 
