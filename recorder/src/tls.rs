@@ -95,7 +95,7 @@ pub struct ThreadExt {
     pub live_usable_fed: i64,
     /// The thread's private unwinding state (used by `backtrace`).
     pub unwinder: ThreadUnwinder,
-    /// Stacks the thread sampled recently, by [`RecentStacks::slot`].
+    /// Stacks the thread sampled recently, by [`RecentStacks::find`].
     pub recent_stacks: RecentStacks,
 }
 
