@@ -43,6 +43,9 @@ pub struct Config {
     pub prof_unwind: Unwinder,
     /// Which forked children (without `exec`) write an exit dump.
     pub prof_fork_final: ForkFinal,
+    /// Which processes started by `exec` from a profiled process write an
+    /// exit dump (the same choices, counted from the `exec`).
+    pub prof_exec_final: ForkFinal,
     /// Dump when the cgroup's memory use crosses this percentage of its
     /// limit (0: off).
     pub prof_oom_pct: u32,
@@ -121,6 +124,7 @@ impl Default for Config {
             prof_signal: 0,
             prof_unwind: Unwinder::Fast,
             prof_fork_final: ForkFinal::Lived,
+            prof_exec_final: ForkFinal::All,
             prof_oom_pct: 0,
         }
     }
@@ -216,7 +220,7 @@ macro_rules! choice_option {
 
 /// Every option, in the order of the documentation and of
 /// [`Config::describe`].
-pub static OPTIONS: [OptionSpec; 16] = [
+pub static OPTIONS: [OptionSpec; 17] = [
     bool_option!(prof),
     bool_option!(prof_active),
     OptionSpec {
@@ -288,6 +292,12 @@ pub static OPTIONS: [OptionSpec; 16] = [
         "libgcc" => Libgcc,
     }),
     choice_option!(prof_fork_final, "`lived`, `sampled`, `all` or `none`", ForkFinal {
+        "lived" => Lived,
+        "sampled" => Sampled,
+        "all" => All,
+        "none" => None,
+    }),
+    choice_option!(prof_exec_final, "`lived`, `sampled`, `all` or `none`", ForkFinal {
         "lived" => Lived,
         "sampled" => Sampled,
         "all" => All,

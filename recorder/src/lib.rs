@@ -33,7 +33,8 @@
 //! 9. never inside malloc: [`dump_contents`] (what a dump holds),
 //!    [`dump_file`] (writing one atomically), [`writer`] (when, in what
 //!    order and under what name dumps are written), [`api`] (the C API),
-//!    [`lifecycle`] (constructor, exit, fork).
+//!    [`lifecycle`] (constructor, exit, fork), [`exec_final`] (which
+//!    descendants started by `exec` write an exit dump).
 
 pub mod api;
 pub mod backtrace;
@@ -46,6 +47,7 @@ pub mod cxx;
 pub mod dump_contents;
 pub mod dump_file;
 pub mod dumper;
+pub mod exec_final;
 pub mod fast_path;
 pub mod lifecycle;
 pub mod live_table;

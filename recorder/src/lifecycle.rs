@@ -4,7 +4,8 @@
 //! Owns the order in which the profiler's locks are taken around `fork`
 //! (the ranks in `spin_lock`), what a forked child resets (including its
 //! sampling generator, so siblings sample independently) and which forked
-//! children write an exit dump (`prof_fork_final`).
+//! children write an exit dump (`prof_fork_final`; processes started by
+//! `exec` are `exec_final`'s).
 //!
 //! Never runs inside malloc: the constructor registers handlers, the exit
 //! handler writes a file, the fork handlers take every profiler lock but
@@ -109,7 +110,7 @@ pub fn in_borrowed_memory() -> bool {
 fn exit_dump_wanted(config: &Config) -> bool {
     let at_fork = FORK_RECORD.samples_at_fork.load(Relaxed);
     if at_fork == u64::MAX {
-        return true;
+        return crate::exec_final::exit_dump_wanted(config);
     }
     let sampled = state::samples_taken() != at_fork;
     match config.prof_fork_final {

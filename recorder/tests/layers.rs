@@ -41,7 +41,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("hooks", &["contracts", "fast_path", "cxx"]),
     (
         "outside malloc",
-        &["dump_contents", "dump_file", "writer", "api", "lifecycle"],
+        &[
+            "dump_contents",
+            "dump_file",
+            "writer",
+            "api",
+            "lifecycle",
+            "exec_final",
+        ],
     ),
 ];
 
