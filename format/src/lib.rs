@@ -26,7 +26,9 @@
 //! - `header`, `encode`, `decode`, `error`: the file around the body, the
 //!   writer, the reader and its errors;
 //! - `versions`: one module per version read, and the one match that picks
-//!   it (adding a version adds a module and an arm there).
+//!   it (adding a version adds a module and an arm there);
+//! - `attached`: the attach time a dump of an attached process carries in
+//!   its configuration string ([`Dump::attached_unix_ns`]).
 //!
 //! This crate holds plain data and codecs only: it exports no C symbols and
 //! knows nothing about interposition.
@@ -41,6 +43,9 @@ mod sampling;
 mod serde_strings;
 mod versions;
 
+mod attached;
+
+pub use attached::{ATTACHED_KEY, config_with_attach_time};
 pub use decode::{decode, decode_versioned};
 pub use encode::{encode, encode_to};
 pub use error::DecodeError;

@@ -23,6 +23,19 @@ pub fn dump(path: Option<&str>) -> i32 {
     }
 }
 
+/// Write a dump now under the automatic `m` name; returns its path (made
+/// absolute), or an errno value.
+pub fn dump_named() -> Result<String, i32> {
+    if !state::profiling() {
+        return Err(libc::ENOTSUP);
+    }
+    let _guard = tls::Guard::enter();
+    let (path, _) = writer::write_dump(Trigger::Manual, None)?;
+    Ok(std::path::absolute(&path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or(path))
+}
+
 /// Turn sampling on or off; returns the previous setting (1 or 0), or -1
 /// when profiling is off altogether.
 pub fn set_active(on: bool) -> i32 {

@@ -51,7 +51,10 @@ pub fn assemble(trigger: Trigger) -> Dump {
         seq: 0,
         trigger_seq: 0,
         lg_sample_period: crate::sampling::lg_period(),
-        config: config.describe(),
+        config: match crate::attachment::attached_unix_ns() {
+            Some(at) => heapsample_format::config_with_attach_time(&config.describe(), at),
+            None => config.describe(),
+        },
         modules: contexts.modules(),
         threads: thread_list,
         stacks,

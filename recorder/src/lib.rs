@@ -22,7 +22,7 @@
 //!    [`object_ids`], [`modules`], [`backtrace`], [`own_heap`].
 //! 4. [`next_alloc`]: the next allocator and the bootstrap arena.
 //! 5. [`state`]: the process-wide mode, flags, configuration and counters,
-//!    behind functions.
+//!    behind functions; [`attachment`]: preloaded or attached, since when.
 //! 6. events: [`sample`] (the sample event), [`threads`] (set-up, registry,
 //!    exit flush), [`triggers`] (when a dump is due), [`memory_limit`]
 //!    (the cgroup's use against its limit), [`dumper`] (the request queue
@@ -34,9 +34,11 @@
 //!    [`dump_file`] (writing one atomically), [`writer`] (when, in what
 //!    order and under what name dumps are written), [`api`] (the C API),
 //!    [`lifecycle`] (constructor, exit, fork), [`exec_final`] (which
-//!    descendants started by `exec` write an exit dump).
+//!    descendants started by `exec` write an exit dump), [`slots`]
+//!    (relocation slots) and [`takeover`] (attach and detach).
 
 pub mod api;
+pub mod attachment;
 pub mod backtrace;
 pub mod chunks;
 pub mod config;
@@ -61,12 +63,14 @@ pub mod routes;
 pub mod sample;
 pub mod sampler;
 pub mod sampling;
+pub mod slots;
 pub mod spin_lock;
 pub mod stack_table;
 pub mod stack_threads;
 pub mod startup;
 pub mod state;
 pub mod sys;
+pub mod takeover;
 pub mod threads;
 pub mod tls;
 pub mod triggers;

@@ -32,6 +32,13 @@ pub fn on_library_load() {
     FORK_RECORD
         .pid
         .store(unsafe { libc::getpid() } as u32, Relaxed);
+    start_services();
+}
+
+/// What a profiling process sets up outside malloc once started: the dump
+/// writer, the module map, the exit dump, the fork handlers, the signal
+/// and pre-OOM triggers. Also called by an attach (`takeover`).
+pub fn start_services() {
     dumper::set_dump_writer(write_background_dump);
     // Detect the CPU's CRC instructions now, once: forked children inherit
     // the answer instead of each paying for it in its exit dump.
@@ -129,6 +136,9 @@ fn exit_dump_wanted(config: &Config) -> bool {
 }
 
 extern "C" fn at_exit() {
+    if crate::attachment::state() == crate::attachment::DETACHED {
+        return; // detached: the program runs as if never profiled
+    }
     let _guard = tls::Guard::enter();
     let config = state::config();
     let wanted = exit_dump_wanted(config);

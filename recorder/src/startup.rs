@@ -63,7 +63,19 @@ unsafe extern "C" {
     fn secure_getenv(name: *const core::ffi::c_char) -> *mut core::ffi::c_char;
 }
 
+/// Options given by an attach (`takeover`), read instead of `PROF_CONF`.
+static GIVEN_OPTIONS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Start with `options` instead of the environment's `PROF_CONF` (an
+/// attach: the environment is the program's own, read long ago).
+pub fn configure_from(options: String) {
+    let _ = GIVEN_OPTIONS.set(options);
+}
+
 fn read_prof_conf() -> String {
+    if let Some(options) = GIVEN_OPTIONS.get() {
+        return options.clone();
+    }
     // SAFETY: secure_getenv with a NUL-terminated name; the result, if not
     // null, is a NUL-terminated string owned by the environment.
     let value = unsafe { secure_getenv(c"PROF_CONF".as_ptr()) };

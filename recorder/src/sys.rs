@@ -236,10 +236,32 @@ impl Drop for ErrnoGuard {
 /// symbol lookup order (`dlsym(RTLD_NEXT, name)`), or null. May allocate
 /// (glibc's dlsym reports errors in a malloc'ed buffer): call it under the
 /// thread's guard, or where the bootstrap arena can serve.
+///
+/// In a library loaded late (attached), `RTLD_NEXT` means nothing useful:
+/// the attach registers the lookup to use instead ([`look_up_with`]), which
+/// gives what the program's calls reached before.
 pub fn next_definition(name: &CStr) -> *mut c_void {
+    let lookup = LOOKUP.load(Ordering::Relaxed);
+    if !lookup.is_null() {
+        // SAFETY: only look_up_with stores here, from a `Lookup`.
+        let lookup = unsafe { core::mem::transmute::<*mut (), Lookup>(lookup) };
+        return lookup(name);
+    }
     // SAFETY: dlsym with a valid NUL-terminated name; RTLD_NEXT searches the
     // objects loaded after the one containing this code.
     unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
+}
+
+/// A replacement for `dlsym(RTLD_NEXT, name)`.
+pub type Lookup = fn(&CStr) -> *mut c_void;
+
+/// The registered [`Lookup`], or null.
+static LOOKUP: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+
+/// From now on, [`next_definition`] asks `lookup` (set by an attach, before
+/// anything is resolved).
+pub fn look_up_with(lookup: Lookup) {
+    LOOKUP.store(lookup as *mut (), Ordering::Relaxed);
 }
 
 /// A function of a later object, looked up with [`next_definition`] on

@@ -205,8 +205,17 @@ pub struct ExactCounts {
     pub threads_seen: u64,
 }
 
-/// Sum the exact counters of every thread.
+/// Sum the exact counters of every thread, counted from the attach in a
+/// process the profiler was attached to (see `attachment`).
 pub fn exact_counts() -> ExactCounts {
+    let mut counts = exact_counts_total();
+    (counts.allocations, counts.frees, counts.bytes_allocated) =
+        crate::attachment::since_attach(counts.allocations, counts.frees, counts.bytes_allocated);
+    counts
+}
+
+/// Sum the exact counters of every thread since the library started.
+pub fn exact_counts_total() -> ExactCounts {
     let registry = REGISTRY.lock();
     let mut counts = ExactCounts {
         allocations: RETIRED.allocations.load(Relaxed),

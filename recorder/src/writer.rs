@@ -118,6 +118,11 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
     Ok((target, dump))
 }
 
+/// Dumps numbered so far in this process (written or attempted).
+pub fn dumps_written() -> u64 {
+    SEQUENCE.load(Relaxed)
+}
+
 /// The generation added to the pid in automatic names; 0 for none.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 

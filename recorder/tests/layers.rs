@@ -32,7 +32,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("next allocator", &["next_alloc"]),
-    ("state", &["state"]),
+    ("state", &["state", "attachment"]),
     (
         "events",
         &["sample", "threads", "triggers", "dumper", "memory_limit"],
@@ -48,6 +48,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "api",
             "lifecycle",
             "exec_final",
+            "slots",
+            "takeover",
         ],
     ),
 ];

@@ -7,20 +7,28 @@
 //!   call `malloc`) is `heapsample_recorder::cxx`.
 //! - `dl.rs`: `dlclose`, so stacks in unloaded libraries still symbolize.
 //! - `api.rs`: `heapsample_dump`, `heapsample_set_active`, `heapsample_reset`.
+//! - `attach.rs`: the entry points of the `heapsample` command (attach,
+//!   detach, status, dump) and the exports an attach redirects.
 //! - `signals.rs`: `sigaction`/`signal`, to notice a program taking the dump signal.
 //! - `allocator.rs`: the Rust global allocator of the shim's own code: the
 //!   recorder's own heap (mmap), never the allocator being profiled.
 //!
-//! The constructor starts the profiler and registers the exit dump.
+//! The constructor starts the profiler and registers the exit dump, unless
+//! the library was loaded late (`dlopen`, by `heapsample attach`): then it
+//! stays inert until `heapsample_attach`.
 
 mod allocator;
 mod api;
+mod attach;
 mod cxx;
 mod dl;
 mod interpose;
 mod signals;
 
 extern "C" fn on_load() {
+    if heapsample_recorder::takeover::loaded_late(attach::own_code()) {
+        return;
+    }
     heapsample_recorder::on_library_load();
 }
 
