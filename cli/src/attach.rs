@@ -1,10 +1,122 @@
-use crate::Failure;
-use clap::Args;
+//! `heapsample attach PID`: load the profiler into a running process and
+//! start sampling now.
+//!
+//! The options are checked here first (the recorder's own rules), then one
+//! thread of the process, stopped at a safe point (`inject`), loads the
+//! library with the C library's `dlopen` (the library stays inert) and
+//! calls its `heapsample_attach`, which takes over the malloc family. A
+//! process the library is loaded in already, but detached from, is simply
+//! attached again.
+
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use crate::Failure;
+use crate::control::{self, Mode};
+use crate::inject::{self, Target};
+use crate::options::{self, ProfileOptions};
+
 #[derive(Args)]
 pub struct AttachArgs {
+    /// The process to attach to.
     pid: i32,
+    #[command(flatten)]
+    options: ProfileOptions,
+    /// Seconds to wait for a thread of the process to reach a safe point.
+    #[arg(long, default_value = "5", value_name = "SECONDS")]
+    timeout: f64,
 }
-pub fn attach(_library: Option<PathBuf>, _args: AttachArgs) -> Result<u8, Failure> {
-    Err(Failure::new("todo"))
+
+const RTLD_NOW: u64 = 2;
+const RTLD_NODELETE: u64 = 0x1000;
+
+pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure> {
+    let library = crate::library::locate(library)?;
+    let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
+    let dir = args.options.output_dir()?;
+    let options = options::join(&args.options.items()?);
+    heapsample_recorder::takeover::check_options(&options).map_err(Failure::new)?;
+    let started = Instant::now();
+    let mut target = Target::inspect(args.pid)?;
+    let loaded = target.profiler().is_some();
+    if loaded {
+        let status = control::status_of(&mut target, timeout)?;
+        match status.mode {
+            Mode::Preloaded => {
+                return Err(Failure::new(format!(
+                    "process {} ({}) is profiled already: it started with the profiler preloaded; \
+                     see `heapsample status {}`",
+                    args.pid, target.name, args.pid
+                )));
+            }
+            Mode::Attached => {
+                return Err(Failure::new(format!(
+                    "process {} ({}) is attached already; see `heapsample status {}`",
+                    args.pid, target.name, args.pid
+                )));
+            }
+            Mode::Loaded | Mode::Detached => {}
+        }
+    } else if !target.sees(&library) {
+        return Err(Failure::new(format!(
+            "process {} ({}) does not see {} at that path (another mount namespace, e.g. a \
+             container): make the library available inside it and name it with --library; \
+             nothing was changed",
+            args.pid,
+            target.name,
+            library.display()
+        )));
+    }
+    options::ensure_directory(&dir)?;
+    let library_path = library.to_string_lossy().into_owned();
+    let ((status, message), stopped_for, thread) =
+        inject::with_session(&mut target, timeout, |session, target| {
+            if !loaded {
+                let path = session.put_string(&library_path)?;
+                let handle = session.call_libc(target, "dlopen", &[path, RTLD_NOW | RTLD_NODELETE])?;
+                if handle == 0 {
+                    let error = session.call_libc(target, "dlerror", &[])?;
+                    let why = match error {
+                        0 => "no reason given".to_string(),
+                        at => session.read_string(at, 1024)?,
+                    };
+                    return Err(Failure::new(format!(
+                        "process {} could not load the profiler: {why}; nothing was changed",
+                        target.process.0
+                    )));
+                }
+                target.refresh()?;
+            }
+            let entry = target.profiler_entry("heapsample_attach")?;
+            let options = session.put_string(&options)?;
+            let message = session.buffer(4096)?;
+            let status = session.call(entry, &[options, message, 4096])?;
+            Ok((status as i32, session.read_string(message, 4096)?))
+        })?;
+    if status != 0 {
+        return Err(Failure::new(format!(
+            "process {} refused the attach: {message} (the library stays loaded and inert)",
+            args.pid
+        )));
+    }
+    let slots = message.split(';').next().unwrap_or(&message);
+    println!(
+        "heapsample: attached to process {} ({}) in {:.1} ms; thread {thread} was stopped {:.1} ms; {slots}",
+        args.pid,
+        target.name,
+        started.elapsed().as_secs_f64() * 1e3,
+        stopped_for.as_secs_f64() * 1e3,
+    );
+    println!(
+        "  dumps go to {}/{}.{}.*.prof; in-use counts what was allocated since now\n  \
+         heapsample dump {}     write a dump now\n  heapsample detach {}   stop and give the calls back",
+        dir.display(),
+        options::DUMP_BASE,
+        args.pid,
+        args.pid,
+        args.pid
+    );
+    Ok(0)
 }

@@ -168,8 +168,8 @@ fn reattach(options: &str) -> Result<(), String> {
 }
 
 /// Options an attached process cannot honour, refused before anything
-/// changes.
-fn check_options(options: &str) -> Result<(), String> {
+/// changes (also by the `heapsample` command, before it loads the library).
+pub fn check_options(options: &str) -> Result<(), String> {
     let (config, warnings) = config::parse(options);
     if let Some(warning) = warnings.first() {
         return Err(warning.clone());

@@ -1,0 +1,216 @@
+//! What `/proc` says about a process without stopping it: its mappings,
+//! threads, owner, tracer and state, and what each thread is blocked in.
+
+use std::path::{Path, PathBuf};
+
+use crate::Failure;
+
+/// One line of `/proc/PID/maps`.
+#[derive(Clone, Debug)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub readable: bool,
+    pub writable: bool,
+    pub executable: bool,
+    pub offset: u64,
+    pub inode: u64,
+    /// The file or pseudo-file (`[stack]`, `[vdso]`), or empty.
+    pub path: String,
+}
+
+impl Mapping {
+    /// True if `address` lies inside.
+    pub fn contains(&self, address: u64) -> bool {
+        (self.start..self.end).contains(&address)
+    }
+
+    /// The file name of the mapped file.
+    pub fn file_name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or("")
+    }
+}
+
+fn parse_mapping(line: &str) -> Option<Mapping> {
+    let mut fields = line.splitn(6, ' ');
+    let (start, end) = fields.next()?.split_once('-')?;
+    let perms = fields.next()?.as_bytes();
+    let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
+    let _device = fields.next()?;
+    let inode = fields.next()?.parse().ok()?;
+    let path = fields.next().unwrap_or("").trim_start().to_string();
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        readable: perms.first() == Some(&b'r'),
+        writable: perms.get(1) == Some(&b'w'),
+        executable: perms.get(2) == Some(&b'x'),
+        offset,
+        inode,
+        path,
+    })
+}
+
+/// A process, by pid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Process(pub i32);
+
+impl Process {
+    fn dir(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/{}", self.0))
+    }
+
+    /// Does the process exist (and is it a process, not a thread id)?
+    pub fn exists(&self) -> bool {
+        self.0 > 0
+            && std::fs::read_to_string(self.dir().join("status"))
+                .ok()
+                .and_then(|s| field(&s, "Tgid:").map(|t| t == self.0.to_string()))
+                .unwrap_or(false)
+    }
+
+    /// Its mappings.
+    pub fn maps(&self) -> Result<Vec<Mapping>, std::io::Error> {
+        let text = std::fs::read_to_string(self.dir().join("maps"))?;
+        Ok(text.lines().filter_map(parse_mapping).collect())
+    }
+
+    /// The value of a field of `/proc/PID/status` (e.g. `TracerPid:`).
+    pub fn status_field(&self, name: &str) -> Option<String> {
+        let text = std::fs::read_to_string(self.dir().join("status")).ok()?;
+        field(&text, name).map(str::to_string)
+    }
+
+    /// The real user id of the process.
+    pub fn uid(&self) -> Option<u32> {
+        self.status_field("Uid:")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    /// The pid of its tracer, or 0.
+    pub fn tracer(&self) -> i32 {
+        self.status_field("TracerPid:")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Its state letter (`R`, `S`, `D`, `T`, `t`, `Z`...).
+    pub fn state(&self) -> Option<char> {
+        self.status_field("State:")?.chars().next()
+    }
+
+    /// Its command name.
+    pub fn name(&self) -> String {
+        self.status_field("Name:").unwrap_or_default()
+    }
+
+    /// Its thread ids, the main thread first.
+    pub fn threads(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = std::fs::read_dir(self.dir().join("task"))
+            .map(|dir| {
+                dir.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort_by_key(|&tid| (tid != self.0, tid));
+        ids
+    }
+
+    /// What thread `tid` is doing, from `/proc/PID/task/TID/syscall`.
+    pub fn blocked_in(&self, tid: i32) -> Blocked {
+        let path = self.dir().join(format!("task/{tid}/syscall"));
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let mut fields = text.split_whitespace();
+        match fields.next() {
+            Some("running") | None => Blocked::Running,
+            Some(number) => match number.parse::<i64>() {
+                Ok(number) if number >= 0 => Blocked::Syscall(number),
+                _ => Blocked::Other,
+            },
+        }
+    }
+
+    /// Where `path` (as the process sees it) is in this process's view of
+    /// the file system.
+    pub fn root_path(&self, path: &Path) -> PathBuf {
+        let relative = path.strip_prefix("/").unwrap_or(path);
+        self.dir().join("root").join(relative)
+    }
+}
+
+fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name))
+        .map(str::trim)
+}
+
+/// What a thread is doing, as far as `/proc` says without stopping it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocked {
+    /// Running (or runnable).
+    Running,
+    /// Blocked in this system call.
+    Syscall(i64),
+    /// Blocked, not in a system call (a page fault, a stop).
+    Other,
+}
+
+/// The capability's bit number (linux/capability.h).
+const CAP_SYS_PTRACE: u32 = 19;
+
+/// The caller's effective capabilities include `CAP_SYS_PTRACE`.
+pub fn have_cap_sys_ptrace() -> bool {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    field(&text, "CapEff:")
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_SYS_PTRACE) != 0)
+}
+
+/// Yama's `ptrace_scope`, where the kernel has Yama.
+pub fn yama_scope() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The process's mapping of the file named `file_name` with offset 0.
+pub fn object_start<'a>(maps: &'a [Mapping], pick: impl Fn(&Mapping) -> bool) -> Option<&'a Mapping> {
+    maps.iter().find(|m| m.offset == 0 && pick(m))
+}
+
+/// Fails with the process gone.
+pub fn gone(process: Process) -> Failure {
+    Failure::new(format!("process {} exited during the operation; nothing was left in it", process.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse() {
+        let m = parse_mapping(
+            "7f1c2a400000-7f1c2a428000 r-xp 00028000 08:01 1319522                    /usr/lib/x86_64-linux-gnu/libc.so.6",
+        )
+        .unwrap();
+        assert_eq!((m.start, m.end, m.offset, m.inode), (0x7f1c2a400000, 0x7f1c2a428000, 0x28000, 1319522));
+        assert!(m.readable && !m.writable && m.executable);
+        assert_eq!(m.file_name(), "libc.so.6");
+        let anon = parse_mapping("7ffd1000-7ffd2000 rw-p 00000000 00:00 0").unwrap();
+        assert_eq!(anon.path, "");
+    }
+
+    #[test]
+    fn this_process_is_seen() {
+        let me = Process(std::process::id() as i32);
+        assert!(me.exists());
+        assert_eq!(me.threads()[0], me.0);
+        assert!(me.maps().unwrap().iter().any(|m| m.path.ends_with("libc.so.6")));
+    }
+}

@@ -1,0 +1,218 @@
+//! Stopping one thread of a running process where it holds no lock of the
+//! allocator, the loader or the profiler, so that a call made on it
+//! (`dlopen`, which allocates, or one of the profiler's entry points) can
+//! never wait for a lock its own thread holds.
+//!
+//! A thread is taken when, stopped, it is
+//! - in code outside the C library, the loader, the allocator's object and
+//!   the profiler (none of their locks is held by code outside them: the
+//!   allocator calls no program code, and glibc runs no program code with
+//!   the malloc locks held), or
+//! - blocked in the C library in a system call that is a wait the C
+//!   library never makes while holding one of those locks (`read`,
+//!   `epoll_wait`, `nanosleep`, `futex` on a word outside their data...),
+//!
+//! and in neither case inside a signal handler (which may have interrupted
+//! `malloc`): no return address of the C library's signal trampoline lies
+//! on its live stack. Its stack must also have room for the call.
+//! Threads blocked in such waits are tried first (stopping them costs
+//! them nothing); a thread that does not qualify is let go at once and
+//! tried again a moment later. The other threads never stop.
+
+use std::time::{Duration, Instant};
+
+use super::proc::{Blocked, Mapping, Process};
+use super::tracer::{self, StopError, Stopped};
+use crate::Failure;
+
+/// Code and data ranges of the objects whose locks matter.
+pub struct Landscape {
+    /// Every mapping of the C library, the loader, the allocator's object
+    /// and the profiler.
+    pub risky: Vec<(u64, u64)>,
+    /// The C library's executable mappings.
+    pub libc_code: Vec<(u64, u64)>,
+    /// The C library's signal return trampoline (`__restore_rt`).
+    pub restorer: Option<u64>,
+    /// The process's mappings (for stack room).
+    pub maps: Vec<Mapping>,
+}
+
+/// Stack a call may need below the stopped thread's stack pointer.
+pub const STACK_NEEDED: u64 = 256 * 1024;
+
+/// System calls in which a thread blocked in the C library holds none of
+/// the locks (see the module documentation). `futex` is checked apart.
+const WAITS: &[i64] = &[
+    0,   // read
+    1,   // write
+    7,   // poll
+    17,  // pread64
+    18,  // pwrite64
+    19,  // readv
+    20,  // writev
+    23,  // select
+    34,  // pause
+    35,  // nanosleep
+    42,  // connect
+    43,  // accept
+    44,  // sendto
+    45,  // recvfrom
+    46,  // sendmsg
+    47,  // recvmsg
+    61,  // wait4
+    65,  // semop
+    70,  // msgrcv
+    73,  // flock
+    128, // rt_sigtimedwait
+    130, // rt_sigsuspend
+    220, // semtimedop
+    230, // clock_nanosleep
+    232, // epoll_wait
+    247, // waitid
+    270, // pselect6
+    271, // ppoll
+    281, // epoll_pwait
+    288, // accept4
+    441, // epoll_pwait2
+];
+const FUTEX: i64 = 202;
+
+impl Landscape {
+    fn risky_at(&self, address: u64) -> bool {
+        self.risky.iter().any(|&(s, e)| (s..e).contains(&address))
+    }
+
+    fn in_libc_code(&self, address: u64) -> bool {
+        self.libc_code.iter().any(|&(s, e)| (s..e).contains(&address))
+    }
+
+    /// Why `stopped` is no safe point, or None when it is one.
+    fn unsafe_because(&self, stopped: &Stopped) -> Option<&'static str> {
+        let registers = &stopped.registers;
+        if self.in_signal_handler(stopped) {
+            return Some("in a signal handler");
+        }
+        if !self.risky_at(registers.rip) {
+            return None;
+        }
+        let number = registers.orig_rax as i64;
+        let at_syscall = number >= 0
+            && stopped.read(registers.rip - 2, 2).ok().as_deref() == Some(&[0x0f, 0x05][..]);
+        if !self.in_libc_code(registers.rip) || !at_syscall {
+            return Some("inside the C library, the loader, the allocator or the profiler");
+        }
+        if WAITS.contains(&number) || (number == FUTEX && !self.risky_at(registers.rdi)) {
+            return None;
+        }
+        Some("in a system call the C library may make holding a lock")
+    }
+
+    /// A return address of the signal trampoline on the thread's live
+    /// stack means a handler is running (and may have interrupted malloc).
+    fn in_signal_handler(&self, stopped: &Stopped) -> bool {
+        let Some(restorer) = self.restorer else {
+            return false;
+        };
+        let rsp = stopped.registers.rsp;
+        let end = self
+            .maps
+            .iter()
+            .find(|m| m.contains(rsp))
+            .map_or(rsp + 4096, |m| m.end);
+        let length = (end - rsp).min(64 * 1024) as usize;
+        let Ok(stack) = stopped.read(rsp & !7, length) else {
+            return false;
+        };
+        stack
+            .chunks_exact(8)
+            .any(|word| u64::from_ne_bytes(word.try_into().unwrap_or_default()) == restorer)
+    }
+
+    /// Room on the thread's stack for a call: its mapping below the stack
+    /// pointer (the main thread's `[stack]` grows on demand).
+    fn stack_room(&self, stopped: &Stopped) -> bool {
+        let rsp = stopped.registers.rsp;
+        self.maps
+            .iter()
+            .find(|m| m.contains(rsp))
+            .is_some_and(|m| m.path == "[stack]" || rsp - m.start >= STACK_NEEDED)
+    }
+}
+
+/// Threads to try, best first: those blocked in a wait (stopping them
+/// costs them nothing), then the others.
+fn candidates(process: Process) -> Vec<i32> {
+    let mut threads: Vec<(u8, i32)> = process
+        .threads()
+        .into_iter()
+        .map(|tid| {
+            let rank = match process.blocked_in(tid) {
+                Blocked::Syscall(n) if WAITS.contains(&n) || n == FUTEX => 0,
+                Blocked::Running => 1,
+                _ => 2,
+            };
+            (rank, tid)
+        })
+        .collect();
+    threads.sort_by_key(|&(rank, _)| rank);
+    threads.into_iter().map(|(_, tid)| tid).collect()
+}
+
+/// Stop one thread of `process` at a safe point, within `timeout`.
+/// `refused` explains a ptrace refusal.
+pub fn stop_one(
+    process: Process,
+    landscape: &Landscape,
+    timeout: Duration,
+    refused: &dyn Fn(i32) -> Failure,
+) -> Result<Stopped, Failure> {
+    let deadline = Instant::now() + timeout;
+    let mut last_reason = "no thread was found";
+    let mut round: u64 = 0;
+    loop {
+        for tid in candidates(process) {
+            match tracer::seize_and_stop(tid) {
+                Ok(stopped) => {
+                    let reason = landscape.unsafe_because(&stopped).or_else(|| {
+                        (!landscape.stack_room(&stopped)).then_some("short of stack")
+                    });
+                    match reason {
+                        None => return Ok(stopped),
+                        Some(reason) => {
+                            last_reason = reason;
+                            stopped.release()?;
+                        }
+                    }
+                }
+                Err(StopError::Refused(errno)) => return Err(refused(errno)),
+                Err(StopError::GroupStop(signal)) => {
+                    return Err(Failure::new(format!(
+                        "process {} was stopped (signal {signal}) meanwhile; nothing was changed \
+                         (continue it with kill -CONT {} and try again)",
+                        process.0, process.0
+                    )));
+                }
+                Err(StopError::Gone) => {}
+            }
+        }
+        if !process.exists() {
+            return Err(Failure::new(format!(
+                "process {} exited during the attach; nothing was left in it",
+                process.0
+            )));
+        }
+        if Instant::now() >= deadline {
+            return Err(Failure::new(format!(
+                "no thread of process {} reached a safe point within {:.1} s (the last one tried \
+                 was {last_reason}); nothing was changed",
+                process.0,
+                timeout.as_secs_f64()
+            )));
+        }
+        round += 1;
+        // A varying pause, so that the tries do not fall into step with a
+        // loop of the program.
+        std::thread::sleep(Duration::from_micros(500 + (round * 7919) % 1500));
+    }
+}

@@ -1,0 +1,128 @@
+//! Symbols of the objects a target process has loaded, read from their
+//! files (through the process's own view of the file system) with
+//! `object`, and placed at the addresses the process loaded them at.
+
+use object::{Object, ObjectSegment, ObjectSymbol};
+
+use super::proc::{Mapping, Process};
+use crate::Failure;
+
+/// An object the target has loaded: its file's contents and load bias.
+pub struct LoadedObject {
+    /// The path the process mapped it from.
+    pub path: String,
+    /// What its file addresses must be moved by.
+    pub bias: u64,
+    data: Vec<u8>,
+}
+
+impl LoadedObject {
+    /// The object of `mapping` (its offset-0 mapping in `maps`). The file
+    /// is opened through `/proc/PID/root` and must be the one mapped (same
+    /// inode): a library replaced on disk since is refused.
+    pub fn open(process: Process, maps: &[Mapping], mapping: &Mapping) -> Result<LoadedObject, Failure> {
+        let path = std::path::Path::new(&mapping.path);
+        let file = process.root_path(path);
+        let data = std::fs::read(&file).map_err(|e| {
+            Failure::new(format!("cannot read {} of process {}: {e}", mapping.path, process.0))
+        })?;
+        let inode = std::fs::metadata(&file).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+        if inode.ok() != Some(mapping.inode) {
+            return Err(Failure::new(format!(
+                "{} of process {} was replaced on disk since the process loaded it",
+                mapping.path, process.0
+            )));
+        }
+        let parsed = object::File::parse(&*data)
+            .map_err(|e| Failure::new(format!("{} is not an ELF file: {e}", mapping.path)))?;
+        let first_load = parsed
+            .segments()
+            .map(|s| s.address())
+            .min()
+            .unwrap_or(0)
+            & !0xfff;
+        let base = maps
+            .iter()
+            .filter(|m| m.inode == mapping.inode && m.path == mapping.path)
+            .map(|m| m.start)
+            .min()
+            .unwrap_or(mapping.start);
+        Ok(LoadedObject {
+            path: mapping.path.clone(),
+            bias: base.wrapping_sub(first_load),
+            data,
+        })
+    }
+
+    fn parsed(&self) -> object::File<'_> {
+        object::File::parse(&*self.data).expect("parsed when opened")
+    }
+
+    /// The address of the function or object `name` that this object
+    /// defines in its dynamic symbol table.
+    pub fn dynamic_symbol(&self, name: &str) -> Option<u64> {
+        self.parsed()
+            .dynamic_symbols()
+            .find(|s| s.is_definition() && s.name() == Ok(name))
+            .map(|s| self.bias.wrapping_add(s.address()))
+    }
+
+    /// The first of `names` this object defines, in its dynamic or (when
+    /// not stripped) its full symbol table.
+    pub fn defines_any(&self, names: &[&str]) -> Option<String> {
+        let parsed = self.parsed();
+        parsed
+            .dynamic_symbols()
+            .chain(parsed.symbols())
+            .filter(|s| s.is_definition())
+            .filter_map(|s| s.name().ok())
+            .find(|name| names.contains(name))
+            .map(str::to_string)
+    }
+
+    /// The address of the first occurrence of `bytes` in the object's
+    /// executable segments.
+    pub fn find_code(&self, bytes: &[u8]) -> Option<u64> {
+        let parsed = self.parsed();
+        for segment in parsed.segments() {
+            let Ok(data) = segment.data() else { continue };
+            if let Some(at) = data.windows(bytes.len()).position(|w| w == bytes) {
+                let address = segment.address() + at as u64;
+                if self.is_executable(address) {
+                    return Some(self.bias.wrapping_add(address));
+                }
+            }
+        }
+        None
+    }
+
+    fn is_executable(&self, address: u64) -> bool {
+        match self.parsed() {
+            object::File::Elf64(elf) => {
+                use object::read::elf::ProgramHeader;
+                let endian = elf.endian();
+                elf.elf_program_headers().iter().any(|h| {
+                    h.p_type(endian) == object::elf::PT_LOAD
+                        && h.p_flags(endian).contains(object::elf::PF_X)
+                        && (h.p_vaddr(endian)..h.p_vaddr(endian) + h.p_memsz(endian))
+                            .contains(&address)
+                })
+            }
+            _ => false,
+        }
+    }
+
+    /// True if the file names an interpreter (a dynamically linked program).
+    pub fn has_interpreter(&self) -> bool {
+        match self.parsed() {
+            object::File::Elf64(elf) => {
+                use object::read::elf::ProgramHeader;
+                let endian = elf.endian();
+                elf.elf_program_headers()
+                    .iter()
+                    .any(|h| h.p_type(endian) == object::elf::PT_INTERP)
+            }
+            _ => false,
+        }
+    }
+}
