@@ -75,7 +75,8 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
         inject::with_session(&mut target, timeout, |session, target| {
             if !loaded {
                 let path = session.put_string(&library_path)?;
-                let handle = session.call_libc(target, "dlopen", &[path, RTLD_NOW | RTLD_NODELETE])?;
+                let handle =
+                    session.call_libc(target, "dlopen", &[path, RTLD_NOW | RTLD_NODELETE])?;
                 if handle == 0 {
                     let error = session.call_libc(target, "dlerror", &[])?;
                     let why = match error {

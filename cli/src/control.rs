@@ -59,7 +59,11 @@ fn profiled(pid: i32) -> Result<Target, Failure> {
 
 /// Call the entry point `name(buffer, size, extra...)` and return its
 /// result and the text it wrote.
-fn call_with_buffer(target: &mut Target, timeout: Duration, name: &str) -> Result<(i32, String), Failure> {
+fn call_with_buffer(
+    target: &mut Target,
+    timeout: Duration,
+    name: &str,
+) -> Result<(i32, String), Failure> {
     let ((status, text), _, _) = inject::with_session(target, timeout, |session, target| {
         let entry = target.profiler_entry(name)?;
         let buffer = session.buffer(8192)?;
@@ -135,6 +139,9 @@ pub fn set_active(args: PidArgs, on: bool) -> Result<u8, Failure> {
         0 => "it was not sampling",
         _ => "profiling is off in it",
     };
-    println!("heapsample: sampling {word} in process {} ({}); {was}", args.pid, target.name);
+    println!(
+        "heapsample: sampling {word} in process {} ({}); {was}",
+        args.pid, target.name
+    );
     Ok(0)
 }

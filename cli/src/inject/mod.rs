@@ -23,8 +23,8 @@ mod tracer;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use proc::Process;
 use proc::Mapping;
+pub use proc::Process;
 use safepoint::Landscape;
 use symbols::LoadedObject;
 
@@ -97,7 +97,9 @@ impl Target {
         };
         let libc = LoadedObject::open(process, &maps, &libc_mapping)?;
         let loader = LoadedObject::open(process, &maps, &loader_mapping)?;
-        if libc.dynamic_symbol("dlopen").is_none() || libc.dynamic_symbol("_dl_find_object").is_none() {
+        if libc.dynamic_symbol("dlopen").is_none()
+            || libc.dynamic_symbol("_dl_find_object").is_none()
+        {
             return Err(Failure::new(format!(
                 "process {pid} ({name}) runs on a glibc older than 2.35, which the profiler needs"
             )));
@@ -166,12 +168,23 @@ impl Target {
     }
 }
 
-/// What to know about the process's code to find a safe point.
-fn landscape(process: Process, maps: &[Mapping], libc: &LoadedObject, core: [&Mapping; 2]) -> Landscape {
+/// What to know about the process's code to find a safe point. The
+/// objects whose locks matter: the C library, the loader, the profiler,
+/// and any other object that defines `malloc` (jemalloc, tcmalloc...).
+fn landscape(
+    process: Process,
+    maps: &[Mapping],
+    libc: &LoadedObject,
+    core: [&Mapping; 2],
+) -> Landscape {
     let mut risky_inodes: Vec<u64> = core.iter().map(|m| m.inode).collect();
-    for mapping in maps.iter().filter(|m| m.offset == 0) {
-        let name = mapping.file_name();
-        if name == crate::library::FILE_NAME || allocator_preloaded(process, &mapping.path) {
+    for mapping in maps.iter().filter(|m| m.offset == 0 && m.inode != 0) {
+        if risky_inodes.contains(&mapping.inode) {
+            continue;
+        }
+        if mapping.file_name() == crate::library::FILE_NAME
+            || symbols::file_defines(process, mapping, "malloc")
+        {
             risky_inodes.push(mapping.inode);
         }
     }
@@ -193,37 +206,6 @@ fn landscape(process: Process, maps: &[Mapping], libc: &LoadedObject, core: [&Ma
         restorer,
         maps: maps.to_vec(),
     }
-}
-
-/// Is `path` an object the process preloads that defines `malloc` (an
-/// allocator such as jemalloc or tcmalloc, whose locks count like libc's)?
-fn allocator_preloaded(process: Process, path: &str) -> bool {
-    let environ = std::fs::read(format!("/proc/{}/environ", process.0)).unwrap_or_default();
-    let preload: String = environ
-        .split(|&b| b == 0)
-        .find_map(|var| var.strip_prefix(b"LD_PRELOAD="))
-        .map(|v| String::from_utf8_lossy(v).into_owned())
-        .unwrap_or_default();
-    let system = std::fs::read_to_string(process.root_path(Path::new("/etc/ld.so.preload")))
-        .unwrap_or_default();
-    let file_name = path.rsplit('/').next().unwrap_or(path);
-    preload
-        .split([' ', ':'])
-        .chain(system.split_whitespace())
-        .filter(|p| !p.is_empty())
-        .any(|p| p == path || p.rsplit('/').next() == Some(file_name))
-        && path_defines_malloc(process, path)
-}
-
-fn path_defines_malloc(process: Process, path: &str) -> bool {
-    let Ok(data) = std::fs::read(process.root_path(Path::new(path))) else {
-        return false;
-    };
-    use object::{Object, ObjectSymbol};
-    object::File::parse(&*data).is_ok_and(|file| {
-        file.dynamic_symbols()
-            .any(|s| s.is_definition() && s.name() == Ok("malloc"))
-    })
 }
 
 /// Why ptrace (or reading the process's maps) was refused, in one line.
@@ -264,7 +246,9 @@ pub fn refusal(process: Process, errno: i32) -> Failure {
             ),
         }
     };
-    Failure::new(format!("cannot trace process {pid} ({name}): {reason}; nothing was changed"))
+    Failure::new(format!(
+        "cannot trace process {pid} ({name}): {reason}; nothing was changed"
+    ))
 }
 
 fn traced_by(process: Process, tracer: i32) -> Failure {
@@ -353,7 +337,12 @@ impl Session {
     }
 
     /// Call a function of the C library by name.
-    pub fn call_libc(&mut self, target: &Target, name: &str, arguments: &[u64]) -> Result<u64, Failure> {
+    pub fn call_libc(
+        &mut self,
+        target: &Target,
+        name: &str,
+        arguments: &[u64],
+    ) -> Result<u64, Failure> {
         let address = target
             .libc
             .dynamic_symbol(name)

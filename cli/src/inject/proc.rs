@@ -180,13 +180,19 @@ pub fn yama_scope() -> Option<u32> {
 }
 
 /// The process's mapping of the file named `file_name` with offset 0.
-pub fn object_start<'a>(maps: &'a [Mapping], pick: impl Fn(&Mapping) -> bool) -> Option<&'a Mapping> {
+pub fn object_start<'a>(
+    maps: &'a [Mapping],
+    pick: impl Fn(&Mapping) -> bool,
+) -> Option<&'a Mapping> {
     maps.iter().find(|m| m.offset == 0 && pick(m))
 }
 
 /// Fails with the process gone.
 pub fn gone(process: Process) -> Failure {
-    Failure::new(format!("process {} exited during the operation; nothing was left in it", process.0))
+    Failure::new(format!(
+        "process {} exited during the operation; nothing was left in it",
+        process.0
+    ))
 }
 
 #[cfg(test)]
@@ -199,7 +205,10 @@ mod tests {
             "7f1c2a400000-7f1c2a428000 r-xp 00028000 08:01 1319522                    /usr/lib/x86_64-linux-gnu/libc.so.6",
         )
         .unwrap();
-        assert_eq!((m.start, m.end, m.offset, m.inode), (0x7f1c2a400000, 0x7f1c2a428000, 0x28000, 1319522));
+        assert_eq!(
+            (m.start, m.end, m.offset, m.inode),
+            (0x7f1c2a400000, 0x7f1c2a428000, 0x28000, 1319522)
+        );
         assert!(m.readable && !m.writable && m.executable);
         assert_eq!(m.file_name(), "libc.so.6");
         let anon = parse_mapping("7ffd1000-7ffd2000 rw-p 00000000 00:00 0").unwrap();
@@ -211,6 +220,11 @@ mod tests {
         let me = Process(std::process::id() as i32);
         assert!(me.exists());
         assert_eq!(me.threads()[0], me.0);
-        assert!(me.maps().unwrap().iter().any(|m| m.path.ends_with("libc.so.6")));
+        assert!(
+            me.maps()
+                .unwrap()
+                .iter()
+                .any(|m| m.path.ends_with("libc.so.6"))
+        );
     }
 }

@@ -84,7 +84,9 @@ impl Landscape {
     }
 
     fn in_libc_code(&self, address: u64) -> bool {
-        self.libc_code.iter().any(|&(s, e)| (s..e).contains(&address))
+        self.libc_code
+            .iter()
+            .any(|&(s, e)| (s..e).contains(&address))
     }
 
     /// Why `stopped` is no safe point, or None when it is one.
@@ -174,9 +176,9 @@ pub fn stop_one(
         for tid in candidates(process) {
             match tracer::seize_and_stop(tid) {
                 Ok(stopped) => {
-                    let reason = landscape.unsafe_because(&stopped).or_else(|| {
-                        (!landscape.stack_room(&stopped)).then_some("short of stack")
-                    });
+                    let reason = landscape
+                        .unsafe_because(&stopped)
+                        .or_else(|| (!landscape.stack_room(&stopped)).then_some("short of stack"));
                     match reason {
                         None => return Ok(stopped),
                         Some(reason) => {

@@ -13,34 +13,60 @@ pub struct LoadedObject {
     pub path: String,
     /// What its file addresses must be moved by.
     pub bias: u64,
-    data: Vec<u8>,
+    data: memmap2::Mmap,
+}
+
+/// Map the file `path` (read-only) if it is the file with inode `inode`.
+fn map_file(path: &std::path::Path, inode: u64) -> Result<Option<memmap2::Mmap>, std::io::Error> {
+    let file = std::fs::File::open(path)?;
+    if std::os::unix::fs::MetadataExt::ino(&file.metadata()?) != inode {
+        return Ok(None);
+    }
+    // SAFETY: a read-only private mapping of a library or program file,
+    // which nothing is expected to truncate while it is read.
+    Ok(Some(unsafe { memmap2::Mmap::map(&file)? }))
+}
+
+/// Does the file of `mapping` (as `process` sees it) define `name` in its
+/// dynamic symbols?
+pub fn file_defines(process: Process, mapping: &Mapping, name: &str) -> bool {
+    let path = process.root_path(std::path::Path::new(&mapping.path));
+    let Ok(Some(data)) = map_file(&path, mapping.inode) else {
+        return false;
+    };
+    object::File::parse(&*data).is_ok_and(|file| {
+        file.dynamic_symbols()
+            .any(|s| s.is_definition() && s.name() == Ok(name))
+    })
 }
 
 impl LoadedObject {
     /// The object of `mapping` (its offset-0 mapping in `maps`). The file
     /// is opened through `/proc/PID/root` and must be the one mapped (same
     /// inode): a library replaced on disk since is refused.
-    pub fn open(process: Process, maps: &[Mapping], mapping: &Mapping) -> Result<LoadedObject, Failure> {
+    pub fn open(
+        process: Process,
+        maps: &[Mapping],
+        mapping: &Mapping,
+    ) -> Result<LoadedObject, Failure> {
         let path = std::path::Path::new(&mapping.path);
         let file = process.root_path(path);
-        let data = std::fs::read(&file).map_err(|e| {
-            Failure::new(format!("cannot read {} of process {}: {e}", mapping.path, process.0))
-        })?;
-        let inode = std::fs::metadata(&file).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-        if inode.ok() != Some(mapping.inode) {
-            return Err(Failure::new(format!(
-                "{} of process {} was replaced on disk since the process loaded it",
-                mapping.path, process.0
-            )));
-        }
+        let data = map_file(&file, mapping.inode)
+            .map_err(|e| {
+                Failure::new(format!(
+                    "cannot read {} of process {}: {e}",
+                    mapping.path, process.0
+                ))
+            })?
+            .ok_or_else(|| {
+                Failure::new(format!(
+                    "{} of process {} was replaced on disk since the process loaded it",
+                    mapping.path, process.0
+                ))
+            })?;
         let parsed = object::File::parse(&*data)
             .map_err(|e| Failure::new(format!("{} is not an ELF file: {e}", mapping.path)))?;
-        let first_load = parsed
-            .segments()
-            .map(|s| s.address())
-            .min()
-            .unwrap_or(0)
-            & !0xfff;
+        let first_load = parsed.segments().map(|s| s.address()).min().unwrap_or(0) & !0xfff;
         let base = maps
             .iter()
             .filter(|m| m.inode == mapping.inode && m.path == mapping.path)

@@ -62,7 +62,9 @@ fn raw_ptrace(request: libc::c_uint, tid: pid_t, addr: usize, data: usize) -> Re
     // memory, per each request's contract at the call sites.
     let result = unsafe { libc::ptrace(request, tid, addr as *mut c_void, data as *mut c_void) };
     if result == -1 {
-        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO))
     } else {
         Ok(result)
     }
@@ -130,7 +132,8 @@ fn stop(tid: pid_t) -> Result<Stopped, StopError> {
             Event::GroupStop(signal) => return Err(StopError::GroupStop(signal)),
             Event::Signal(signal) => {
                 // Not ours: deliver it now; the interrupt stop follows.
-                raw_ptrace(libc::PTRACE_CONT, tid, 0, signal as usize).map_err(|_| StopError::Gone)?;
+                raw_ptrace(libc::PTRACE_CONT, tid, 0, signal as usize)
+                    .map_err(|_| StopError::Gone)?;
                 signals_delivered += 1;
             }
             Event::Other => {
@@ -141,7 +144,8 @@ fn stop(tid: pid_t) -> Result<Stopped, StopError> {
     }
     let registers = ptrace::getregs(Pid::from_raw(tid)).map_err(|_| StopError::Gone)?;
     let mut mask: u64 = 0;
-    raw_ptrace(PTRACE_GETSIGMASK, tid, 8, &mut mask as *mut u64 as usize).map_err(|_| StopError::Gone)?;
+    raw_ptrace(PTRACE_GETSIGMASK, tid, 8, &mut mask as *mut u64 as usize)
+        .map_err(|_| StopError::Gone)?;
     Ok(Stopped {
         tid,
         registers,
@@ -185,12 +189,20 @@ impl Stopped {
         }
         let restored = ptrace::setregs(Pid::from_raw(self.tid), registers);
         if self.masked {
-            let _ = raw_ptrace(PTRACE_SETSIGMASK, self.tid, 8, &mut self.mask as *mut u64 as usize);
+            let _ = raw_ptrace(
+                PTRACE_SETSIGMASK,
+                self.tid,
+                8,
+                &mut self.mask as *mut u64 as usize,
+            );
         }
         let detached = raw_ptrace(libc::PTRACE_DETACH, self.tid, 0, 0);
         match (restored, detached) {
             (Ok(()), Ok(_)) => Ok(()),
-            _ => Err(Failure::new(format!("thread {} exited during the operation", self.tid))),
+            _ => Err(Failure::new(format!(
+                "thread {} exited during the operation",
+                self.tid
+            ))),
         }
     }
 
@@ -233,8 +245,13 @@ impl Stopped {
         let pid = Pid::from_raw(self.tid);
         if !self.masked {
             let mut mask = call_mask();
-            raw_ptrace(PTRACE_SETSIGMASK, self.tid, 8, &mut mask as *mut u64 as usize)
-                .map_err(|_| Failure::new("cannot block the thread's signals"))?;
+            raw_ptrace(
+                PTRACE_SETSIGMASK,
+                self.tid,
+                8,
+                &mut mask as *mut u64 as usize,
+            )
+            .map_err(|_| Failure::new("cannot block the thread's signals"))?;
             self.masked = true;
         }
         let return_to: u64 = 0;
@@ -258,20 +275,23 @@ impl Stopped {
             *register = value;
         }
         ptrace::setregs(pid, registers).map_err(|_| Failure::new("the thread exited"))?;
-        raw_ptrace(libc::PTRACE_CONT, self.tid, 0, 0).map_err(|_| Failure::new("the thread exited"))?;
+        raw_ptrace(libc::PTRACE_CONT, self.tid, 0, 0)
+            .map_err(|_| Failure::new("the thread exited"))?;
         let started = std::time::Instant::now();
         let mut warned = false;
         loop {
             match wait(self.tid) {
                 Event::Signal(libc::SIGSEGV) => {
-                    let now = ptrace::getregs(pid).map_err(|_| Failure::new("the thread exited"))?;
+                    let now =
+                        ptrace::getregs(pid).map_err(|_| Failure::new("the thread exited"))?;
                     if now.rip == return_to {
                         return Ok(now.rax);
                     }
                     return Err(self.fault(libc::SIGSEGV, now.rip));
                 }
                 Event::Signal(signal) if call_mask() & (1u64 << (signal - 1)) == 0 => {
-                    let now = ptrace::getregs(pid).map_err(|_| Failure::new("the thread exited"))?;
+                    let now =
+                        ptrace::getregs(pid).map_err(|_| Failure::new("the thread exited"))?;
                     return Err(self.fault(signal, now.rip));
                 }
                 Event::Signal(signal) => {
@@ -286,7 +306,10 @@ impl Stopped {
                 Event::Gone => return Err(Failure::new("the process exited during the operation")),
             }
             if !warned && started.elapsed().as_secs() >= 10 {
-                eprintln!("heapsample: still waiting for the call in thread {}", self.tid);
+                eprintln!(
+                    "heapsample: still waiting for the call in thread {}",
+                    self.tid
+                );
                 warned = true;
             }
         }

@@ -1,0 +1,77 @@
+//! `heapsample attach` on a C program that leaks: attached after it ran a
+//! while, at `lg_prof_sample:0` (every allocation sampled, so the dump must
+//! be the program's exact truth), the dump holds what leaked since the
+//! attach, in the function that leaked it, and nothing of what leaked
+//! before; blocks allocated before the attach and freed or reallocated
+//! after it are neither counted nor disturbed; after the detach the program
+//! runs to its end with the output and status of a run never attached, and
+//! writes no exit dump.
+
+mod attach_common;
+
+use attach_common::{Driven, dump_now, heapsample_ok, unattached};
+use heapsample_tests::{BuildOptions, Symbols, TempDir, compile_c, dump_files_in, stacks_in};
+
+const LEAK: u64 = 16384;
+
+#[test]
+fn a_leak_since_the_attach_is_found_exactly() {
+    let program = compile_c("attach_leaker.c", &BuildOptions::no_pie());
+    let symbols = Symbols::of(&program);
+    let out = TempDir::new("attach-c");
+    let dir = out.path().to_str().unwrap();
+    let commands = [
+        "hold 300", "leak 100", "leak 200", "release", "leak 50", "end",
+    ];
+    let (expected, expected_status) = unattached(&program.path, &[], &[], &commands);
+
+    let mut leaker = Driven::start(&program.path, &[], &[]);
+    let pid = leaker.pid_arg();
+    assert_eq!(leaker.send("hold 300"), "holding 300");
+    assert_eq!(leaker.send("leak 100"), "leaked 100");
+    let attached = heapsample_ok(&["attach", &pid, "-o", dir, "--lg-sample", "0"]);
+    assert!(
+        attached.starts_with(&format!("heapsample: attached to process {pid}")),
+        "{attached}"
+    );
+    assert_eq!(leaker.send("leak 200"), "leaked 300");
+    assert_eq!(leaker.send("release"), "released 300");
+    let (path, dump) = dump_now(&pid);
+    assert!(path.starts_with(out.path()), "{}", path.display());
+
+    let live_in = |function: &str| {
+        stacks_in(&dump, &symbols, function)
+            .iter()
+            .fold((0, 0), |(n, b), s| (n + s.live_objects, b + s.live_bytes))
+    };
+    assert_eq!(
+        live_in("leak_in_loop"),
+        (200, 200 * LEAK),
+        "what leaked since the attach"
+    );
+    assert_eq!(live_in("churn"), (0, 0));
+    assert!(
+        stacks_in(&dump, &symbols, "hold_blocks").is_empty(),
+        "blocks allocated before the attach are not the profiler's"
+    );
+    // Since the attach: 200 leaks, 1600 churned blocks, 150 reallocations.
+    let allocations = dump.totals.allocations;
+    assert!((1950..2050).contains(&allocations), "{:?}", dump.totals);
+    let attached_at = dump
+        .attached_unix_ns()
+        .expect("the dump says when the attach was");
+    assert!(attached_at <= dump.time_unix_ns);
+
+    let detached = heapsample_ok(&["detach", &pid]);
+    assert!(detached.contains("slots restored"), "{detached}");
+    assert_eq!(leaker.send("leak 50"), "leaked 350");
+    assert!(leaker.send("end").starts_with("checksum "));
+    let (transcript, status) = leaker.finish();
+    assert_eq!(
+        transcript, expected,
+        "the same output as a run never attached"
+    );
+    assert_eq!(status.code(), expected_status.code());
+    let dumps = dump_files_in(out.path());
+    assert_eq!(dumps.len(), 1, "no exit dump after the detach: {dumps:?}");
+}
