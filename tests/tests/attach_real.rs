@@ -18,10 +18,9 @@ use heapsample_tests::format::Dump;
 
 /// The dump's estimate of the live heap and its standard error.
 fn live_estimate(dump: &Dump) -> (f64, f64) {
-    let (bytes, variance) = dump
-        .stacks
-        .iter()
-        .fold((0.0, 0.0), |(b, v), s| (b + s.live.bytes, v + s.live.bytes_variance));
+    let (bytes, variance) = dump.stacks.iter().fold((0.0, 0.0), |(b, v), s| {
+        (b + s.live.bytes, v + s.live.bytes_variance)
+    });
     (bytes, variance.sqrt())
 }
 
@@ -38,7 +37,14 @@ fn python_growing_cache() {
     let mut cache = Driven::start(python, &[script], &env);
     let pid = cache.pid_arg();
     assert_eq!(cache.send("grow 100"), "size 100");
-    heapsample_ok(&["attach", &pid, "-o", out.path().to_str().unwrap(), "--lg-sample", "14"]);
+    heapsample_ok(&[
+        "attach",
+        &pid,
+        "-o",
+        out.path().to_str().unwrap(),
+        "--lg-sample",
+        "14",
+    ]);
     assert_eq!(cache.send("grow 500"), "size 600");
     let (_, dump) = dump_now(&pid);
     heapsample_ok(&["detach", &pid]);
@@ -88,20 +94,39 @@ fn redis_under_benchmark_load() {
     let port = free_port();
     let out = TempDir::new("attach-redis");
     let mut server = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
         .args(["--appendonly", "no", "--dir", out.path().to_str().unwrap()])
         .stdout(Stdio::null())
         .spawn()
         .expect("run redis-server (installed by scripts/test.sh)");
     let started = Instant::now();
     while redis_cli(port, &["ping"]) != "PONG" {
-        assert!(started.elapsed() < Duration::from_secs(20), "redis-server did not start");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "redis-server did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let pid = server.id().to_string();
     // Load: 400,000 SETs of 256-byte values on up to 200,000 keys.
     let benchmark = Command::new("redis-benchmark")
-        .args(["-p", &port.to_string(), "-t", "set", "-n", "400000", "-r", "200000"])
+        .args([
+            "-p",
+            &port.to_string(),
+            "-t",
+            "set",
+            "-n",
+            "400000",
+            "-r",
+            "200000",
+        ])
         .args(["-d", "256", "-c", "20", "-q"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -114,7 +139,11 @@ fn redis_under_benchmark_load() {
         std::thread::spawn(move || {
             let mut answers = 0;
             while pinging.load(Ordering::Relaxed) {
-                assert_eq!(redis_cli(port, &["ping"]), "PONG", "the server stopped answering");
+                assert_eq!(
+                    redis_cli(port, &["ping"]),
+                    "PONG",
+                    "the server stopped answering"
+                );
                 answers += 1;
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -122,7 +151,14 @@ fn redis_under_benchmark_load() {
         })
     };
     std::thread::sleep(Duration::from_millis(300));
-    heapsample_ok(&["attach", &pid, "-o", out.path().to_str().unwrap(), "--lg-sample", "16"]);
+    heapsample_ok(&[
+        "attach",
+        &pid,
+        "-o",
+        out.path().to_str().unwrap(),
+        "--lg-sample",
+        "16",
+    ]);
     let at_attach = used_memory(port);
     std::thread::sleep(Duration::from_millis(1500));
     let (_, dump) = dump_now(&pid);
@@ -143,7 +179,10 @@ fn redis_under_benchmark_load() {
     let growth = at_dump - at_attach;
     let (estimate, error) = live_estimate(&dump);
     eprintln!("redis: live estimate {estimate:.0} ± {error:.0}, used_memory grew {growth}");
-    assert!(growth > 4e6, "the benchmark grew the heap by only {growth} bytes");
+    assert!(
+        growth > 4e6,
+        "the benchmark grew the heap by only {growth} bytes"
+    );
     assert!(
         (0.5 * growth..2.0 * growth).contains(&estimate),
         "live estimate {estimate:.0}, server's growth {growth}"

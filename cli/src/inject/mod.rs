@@ -61,6 +61,14 @@ impl Target {
         let maps = process
             .maps()
             .map_err(|e| refusal(process, e.raw_os_error().unwrap_or(libc::EACCES)))?;
+        // Its files are read through /proc/PID/root, which needs the
+        // permission to trace it.
+        if let Err(error) = std::fs::read_link(format!("/proc/{pid}/root")) {
+            return Err(refusal(
+                process,
+                error.raw_os_error().unwrap_or(libc::EACCES),
+            ));
+        }
         let tracer = process.tracer();
         if tracer != 0 {
             return Err(traced_by(process, tracer));
@@ -82,7 +90,7 @@ impl Target {
         };
         let libc_mapping = find(&|name| name.starts_with("libc.so"));
         let loader_mapping = find(&|name| name.starts_with("ld-linux"));
-        if find(&|name| name.starts_with("ld-musl") || name.starts_with("libc.musl")).is_some() {
+        if maps.iter().any(|m| m.path.contains("musl")) {
             return Err(Failure::new(format!(
                 "process {pid} ({name}) runs on musl, not glibc: attach needs glibc's loader"
             )));
@@ -96,7 +104,6 @@ impl Target {
             return Err(Failure::new(format!("process {pid} ({name}) {why}")));
         };
         let libc = LoadedObject::open(process, &maps, &libc_mapping)?;
-        let loader = LoadedObject::open(process, &maps, &loader_mapping)?;
         if libc.dynamic_symbol("dlopen").is_none()
             || libc.dynamic_symbol("_dl_find_object").is_none()
         {
@@ -188,11 +195,20 @@ fn landscape(
             risky_inodes.push(mapping.inode);
         }
     }
-    let risky = maps
-        .iter()
-        .filter(|m| m.inode != 0 && risky_inodes.contains(&m.inode))
-        .map(|m| (m.start, m.end))
-        .collect();
+    // Each object's mappings, and the anonymous one right after its last
+    // (its .bss: the C library's stdio and malloc locks live there).
+    let mut risky: Vec<(u64, u64)> = Vec::new();
+    for (at, mapping) in maps.iter().enumerate() {
+        if mapping.inode != 0 && risky_inodes.contains(&mapping.inode) {
+            risky.push((mapping.start, mapping.end));
+            if let Some(next) = maps
+                .get(at + 1)
+                .filter(|n| n.inode == 0 && n.path.is_empty() && n.start == mapping.end)
+            {
+                risky.push((next.start, next.end));
+            }
+        }
+    }
     let libc_code = maps
         .iter()
         .filter(|m| m.inode == core[0].inode && m.executable)
@@ -210,45 +226,60 @@ fn landscape(
 
 /// Why ptrace (or reading the process's maps) was refused, in one line.
 pub fn refusal(process: Process, errno: i32) -> Failure {
-    let pid = process.0;
-    let name = process.name();
     let tracer = process.tracer();
     if tracer != 0 {
         return traced_by(process, tracer);
     }
     // SAFETY: getuid has no preconditions.
     let me = unsafe { libc::getuid() };
-    let capable = proc::have_cap_sys_ptrace();
-    let owner = process.uid();
-    let reason = if owner.is_some_and(|uid| uid != me) && !capable {
-        format!(
-            "it belongs to another user (uid {}) and this command lacks CAP_SYS_PTRACE \
-             (run it as that user or as root; in a container, add the capability, e.g. docker --cap-add=SYS_PTRACE)",
-            owner.unwrap_or_default()
-        )
-    } else {
-        match proc::yama_scope() {
-            Some(3) => "Yama's ptrace_scope is 3: no process may trace another".to_string(),
-            Some(2) if !capable => {
-                "Yama's ptrace_scope is 2: only a process with CAP_SYS_PTRACE may trace (run as root)"
-                    .to_string()
-            }
-            Some(1) if !capable => "Yama's ptrace_scope is 1: only a parent may trace its descendants \
-                 (run as root, or set /proc/sys/kernel/yama/ptrace_scope to 0)"
-                .to_string(),
-            _ if !capable => "this command lacks CAP_SYS_PTRACE (in a container, add the capability, \
-                 e.g. docker --cap-add=SYS_PTRACE), or the process is not dumpable (setuid)"
-                .to_string(),
-            _ => format!(
-                "the kernel refused ({}): the process may not be dumpable (setuid, or \
-                 prctl(PR_SET_DUMPABLE, 0)), or a security module forbids tracing it",
-                std::io::Error::from_raw_os_error(errno)
-            ),
-        }
-    };
+    let other_owner = process.uid().filter(|&uid| uid != me);
+    let reason = explain_refusal(
+        other_owner,
+        proc::have_cap_sys_ptrace(),
+        proc::yama_scope(),
+        errno,
+    );
     Failure::new(format!(
-        "cannot trace process {pid} ({name}): {reason}; nothing was changed"
+        "cannot trace process {} ({}): {reason}; nothing was changed",
+        process.0,
+        process.name()
     ))
+}
+
+/// The reason for a ptrace refusal, from what the system says: the
+/// process's owner when it is another user, whether this command has
+/// `CAP_SYS_PTRACE`, Yama's `ptrace_scope` and the error.
+fn explain_refusal(
+    other_owner: Option<u32>,
+    capable: bool,
+    yama: Option<u32>,
+    errno: i32,
+) -> String {
+    if let (Some(uid), false) = (other_owner, capable) {
+        return format!(
+            "it belongs to another user (uid {uid}) and this command lacks CAP_SYS_PTRACE \
+             (run it as that user or as root; in a container, add the capability, e.g. \
+             docker --cap-add=SYS_PTRACE)"
+        );
+    }
+    match yama {
+        Some(3) => "Yama's ptrace_scope is 3: no process may trace another".to_string(),
+        Some(2) if !capable => {
+            "Yama's ptrace_scope is 2: only a process with CAP_SYS_PTRACE may trace (run as root)"
+                .to_string()
+        }
+        Some(1) if !capable => "Yama's ptrace_scope is 1: only a parent may trace its descendants \
+             (run as root, or set /proc/sys/kernel/yama/ptrace_scope to 0)"
+            .to_string(),
+        _ if !capable => "this command lacks CAP_SYS_PTRACE (in a container, add the capability, \
+             e.g. docker --cap-add=SYS_PTRACE), or the process is not dumpable (setuid)"
+            .to_string(),
+        _ => format!(
+            "the kernel refused ({}): the process may not be dumpable (setuid, or \
+             prctl(PR_SET_DUMPABLE, 0)), or a security module forbids tracing it",
+            std::io::Error::from_raw_os_error(errno)
+        ),
+    }
 }
 
 fn traced_by(process: Process, tracer: i32) -> Failure {
@@ -371,4 +402,23 @@ pub fn with_session<T>(
     let stopped_for = session.end();
     let value = result?;
     Ok((value, stopped_for?, thread))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_name_their_cause() {
+        let eperm = libc::EPERM;
+        assert!(
+            explain_refusal(Some(65534), false, Some(0), eperm)
+                .contains("another user (uid 65534)")
+        );
+        assert!(explain_refusal(None, false, Some(1), eperm).contains("ptrace_scope is 1"));
+        assert!(explain_refusal(None, false, Some(2), eperm).contains("ptrace_scope is 2"));
+        assert!(explain_refusal(None, true, Some(3), eperm).contains("ptrace_scope is 3"));
+        assert!(explain_refusal(None, false, None, eperm).contains("lacks CAP_SYS_PTRACE"));
+        assert!(explain_refusal(None, true, Some(1), eperm).contains("not be dumpable"));
+    }
 }

@@ -10,8 +10,6 @@ use crate::Failure;
 pub struct Mapping {
     pub start: u64,
     pub end: u64,
-    pub readable: bool,
-    pub writable: bool,
     pub executable: bool,
     pub offset: u64,
     pub inode: u64,
@@ -42,8 +40,6 @@ fn parse_mapping(line: &str) -> Option<Mapping> {
     Some(Mapping {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
-        readable: perms.first() == Some(&b'r'),
-        writable: perms.get(1) == Some(&b'w'),
         executable: perms.get(2) == Some(&b'x'),
         offset,
         inode,
@@ -179,14 +175,6 @@ pub fn yama_scope() -> Option<u32> {
         .ok()
 }
 
-/// The process's mapping of the file named `file_name` with offset 0.
-pub fn object_start<'a>(
-    maps: &'a [Mapping],
-    pick: impl Fn(&Mapping) -> bool,
-) -> Option<&'a Mapping> {
-    maps.iter().find(|m| m.offset == 0 && pick(m))
-}
-
 /// Fails with the process gone.
 pub fn gone(process: Process) -> Failure {
     Failure::new(format!(
@@ -209,7 +197,7 @@ mod tests {
             (m.start, m.end, m.offset, m.inode),
             (0x7f1c2a400000, 0x7f1c2a428000, 0x28000, 1319522)
         );
-        assert!(m.readable && !m.writable && m.executable);
+        assert!(m.executable);
         assert_eq!(m.file_name(), "libc.so.6");
         let anon = parse_mapping("7ffd1000-7ffd2000 rw-p 00000000 00:00 0").unwrap();
         assert_eq!(anon.path, "");

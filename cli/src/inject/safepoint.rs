@@ -161,6 +161,18 @@ fn candidates(process: Process) -> Vec<i32> {
     threads.into_iter().map(|(_, tid)| tid).collect()
 }
 
+/// The process exists and is not exiting.
+fn alive(process: Process) -> bool {
+    process.exists() && !matches!(process.state(), Some('Z' | 'X'))
+}
+
+fn exited(process: Process) -> Failure {
+    Failure::new(format!(
+        "process {} exited during the attach; nothing was left in it",
+        process.0
+    ))
+}
+
 /// Stop one thread of `process` at a safe point, within `timeout`.
 /// `refused` explains a ptrace refusal.
 pub fn stop_one(
@@ -187,7 +199,15 @@ pub fn stop_one(
                         }
                     }
                 }
-                Err(StopError::Refused(errno)) => return Err(refused(errno)),
+                Err(StopError::Refused(errno)) => {
+                    // A process that is exiting refuses to be traced.
+                    std::thread::sleep(Duration::from_millis(50));
+                    return Err(if alive(process) {
+                        refused(errno)
+                    } else {
+                        exited(process)
+                    });
+                }
                 Err(StopError::GroupStop(signal)) => {
                     return Err(Failure::new(format!(
                         "process {} was stopped (signal {signal}) meanwhile; nothing was changed \
@@ -198,11 +218,8 @@ pub fn stop_one(
                 Err(StopError::Gone) => {}
             }
         }
-        if !process.exists() {
-            return Err(Failure::new(format!(
-                "process {} exited during the attach; nothing was left in it",
-                process.0
-            )));
+        if !alive(process) {
+            return Err(exited(process));
         }
         if Instant::now() >= deadline {
             return Err(Failure::new(format!(

@@ -51,8 +51,6 @@ pub struct Stopped {
     pub tid: pid_t,
     /// Its registers when it stopped.
     pub registers: Registers,
-    /// Signals delivered to it while it was being stopped.
-    pub signals_delivered: u32,
     mask: u64,
     masked: bool,
 }
@@ -125,7 +123,6 @@ pub fn seize_and_stop(tid: pid_t) -> Result<Stopped, StopError> {
 
 fn stop(tid: pid_t) -> Result<Stopped, StopError> {
     raw_ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0).map_err(|_| StopError::Gone)?;
-    let mut signals_delivered = 0;
     loop {
         match wait(tid) {
             Event::Interrupted => break,
@@ -134,7 +131,6 @@ fn stop(tid: pid_t) -> Result<Stopped, StopError> {
                 // Not ours: deliver it now; the interrupt stop follows.
                 raw_ptrace(libc::PTRACE_CONT, tid, 0, signal as usize)
                     .map_err(|_| StopError::Gone)?;
-                signals_delivered += 1;
             }
             Event::Other => {
                 raw_ptrace(libc::PTRACE_CONT, tid, 0, 0).map_err(|_| StopError::Gone)?;
@@ -149,7 +145,6 @@ fn stop(tid: pid_t) -> Result<Stopped, StopError> {
     Ok(Stopped {
         tid,
         registers,
-        signals_delivered,
         mask,
         masked: false,
     })
@@ -174,13 +169,6 @@ fn call_mask() -> u64 {
 }
 
 impl Stopped {
-    /// Let the thread run on (it stays seized) until it is stopped again
-    /// with [`Stopped::stop_again`].
-    pub fn resume(self) -> Result<pid_t, StopError> {
-        raw_ptrace(libc::PTRACE_CONT, self.tid, 0, 0).map_err(|_| StopError::Gone)?;
-        Ok(self.tid)
-    }
-
     /// Let go of the thread as it was.
     pub fn release(mut self) -> Result<(), Failure> {
         let mut registers = self.registers;
@@ -320,17 +308,5 @@ impl Stopped {
             "the call in thread {} faulted (signal {signal} at {rip:#x}); the thread was given back as it was",
             self.tid
         ))
-    }
-}
-
-/// Stop a thread that is seized already (after [`Stopped::resume`]).
-pub fn stop_again(tid: pid_t) -> Result<Stopped, StopError> {
-    stop(tid)
-}
-
-/// Let go of a seized thread that runs (stopping it first).
-pub fn let_go(tid: pid_t) {
-    if let Ok(stopped) = stop(tid) {
-        let _ = stopped.release();
     }
 }
