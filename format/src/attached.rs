@@ -31,6 +31,20 @@ impl Dump {
     }
 }
 
+impl Dump {
+    /// For a dump of an attached process, what its in-use values mean, in
+    /// one sentence for every view (text, JSON, pprof, the viewer); `None`
+    /// for a process profiled from its start.
+    pub fn attach_note(&self) -> Option<String> {
+        let attached = self.attached_unix_ns()?;
+        let before = self.time_unix_ns.saturating_sub(attached) as f64 / 1e9;
+        Some(format!(
+            "attached {before:.1} s before this dump: in-use counts what was allocated since the \
+             attach and is still live, allocations and exact counters count from the attach"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,8 +68,15 @@ mod tests {
             totals: crate::Totals::default(),
         };
         assert_eq!(dump.attached_unix_ns(), None);
+        assert_eq!(dump.attach_note(), None);
         dump.config = config_with_attach_time("prof:true,lg_prof_sample:19", 1_700_000_000_123);
         assert_eq!(dump.attached_unix_ns(), Some(1_700_000_000_123));
+        dump.time_unix_ns = 1_700_000_000_123 + 2_500_000_000;
+        assert!(
+            dump.attach_note()
+                .unwrap()
+                .starts_with("attached 2.5 s before this dump")
+        );
         assert_eq!(config_with_attach_time("", 5), format!("{ATTACHED_KEY}:5"));
     }
 }

@@ -9,6 +9,9 @@
 
 mod attach_common;
 
+use std::io::Read;
+use std::path::Path;
+
 use attach_common::{Driven, dump_now, heapsample_ok, unattached};
 use heapsample_tests::{BuildOptions, Symbols, TempDir, compile_c, dump_files_in, stacks_in};
 
@@ -61,6 +64,7 @@ fn a_leak_since_the_attach_is_found_exactly() {
         .attached_unix_ns()
         .expect("the dump says when the attach was");
     assert!(attached_at <= dump.time_unix_ns);
+    every_view_says_it_counts_from_the_attach(&path, attached_at);
 
     let detached = heapsample_ok(&["detach", &pid]);
     assert!(detached.contains("slots restored"), "{detached}");
@@ -74,4 +78,34 @@ fn a_leak_since_the_attach_is_found_exactly() {
     assert_eq!(status.code(), expected_status.code());
     let dumps = dump_files_in(out.path());
     assert_eq!(dumps.len(), 1, "no exit dump after the detach: {dumps:?}");
+}
+
+/// heapdiff's text, JSON, pprof and html say what in-use means for a dump
+/// of an attached process.
+fn every_view_says_it_counts_from_the_attach(dump: &Path, attached_at: u64) {
+    let dump = dump.to_str().unwrap();
+    let note = "before this dump: in-use counts what was allocated since the attach";
+    let text = heapsample_tests::heapdiff_ok(&["-f", "text", dump]);
+    assert!(
+        text.lines().nth(1).is_some_and(|l| l.contains(note)),
+        "{text}"
+    );
+    let json = heapsample_tests::heapdiff_ok(&["-f", "json", dump]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let found = json
+        .pointer("/new/attached_unix_ns")
+        .and_then(|v| v.as_u64());
+    assert_eq!(found, Some(attached_at), "{json}");
+    let pprof = Path::new(dump).with_extension("pb.gz");
+    heapsample_tests::heapdiff_ok(&["-f", "pprof", "-o", pprof.to_str().unwrap(), dump]);
+    let mut decoded = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&pprof).unwrap())
+        .read_to_end(&mut decoded)
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&decoded).contains(note),
+        "the pprof comment"
+    );
+    let html = heapsample_tests::heapdiff_ok(&["-f", "html", "-o", "-", dump]);
+    assert!(html.contains(note), "the viewer's title");
 }

@@ -191,6 +191,7 @@ fn pprof_options(cli: &ShowArgs, view: &View<'_>) -> PprofOptions {
         comments.push(format!("minus base {} (negated samples)", base.display()));
     }
     comments.push(format!("command line: {}", new_dump.command_line.join(" ")));
+    comments.extend(new_dump.attach_note());
     PprofOptions {
         executable: new_dump.executable.clone(),
         time_unix_ns: new_dump.time_unix_ns,

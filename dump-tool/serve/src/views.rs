@@ -149,6 +149,7 @@ fn render_pprof(state: &AppState, id: &str, base_id: Option<&str>) -> Result<Vec
         if let Some(base) = base_id {
             comments.push(format!("minus base {base} (negated samples)"));
         }
+        comments.extend(new.attach_note());
         let options = PprofOptions {
             executable: new.executable.clone(),
             time_unix_ns: new.time_unix_ns,

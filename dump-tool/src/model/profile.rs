@@ -92,6 +92,9 @@ pub struct Origin {
     pub executable: String,
     pub seq: u64,
     pub time_unix_ns: u64,
+    /// For a dump of an attached process, what its in-use values mean
+    /// (`Dump::attach_note`).
+    pub attach_note: Option<String>,
 }
 
 impl Profile {
@@ -152,6 +155,7 @@ impl Profile {
                 executable: dump.executable.clone(),
                 seq: dump.seq,
                 time_unix_ns: dump.time_unix_ns,
+                attach_note: dump.attach_note(),
             },
             threads: dump.threads.clone(),
         }

@@ -73,6 +73,10 @@ struct DumpInfo {
     trigger_seq: u64,
     sampling_period: u64,
     lg_sample_period: u32,
+    /// When the profiler was attached (ns since the epoch): in-use values
+    /// count only what was allocated since; `null` for a process profiled
+    /// from its start.
+    attached_unix_ns: Option<u64>,
     /// The dump's exact counters, as the format names them (absent ones
     /// are `null`).
     exact: Totals,
@@ -99,6 +103,7 @@ impl DumpInfo {
             trigger_seq: dump.trigger_seq,
             sampling_period: dump.sample_period(),
             lg_sample_period: dump.lg_sample_period,
+            attached_unix_ns: dump.attached_unix_ns(),
             exact: dump.totals.clone(),
         }
     }

@@ -34,6 +34,9 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
         view.new.name,
         view.new.profile.period
     );
+    if let Some(note) = &view.new.profile.origin.attach_note {
+        let _ = writeln!(out, "heapdiff: {note}");
+    }
     for (title, key) in [
         (
             "self",

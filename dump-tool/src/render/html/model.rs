@@ -77,10 +77,13 @@ pub fn model(view: &View<'_>) -> Model {
         .flat_map(|side| side.inputs())
         .map(|input| input.dump.executable.clone())
         .collect();
-    let title = match view.base {
+    let mut title = match view.base {
         Some(base) => format!("{} vs {}", view.new.name, base.name),
         None => view.new.name.clone(),
     };
+    if let Some(note) = &view.new.profile.origin.attach_note {
+        title = format!("{title} ({note})");
+    }
     builder.finish(Model {
         title,
         new_name: view.new.name.clone(),
