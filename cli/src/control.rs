@@ -89,6 +89,27 @@ pub fn status(args: PidArgs) -> Result<u8, Failure> {
     let mut target = profiled(args.pid)?;
     let status = status_of(&mut target, args.timeout())?;
     println!("process: {} ({})", args.pid, target.name);
+    let attached_at = status
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix("attached_unix_ns: "))
+        .and_then(|ns| ns.parse::<u64>().ok());
+    let since = match (status.mode, attached_at) {
+        (Mode::Attached, Some(at)) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            Some(format!("attached {:.1} s ago", now.saturating_sub(at) as f64 / 1e9))
+        }
+        (Mode::Preloaded, _) => target
+            .process
+            .age_seconds()
+            .map(|age| format!("profiled since its start, {age:.1} s ago")),
+        _ => None,
+    };
+    if let Some(since) = since {
+        println!("since: {since}");
+    }
     print!("{}", status.text);
     Ok(0)
 }

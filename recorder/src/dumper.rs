@@ -378,6 +378,27 @@ pub fn started() -> bool {
     STARTED.load(Relaxed)
 }
 
+/// Set to make the thread end at its next wake-up ([`stop_thread`]).
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// End the thread, if it runs, and wait (at most a second) until it has
+/// (a detach leaves no thread of the profiler in the program); a later
+/// request starts a new one. Never inside malloc.
+pub fn stop_thread() {
+    if !STARTED.load(Relaxed) {
+        return;
+    }
+    STOP.store(true, Relaxed);
+    // SAFETY: the semaphore was initialised before STARTED was set.
+    unsafe { libc::sem_post(WAKE.0.get()) };
+    for _ in 0..1000 {
+        if !STARTED.load(Relaxed) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 fn block_all_signals() {
     // SAFETY: a filled set and a valid pointer.
     unsafe {
@@ -392,6 +413,13 @@ fn run() {
     block_all_signals();
     loop {
         wait_for_request();
+        if STOP.load(Relaxed) {
+            // Pending requests are dropped: nothing is profiled any more.
+            STARTED.store(false, Relaxed);
+            STARTING.store(false, Relaxed);
+            STOP.store(false, Relaxed);
+            return;
+        }
         if crate::memory_limit::check() {
             request(Trigger::MemoryLimit);
         }

@@ -13,9 +13,10 @@
 //!   rest are rewritten.
 //! - objects loaded later are redirected as `dlopen` returns ([`after_dlopen`]);
 //!   a `dlclose` forgets the slots of unloaded objects.
-//! - detach: sampling off, every slot given back. The library stays loaded
-//!   and inert: a function pointer the program copied while attached still
-//!   reaches a working pass-through.
+//! - detach: sampling off, every slot given back, the dump thread (started
+//!   only by interval, high-water or pre-OOM dumps) ended. The library
+//!   stays loaded and inert: a function pointer the program copied while
+//!   attached still reaches a working pass-through.
 //!
 //! Blocks allocated before the attach are never the profiler's: a free or
 //! realloc of one finds no sample and forwards it untouched.
@@ -256,6 +257,7 @@ pub fn detach() -> Result<usize, String> {
     let restored = slots::restore_all();
     state::set_active(false);
     attachment::set_state(DETACHED);
+    crate::dumper::stop_thread();
     Ok(restored)
 }
 

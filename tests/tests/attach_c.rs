@@ -109,3 +109,43 @@ fn every_view_says_it_counts_from_the_attach(dump: &Path, attached_at: u64) {
     let html = heapsample_tests::heapdiff_ok(&["-f", "html", "-o", "-", dump]);
     assert!(html.contains(note), "the viewer's title");
 }
+
+/// The names of the process's threads.
+fn thread_names(pid: &str) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .map(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        })
+        .collect()
+}
+
+/// Interval dumps while attached need the profiler's dump thread; the
+/// detach ends it, so the program is left with its own threads only.
+#[test]
+fn interval_dumps_while_attached_and_no_thread_left_after() {
+    let program = compile_c("attach_leaker.c", &BuildOptions::no_pie());
+    let out = TempDir::new("attach-interval");
+    let dir = out.path().to_str().unwrap();
+    let mut leaker = Driven::start(&program.path, &[], &[]);
+    let pid = leaker.pid_arg();
+    assert_eq!(leaker.send("leak 10"), "leaked 10");
+    let before = thread_names(&pid);
+    let options = ["--lg-sample", "14", "--conf", "lg_prof_interval:20"];
+    heapsample_ok(&[&["attach", pid.as_str(), "-o", dir][..], &options[..]].concat());
+    assert_eq!(leaker.send("leak 200"), "leaked 210");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while dump_files_in(out.path()).iter().all(|d| d.trigger != "i") {
+        assert!(std::time::Instant::now() < deadline, "no interval dump");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(thread_names(&pid).contains(&"heapsample-dump".to_string()));
+    heapsample_ok(&["detach", &pid]);
+    assert_eq!(thread_names(&pid), before, "the detach leaves no thread behind");
+    assert!(leaker.send("end").starts_with("checksum "));
+    assert!(leaker.finish().1.success());
+}

@@ -98,6 +98,25 @@ impl Process {
         self.status_field("State:")?.chars().next()
     }
 
+    /// Seconds since it started (`/proc/PID/stat` against `/proc/uptime`).
+    pub fn age_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(self.dir().join("stat")).ok()?;
+        let ticks: f64 = stat[stat.rfind(')')? + 1..]
+            .split_whitespace()
+            .nth(19)?
+            .parse()
+            .ok()?;
+        let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        Some(uptime - ticks / per_second)
+    }
+
     /// Its command name.
     pub fn name(&self) -> String {
         self.status_field("Name:").unwrap_or_default()
