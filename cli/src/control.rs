@@ -99,7 +99,10 @@ pub fn status(args: PidArgs) -> Result<u8, Failure> {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
-            Some(format!("attached {:.1} s ago", now.saturating_sub(at) as f64 / 1e9))
+            Some(format!(
+                "attached {:.1} s ago",
+                now.saturating_sub(at) as f64 / 1e9
+            ))
         }
         (Mode::Preloaded, _) => target
             .process

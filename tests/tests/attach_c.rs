@@ -145,7 +145,11 @@ fn interval_dumps_while_attached_and_no_thread_left_after() {
     }
     assert!(thread_names(&pid).contains(&"heapsample-dump".to_string()));
     heapsample_ok(&["detach", &pid]);
-    assert_eq!(thread_names(&pid), before, "the detach leaves no thread behind");
+    assert_eq!(
+        thread_names(&pid),
+        before,
+        "the detach leaves no thread behind"
+    );
     assert!(leaker.send("end").starts_with("checksum "));
     assert!(leaker.finish().1.success());
 }
