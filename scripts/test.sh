@@ -28,7 +28,7 @@ dpkg -s libgoogle-perftools4 >/dev/null 2>&1 || need+=(libgoogle-perftools4)
 command -v c++filt >/dev/null 2>&1 || need+=(binutils)
 command -v heaptrack >/dev/null 2>&1 || need+=(heaptrack)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
-{ command -v redis-benchmark && command -v musl-gcc; } >/dev/null 2>&1 || need+=(redis-server redis-tools musl-tools)
+{ command -v redis-benchmark && command -v musl-gcc && command -v capsh; } >/dev/null 2>&1 || need+=(redis-server redis-tools musl-tools libcap2-bin)
 # The viewer's tests drive a real browser through chromedriver.
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)

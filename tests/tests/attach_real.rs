@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use attach_common::{Driven, dump_now, heapsample_ok, unattached};
+use attach_common::{Driven, dump_now, heapsample_ok, installed, unattached};
 use heapsample_tests::TempDir;
 use heapsample_tests::format::Dump;
 
@@ -91,6 +91,9 @@ fn used_memory(port: u16) -> f64 {
 
 #[test]
 fn redis_under_benchmark_load() {
+    if !installed("redis-server", "redis-server") || !installed("redis-benchmark", "redis-tools") {
+        return;
+    }
     let port = free_port();
     let out = TempDir::new("attach-redis");
     let mut server = Command::new("redis-server")

@@ -12,7 +12,7 @@ mod attach_common;
 
 use std::process::{Command, Stdio};
 
-use attach_common::{Driven, heapsample, heapsample_ok, heapsample_path, stderr_of};
+use attach_common::{Driven, heapsample, heapsample_ok, heapsample_path, installed, stderr_of};
 use heapsample_tests::{BuildOptions, Program, TempDir, compile_c, shim_path};
 
 fn leaker() -> Program {
@@ -83,6 +83,9 @@ fn no_such_process_and_options_an_attach_cannot_honour() {
 
 #[test]
 fn another_users_process_without_the_capability() {
+    if !installed("capsh", "libcap2-bin") || !installed("setpriv", "util-linux") {
+        return;
+    }
     // The target runs as nobody; the command as root without CAP_SYS_PTRACE.
     let program = leaker();
     let mut target = Command::new("setpriv")
@@ -163,6 +166,9 @@ fn allocator_linked_into_the_program() {
 
 #[test]
 fn musl_program() {
+    if !installed("musl-gcc", "musl-tools") {
+        return;
+    }
     let dir = TempDir::new("attach-musl");
     let binary = dir.path().join("leaker-musl");
     let source = heapsample_tests::programs_dir().join("attach_leaker.c");

@@ -174,3 +174,15 @@ pub fn dump_now(pid: &str) -> (std::path::PathBuf, heapsample_tests::format::Dum
     let dump = heapsample_tests::format::decode(&bytes).expect("the dump decodes");
     (path, dump)
 }
+
+/// True if `program` is installed; otherwise the test is recorded as
+/// skipped (a failure under the test command, which installs `package`).
+pub fn installed(program: &str, package: &str) -> bool {
+    if heapsample_tests::prerequisite::on_path(program) {
+        return true;
+    }
+    heapsample_tests::skip(heapsample_tests::Missing::Software(&format!(
+        "{program} is not installed (apt-get install {package})"
+    )));
+    false
+}
