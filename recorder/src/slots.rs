@@ -47,6 +47,8 @@ struct Rewritten {
     original: usize,
     hook: usize,
     object: ObjectId,
+    /// The slot's function releases memory (restored last).
+    releasing: bool,
 }
 
 /// A loaded object: its load bias and a hash of its name.
@@ -137,24 +139,32 @@ pub fn redirect(redirects: &[Redirect], untouchable: Untouchable, pass: Pass) ->
 }
 
 /// Give every rewritten slot whose object is still loaded, and which still
-/// holds the profiler's function, its value from before. Returns the number
-/// restored; the list is empty afterwards.
+/// holds the profiler's function, its value from before: those of
+/// releasing functions last, so that no block the profiler sampled is
+/// released behind its back meanwhile. Returns the number restored; the
+/// list is empty afterwards.
 pub fn restore_all() -> usize {
     let mut rewritten = lock();
     let protections = Protections::read();
     let mut restored = 0;
-    for_each_object(&mut |object| {
-        let id = object.id();
-        for entry in rewritten.iter().filter(|e| e.object == id) {
-            // SAFETY: the slot lies in this loaded object (it was found in
-            // its relocations), which cannot be unloaded during the walk.
-            if unsafe { read_slot(entry.slot) } == entry.hook
-                && protections.store(entry.slot, entry.original)
+    for releasing in [false, true] {
+        for_each_object(&mut |object| {
+            let id = object.id();
+            for entry in rewritten
+                .iter()
+                .filter(|e| e.object == id && e.releasing == releasing)
             {
-                restored += 1;
+                // SAFETY: the slot lies in this loaded object (it was found
+                // in its relocations), which cannot be unloaded during the
+                // walk.
+                if unsafe { read_slot(entry.slot) } == entry.hook
+                    && protections.store(entry.slot, entry.original)
+                {
+                    restored += 1;
+                }
             }
-        }
-    });
+        });
+    }
     rewritten.clear();
     restored
 }
@@ -516,6 +526,7 @@ impl Walk<'_> {
                     original: value,
                     hook: redirect.hook,
                     object: id,
+                    releasing: releases(name),
                 });
                 self.count += 1;
             }
