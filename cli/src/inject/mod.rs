@@ -390,18 +390,52 @@ impl Session {
 }
 
 /// Run `work` on a thread of the process stopped at a safe point, and let
-/// it go whatever `work` returned.
+/// it go whatever `work` returned. Meanwhile this command holds back the
+/// signals that would end it (an interrupt, a hang-up, a termination): had
+/// it ended in the middle of a call, the kernel would let the thread go on
+/// from wherever the call was. They take effect once the thread is let go.
 pub fn with_session<T>(
     target: &mut Target,
     timeout: Duration,
     work: impl FnOnce(&mut Session, &mut Target) -> Result<T, Failure>,
 ) -> Result<(T, Duration, i32), Failure> {
-    let mut session = Session::begin(target, timeout)?;
-    let thread = session.thread();
-    let result = work(&mut session, target);
-    let stopped_for = session.end();
-    let value = result?;
-    Ok((value, stopped_for?, thread))
+    let held = HeldSignals::hold();
+    let result = (|| {
+        let mut session = Session::begin(target, timeout)?;
+        let thread = session.thread();
+        let result = work(&mut session, target);
+        let stopped_for = session.end();
+        let value = result?;
+        Ok((value, stopped_for?, thread))
+    })();
+    drop(held);
+    result
+}
+
+/// The terminating signals blocked in this command, until dropped.
+struct HeldSignals(libc::sigset_t);
+
+impl HeldSignals {
+    fn hold() -> HeldSignals {
+        // SAFETY: sigset operations on local sets, and this thread's mask.
+        unsafe {
+            let mut held: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut held);
+            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGTSTP] {
+                libc::sigaddset(&mut held, signal);
+            }
+            let mut previous: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, &held, &mut previous);
+            HeldSignals(previous)
+        }
+    }
+}
+
+impl Drop for HeldSignals {
+    fn drop(&mut self) {
+        // SAFETY: restoring this thread's own previous mask.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
 }
 
 #[cfg(test)]

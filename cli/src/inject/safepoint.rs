@@ -40,6 +40,8 @@ pub struct Landscape {
 
 /// Stack a call may need below the stopped thread's stack pointer.
 pub const STACK_NEEDED: u64 = 256 * 1024;
+/// Stack the scratch area takes below it (see `Session`).
+const SCRATCH_NEEDED: u64 = 32 * 1024;
 
 /// System calls in which a thread blocked in the C library holds none of
 /// the locks (see the module documentation). `futex` is checked apart.
@@ -132,13 +134,14 @@ impl Landscape {
     }
 
     /// Room on the thread's stack for a call: its mapping below the stack
-    /// pointer (the main thread's `[stack]` grows on demand).
+    /// pointer (the main thread's `[stack]` grows on demand when the call
+    /// runs, but the scratch area written from here must be mapped).
     fn stack_room(&self, stopped: &Stopped) -> bool {
         let rsp = stopped.registers.rsp;
-        self.maps
-            .iter()
-            .find(|m| m.contains(rsp))
-            .is_some_and(|m| m.path == "[stack]" || rsp - m.start >= STACK_NEEDED)
+        self.maps.iter().find(|m| m.contains(rsp)).is_some_and(|m| {
+            let below = rsp - m.start;
+            below >= STACK_NEEDED || (m.path == "[stack]" && below >= SCRATCH_NEEDED)
+        })
     }
 }
 
