@@ -247,9 +247,10 @@ fn a_process_profiled_already() {
     let out = TempDir::new("attach-twice");
     let dir = out.path().to_str().unwrap();
     let shim = shim_path();
+    let conf = format!("prof_final:false,prof_prefix:{dir}/heapsample");
     let preload = [
         ("LD_PRELOAD", shim.to_str().unwrap()),
-        ("PROF_CONF", "prof_final:false"),
+        ("PROF_CONF", conf.as_str()),
     ];
     let mut preloaded = Driven::start(&program.path, &[], &preload);
     let pid = preloaded.pid_arg();
@@ -259,8 +260,14 @@ fn a_process_profiled_already() {
         &["-o", dir],
         "profiled already: it started with the profiler preloaded",
     );
+    // The control commands work on a preloaded process too.
     let status = heapsample_ok(&["status", &pid]);
     assert!(status.contains("mode: preloaded"), "{status}");
+    let (path, dump) = attach_common::dump_now(&pid);
+    assert!(path.exists() && dump.attached_unix_ns().is_none());
+    assert!(heapsample_ok(&["stop", &pid]).contains("sampling stopped"));
+    assert!(heapsample_ok(&["status", &pid]).contains("active: false"));
+    assert!(heapsample_ok(&["start", &pid]).contains("it was not sampling"));
     still_works(preloaded);
 
     let mut target = Driven::start(&program.path, &[], &[]);

@@ -78,9 +78,15 @@ impl Target {
                 "process {pid} ({name}) is stopped; continue it (kill -CONT {pid}) and try again"
             )));
         }
+        let program_path = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
         let executable = maps
             .iter()
-            .find(|m| m.offset == 0 && !m.path.starts_with('[') && !m.path.is_empty())
+            .filter(|m| m.offset == 0 && !m.path.starts_with('[') && !m.path.is_empty())
+            .find(|m| Path::new(&m.path) == program_path)
+            .or_else(|| {
+                maps.iter()
+                    .find(|m| m.offset == 0 && m.path.starts_with('/'))
+            })
             .ok_or_else(|| Failure::new(format!("process {pid} ({name}) maps no program file")))?;
         let program = LoadedObject::open(process, &maps, executable)?;
         let find = |wanted: &dyn Fn(&str) -> bool| {
@@ -421,7 +427,13 @@ impl HeldSignals {
         unsafe {
             let mut held: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut held);
-            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGTSTP] {
+            for signal in [
+                libc::SIGINT,
+                libc::SIGTERM,
+                libc::SIGHUP,
+                libc::SIGQUIT,
+                libc::SIGTSTP,
+            ] {
                 libc::sigaddset(&mut held, signal);
             }
             let mut previous: libc::sigset_t = std::mem::zeroed();
