@@ -120,6 +120,29 @@ fn releases(name: &[u8]) -> bool {
     matches!(name, b"free" | b"realloc" | b"reallocarray" | b"dlclose") || name.starts_with(b"_Zd")
 }
 
+/// Is the object holding `first` earlier in the loader's list (load
+/// order) than the one holding `second`? `None` if either is not found.
+pub fn loaded_before(first: usize, second: usize) -> Option<bool> {
+    let mut seen: (Option<usize>, Option<usize>) = (None, None);
+    let mut position = 0;
+    for_each_object(&mut |object| {
+        let contains = |address: usize| {
+            object.loads().any(|h| {
+                let start = object.bias + h.p_vaddr.get(LE) as usize;
+                (start..start + h.p_memsz.get(LE) as usize).contains(&address)
+            })
+        };
+        if seen.0.is_none() && contains(first) {
+            seen.0 = Some(position);
+        }
+        if seen.1.is_none() && contains(second) {
+            seen.1 = Some(position);
+        }
+        position += 1;
+    });
+    Some(seen.0? < seen.1?)
+}
+
 /// Rewrite the slots of every loaded object (but the untouchable ones)
 /// that reach a function of `redirects` and are not rewritten yet. Returns
 /// the number of slots rewritten.

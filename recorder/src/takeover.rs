@@ -46,34 +46,20 @@ static FIRST_OPTIONS: Mutex<Option<String>> = Mutex::new(None);
 /// Called by the library's constructor: was the library loaded after the
 /// program started (`dlopen`), so that the loader bound `malloc` elsewhere?
 /// Then it stays inert until [`attach`]. A library whose hooks already ran,
-/// or which is in the global scope, is preloaded (or linked).
+/// or which loaded before the C library, is preloaded (or linked).
 pub fn loaded_late(own_code: usize) -> bool {
     if state::started() {
         return false;
     }
-    let _guard = tls::Guard::enter();
-    // The library's own entry point, which no other object defines, is in
-    // the global scope if and only if the library was preloaded or linked.
-    // (`malloc` may not tell: a non-PIE program that takes its address
-    // makes its own PLT entry the global definition.)
-    // (RTLD_DEFAULT would also search this library's own scope; the main
-    // program's handle searches the global scope only.)
-    // SAFETY: the main program's handle, and dlsym with a NUL-terminated
-    // name in its scope.
-    let entry = unsafe {
-        let global = libc::dlopen(core::ptr::null(), libc::RTLD_LAZY);
-        libc::dlsym(global, c"heapsample_attach".as_ptr())
-    };
-    let late = entry.is_null() || object_base(entry as usize) != object_base(own_code);
+    // Preloaded (or linked) objects load before the C library, whatever
+    // they depend on; one loaded by `dlopen` comes after it. (Cheaper than
+    // asking the global scope for a symbol, at every program's start.)
+    let libc_code = libc::getpid as unsafe extern "C" fn() -> libc::pid_t as usize;
+    let late = slots::loaded_before(own_code, libc_code) == Some(false);
     if late {
         attachment::set_state(LOADED);
     }
     late
-}
-
-/// The load address of the object holding `address`.
-fn object_base(address: usize) -> Option<usize> {
-    crate::backtrace::object_range(address).map(|(start, _)| start)
 }
 
 /// What an attach did.
