@@ -286,8 +286,10 @@ fn cpu_seconds(command: &mut Command) -> f64 {
 /// the same prefix cost no more CPU time than 100 into an empty one. The
 /// two are measured side by side in 5 interleaved rounds of 20 processes
 /// each; the claim is that the median over rounds of the ratio of their CPU
-/// times is at most 1.25 (noise on a shared machine is about ±10 %; a scan
-/// of 20,000 names costs each process several times its whole life here).
+/// times is at most 1.6. Quiet, the ratio measures 0.99; on a machine loaded
+/// by parallel builds it reached 1.37 (creating a file in a large ext4
+/// directory costs a little more under memory pressure); a scan of 20,000
+/// names per process measured 6.3.
 #[test]
 fn dumping_into_a_full_directory_costs_what_an_empty_one_does() {
     let (empty, full) = (TempDir::new("empty-dir"), TempDir::new("full-dir"));
@@ -319,7 +321,7 @@ fn dumping_into_a_full_directory_costs_what_an_empty_one_does() {
     }
     ratios.sort_by(f64::total_cmp);
     eprintln!("CPU time into 20,000 files / into an empty directory, per round: {ratios:.2?}");
-    assert!(ratios[2] <= 1.25, "{ratios:?}");
+    assert!(ratios[2] <= 1.6, "{ratios:?}");
     assert_eq!(dump_files_in(empty.path()).len(), 100);
 }
 
