@@ -26,7 +26,8 @@ pub struct MergeArgs {
     /// The dumps to sum.
     #[arg(required = true, num_args = 1..)]
     pub dumps: Vec<PathBuf>,
-    /// Output file, `-` for stdout (the default for text).
+    /// Output file, `-` for stdout (the default for text); written as the
+    /// default command's `-o` is.
     #[arg(short, long, value_name = "PATH")]
     pub output: Option<PathBuf>,
     /// Output format.

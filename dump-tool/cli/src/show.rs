@@ -37,7 +37,9 @@ pub struct ShowArgs {
     format: Format,
     /// Output file, `-` for stdout. Default: svg, pprof and html next to the
     /// dump (`.svg`, `.diff.svg`, `.pb.gz`, `.diff.pb.gz`, `.html`,
-    /// `.diff.html`), text and folded to stdout.
+    /// `.diff.html`), text and folded to stdout. A regular file is replaced
+    /// atomically; a device, FIFO or descriptor (/dev/null, /dev/fd/N) is
+    /// written into; a symbolic link is written through and kept.
     #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
     /// Flamegraph title.

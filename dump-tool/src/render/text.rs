@@ -7,8 +7,9 @@ use super::round;
 use crate::compare::{
     FunctionChange, FunctionValue, function_changes, function_values, total_change,
 };
-use crate::model::{Metric, Profile};
-use crate::pipeline::View;
+use crate::input::foreign::is_foreign;
+use crate::model::Metric;
+use crate::pipeline::{Side, View};
 use crate::stats::{Delta, Estimate, Interval};
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -19,7 +20,7 @@ pub fn render(view: &View<'_>, top: usize) -> String {
     let mut out = String::new();
     match &view.base {
         None => single_report(&mut out, view, top),
-        Some(base) => diff_report(&mut out, view, &base.profile, &base.name, top),
+        Some(base) => diff_report(&mut out, view, base, top),
     }
     out
 }
@@ -69,10 +70,11 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
         }
     }
     let _ = writeln!(out);
-    totals_lines(out, "", &view.new.profile);
+    totals_lines(out, "", view.new);
 }
 
-fn diff_report(out: &mut String, view: &View<'_>, base: &Profile, base_name: &str, top: usize) {
+fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) {
+    let (base, base_name) = (&base_side.profile, &base_side.name);
     let changes = function_changes(base, &view.new.profile, view.table, view.metric);
     let _ = writeln!(
         out,
@@ -127,8 +129,8 @@ fn diff_report(out: &mut String, view: &View<'_>, base: &Profile, base_name: &st
             "not significant (within sampling noise)"
         }
     );
-    totals_lines(out, "base ", base);
-    totals_lines(out, "new  ", &view.new.profile);
+    totals_lines(out, "base ", base_side);
+    totals_lines(out, "new  ", view.new);
 }
 
 /// `[low,high]`, rounded.
@@ -189,7 +191,8 @@ fn percent(part: f64, whole: f64) -> String {
 }
 
 /// The estimate from the samples beside the dump's exact counters.
-fn totals_lines(out: &mut String, label: &str, profile: &Profile) {
+fn totals_lines(out: &mut String, label: &str, side: &Side) {
+    let profile = &side.profile;
     let estimated = &profile.estimated;
     let exact = &profile.totals;
     let _ = writeln!(
@@ -209,7 +212,8 @@ fn totals_lines(out: &mut String, label: &str, profile: &Profile) {
         interval(Metric::AllocSpace),
         interval(Metric::AllocObjects)
     );
-    if exact.allocations == 0 && exact.samples_taken == 0 {
+    let foreign = side.inputs().iter().all(|input| is_foreign(&input.dump));
+    if foreign && exact.allocations == 0 && exact.samples_taken == 0 {
         let _ = writeln!(
             out,
             "{label}totals: exact counters:   not recorded (a foreign heap profile)"

@@ -31,6 +31,17 @@ use maps::parse_maps;
 use records::Records;
 use std::path::Path;
 
+/// The `writer` of a dump read from a jemalloc profile.
+const JEMALLOC_WRITER: &str = "jemalloc heap_v2 profile";
+/// The `writer` of a dump read from a gperftools profile.
+const GPERFTOOLS_WRITER: &str = "gperftools heap profile";
+
+/// True for a dump read from another profiler's heap profile (its exact
+/// counters, if any, are not heapsample's).
+pub fn is_foreign(dump: &Dump) -> bool {
+    dump.writer == JEMALLOC_WRITER || dump.writer == GPERFTOOLS_WRITER
+}
+
 /// Which foreign format a file is, from its first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ForeignKind {
@@ -118,8 +129,8 @@ fn into_dump(records: Records, modules: Vec<Module>, kind: ForeignKind, path: &P
         .map(|m| m.path.clone())
         .unwrap_or_default();
     let (writer, exact) = match kind {
-        ForeignKind::Jemalloc => ("jemalloc heap_v2 profile", false),
-        ForeignKind::Gperftools => ("gperftools heap profile", records.period == 1),
+        ForeignKind::Jemalloc => (JEMALLOC_WRITER, false),
+        ForeignKind::Gperftools => (GPERFTOOLS_WRITER, records.period == 1),
     };
     let totals = if exact {
         Totals {
