@@ -19,6 +19,11 @@ pub struct ServeArgs {
     /// Address to listen on. Anything but loopback exposes the dumps.
     #[arg(long, default_value = "127.0.0.1")]
     pub bind: IpAddr,
+    /// Also answer requests for this host name (the server answers to
+    /// localhost and its address only, against DNS rebinding); `*` for
+    /// any. Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub allow_host: Vec<String>,
     /// Also look for modules and debug files here. Repeatable.
     #[arg(long, value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
@@ -37,6 +42,7 @@ impl ServeArgs {
             paths: self.paths.clone(),
             bind: self.bind,
             port: self.port,
+            allow_hosts: self.allow_host.clone(),
             settings: Settings {
                 symbolize,
                 build: BuildOptions {

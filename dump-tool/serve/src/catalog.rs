@@ -1,36 +1,35 @@
-//! The dumps a server may show: found under the paths given on the command
-//! line, re-scanned on every listing so new dumps appear while the program
-//! runs, each summarized once per (size, modification time).
+//! The dumps a server may show: found below the paths given on the
+//! command line ([`crate::scan`]), scanned again when the list is asked for
+//! so new dumps appear while the program runs, each summarized once per
+//! version of its file.
 //!
-//! Owns the only mapping from a request's dump id to a file: an id is looked
-//! up among the scanned entries and never turned into a path, so `..`,
-//! absolute paths and encodings of them name nothing. Symbolic links are
-//! followed only when their target stays inside the directory given.
-//! Dumps are `*.prof` (and foreign `*.heap` profiles); temporary files
-//! (hidden, or with `.tmp` in the name) are skipped.
+//! Owns the only mapping from a request's dump id to a file: an id is
+//! looked up among the scanned entries, never turned into a path of its
+//! own, and the file is opened relative to its root, never out of it
+//! ([`crate::roots`]), when it is read: a dump or a directory swapped for a
+//! link after the scan is refused.
+//!
+//! Requests never wait for a scan they did not ask for: they read the last
+//! finished scan, a [`Snapshot`] swapped in whole when the next is done,
+//! and the only lock they take guards that swap. A scan runs on a blocking
+//! thread, one at a time, reading only new and changed files; a listing
+//! waits for a scan that started after it arrived (so it sees every file
+//! added before it asked), and the listings that arrive during one scan
+//! share the next. A scan whose client left still finishes and is kept.
 
-use heapdiff::input::{load, trigger_name};
+use crate::roots::{Refused, Root};
+use crate::scan::{Found, MAX_ENTRIES, Version, scan};
+use axum::body::Bytes;
+use heapdiff::input::{load_opened, trigger_name};
 use heapdiff::stats::Estimate;
 use heapsample_format::Dump;
+use nix::fcntl::OFlag;
 use serde::Serialize;
 use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
-
-/// How deep below a given directory dumps are looked for.
-const MAX_DEPTH: usize = 4;
-/// At most this many dumps are listed (the newest scan order wins).
-const MAX_ENTRIES: usize = 100_000;
-
-/// A path given on the command line.
-#[derive(Clone, Debug)]
-struct Root {
-    /// Canonical path.
-    path: PathBuf,
-    is_dir: bool,
-    /// Prefix of the ids of its dumps (empty with a single root).
-    prefix: String,
-}
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// What the list shows about one dump, read once per version of the file.
 #[derive(Clone, Debug, Serialize)]
@@ -56,175 +55,169 @@ pub struct Summary {
     pub stacks: usize,
 }
 
-/// A dump file found by a scan: its id, path and version.
-struct Found {
-    id: String,
-    path: PathBuf,
-    version: (u64, Option<SystemTime>),
-}
-
-/// One file found under a root.
+/// One dump file found below a root.
 #[derive(Clone, Debug, Serialize)]
 pub struct Entry {
     /// The id used in URLs: the path relative to its root.
     pub id: String,
     #[serde(skip)]
-    pub path: PathBuf,
+    root: usize,
     #[serde(skip)]
-    version: (u64, Option<SystemTime>),
+    relative: PathBuf,
+    #[serde(skip)]
+    version: Version,
     /// The summary, or why the file cannot be read as a dump.
     pub summary: std::result::Result<Summary, String>,
 }
 
-/// The scanned dumps.
+/// What one scan found, sorted by id; never changed once made.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Which scan made it (0: none yet).
+    number: u64,
+    by_id: HashMap<String, Arc<Entry>>,
+    sorted: Vec<Arc<Entry>>,
+    /// The list as sent (built once, by the first listing that asks).
+    listing: OnceLock<Bytes>,
+}
+
+impl Snapshot {
+    /// The entry with this id.
+    pub fn get(&self, id: &str) -> Option<&Arc<Entry>> {
+        self.by_id.get(id)
+    }
+
+    /// Every entry, sorted by id.
+    pub fn entries(&self) -> &[Arc<Entry>] {
+        &self.sorted
+    }
+
+    /// The list built by `build` from this snapshot, once.
+    pub fn listing(&self, build: impl FnOnce(&Snapshot) -> String) -> Bytes {
+        self.listing
+            .get_or_init(|| Bytes::from(build(self)))
+            .clone()
+    }
+}
+
+/// The roots and the last scan of them.
 #[derive(Debug)]
 pub struct Catalog {
     roots: Vec<Root>,
-    entries: HashMap<String, Entry>,
+    current: RwLock<Arc<Snapshot>>,
+    /// Held by the running scan.
+    turn: Arc<tokio::sync::Mutex<()>>,
+    /// Scans started so far.
+    started: AtomicU64,
 }
 
 impl Catalog {
     /// Paths that do not exist are an error; nothing is scanned yet.
     pub fn new(paths: &[PathBuf]) -> Result<Catalog, String> {
-        let mut roots = Vec::new();
-        for (index, path) in paths.iter().enumerate() {
-            let canonical = path
-                .canonicalize()
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            let is_dir = canonical.is_dir();
-            let prefix = if paths.len() > 1 {
-                format!("{index}/")
-            } else {
-                String::new()
-            };
-            roots.push(Root {
-                path: canonical,
-                is_dir,
-                prefix,
-            });
-        }
+        let roots = paths
+            .iter()
+            .enumerate()
+            .map(|(index, path)| Root::open(path, index, paths.len()))
+            .collect::<Result<_, _>>()?;
         Ok(Catalog {
             roots,
-            entries: HashMap::new(),
+            current: RwLock::new(Arc::new(Snapshot::default())),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
+            started: AtomicU64::new(0),
         })
     }
 
-    /// Look for dumps again; summarize new and changed files.
-    pub fn rescan(&mut self) {
-        let mut found: Vec<Found> = Vec::new();
-        for root in &self.roots {
-            if root.is_dir {
-                walk(&root.path, &root.path, &root.prefix, 0, &mut found);
-            } else if let Ok(metadata) = std::fs::metadata(&root.path) {
-                let name = root
-                    .path
-                    .file_name()
-                    .map_or_else(|| "dump".to_string(), |n| n.to_string_lossy().into_owned());
-                found.push(Found {
-                    id: format!("{}{name}", root.prefix),
-                    path: root.path.clone(),
-                    version: version(&metadata),
-                });
-            }
+    /// The last finished scan.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A scan that started after this call, finished (see the module docs).
+    pub async fn refresh(self: &Arc<Catalog>) -> Arc<Snapshot> {
+        let arrived = self.started.load(Ordering::SeqCst);
+        let turn = self.turn.clone().lock_owned().await;
+        let current = self.snapshot();
+        if current.number > arrived {
+            return current;
         }
+        let catalog = self.clone();
+        let scan = tokio::task::spawn_blocking(move || {
+            let snapshot = catalog.scan_now();
+            drop(turn);
+            snapshot
+        });
+        scan.await.unwrap_or_else(|_| self.snapshot())
+    }
+
+    /// Scan on this thread and keep the result (at start, and for
+    /// [`Catalog::refresh`], which holds the turn).
+    pub fn scan_now(&self) -> Arc<Snapshot> {
+        let number = self.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let old = self.snapshot();
+        let mut found = scan(&self.roots);
         found.truncate(MAX_ENTRIES);
-        let mut entries = HashMap::with_capacity(found.len());
-        for Found { id, path, version } in found {
-            let entry = match self.entries.remove(&id) {
-                Some(old) if old.version == version && old.path == path => old,
-                _ => Entry {
-                    summary: summarize(&path),
-                    id: id.clone(),
-                    path,
-                    version,
-                },
+        let mut by_id = HashMap::with_capacity(found.len());
+        for found in found {
+            let entry = match old.get(&found.id) {
+                Some(old)
+                    if (old.root, &old.relative, old.version)
+                        == (found.root, &found.relative, found.version) =>
+                {
+                    old.clone()
+                }
+                _ => Arc::new(self.summarized(found)),
             };
-            entries.insert(id, entry);
+            by_id.insert(entry.id.clone(), entry);
         }
-        self.entries = entries;
+        let mut sorted: Vec<Arc<Entry>> = by_id.values().cloned().collect();
+        sorted.sort_by(|a, b| a.id.cmp(&b.id));
+        let snapshot = Arc::new(Snapshot {
+            number,
+            by_id,
+            sorted,
+            listing: OnceLock::new(),
+        });
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = snapshot.clone();
+        snapshot
     }
 
-    /// The entry with this id, if the last scan found it.
-    pub fn get(&self, id: &str) -> Option<&Entry> {
-        self.entries.get(id)
+    /// Open the entry's file for reading, below its root.
+    pub fn open(&self, entry: &Entry) -> Result<File, Refused> {
+        self.open_found(entry.root, &entry.relative)
     }
 
-    /// Every entry, sorted by id.
-    pub fn entries(&self) -> Vec<&Entry> {
-        let mut all: Vec<&Entry> = self.entries.values().collect();
-        all.sort_by(|a, b| a.id.cmp(&b.id));
-        all
+    fn open_found(&self, root: usize, relative: &Path) -> Result<File, Refused> {
+        let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK;
+        self.roots[root]
+            .open_beneath(relative, flags)
+            .map(File::from)
     }
-}
 
-fn version(metadata: &std::fs::Metadata) -> (u64, Option<SystemTime>) {
-    (metadata.len(), metadata.modified().ok())
-}
-
-/// True for names the shim writes dumps under (`.prof`) and those of
-/// jemalloc and gperftools heap profiles (`.heap`); temporary and hidden
-/// files are not dumps (yet).
-fn is_dump_name(name: &str) -> bool {
-    !name.starts_with('.')
-        && !name.contains(".tmp")
-        && (name.ends_with(".prof") || name.ends_with(".heap"))
-}
-
-/// Collect dumps below `dir` (inside `root`), ids relative to `root`.
-fn walk(root: &Path, dir: &Path, prefix: &str, depth: usize, found: &mut Vec<Found>) {
-    let Ok(listing) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for item in listing.flatten() {
-        if found.len() >= MAX_ENTRIES {
-            return;
-        }
-        let name = item.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let Some(path) = inside(root, &item.path()) else {
-            continue;
-        };
-        let Ok(metadata) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if metadata.is_dir() {
-            if depth < MAX_DEPTH {
-                walk(root, &path, prefix, depth + 1, found);
-            }
-        } else if metadata.is_file() && is_dump_name(&name) {
-            let relative = item.path();
-            let relative = relative.strip_prefix(root).unwrap_or(&relative);
-            found.push(Found {
-                id: format!("{prefix}{}", relative.to_string_lossy()),
-                path,
-                version: version(&metadata),
-            });
+    /// The entry of a file found, read and summarized; any failure is the
+    /// row's error text (naming nothing outside the roots).
+    fn summarized(&self, found: Found) -> Entry {
+        let summary = self
+            .open_found(found.root, &found.relative)
+            .map_err(|refused| refused.to_string())
+            .and_then(|file| {
+                load_opened(file, Path::new(&found.id)).map_err(|e| {
+                    let text = e.to_string();
+                    let prefix = format!("{}: ", found.id);
+                    text.strip_prefix(&prefix).unwrap_or(&text).to_string()
+                })
+            })
+            .map(|input| summary_of(&input.dump));
+        Entry {
+            id: found.id,
+            root: found.root,
+            relative: found.relative,
+            version: found.version,
+            summary,
         }
     }
-}
-
-/// `path` with symbolic links resolved, if it stays inside `root`.
-fn inside(root: &Path, path: &Path) -> Option<PathBuf> {
-    let is_link = std::fs::symlink_metadata(path)
-        .map(|m| m.file_type().is_symlink())
-        .unwrap_or(true);
-    if !is_link {
-        return Some(path.to_path_buf());
-    }
-    let target = path.canonicalize().ok()?;
-    target.starts_with(root).then_some(target)
-}
-
-/// Read the dump and summarize it; any failure is the row's error text.
-fn summarize(path: &Path) -> std::result::Result<Summary, String> {
-    let dump = load(path).map(|input| input.dump).map_err(|e| {
-        let text = e.to_string();
-        let prefix = format!("{}: ", path.display());
-        text.strip_prefix(&prefix).unwrap_or(&text).to_string()
-    })?;
-    Ok(summary_of(&dump))
 }
 
 /// The list's numbers: the live estimate with its interval from the
@@ -257,19 +250,5 @@ pub fn summary_of(dump: &Dump) -> Summary {
         samples_taken: dump.totals.samples_taken,
         samples_live: dump.totals.samples_live,
         stacks: dump.stacks.len(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dump_names() {
-        assert!(is_dump_name("heapsample.12.000001.i000001.prof"));
-        assert!(!is_dump_name("heapsample.12.000001.f.prof.tmp.12"));
-        assert!(!is_dump_name(".hidden.prof"));
-        assert!(!is_dump_name("notes.txt"));
-        assert!(is_dump_name("jeprof.4242.0.f.heap"));
     }
 }

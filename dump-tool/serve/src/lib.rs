@@ -4,8 +4,11 @@
 //! pprof profile at a stable URL.
 //!
 //! Owns the HTTP surface ([`routes`]): GET (and HEAD) only, every other
-//! method refused; the only files it reads are the catalog's dumps
-//! ([`catalog`] maps ids to files) and the symbol files of their modules.
+//! method refused, requests naming another host refused ([`host`]),
+//! connections bounded in number, header size and time ([`connections`]).
+//! The only files it reads are the catalog's dumps ([`catalog`] maps ids
+//! to files, opened below the directories given and never out of them:
+//! [`roots`]) and the symbol files of their modules.
 //! Every view is built by the library's one pipeline
 //! (`heapdiff::pipeline::Session`) in a symbol table shared by all requests
 //! ([`symbol_cache`]: an address is symbolized once, the table dropped when
@@ -14,10 +17,14 @@
 //! lives in this crate only: the `heapdiff` library builds without it.
 
 pub mod catalog;
+pub mod connections;
+pub mod host;
 pub mod listing;
 pub mod query;
 pub mod responses;
+pub mod roots;
 pub mod routes;
+pub mod scan;
 pub mod symbol_cache;
 pub mod urls;
 pub mod view_limit;
@@ -26,9 +33,10 @@ pub mod views;
 use catalog::Catalog;
 use heapdiff::pipeline::Settings;
 use heapdiff::{Error, Result};
+use host::AllowedHosts;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use symbol_cache::SymbolCache;
 use view_limit::ViewLimit;
 
@@ -46,13 +54,16 @@ pub struct Config {
     pub bind: IpAddr,
     /// 0 picks a free port.
     pub port: u16,
+    /// Names answered to besides loopback names and the bound address
+    /// (`*`: any), see [`host`].
+    pub allow_hosts: Vec<String>,
     /// How every view is symbolized and built.
     pub settings: Settings,
 }
 
 /// What every request shares.
 pub struct AppState {
-    pub catalog: Mutex<Catalog>,
+    pub catalog: Arc<Catalog>,
     pub symbols: SymbolCache,
     pub settings: Settings,
     pub views: ViewLimit,
@@ -65,15 +76,16 @@ pub fn run(config: Config) -> Result<()> {
     } else {
         config.paths.clone()
     };
-    let mut catalog = Catalog::new(&paths).map_err(Error::new)?;
-    catalog.rescan();
-    let count = catalog.entries().len();
+    let catalog = Catalog::new(&paths).map_err(Error::new)?;
+    let count = catalog.scan_now().entries().len();
     let state = Arc::new(AppState {
-        catalog: Mutex::new(catalog),
+        catalog: Arc::new(catalog),
         symbols: SymbolCache::new(MAX_CACHED_LOCATIONS),
         settings: config.settings,
         views: ViewLimit::new(CONCURRENT_VIEWS),
     });
+    let allowed = Arc::new(AllowedHosts::new(config.bind, &config.allow_hosts));
+    let limit = connections::connection_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -90,8 +102,7 @@ pub fn run(config: Config) -> Result<()> {
         println!("heapdiff: serving {count} dumps at http://{local}/");
         use std::io::Write;
         let _ = std::io::stdout().flush();
-        axum::serve(listener, routes::router(state))
-            .await
-            .map_err(|e| Error::new(format!("server stopped: {e}")))
+        connections::serve(listener, routes::router(state, allowed), limit).await;
+        Ok(())
     })
 }

@@ -1,8 +1,9 @@
 //! The dump list (`/api/dumps`): processes with their dumps, and the files
-//! that are not readable dumps, re-scanned on every request.
+//! that are not readable dumps, from a scan that started after the request
+//! arrived (`Catalog::refresh`), built once per scan.
 
 use crate::AppState;
-use crate::catalog::{Catalog, Summary};
+use crate::catalog::{Snapshot, Summary};
 use crate::responses::refuse;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -41,23 +42,18 @@ struct ErrorRow<'a> {
 }
 
 pub async fn list(State(state): State<Arc<AppState>>) -> Response {
-    let state = state.clone();
-    let body = tokio::task::spawn_blocking(move || {
-        let mut catalog = state.catalog.lock().unwrap_or_else(|e| e.into_inner());
-        catalog.rescan();
-        listing_json(&catalog)
-    })
-    .await;
+    let snapshot = state.catalog.refresh().await;
+    let body = tokio::task::spawn_blocking(move || snapshot.listing(listing_json)).await;
     match body {
         Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
         Err(_) => refuse(StatusCode::INTERNAL_SERVER_ERROR, "listing failed"),
     }
 }
 
-fn listing_json(catalog: &Catalog) -> String {
+fn listing_json(snapshot: &Snapshot) -> String {
     let mut processes: BTreeMap<(u32, &str, &str), Vec<DumpRow<'_>>> = BTreeMap::new();
     let mut errors = Vec::new();
-    for entry in catalog.entries() {
+    for entry in snapshot.entries() {
         match &entry.summary {
             Ok(summary) => processes
                 .entry((

@@ -1,6 +1,8 @@
-//! The routes and the headers every response carries.
+//! The routes, the check of `Host` before them, and the headers every
+//! response carries.
 
 use crate::AppState;
+use crate::host::{AllowedHosts, check_host};
 use crate::listing::list;
 use crate::responses::{asset, refuse};
 use crate::views::{pprof, view};
@@ -14,8 +16,9 @@ use std::sync::Arc;
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const INDEX_JS: &str = include_str!("../assets/index.js");
 
-/// Every route of the server over `state`.
-pub fn router(state: Arc<AppState>) -> Router {
+/// Every route of the server over `state`, answering only requests to
+/// the `allowed` hosts.
+pub fn router(state: Arc<AppState>, allowed: Arc<AllowedHosts>) -> Router {
     Router::new()
         .route("/", get(index))
         .route(
@@ -30,6 +33,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/view", get(view))
         .route("/pprof/{*id}", get(pprof))
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such page") })
+        .layer(axum::middleware::from_fn_with_state(allowed, check_host))
         .layer(axum::middleware::map_response(secure_headers))
         .with_state(state)
 }

@@ -5,10 +5,11 @@
 //! errors, format errors (via `heapsample_format::decode_versioned`), and
 //! values that decode but make no sense. Every failure names the file.
 
-use super::file::read_limited;
+use super::file::{open_regular_file, read_limited, regular_file};
 use super::foreign;
 use crate::error::{Error, Result};
 use heapsample_format::{DecodeError, Dump, LEGACY_VERSION, VERSION, decode_versioned};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// The largest `lg_sample_period` a dump may carry (2^62 bytes).
@@ -27,12 +28,22 @@ pub struct Input {
 
 /// Read, decode and check `path`.
 pub fn load(path: &Path) -> Result<Input> {
-    let fail = |why: String| Error::file(path, why);
+    let file = open_regular_file(path).map_err(|why| Error::file(path, why))?;
+    load_opened(file, path)
+}
+
+/// Read, decode and check the open file `file`, named `name` in errors and
+/// reports (the server opens its dumps itself, relative to its
+/// directories, and names them by their ids).
+pub fn load_opened(file: File, name: &Path) -> Result<Input> {
+    let fail = |why: String| Error::file(name, why);
+    let file = regular_file(file).map_err(fail)?;
+    let modified = file.metadata().and_then(|m| m.modified()).ok();
     let limit = heapsample_format::MAX_BODY_LEN + heapsample_format::HEADER_LEN as u64;
-    let bytes = read_limited(path, limit, "a heapsample dump").map_err(fail)?;
+    let bytes = read_limited(file, limit, "a heapsample dump").map_err(fail)?;
     let (dump, version) = match foreign::detect(&bytes) {
         // Foreign counts get the average-size correction jeprof applies.
-        Some(kind) => foreign::parse(&bytes, kind, path).map(|dump| (dump, VERSION)),
+        Some(kind) => foreign::parse(&bytes, kind, name, modified).map(|dump| (dump, VERSION)),
         None => decode_versioned(&bytes).map_err(|e| match e {
             DecodeError::Foreign => format!("{e}, nor a jemalloc or gperftools heap profile"),
             e => e.to_string(),
@@ -41,7 +52,7 @@ pub fn load(path: &Path) -> Result<Input> {
     .map_err(fail)?;
     validate(&dump).map_err(fail)?;
     Ok(Input {
-        path: path.to_path_buf(),
+        path: name.to_path_buf(),
         dump,
         version,
     })

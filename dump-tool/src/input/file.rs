@@ -20,6 +20,12 @@ pub fn open_regular_file(path: &Path) -> Result<File, String> {
         .custom_flags(OPEN_NONBLOCK)
         .open(path)
         .map_err(|e| io_reason(&e))?;
+    regular_file(file)
+}
+
+/// `file` if it is a regular file (opened by someone else, e.g. relative to
+/// a directory it must stay in).
+pub fn regular_file(file: File) -> Result<File, String> {
     let metadata = file.metadata().map_err(|e| io_reason(&e))?;
     if !metadata.is_file() {
         return Err(if metadata.is_dir() {
@@ -31,10 +37,9 @@ pub fn open_regular_file(path: &Path) -> Result<File, String> {
     Ok(file)
 }
 
-/// The whole regular file at `path`, refused when larger than `limit`
-/// bytes (`what` names what the file should have been).
-pub fn read_limited(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, String> {
-    let mut file = open_regular_file(path)?;
+/// The whole of the open regular file `file`, refused when larger than
+/// `limit` bytes (`what` names what the file should have been).
+pub fn read_limited(mut file: File, limit: u64, what: &str) -> Result<Vec<u8>, String> {
     let size = file.metadata().map_err(|e| io_reason(&e))?.len();
     if size > limit {
         return Err(format!("too large to be {what} ({size} bytes)"));

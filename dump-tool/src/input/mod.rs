@@ -14,5 +14,5 @@ pub mod foreign;
 pub mod trigger;
 
 pub use compatibility::{Compatibility, check_comparable, merge_warnings};
-pub use dump_file::{Input, legacy_note, load};
+pub use dump_file::{Input, legacy_note, load, load_opened};
 pub use trigger::trigger_name;

@@ -30,6 +30,7 @@ use jemalloc::parse_jemalloc;
 use maps::parse_maps;
 use records::Records;
 use std::path::Path;
+use std::time::SystemTime;
 
 /// The `writer` of a dump read from a jemalloc profile.
 const JEMALLOC_WRITER: &str = "jemalloc heap_v2 profile";
@@ -62,8 +63,14 @@ pub fn detect(bytes: &[u8]) -> Option<ForeignKind> {
     }
 }
 
-/// Parse a foreign heap profile read from `path`.
-pub fn parse(bytes: &[u8], kind: ForeignKind, path: &Path) -> Result<Dump, String> {
+/// Parse a foreign heap profile read from `path` (its name may hold the
+/// pid), last modified at `modified` (the dump's time).
+pub fn parse(
+    bytes: &[u8],
+    kind: ForeignKind,
+    path: &Path,
+    modified: Option<SystemTime>,
+) -> Result<Dump, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         format!(
             "not a heap profile: invalid UTF-8 at byte {}",
@@ -85,7 +92,7 @@ pub fn parse(bytes: &[u8], kind: ForeignKind, path: &Path) -> Result<Dump, Strin
                 .to_string(),
         );
     }
-    Ok(into_dump(records, modules, kind, path))
+    Ok(into_dump(records, modules, kind, path, modified))
 }
 
 /// True for the allocator libraries whose own frames sit at the leaf.
@@ -96,7 +103,13 @@ fn is_allocator_library(path: &str) -> bool {
         .any(|prefix| name.starts_with(prefix))
 }
 
-fn into_dump(records: Records, modules: Vec<Module>, kind: ForeignKind, path: &Path) -> Dump {
+fn into_dump(
+    records: Records,
+    modules: Vec<Module>,
+    kind: ForeignKind,
+    path: &Path,
+    modified: Option<SystemTime>,
+) -> Dump {
     let allocator_ranges: Vec<(u64, u64)> = modules
         .iter()
         .filter(|m| is_allocator_library(&m.path))
@@ -143,9 +156,7 @@ fn into_dump(records: Records, modules: Vec<Module>, kind: ForeignKind, path: &P
     } else {
         Totals::default()
     };
-    let time_unix_ns = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
+    let time_unix_ns = modified
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos() as u64);
     Dump {
@@ -199,6 +210,7 @@ MAPPED_LIBRARIES:
             JEMALLOC.as_bytes(),
             ForeignKind::Jemalloc,
             Path::new("jeprof.4242.0.f.heap"),
+            None,
         )
         .unwrap();
         assert_eq!(dump.lg_sample_period, 19);
@@ -224,6 +236,7 @@ MAPPED_LIBRARIES:
             text.as_bytes(),
             ForeignKind::Gperftools,
             Path::new("x.0001.heap"),
+            None,
         )
         .unwrap();
         assert_eq!(dump.lg_sample_period, 0);
@@ -248,7 +261,7 @@ MAPPED_LIBRARIES:
                 bytes[index] = alphabet[next() % alphabet.len()];
             }
             if let Some(kind) = detect(&bytes) {
-                let _ = parse(&bytes, kind, Path::new("x"));
+                let _ = parse(&bytes, kind, Path::new("x"), None);
             }
         }
     }
@@ -259,12 +272,25 @@ MAPPED_LIBRARIES:
             b"heap_v2/4096\n  t*: 1: x [0: 0]\n",
             ForeignKind::Jemalloc,
             Path::new("x"),
+            None,
         )
         .unwrap_err();
         assert!(error.starts_with("line 2:"), "{error}");
-        let error = parse(b"heap_v2/1000\n", ForeignKind::Jemalloc, Path::new("x")).unwrap_err();
+        let error = parse(
+            b"heap_v2/1000\n",
+            ForeignKind::Jemalloc,
+            Path::new("x"),
+            None,
+        )
+        .unwrap_err();
         assert!(error.contains("power of two"), "{error}");
-        let error = parse(b"heap_v2/4096\n", ForeignKind::Jemalloc, Path::new("x")).unwrap_err();
+        let error = parse(
+            b"heap_v2/4096\n",
+            ForeignKind::Jemalloc,
+            Path::new("x"),
+            None,
+        )
+        .unwrap_err();
         assert!(error.contains("MAPPED_LIBRARIES"), "{error}");
     }
 }
