@@ -145,6 +145,17 @@ fn a_fifo_is_written_into_while_another_process_reads_it() {
         .spawn()
         .expect("start cat");
     heapdiff_ok(&[s(&dump), "-f", "text", "-o", s(&fifo)]);
+    // A FIFO replaced by a file would leave cat waiting for a writer
+    // forever: give it a minute.
+    let mut reader = reader;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while reader.try_wait().expect("cat").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = reader.kill();
+            panic!("the FIFO's reader got no end of stream (the FIFO was replaced?)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let read = reader.wait_with_output().expect("cat");
     assert_eq!(String::from_utf8_lossy(&read.stdout), text_report(&dump));
     let metadata = std::fs::symlink_metadata(&fifo).unwrap();

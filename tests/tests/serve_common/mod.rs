@@ -34,14 +34,21 @@ pub struct Server {
 impl Server {
     /// Serve `paths` on a free loopback port; waits for the printed URL.
     pub fn start(paths: &[&Path]) -> Server {
-        let mut child = Command::new(heapdiff_path())
+        Server::start_with(paths, |_| {})
+    }
+
+    /// As [`Server::start`], the command changed by `configure` first
+    /// (more arguments, limits).
+    pub fn start_with(paths: &[&Path], configure: impl FnOnce(&mut Command)) -> Server {
+        let mut command = Command::new(heapdiff_path());
+        command
             .arg("serve")
             .args(paths)
             .args(["--port", "0"])
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start heapdiff serve");
+            .stderr(Stdio::inherit());
+        configure(&mut command);
+        let mut child = command.spawn().expect("start heapdiff serve");
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut line)
@@ -60,6 +67,11 @@ impl Server {
         Server { child, url, port }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// True while the server process runs.
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_none()
@@ -68,32 +80,44 @@ impl Server {
     /// Send `request` as is (a full HTTP request) and return the status
     /// code and body.
     pub fn raw(&self, request: &str) -> (u16, String) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .unwrap();
-        stream.write_all(request.as_bytes()).expect("send");
-        let mut response = Vec::new();
-        let _ = stream.read_to_end(&mut response);
-        let text = String::from_utf8_lossy(&response).into_owned();
-        let status = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map_or("", |(_, b)| b)
-            .to_string();
-        (status, body)
+        raw_request(self.port, request)
     }
 
     /// `GET path` (already encoded as it should go on the wire).
     pub fn get(&self, path: &str) -> (u16, String) {
-        self.raw(&format!(
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-        ))
+        get_at(self.port, path)
     }
+}
+
+/// Send `request` as is to the server on loopback port `port` and return
+/// the status code (0: no answer within a minute) and body.
+pub fn raw_request(port: u16, request: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+/// `GET path` from the server on loopback port `port`.
+pub fn get_at(port: u16, path: &str) -> (u16, String) {
+    raw_request(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"),
+    )
 }
 
 impl Drop for Server {
