@@ -89,7 +89,10 @@ def rss_mib(pid):
 def summary(times):
     times = sorted(times)
     p90 = times[min(len(times) - 1, int(len(times) * 0.9))]
-    return f"{statistics.median(times) * 1000:.0f} ms (p90 {p90 * 1000:.0f}, max {times[-1] * 1000:.0f})"
+    if len(times) == 1:
+        return f"{times[0] * 1000:.1f} ms"
+    return (f"{statistics.median(times) * 1000:.1f} ms "
+            f"(p90 {p90 * 1000:.1f}, max {times[-1] * 1000:.1f})")
 
 
 def concurrent(port, clients, path):
@@ -127,7 +130,7 @@ def main():
         rows.append(("listing, idle server", summary(idle)))
         first = request(port, "/view?dump=d00000.prof")[0]
         again = [request(port, "/view?dump=d00000.prof")[0] for _ in range(args.rounds)]
-        rows.append(("view, first visit / later visits", f"{first * 1000:.0f} ms / {summary(again)}"))
+        rows.append(("view, first visit / later visits", f"{summary([first])} / {summary(again)}"))
         times, failed = concurrent(port, args.clients, "/api/dumps")
         rows.append((f"{args.clients} clients listing at once", f"{summary(times)}, {failed} failed"))
         rows.append(("next listing after them", summary([request(port, "/api/dumps")[0]])))
