@@ -1,8 +1,10 @@
 //! Opening input files: regular files only, opened without blocking, with
 //! I/O errors in words a user reads.
 //!
-//! Owns every `open` of an input (dumps, and the ELF files a foreign
-//! profile's module map names). Never writes.
+//! Owns every `open` of an input by path (dumps, and the ELF files a
+//! foreign profile's module map names), and the checks and reads of a file
+//! opened elsewhere (the server opens its dumps below its directories and
+//! hands the file over). Never writes.
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
