@@ -19,7 +19,7 @@ use crate::input::{Input, check_comparable, legacy_note, load, merge_warnings};
 use crate::model::merge::merged;
 use crate::model::transform::apply;
 use crate::model::{Metric, Profile};
-use crate::symbols::{LocationId, LocationTable};
+use crate::symbols::{LocationId, LocationTable, NameStyle};
 use std::path::PathBuf;
 
 /// Something a step says that does not stop the session.
@@ -80,6 +80,7 @@ pub struct Session {
     new: Side,
     base: Option<Side>,
     metric: Metric,
+    names: NameStyle,
 }
 
 impl Session {
@@ -107,6 +108,7 @@ impl Session {
             new,
             base,
             metric: settings.metric,
+            names: settings.names,
         })
     }
 
@@ -117,6 +119,7 @@ impl Session {
             new: &self.new,
             base: self.base.as_ref(),
             metric: self.metric,
+            names: self.names,
         }
     }
 

@@ -5,16 +5,28 @@
 //! side, with the variance of each (the dumps' Horvitz–Thompson variance
 //! sums), the pairing and each metric's accumulation that
 //! [`crate::stats::change`]'s rule needs (the viewer applies the same rule,
-//! `assets/stats.js`, to every frame), plus the frame, module and thread
-//! tables. Stacks are the view's samples: a frame the view hid is gone, a
-//! thread or size-class frame the view added is there.
+//! `assets/stats.js`, to every frame and every row of its table), plus the
+//! frame, module and thread tables and the live heap in words. Stacks are
+//! the view's samples: a frame the view hid is gone, a thread or size-class
+//! frame the view added is there.
+//!
+//! Frames are functions by their full name and module, so two
+//! instantiations of one template stay apart; each carries a short label
+//! that tells it from the others (`Pool<Blob>::take` where the short name
+//! `Pool<…>::take` is shared) and its full name, and the page switches
+//! between them. Threads are grouped by name, and by thread id where one
+//! dump has several threads of that name (every CPython thread is
+//! `python3`).
 
 use crate::compare::pairing;
-use crate::model::{FrameRef, Metric, Profile, Values, function_name};
-use crate::pipeline::View;
-use crate::symbols::LocationTable;
+use crate::model::live_heap::LiveHeap;
+use crate::model::{FrameRef, Metric, Profile, Values, line_of};
+use crate::pipeline::{Side, View};
+use crate::render::live_heap::words;
+use crate::symbols::names::{Language, short_name_with_templates};
+use crate::symbols::{LocationTable, NameStyle};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A download or navigation link shown in the viewer's header.
 #[derive(Clone, Debug, Serialize)]
@@ -34,10 +46,15 @@ pub struct Model {
     /// Per metric, `in-use` or `cumulative` (see `stats::Accumulation`).
     pub accumulations: [&'static str; 4],
     pub period: u64,
-    /// `[shown name, module index or -1, "file:line" or "", full name]`.
+    /// `short` or `full`: which of a frame's names the page shows first.
+    pub names: &'static str,
+    /// `[short label, module index or -1, "file:line" or "", full name]`;
+    /// distinct frames never share a short label (see the module docs).
     pub frames: Vec<(String, i64, String, String)>,
     /// `[short name, kind]`, kind one of `program`, `runtime`, `library`.
     pub modules: Vec<(String, &'static str)>,
+    /// Thread labels: the name, followed by ` tid N` where one dump has
+    /// several threads of that name.
     pub threads: Vec<String>,
     /// Per stack: thread index.
     pub stack_threads: Vec<u32>,
@@ -56,6 +73,9 @@ pub struct Model {
     pub base_variances: Vec<f32>,
     /// Exact counters of the new side, then the base side.
     pub totals: Vec<heapsample_format::Totals>,
+    /// The live heap of the new side, then the base side, in words: the
+    /// estimate and how the exact counter (usable bytes) relates to it.
+    pub live: Vec<String>,
     pub links: Vec<Link>,
 }
 
@@ -63,12 +83,16 @@ pub struct Model {
 /// links (a server adds its own).
 pub fn model(view: &View<'_>) -> Model {
     let mut builder = ModelBuilder::new(view.table);
-    builder.add_side(&view.new.profile, false);
+    builder.add_side(view.new, false);
     let mut totals = vec![view.new.profile.totals.clone()];
     if let Some(base) = view.base {
-        builder.add_side(&base.profile, true);
+        builder.add_side(base, true);
         totals.push(base.profile.totals.clone());
     }
+    let live = std::iter::once(view.new)
+        .chain(view.base)
+        .map(live_words)
+        .collect();
     let pairing = view
         .base
         .map(|base| pairing(&base.profile, &view.new.profile).name());
@@ -91,6 +115,10 @@ pub fn model(view: &View<'_>) -> Model {
         metrics: Metric::ALL.map(|metric| metric.name()),
         accumulations: Metric::ALL.map(|metric| metric.accumulation().name()),
         period: view.new.profile.period,
+        names: match view.names {
+            NameStyle::Short => "short",
+            NameStyle::Full => "full",
+        },
         pairing,
         frames: Vec::new(),
         modules: Vec::new(),
@@ -102,8 +130,15 @@ pub fn model(view: &View<'_>) -> Model {
         base_values: Vec::new(),
         base_variances: Vec::new(),
         totals,
+        live,
         links: Vec::new(),
     })
+}
+
+/// The live heap of a side's dumps in words.
+fn live_words(side: &Side) -> String {
+    let dumps: Vec<_> = side.inputs().iter().map(|input| &input.dump).collect();
+    words(&LiveHeap::of(&dumps), side.profile.period)
 }
 
 /// The four metrics of `values`, in the order of [`Model::metrics`].
@@ -116,6 +151,8 @@ struct ModelBuilder<'a> {
     table: &'a LocationTable,
     frames: Vec<(String, i64, String, String)>,
     frame_ids: HashMap<(String, i64), u32>,
+    /// Per frame: its full name's short form with template arguments kept.
+    template_names: Vec<String>,
     module_ids: HashMap<usize, i64>,
     modules: Vec<(String, &'static str)>,
     threads: Vec<String>,
@@ -135,6 +172,7 @@ impl<'a> ModelBuilder<'a> {
             table,
             frames: Vec::new(),
             frame_ids: HashMap::new(),
+            template_names: Vec::new(),
             module_ids: HashMap::new(),
             modules: Vec::new(),
             threads: Vec::new(),
@@ -149,10 +187,12 @@ impl<'a> ModelBuilder<'a> {
         }
     }
 
-    /// Add every sample of `profile`, split by thread as the profile is.
-    fn add_side(&mut self, profile: &Profile, is_base: bool) {
+    /// Add every sample of `side`'s profile, split by thread.
+    fn add_side(&mut self, side: &Side, is_base: bool) {
+        let profile = &side.profile;
+        let shared = shared_thread_names(side);
         for sample in &profile.samples {
-            let thread = self.thread(&thread_name(profile, sample.thread));
+            let thread = self.thread(&thread_label(profile, sample.thread, &shared));
             let frames = self.frame_list(&sample.frames);
             let id = self.stack(thread, frames);
             let (values, variances) = if is_base {
@@ -169,13 +209,13 @@ impl<'a> ModelBuilder<'a> {
         }
     }
 
-    fn thread(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.thread_ids.get(name) {
+    fn thread(&mut self, label: &str) -> u32 {
+        if let Some(&id) = self.thread_ids.get(label) {
             return id;
         }
         let id = self.threads.len() as u32;
-        self.threads.push(name.to_string());
-        self.thread_ids.insert(name.to_string(), id);
+        self.threads.push(label.to_string());
+        self.thread_ids.insert(label.to_string(), id);
         id
     }
 
@@ -184,28 +224,83 @@ impl<'a> ModelBuilder<'a> {
         frames.iter().rev().map(|&f| self.frame(f)).collect()
     }
 
+    /// A frame per (full name, module): the short label is set once every
+    /// frame is known ([`ModelBuilder::distinct_labels`]).
     fn frame(&mut self, frame: FrameRef) -> u32 {
-        let name = function_name(self.table, frame).to_string();
         let location = self.table.locations.get(frame.location);
         let module = location
             .and_then(|l| l.module)
             .map_or(-1, |m| self.module(m));
-        if let Some(&id) = self.frame_ids.get(&(name.clone(), module)) {
+        let Some(line) = line_of(self.table, frame) else {
+            return self.plain_frame("??", module);
+        };
+        let qualified = |name: &str| match &line.qualifier {
+            Some(qualifier) => format!("{name} [{qualifier}]"),
+            None => name.to_string(),
+        };
+        let full = qualified(&line.function);
+        if let Some(&id) = self.frame_ids.get(&(full.clone(), module)) {
             return id;
         }
-        let line = location.and_then(|l| l.lines.get(frame.line));
-        let place = line
-            .and_then(|line| {
-                line.file
-                    .as_ref()
-                    .map(|file| format!("{file}:{}", line.line))
-            })
-            .unwrap_or_default();
-        let full = line.map_or_else(String::new, |line| line.function.clone());
+        let place = line.source().unwrap_or_default();
+        // Only C++ names are shortened: a short name that differs is C++.
+        let template_name = if line.short == line.function {
+            full.clone()
+        } else {
+            qualified(&short_name_with_templates(&line.function, Language::Cxx))
+        };
+        self.push_frame(qualified(&line.short), module, place, full, template_name)
+    }
+
+    fn plain_frame(&mut self, name: &str, module: i64) -> u32 {
+        if let Some(&id) = self.frame_ids.get(&(name.to_string(), module)) {
+            return id;
+        }
+        let name = name.to_string();
+        self.push_frame(name.clone(), module, String::new(), name.clone(), name)
+    }
+
+    fn push_frame(
+        &mut self,
+        short: String,
+        module: i64,
+        place: String,
+        full: String,
+        template_name: String,
+    ) -> u32 {
         let id = self.frames.len() as u32;
-        self.frames.push((name.clone(), module, place, full));
-        self.frame_ids.insert((name, module), id);
+        self.frame_ids.insert((full.clone(), module), id);
+        self.frames.push((short, module, place, full));
+        self.template_names.push(template_name);
         id
+    }
+
+    /// Where frames share a short label (two instantiations of a template,
+    /// two overloads), label them by their names with template arguments,
+    /// or by their full names where those are shared too.
+    fn distinct_labels(&mut self) {
+        let mut by_label: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (index, frame) in self.frames.iter().enumerate() {
+            by_label.entry(frame.0.as_str()).or_default().push(index);
+        }
+        let groups: Vec<Vec<usize>> = by_label
+            .into_values()
+            .filter(|group| group.len() > 1)
+            .collect();
+        for group in groups {
+            let templates: HashSet<&str> = group
+                .iter()
+                .map(|&i| self.template_names[i].as_str())
+                .collect();
+            let by_template = templates.len() == group.len();
+            for i in group {
+                self.frames[i].0 = if by_template {
+                    self.template_names[i].clone()
+                } else {
+                    self.frames[i].3.clone()
+                };
+            }
+        }
     }
 
     fn module(&mut self, module: usize) -> i64 {
@@ -252,6 +347,7 @@ impl<'a> ModelBuilder<'a> {
             }
         }
         let has_base = model.base_name.is_some();
+        self.distinct_labels();
         model.frames = self.frames;
         model.modules = self.modules;
         model.threads = self.threads;
@@ -287,11 +383,29 @@ fn single_precision(rows: &[[f64; 4]]) -> Vec<f32> {
         .collect()
 }
 
-/// A thread's name, `tid N` without one, `?` when the dump does not know.
-fn thread_name(profile: &Profile, serial: u32) -> String {
+/// The thread names a side must split by thread id: those that name
+/// several threads of one dump (a pool of `python3` threads). Names shared
+/// only across dumps (two processes' `main`) still group.
+fn shared_thread_names(side: &Side) -> HashSet<String> {
+    let mut shared = HashSet::new();
+    for input in side.inputs() {
+        let mut seen = HashSet::new();
+        for thread in &input.dump.threads {
+            if !thread.name.is_empty() && !seen.insert(thread.name.as_str()) {
+                shared.insert(thread.name.clone());
+            }
+        }
+    }
+    shared
+}
+
+/// A thread's label: its name, followed by ` tid N` when the name is
+/// `shared`; `tid N` without a name; `?` when the dump does not know.
+fn thread_label(profile: &Profile, serial: u32, shared: &HashSet<String>) -> String {
     match profile.thread(serial) {
-        Some(t) if !t.name.is_empty() => t.name.clone(),
-        Some(t) => format!("tid {}", t.tid),
+        Some(t) if t.name.is_empty() => format!("tid {}", t.tid),
+        Some(t) if shared.contains(&t.name) => format!("{} tid {}", t.name, t.tid),
+        Some(t) => t.name.clone(),
         None => "?".to_string(),
     }
 }
