@@ -393,7 +393,12 @@
   const metricSelect = $("metric");
   M.metrics.forEach((name, i) => { const o = document.createElement("option"); o.value = i; o.textContent = name; metricSelect.appendChild(o); });
   $("normalise-label").hidden = !DIFF;
-  for (const l of M.links) { const a = document.createElement("a"); a.href = l.href; a.textContent = l.label; $("links").appendChild(a); }
+  for (const l of M.links) {
+    const a = document.createElement("a");
+    a.href = l.href; a.textContent = l.label;
+    if (l.rel) a.rel = l.rel;
+    $("links").appendChild(a);
+  }
 
   metricSelect.onchange = () => go({ metric: parseInt(metricSelect.value, 10) }, true);
   let searchTimer = null;
@@ -425,6 +430,11 @@
   document.addEventListener("keydown", (e) => {
     const typing = e.target.matches && e.target.matches("input, select, textarea");
     if (e.key === "/" && !typing) { e.preventDefault(); search.focus(); search.select(); return; }
+    if ((e.key === "[" || e.key === "]") && !typing) {
+      const a = document.querySelector('#links a[rel="' + (e.key === "[" ? "prev" : "next") + '"]');
+      if (a) location.href = a.href;
+      return;
+    }
     if (e.key !== "Escape") return;
     if (e.target === search) {
       search.value = "";

@@ -8,11 +8,13 @@ use serde::Deserialize;
 /// Longest query string accepted (longer: 414 URI Too Long).
 pub const MAX_QUERY_LEN: usize = 2048;
 
-/// `?dump=ID[&base=ID]`.
+/// `?dump=ID[&base=ID][&allow_mismatch=1]`.
 #[derive(Deserialize)]
 pub struct Pick {
     pub dump: Option<String>,
     pub base: Option<String>,
+    /// `1`: compare dumps of different programs anyway.
+    pub allow_mismatch: Option<String>,
 }
 
 /// The ids of a query, or the status and reason of its refusal.

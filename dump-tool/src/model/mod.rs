@@ -19,7 +19,7 @@ pub mod profile;
 pub mod size_class;
 pub mod transform;
 
-pub use frames::{FrameRef, function_name, line_of};
+pub use frames::{FrameRef, FunctionNames, distinct_labels, function_name, line_of};
 pub use metric::{Metric, RawCounts, Values};
 pub use profile::{BuildOptions, Origin, Profile, Sample};
 pub use transform::Transforms;

@@ -166,7 +166,7 @@ fn check(
 }
 
 /// Every dump's stacks as interned locations.
-fn intern(table: &mut LocationTable, inputs: &[Input]) -> Vec<Vec<Vec<LocationId>>> {
+pub(super) fn intern(table: &mut LocationTable, inputs: &[Input]) -> Vec<Vec<Vec<LocationId>>> {
     inputs
         .iter()
         .map(|input| table.intern_dump(&input.dump))
@@ -175,7 +175,7 @@ fn intern(table: &mut LocationTable, inputs: &[Input]) -> Vec<Vec<Vec<LocationId
 
 /// The side as the view shows it: each dump corrected on its own, merged
 /// when several, then transformed.
-fn side(
+pub(super) fn side(
     table: &mut LocationTable,
     loaded: Loaded,
     stacks: &[Vec<Vec<LocationId>>],

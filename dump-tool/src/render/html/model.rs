@@ -20,10 +20,9 @@
 
 use crate::compare::pairing;
 use crate::model::live_heap::LiveHeap;
-use crate::model::{FrameRef, Metric, Profile, Values, line_of};
+use crate::model::{FrameRef, FunctionNames, Metric, Profile, Values, distinct_labels, line_of};
 use crate::pipeline::{Side, View};
 use crate::render::live_heap::words;
-use crate::symbols::names::{Language, short_name_with_templates};
 use crate::symbols::{LocationTable, NameStyle};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -33,6 +32,9 @@ use std::collections::{HashMap, HashSet};
 pub struct Link {
     pub label: String,
     pub href: String,
+    /// `prev` or `next`: the keys `[` and `]` follow it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rel: Option<&'static str>,
 }
 
 /// What the viewer draws, serialized into the page.
@@ -151,8 +153,8 @@ struct ModelBuilder<'a> {
     table: &'a LocationTable,
     frames: Vec<(String, i64, String, String)>,
     frame_ids: HashMap<(String, i64), u32>,
-    /// Per frame: its full name's short form with template arguments kept.
-    template_names: Vec<String>,
+    /// Per frame: its function's names (the labels are made from them).
+    names: Vec<FunctionNames>,
     module_ids: HashMap<usize, i64>,
     modules: Vec<(String, &'static str)>,
     threads: Vec<String>,
@@ -172,7 +174,7 @@ impl<'a> ModelBuilder<'a> {
             table,
             frames: Vec::new(),
             frame_ids: HashMap::new(),
-            template_names: Vec::new(),
+            names: Vec::new(),
             module_ids: HashMap::new(),
             modules: Vec::new(),
             threads: Vec::new(),
@@ -224,83 +226,25 @@ impl<'a> ModelBuilder<'a> {
         frames.iter().rev().map(|&f| self.frame(f)).collect()
     }
 
-    /// A frame per (full name, module): the short label is set once every
-    /// frame is known ([`ModelBuilder::distinct_labels`]).
+    /// A frame per (full name, module): the short labels are set once
+    /// every frame is known ([`distinct_labels`]).
     fn frame(&mut self, frame: FrameRef) -> u32 {
         let location = self.table.locations.get(frame.location);
         let module = location
             .and_then(|l| l.module)
             .map_or(-1, |m| self.module(m));
-        let Some(line) = line_of(self.table, frame) else {
-            return self.plain_frame("??", module);
-        };
-        let qualified = |name: &str| match &line.qualifier {
-            Some(qualifier) => format!("{name} [{qualifier}]"),
-            None => name.to_string(),
-        };
-        let full = qualified(&line.function);
-        if let Some(&id) = self.frame_ids.get(&(full.clone(), module)) {
+        let line = line_of(self.table, frame);
+        let names = line.map_or_else(|| FunctionNames::plain("??"), FunctionNames::of);
+        if let Some(&id) = self.frame_ids.get(&(names.full.clone(), module)) {
             return id;
         }
-        let place = line.source().unwrap_or_default();
-        // Only C++ names are shortened: a short name that differs is C++.
-        let template_name = if line.short == line.function {
-            full.clone()
-        } else {
-            qualified(&short_name_with_templates(&line.function, Language::Cxx))
-        };
-        self.push_frame(qualified(&line.short), module, place, full, template_name)
-    }
-
-    fn plain_frame(&mut self, name: &str, module: i64) -> u32 {
-        if let Some(&id) = self.frame_ids.get(&(name.to_string(), module)) {
-            return id;
-        }
-        let name = name.to_string();
-        self.push_frame(name.clone(), module, String::new(), name.clone(), name)
-    }
-
-    fn push_frame(
-        &mut self,
-        short: String,
-        module: i64,
-        place: String,
-        full: String,
-        template_name: String,
-    ) -> u32 {
+        let place = line.and_then(|l| l.source()).unwrap_or_default();
         let id = self.frames.len() as u32;
-        self.frame_ids.insert((full.clone(), module), id);
-        self.frames.push((short, module, place, full));
-        self.template_names.push(template_name);
+        self.frame_ids.insert((names.full.clone(), module), id);
+        self.frames
+            .push((names.short.clone(), module, place, names.full.clone()));
+        self.names.push(names);
         id
-    }
-
-    /// Where frames share a short label (two instantiations of a template,
-    /// two overloads), label them by their names with template arguments,
-    /// or by their full names where those are shared too.
-    fn distinct_labels(&mut self) {
-        let mut by_label: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (index, frame) in self.frames.iter().enumerate() {
-            by_label.entry(frame.0.as_str()).or_default().push(index);
-        }
-        let groups: Vec<Vec<usize>> = by_label
-            .into_values()
-            .filter(|group| group.len() > 1)
-            .collect();
-        for group in groups {
-            let templates: HashSet<&str> = group
-                .iter()
-                .map(|&i| self.template_names[i].as_str())
-                .collect();
-            let by_template = templates.len() == group.len();
-            for i in group {
-                self.frames[i].0 = if by_template {
-                    self.template_names[i].clone()
-                } else {
-                    self.frames[i].3.clone()
-                };
-            }
-        }
     }
 
     fn module(&mut self, module: usize) -> i64 {
@@ -347,7 +291,9 @@ impl<'a> ModelBuilder<'a> {
             }
         }
         let has_base = model.base_name.is_some();
-        self.distinct_labels();
+        for (frame, label) in self.frames.iter_mut().zip(distinct_labels(&self.names)) {
+            frame.0 = label;
+        }
         model.frames = self.frames;
         model.modules = self.modules;
         model.threads = self.threads;
