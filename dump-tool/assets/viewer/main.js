@@ -51,9 +51,24 @@
   const threadFrames = M.threads.map((t) => internFrame("[thread " + t + "]", -2, ""));
   const label = (frame) => (state.names === "full" ? frames[frame].full : frames[frame].short);
 
+  // Every stack's frames, root first: the frames it shares with the stack
+  // before (the model sorts them), then its own.
+  const modelStacks = (function () {
+    const out = new Array(M.stack_frames.length);
+    let previous = [];
+    for (let i = 0; i < out.length; i++) {
+      const shared = M.stack_shared[i], tail = M.stack_frames[i];
+      const f = previous.slice(0, shared);
+      for (const x of tail) f.push(x);
+      out[i] = [i, f];
+      previous = f;
+    }
+    return out;
+  })();
+
   // Apply the transforms to every stack: the list of [stack index, frames].
   function transformedStacks() {
-    let stacks = M.stack_frames.map((f, i) => [i, f]);
+    let stacks = modelStacks;
     for (const [kind, pattern, replacement] of state.transforms) {
       if (kind === "collapse") { stacks = stacks.map(([i, f]) => [i, collapseRecursion(f)]); continue; }
       const test = matcher(pattern);
@@ -238,7 +253,7 @@
   function timed(name, f) { const t = performance.now(); const r = f(); timings[name] = Math.round(performance.now() - t); return r; }
   function rebuild() {
     stacks = timed("transform", transformedStacks);
-    tree = timed("tree", () => hdTree.build(stacks, data));
+    tree = timed("tree", () => hdTree.build(stacks, data, stacks === modelStacks));
     relayout();
   }
   function relayout() {

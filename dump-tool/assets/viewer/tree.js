@@ -21,9 +21,10 @@ const hdTree = (function () {
     return same;
   }
   // stacks: [stack index, frame ids root first]; data: per-stack values
-  // {nv, nvar, bv, bvar} (4 per stack; bv and bvar null without a base).
-  function build(stacks, data) {
-    const sorted = stacks.slice().sort(compareStacks);
+  // {nv, nvar, bv, bvar} (4 per stack; bv and bvar null without a base);
+  // `presorted`: the stacks are in frame order already (the model's).
+  function build(stacks, data, presorted) {
+    const sorted = presorted ? stacks : stacks.slice().sort(compareStacks);
     let count = 1, previous = [];
     for (const [, f] of sorted) { count += f.length - shared(f, previous); previous = f; }
     const diff = !!data.bv;

@@ -45,10 +45,10 @@ const hdTimeline = (function () {
   // Indices to draw: all, or per pixel column the lowest and highest.
   function thinned(xs, ys, width) {
     const all = xs.map((_, i) => i);
-    if (xs.length <= 2 * width) return all;
+    if (xs.length <= width) return all;
     const columns = new Map();
     for (const i of all) {
-      const c = Math.round(xs[i]);
+      const c = Math.round(xs[i] / 2);
       const m = columns.get(c);
       if (!m) columns.set(c, [i, i]);
       else { if (ys[i] < ys[m[0]]) m[0] = i; if (ys[i] > ys[m[1]]) m[1] = i; }

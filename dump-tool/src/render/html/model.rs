@@ -24,6 +24,7 @@ use crate::model::{FrameRef, FunctionNames, Metric, Profile, Values, distinct_la
 use crate::pipeline::{Side, View};
 use crate::render::live_heap::words;
 use crate::symbols::{LocationTable, NameStyle};
+use ahash::AHashMap;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -60,7 +61,11 @@ pub struct Model {
     pub threads: Vec<String>,
     /// Per stack: thread index.
     pub stack_threads: Vec<u32>,
-    /// Per stack: frame indices, root first.
+    /// Per stack: how many frames (from the root) it shares with the stack
+    /// before it. Stacks are sorted frame by frame, so most share a long
+    /// prefix: the page stays small and the viewer's tree needs no sort.
+    pub stack_shared: Vec<u32>,
+    /// Per stack: its frame indices after the shared ones, root first.
     pub stack_frames: Vec<Vec<u32>>,
     /// Per stack, 4 values (see `metrics`): new side.
     pub new_values: Vec<f64>,
@@ -126,6 +131,7 @@ pub fn model(view: &View<'_>) -> Model {
         modules: Vec::new(),
         threads: Vec::new(),
         stack_threads: Vec::new(),
+        stack_shared: Vec::new(),
         stack_frames: Vec::new(),
         new_values: Vec::new(),
         new_variances: Vec::new(),
@@ -153,13 +159,17 @@ struct ModelBuilder<'a> {
     table: &'a LocationTable,
     frames: Vec<(String, i64, String, String)>,
     frame_ids: HashMap<(String, i64), u32>,
+    /// Per location of the table, the frame of each of its lines once
+    /// seen (`u32::MAX` before): most frames repeat, and a lookup here
+    /// costs no hashing.
+    frame_refs: Vec<Vec<u32>>,
     /// Per frame: its function's names (the labels are made from them).
     names: Vec<FunctionNames>,
     module_ids: HashMap<usize, i64>,
     modules: Vec<(String, &'static str)>,
     threads: Vec<String>,
     thread_ids: HashMap<String, u32>,
-    stack_ids: HashMap<(u32, Vec<u32>), usize>,
+    stack_ids: AHashMap<(u32, Vec<u32>), usize>,
     stacks: Vec<(u32, Vec<u32>)>,
     new_values: Vec<[f64; 4]>,
     new_variances: Vec<[f64; 4]>,
@@ -174,12 +184,13 @@ impl<'a> ModelBuilder<'a> {
             table,
             frames: Vec::new(),
             frame_ids: HashMap::new(),
+            frame_refs: Vec::new(),
             names: Vec::new(),
             module_ids: HashMap::new(),
             modules: Vec::new(),
             threads: Vec::new(),
             thread_ids: HashMap::new(),
-            stack_ids: HashMap::new(),
+            stack_ids: AHashMap::new(),
             stacks: Vec::new(),
             new_values: Vec::new(),
             new_variances: Vec::new(),
@@ -229,6 +240,28 @@ impl<'a> ModelBuilder<'a> {
     /// A frame per (full name, module): the short labels are set once
     /// every frame is known ([`distinct_labels`]).
     fn frame(&mut self, frame: FrameRef) -> u32 {
+        if let Some(&id) = self
+            .frame_refs
+            .get(frame.location)
+            .and_then(|lines| lines.get(frame.line))
+            .filter(|&&id| id != u32::MAX)
+        {
+            return id;
+        }
+        let id = self.new_frame(frame);
+        let locations = &self.table.locations;
+        if self.frame_refs.len() < locations.len() {
+            self.frame_refs.resize(locations.len(), Vec::new());
+        }
+        if let Some(lines) = self.frame_refs.get_mut(frame.location) {
+            let count = locations[frame.location].lines.len().max(frame.line + 1);
+            lines.resize(count, u32::MAX);
+            lines[frame.line] = id;
+        }
+        id
+    }
+
+    fn new_frame(&mut self, frame: FrameRef) -> u32 {
         let location = self.table.locations.get(frame.location);
         let module = location
             .and_then(|l| l.module)
@@ -260,20 +293,18 @@ impl<'a> ModelBuilder<'a> {
     }
 
     fn stack(&mut self, thread: u32, frames: Vec<u32>) -> usize {
-        let key = (thread, frames);
-        if let Some(&id) = self.stack_ids.get(&key) {
-            return id;
-        }
-        let id = self.stacks.len();
-        self.stacks.push(key.clone());
-        self.stack_ids.insert(key, id);
-        for column in [
-            &mut self.new_values,
-            &mut self.new_variances,
-            &mut self.base_values,
-            &mut self.base_variances,
-        ] {
-            column.push([0.0; 4]);
+        let next = self.stacks.len();
+        let id = *self.stack_ids.entry((thread, frames)).or_insert(next);
+        if id == next {
+            self.stacks.push((thread, Vec::new()));
+            for column in [
+                &mut self.new_values,
+                &mut self.new_variances,
+                &mut self.base_values,
+                &mut self.base_variances,
+            ] {
+                column.push([0.0; 4]);
+            }
         }
         id
     }
@@ -297,12 +328,37 @@ impl<'a> ModelBuilder<'a> {
         model.frames = self.frames;
         model.modules = self.modules;
         model.threads = self.threads;
-        (model.stack_threads, model.stack_frames) = self.stacks.into_iter().unzip();
-        model.new_values = rounded(&self.new_values);
-        model.new_variances = single_precision(&self.new_variances);
+        // The frame lists live in the index until now (one copy, not two).
+        let mut stacks = self.stacks;
+        for ((thread, frames), id) in self.stack_ids {
+            stacks[id] = (thread, frames);
+        }
+        let mut order: Vec<usize> = (0..stacks.len()).collect();
+        order.sort_by(|&a, &b| {
+            stacks[a]
+                .1
+                .cmp(&stacks[b].1)
+                .then(stacks[a].0.cmp(&stacks[b].0))
+        });
+        let mut previous: &[u32] = &[];
+        for &id in &order {
+            let (thread, frames) = &stacks[id];
+            let shared = frames
+                .iter()
+                .zip(previous)
+                .take_while(|(a, b)| a == b)
+                .count();
+            model.stack_threads.push(*thread);
+            model.stack_shared.push(shared as u32);
+            model.stack_frames.push(frames[shared..].to_vec());
+            previous = frames;
+        }
+        let sorted = |rows: &[[f64; 4]]| order.iter().map(|&id| rows[id]).collect::<Vec<_>>();
+        model.new_values = rounded(&sorted(&self.new_values));
+        model.new_variances = single_precision(&sorted(&self.new_variances));
         if has_base {
-            model.base_values = rounded(&self.base_values);
-            model.base_variances = single_precision(&self.base_variances);
+            model.base_values = rounded(&sorted(&self.base_values));
+            model.base_variances = single_precision(&sorted(&self.base_variances));
         }
         model
     }
