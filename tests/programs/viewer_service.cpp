@@ -13,7 +13,8 @@
 // Before the first round Cache<int>::fill and Cache<double>::fill keep
 // tables of 512 KiB and 1 MiB (two instantiations of one template),
 // descend() keeps 256 KiB at the end of a 120-frame chain, and two threads
-// named "pool" keep 64 KiB and 192 KiB from pool_work().
+// named "pool" keep 256 KiB and 512 KiB from pool_work() (blocks this
+// large are sampled on every run at lg_prof_sample:14).
 // Prints its truth: "leak <bytes per round> rounds <n> peak <bytes>".
 #include <dlfcn.h>
 #include <pthread.h>
@@ -96,7 +97,7 @@ NOINLINE int descend(int depth) {
 NOINLINE void *pool_work(void *arg) {
     long index = reinterpret_cast<long>(arg);
     pthread_setname_np(pthread_self(), "pool");
-    pool_blocks[index] = malloc(index == 0 ? 64 * 1024 : 192 * 1024);
+    pool_blocks[index] = malloc(index == 0 ? 256 * 1024 : 512 * 1024);
     return nullptr;
 }
 

@@ -8,8 +8,8 @@
 //! [`super::pairing`]); it *still grows* when its change from the middle
 //! dump to the last is significant and positive too, and *levelled off*
 //! otherwise (a cache that filled, or start-up state). Functions are told
-//! apart by their full names and labelled as the viewer labels them
-//! ([`crate::model::distinct_labels`]). No I/O.
+//! apart and labelled as the viewer does ([`crate::model::FunctionNames`],
+//! [`crate::model::distinct_labels`]). No I/O.
 
 use super::pairing::pairing;
 use crate::model::{FunctionNames, Metric, Profile, distinct_labels, line_of};
@@ -94,7 +94,7 @@ fn self_values(
             };
             let function =
                 line_of(table, leaf).map_or_else(|| FunctionNames::plain("??"), FunctionNames::of);
-            let id = *index.entry(function.full.clone()).or_insert_with(|| {
+            let id = *index.entry(function.templates.clone()).or_insert_with(|| {
                 names.push(function);
                 values.push(vec![Estimate::default(); series.len()]);
                 values.len() - 1

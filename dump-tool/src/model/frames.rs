@@ -73,9 +73,12 @@ pub fn function_name(table: &LocationTable, frame: FrameRef) -> &str {
 pub struct FunctionNames {
     /// The short name (`Pool<…>::take`).
     pub short: String,
-    /// The whole signature: what tells functions apart.
+    /// The whole signature, as far as the symbols give it (an inlined
+    /// frame's DWARF name has no parameters).
     pub full: String,
-    /// The short name with its template arguments (`Pool<Blob>::take`).
+    /// The short name with its template arguments (`Pool<Blob>::take`):
+    /// what tells functions apart (two instantiations of a template), and
+    /// the same for an inlined and an out-of-line frame of one function.
     pub templates: String,
 }
 
@@ -109,34 +112,25 @@ impl FunctionNames {
     }
 }
 
-/// Short labels that never merge two functions: each function's short
-/// name, except where several share one (two instantiations of a
-/// template, two overloads): those get their names with template
-/// arguments, or their full names where those are shared too.
+/// Short labels that never merge two functions (told apart by
+/// [`FunctionNames::templates`]): each function's short name, except where
+/// several share one (two instantiations of a template): those are
+/// labelled by their names with template arguments.
 pub fn distinct_labels(functions: &[FunctionNames]) -> Vec<String> {
     let mut by_short: HashMap<&str, HashSet<&str>> = HashMap::new();
     for names in functions {
         by_short
             .entry(names.short.as_str())
             .or_default()
-            .insert(names.full.as_str());
-    }
-    let mut by_templates: HashMap<&str, HashSet<&str>> = HashMap::new();
-    for names in functions {
-        by_templates
-            .entry(names.templates.as_str())
-            .or_default()
-            .insert(names.full.as_str());
+            .insert(names.templates.as_str());
     }
     functions
         .iter()
         .map(|names| {
             if by_short[names.short.as_str()].len() == 1 {
                 names.short.clone()
-            } else if by_templates[names.templates.as_str()].len() == 1 {
-                names.templates.clone()
             } else {
-                names.full.clone()
+                names.templates.clone()
             }
         })
         .collect()

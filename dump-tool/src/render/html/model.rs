@@ -10,10 +10,11 @@
 //! the view's samples: a frame the view hid is gone, a thread or size-class
 //! frame the view added is there.
 //!
-//! Frames are functions by their full name and module, so two
-//! instantiations of one template stay apart; each carries a short label
-//! that tells it from the others (`Pool<Blob>::take` where the short name
-//! `Pool<…>::take` is shared) and its full name, and the page switches
+//! Frames are functions by their names with template arguments and their
+//! module, so two instantiations of one template stay apart (and an
+//! inlined frame of a function is that function); each carries a short
+//! label that tells it from the others (`Pool<Blob>::take` where the short
+//! name `Pool<…>::take` is shared) and its full name, and the page switches
 //! between them. Threads are grouped by name, and by thread id where one
 //! dump has several threads of that name (every CPython thread is
 //! `python3`).
@@ -237,8 +238,9 @@ impl<'a> ModelBuilder<'a> {
         frames.iter().rev().map(|&f| self.frame(f)).collect()
     }
 
-    /// A frame per (full name, module): the short labels are set once
-    /// every frame is known ([`distinct_labels`]).
+    /// A frame per function (its name with template arguments) and
+    /// module: the short labels are set once every frame is known
+    /// ([`distinct_labels`]).
     fn frame(&mut self, frame: FrameRef) -> u32 {
         if let Some(&id) = self
             .frame_refs
@@ -268,12 +270,12 @@ impl<'a> ModelBuilder<'a> {
             .map_or(-1, |m| self.module(m));
         let line = line_of(self.table, frame);
         let names = line.map_or_else(|| FunctionNames::plain("??"), FunctionNames::of);
-        if let Some(&id) = self.frame_ids.get(&(names.full.clone(), module)) {
+        if let Some(&id) = self.frame_ids.get(&(names.templates.clone(), module)) {
             return id;
         }
         let place = line.and_then(|l| l.source()).unwrap_or_default();
         let id = self.frames.len() as u32;
-        self.frame_ids.insert((names.full.clone(), module), id);
+        self.frame_ids.insert((names.templates.clone(), module), id);
         self.frames
             .push((names.short.clone(), module, place, names.full.clone()));
         self.names.push(names);
