@@ -15,6 +15,7 @@
 use crate::AppState;
 use crate::catalog::Entry;
 use crate::listing::process_of;
+use crate::query::checked;
 use crate::responses::refuse;
 use crate::work::{Failure, built, cache_key, read_entry};
 use axum::body::Bytes;
@@ -84,17 +85,11 @@ pub async fn growth(
     uri: Uri,
     query: Result<Query<Wanted>, QueryRejection>,
 ) -> Response {
-    if uri
-        .query()
-        .is_some_and(|q| q.len() > crate::query::MAX_QUERY_LEN)
-    {
-        return refuse(StatusCode::URI_TOO_LONG, "query too long");
-    }
-    let Ok(Query(Wanted { process: Some(key) })) = query else {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            "name a process: ?process=FIRST-DUMP-ID",
-        );
+    let named = "name a process: ?process=FIRST-DUMP-ID";
+    let key = match checked(&uri, query, named) {
+        Ok(Wanted { process: Some(key) }) => key,
+        Ok(_) => return refuse(StatusCode::BAD_REQUEST, named),
+        Err((status, why)) => return refuse(status, why),
     };
     let dumps = process_of(&state.catalog.snapshot(), &key);
     if dumps.first().is_none_or(|(first, _)| *first != key) {

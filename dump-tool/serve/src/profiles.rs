@@ -12,7 +12,7 @@
 use crate::AppState;
 use crate::catalog::{Entry, Snapshot};
 use crate::listing::process_of;
-use crate::query::{Pick, checked_query};
+use crate::query::{Pick, checked, checked_query};
 use crate::responses::refuse;
 use crate::view_limit::Presence;
 use crate::work::{Failure, built, cache_key, listed, read_entry};
@@ -84,14 +84,9 @@ async fn latest(
     query: Result<Query<Process>, QueryRejection>,
     metric: Metric,
 ) -> Response {
-    if uri
-        .query()
-        .is_some_and(|q| q.len() > crate::query::MAX_QUERY_LEN)
-    {
-        return refuse(StatusCode::URI_TOO_LONG, "query too long");
-    }
-    let Ok(Query(process)) = query else {
-        return refuse(StatusCode::BAD_REQUEST, "bad query: ?pid=N or ?exe=NAME");
+    let process = match checked(&uri, query, "bad query: ?pid=N or ?exe=NAME") {
+        Ok(process) => process,
+        Err((status, why)) => return refuse(status, why),
     };
     let snapshot = state.catalog.refresh().await;
     match latest_entry(&snapshot, &process) {

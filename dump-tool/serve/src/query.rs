@@ -1,4 +1,5 @@
-//! The query of a view or profile request, checked before any work.
+//! The query of a request, checked before any work: its length, then its
+//! parameters.
 
 use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
@@ -22,10 +23,20 @@ pub fn checked_query(
     uri: &Uri,
     query: Result<Query<Pick>, QueryRejection>,
 ) -> Result<Pick, (StatusCode, &'static str)> {
+    checked(uri, query, "bad query")
+}
+
+/// The parameters `T` of a query, or the status and reason of its
+/// refusal (`bad` says what a query should be).
+pub fn checked<T>(
+    uri: &Uri,
+    query: Result<Query<T>, QueryRejection>,
+    bad: &'static str,
+) -> Result<T, (StatusCode, &'static str)> {
     if uri.query().is_some_and(|q| q.len() > MAX_QUERY_LEN) {
         return Err((StatusCode::URI_TOO_LONG, "query too long"));
     }
     query
-        .map(|Query(pick)| pick)
-        .map_err(|_| (StatusCode::BAD_REQUEST, "bad query"))
+        .map(|Query(value)| value)
+        .map_err(|_| (StatusCode::BAD_REQUEST, bad))
 }

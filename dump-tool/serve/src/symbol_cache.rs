@@ -33,6 +33,16 @@ impl SymbolCache {
             .len()
     }
 
+    /// The shared table, locked for one session or series, started over
+    /// first if it grew past the bound.
+    fn bounded(&self) -> std::sync::MutexGuard<'_, LocationTable> {
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if table.locations.len() > self.max_locations {
+            *table = LocationTable::default();
+        }
+        table
+    }
+
     /// Open the session of `new` (and `base`) in the shared table and run
     /// `f` on it; one session at a time. Notices go to stderr.
     pub fn with_session<T>(
@@ -42,10 +52,7 @@ impl SymbolCache {
         settings: &Settings,
         f: impl FnOnce(&Session) -> T,
     ) -> Result<T> {
-        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        if table.locations.len() > self.max_locations {
-            *table = LocationTable::default();
-        }
+        let mut table = self.bounded();
         let session = Session::open(
             std::mem::take(&mut *table),
             new,
@@ -66,10 +73,7 @@ impl SymbolCache {
         settings: &Settings,
         f: impl FnOnce(&Series) -> T,
     ) -> T {
-        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        if table.locations.len() > self.max_locations {
-            *table = LocationTable::default();
-        }
+        let mut table = self.bounded();
         let series = Series::open(
             std::mem::take(&mut *table),
             inputs,
