@@ -4,7 +4,9 @@
 //!
 //! Bounded in bytes, least recently used dropped first; a value larger than
 //! a quarter of the bound is not kept. Keys name the dumps' ids and file
-//! versions (see `views::cache_key`), so a rewritten dump is built anew.
+//! versions (see `work::cache_key`), so a rewritten dump is built anew, and
+//! a kept value is sent only while its dumps still open below their roots
+//! (`work::kept`).
 
 use axum::body::Bytes;
 use std::collections::HashMap;

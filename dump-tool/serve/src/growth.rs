@@ -17,7 +17,7 @@ use crate::catalog::Entry;
 use crate::listing::process_of;
 use crate::query::checked;
 use crate::responses::refuse;
-use crate::work::{Failure, built, cache_key, read_entry};
+use crate::work::{Failure, built, cache_key, kept, read_entry};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -101,8 +101,10 @@ pub async fn growth(
     let series = spread(running);
     let key = cache_key("growth", &series);
     let json = |body: Bytes| ([(header::CONTENT_TYPE, "application/json")], body).into_response();
-    if let Some(body) = state.pages.get(&key) {
-        return json(body);
+    match kept(&state, &key, &series) {
+        Ok(Some(body)) => return json(body),
+        Ok(None) => {}
+        Err((status, why)) => return refuse(status, &why),
     }
     let report = built(&state, "the growth report failed", move |state, _| {
         report(state, &series, without_exit)

@@ -15,7 +15,7 @@ use crate::listing::process_of;
 use crate::query::{Pick, checked, checked_query};
 use crate::responses::refuse;
 use crate::view_limit::Presence;
-use crate::work::{Failure, built, cache_key, listed, read_entry};
+use crate::work::{Failure, built, cache_key, kept, listed, read_entry};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path as UrlPath, Query, State};
@@ -160,8 +160,11 @@ async fn profile_response(
         &entries,
     );
     let dump_id = entries[0].id.clone();
-    let kept = state.pages.get(&key).filter(|_| state.symbolz.touch(&key));
-    let bytes = match kept {
+    let cached = match kept(state, &key, &entries) {
+        Ok(value) => value.filter(|_| state.symbolz.touch(&key)),
+        Err((status, why)) => return refuse(status, &why),
+    };
+    let bytes = match cached {
         Some(bytes) => Ok(bytes),
         None => {
             let task_key = key.clone();

@@ -30,6 +30,11 @@ pub struct Version {
 }
 
 impl Version {
+    /// The version of the open file `file`, if it can be told.
+    pub fn of_file(file: &std::fs::File) -> Option<Version> {
+        fstat(file).ok().map(|stat| Version::of(&stat))
+    }
+
     fn of(stat: &FileStat) -> Version {
         Version {
             device: stat.st_dev,

@@ -16,7 +16,7 @@ use crate::query::{Pick, checked_query};
 use crate::responses::refuse;
 use crate::urls::{url_component, url_path};
 use crate::view_limit::Presence;
-use crate::work::{Failure, built, cache_key, listed, read_entry};
+use crate::work::{Failure, built, cache_key, kept, listed, read_entry};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -48,8 +48,10 @@ pub async fn view(
     let html_page =
         |page: Bytes| ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
     let key = cache_key(&format!("view {allow_mismatch}"), &entries);
-    if let Some(page) = state.pages.get(&key) {
-        return html_page(page);
+    match kept(&state, &key, &entries) {
+        Ok(Some(page)) => return html_page(page),
+        Ok(None) => {}
+        Err((status, why)) => return refuse(status, &why),
     }
     let page = built(&state, "the view failed", move |state, presence| {
         render_view(state, presence, &entries, allow_mismatch)

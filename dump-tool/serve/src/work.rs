@@ -1,13 +1,18 @@
 //! What the routes that build something share: running the work within
 //! the limit on views built at once and turning its failure into a
 //! refusal, reading a listed dump from below its root, and the keys under
-//! which built responses are kept (`built_cache`).
+//! which built responses are kept (`built_cache`) and the check that lets
+//! a kept response be sent: its dumps still open below their roots in the
+//! versions it was built from (a dump swapped for a link after it was
+//! built is refused as when nothing was kept).
 
 use crate::AppState;
 use crate::catalog::Entry;
 use crate::responses::refuse;
 use crate::roots::Refused;
+use crate::scan::Version;
 use crate::view_limit::{Presence, Unfinished};
+use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::Response;
 use heapdiff::input::{Input, load_opened};
@@ -49,16 +54,38 @@ pub fn listed(state: &AppState, id: &str) -> Result<Arc<Entry>, Failure> {
 
 /// The dump of `entry`, read from below its root.
 pub fn read_entry(state: &AppState, entry: &Entry) -> Result<Input, Failure> {
-    let id = &entry.id;
-    let file = state.catalog.open(entry).map_err(|refused| {
+    let file = open_entry(state, entry)?;
+    load_opened(file, Path::new(&entry.id))
+        .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
+}
+
+/// The file of `entry`, opened below its root.
+fn open_entry(state: &AppState, entry: &Entry) -> Result<std::fs::File, Failure> {
+    state.catalog.open(entry).map_err(|refused| {
         let status = match refused {
             Refused::Missing => StatusCode::NOT_FOUND,
             Refused::Outside => StatusCode::FORBIDDEN,
             Refused::Failed(_) => StatusCode::UNPROCESSABLE_ENTITY,
         };
-        (status, format!("{id}: {refused}"))
-    })?;
-    load_opened(file, Path::new(id)).map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
+        (status, format!("{}: {refused}", entry.id))
+    })
+}
+
+/// The response kept under `key` for `entries`, if every one of them
+/// still opens below its root in its listed version; a dump that no
+/// longer opens there is refused as a build would refuse it, one rewritten
+/// since is built anew (`None`).
+pub fn kept(state: &AppState, key: &str, entries: &[Arc<Entry>]) -> Result<Option<Bytes>, Failure> {
+    let Some(value) = state.pages.get(key) else {
+        return Ok(None);
+    };
+    for entry in entries {
+        let file = open_entry(state, entry)?;
+        if Version::of_file(&file) != Some(entry.version()) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(value))
 }
 
 /// The key of something built from `entries` (in this order, each in its
