@@ -150,17 +150,8 @@ fn a_stripped_binary_is_named_from_its_dynamic_symbols() {
     let (exported, _exported_binary) = run_stripped(&["-rdynamic"]);
     let (plain, _plain_binary) = run_stripped(&[]);
     let self_names = |outcome: &Outcome| {
-        let text = heapdiff_ok(&[
-            "--format",
-            "folded",
-            outcome
-                .dir
-                .path()
-                .join(final_name(outcome))
-                .to_str()
-                .unwrap(),
-        ]);
-        text
+        let dump = outcome.dir.path().join(final_name(outcome));
+        heapdiff_ok(&["--format", "folded", dump.to_str().unwrap()])
     };
     let named = self_names(&exported);
     assert!(

@@ -27,14 +27,17 @@ const ADDRESSES: usize = 500_000;
 /// The longest request body read (pprof posts `0x…+0x…`).
 pub const MAX_QUERY_BYTES: usize = 16 << 20;
 
+/// A profile's cache key and its names by address.
+type Remembered = (String, Arc<HashMap<u64, String>>);
+
 /// Address → name of the profiles served last, by their cache keys.
 #[derive(Default)]
 pub struct SymbolMemory {
-    profiles: Mutex<Vec<(String, Arc<HashMap<u64, String>>)>>,
+    profiles: Mutex<Vec<Remembered>>,
 }
 
 impl SymbolMemory {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Arc<HashMap<u64, String>>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Remembered>> {
         self.profiles.lock().unwrap_or_else(|e| e.into_inner())
     }
 

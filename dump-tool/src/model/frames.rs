@@ -161,6 +161,9 @@ mod tests {
                 "Cache<double>::fill(unsigned long)",
                 "Cache<double>::fill",
             ),
+            // Overloads share their name with template arguments (an
+            // inlined frame's name has no parameters): one function, one
+            // label.
             names("f", "f(int)", "f"),
             names("f", "f(double)", "f"),
             names("main", "main", "main"),
@@ -171,8 +174,8 @@ mod tests {
             [
                 "Cache<int>::fill",
                 "Cache<double>::fill",
-                "f(int)",
-                "f(double)",
+                "f",
+                "f",
                 "main",
                 "main"
             ]
