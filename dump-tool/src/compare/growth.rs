@@ -5,7 +5,7 @@
 //! where the memory was allocated). It *grows* when its change from the
 //! first dump of the series to the last is significant and positive by
 //! [`crate::stats::change`]'s rule (the pairing of the two dumps from
-//! [`super::pairing`]); it *still grows* when its change from the middle
+//! [`super::pairing()`]); it *still grows* when its change from the middle
 //! dump to the last is significant and positive too, and *levelled off*
 //! otherwise (a cache that filled, or start-up state). Functions are told
 //! apart and labelled as the viewer does ([`crate::model::FunctionNames`],
