@@ -58,8 +58,9 @@
     let previous = [];
     for (let i = 0; i < out.length; i++) {
       const shared = M.stack_shared[i], tail = M.stack_frames[i];
-      const f = previous.slice(0, shared);
-      for (const x of tail) f.push(x);
+      const f = new Array(shared + tail.length);
+      for (let d = 0; d < shared; d++) f[d] = previous[d];
+      for (let d = 0; d < tail.length; d++) f[shared + d] = tail[d];
       out[i] = [i, f];
       previous = f;
     }
@@ -253,7 +254,7 @@
   function timed(name, f) { const t = performance.now(); const r = f(); timings[name] = Math.round(performance.now() - t); return r; }
   function rebuild() {
     stacks = timed("transform", transformedStacks);
-    tree = timed("tree", () => hdTree.build(stacks, data, stacks === modelStacks));
+    tree = timed("tree", () => hdTree.build(stacks, data, stacks === modelStacks ? M.stack_shared : null));
     relayout();
   }
   function relayout() {

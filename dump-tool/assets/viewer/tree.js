@@ -20,13 +20,22 @@ const hdTree = (function () {
     while (same < f.length && same < previous.length && f[same] === previous[same]) same++;
     return same;
   }
+  // How many frames each stack shares with the one before it.
+  function prefixes(sorted) {
+    const same = new Int32Array(sorted.length);
+    let previous = [];
+    for (let j = 0; j < sorted.length; j++) { same[j] = shared(sorted[j][1], previous); previous = sorted[j][1]; }
+    return same;
+  }
   // stacks: [stack index, frame ids root first]; data: per-stack values
   // {nv, nvar, bv, bvar} (4 per stack; bv and bvar null without a base);
-  // `presorted`: the stacks are in frame order already (the model's).
+  // `presorted`: the stacks are in frame order already (the model's), each
+  // sharing presorted[j] frames with the one before.
   function build(stacks, data, presorted) {
     const sorted = presorted ? stacks : stacks.slice().sort(compareStacks);
-    let count = 1, previous = [];
-    for (const [, f] of sorted) { count += f.length - shared(f, previous); previous = f; }
+    const same = presorted || prefixes(sorted);
+    let count = 1;
+    for (let j = 0; j < sorted.length; j++) count += sorted[j][1].length - same[j];
     const diff = !!data.bv;
     const values = () => new Float64Array(4 * count);
     const t = { count: 0, parent: new Int32Array(count), frame: new Int32Array(count), end: new Int32Array(count),
@@ -34,21 +43,27 @@ const hdTree = (function () {
     const add = (parent, frame) => { const id = t.count++; t.parent[id] = parent; t.frame[id] = frame; return id; };
     add(-1, -1);
     const path = [0];
-    previous = [];
-    for (const [i, f] of sorted) {
-      const o = 4 * i;
-      addValues(t, 0, data, o);
-      const same = shared(f, previous);
-      while (path.length > same + 1) t.end[path.pop()] = t.count;
-      for (let d = 0; d < f.length; d++) {
-        const id = d < same ? path[d + 1] : add(path[d], f[d]);
-        if (d >= same) path.push(id);
-        addValues(t, id, data, o);
-      }
-      previous = f;
+    // Each stack's values go to the node where it ends; a pass from the
+    // last node to the first then adds every node into its parent (a
+    // parent comes before its children), so a value is added once per
+    // node instead of once per frame of every stack.
+    for (let j = 0; j < sorted.length; j++) {
+      const [i, f] = sorted[j];
+      while (path.length > same[j] + 1) t.end[path.pop()] = t.count;
+      for (let d = same[j]; d < f.length; d++) path.push(add(path[d], f[d]));
+      addValues(t, path[f.length], data, 4 * i);
     }
     while (path.length) t.end[path.pop()] = t.count;
+    for (let id = t.count - 1; id > 0; id--) addNode(t, t.parent[id], id);
     return t;
+  }
+  function addNode(t, to, from) {
+    const a = 4 * to, o = 4 * from;
+    for (let k = 0; k < 4; k++) {
+      t.n[a + k] += t.n[o + k];
+      t.vn[a + k] += t.vn[o + k];
+      if (t.b) { t.b[a + k] += t.b[o + k]; t.vb[a + k] += t.vb[o + k]; }
+    }
   }
   function addValues(t, id, data, o) {
     const at = 4 * id;
