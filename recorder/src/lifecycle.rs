@@ -52,6 +52,7 @@ pub fn start_services() {
         modules::refresh();
         // dlsym may allocate: under the guard too.
         crate::sys::find_single_threaded_flag();
+        crate::backtrace::use_process_libgcc();
     }
     // SAFETY: registering handlers with the C ABI and no captured state.
     unsafe {
