@@ -118,12 +118,19 @@ impl Counters {
 }
 
 /// [`Weights`] as four atomic `f64`s (bit patterns), added to with a
-/// compare-and-swap loop: only at sample events and sampled frees.
+/// compare-and-swap loop: only at sample events and sampled frees. All-zero
+/// is empty.
 #[repr(C)]
-struct WeightCells([AtomicU64; 4]);
+pub struct WeightCells([AtomicU64; 4]);
 
 impl WeightCells {
-    fn add(&self, weights: &Weights, sign: f64) {
+    /// Empty sums.
+    pub const fn new() -> WeightCells {
+        WeightCells([const { AtomicU64::new(0) }; 4])
+    }
+
+    /// Add `sign` times `weights` (a sample counted, or taken out).
+    pub fn add(&self, weights: &Weights, sign: f64) {
         for (cell, value) in self.0.iter().zip(weights.as_array()) {
             let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
                 Some((f64::from_bits(bits) + sign * value).to_bits())
@@ -132,8 +139,8 @@ impl WeightCells {
     }
 
     /// The sums, or zeros when no sample is counted (`count == 0`): the
-    /// rounding left by adding and removing the same values is not shown.
-    fn read(&self, count: u64) -> Weights {
+    /// rounding left by adding and removing the same variances is not shown.
+    pub fn read(&self, count: u64) -> Weights {
         if count == 0 {
             return Weights::default();
         }
@@ -149,16 +156,23 @@ impl WeightCells {
         }
     }
 
-    fn zero(&self) {
+    /// Empty the sums.
+    pub fn zero(&self) {
         for cell in &self.0 {
             cell.store(0, Ordering::Relaxed);
         }
     }
 }
 
+impl Default for WeightCells {
+    fn default() -> Self {
+        WeightCells::new()
+    }
+}
+
 /// The weight sums of `objects` samples of `bytes` bytes in all, each taken
 /// with probability 1: Σ1/p and Σs/p are the counts, the variances are 0.
-fn certain_weights(objects: u64, bytes: u64) -> Weights {
+pub fn certain_weights(objects: u64, bytes: u64) -> Weights {
     if objects == 0 {
         return Weights::default();
     }

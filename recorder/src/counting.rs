@@ -66,7 +66,7 @@ pub unsafe fn before_free(pointer: *mut c_void) {
 pub unsafe fn count_usable(pointer: *mut c_void, sign: i64) {
     // SAFETY: per the contract.
     let usable = unsafe { next_alloc::usable_size(pointer) } as i64;
-    ThreadState::bump_signed(&tls::current().live_usable_delta, sign * usable);
+    state::add_exact_live(sign * usable);
 }
 
 /// [`after_alloc`] for any mode: counts usable bytes under `prof_exact`,
@@ -142,5 +142,5 @@ unsafe fn before_free_exact(pointer: *mut c_void) {
     };
     // SAFETY: a live allocation.
     let usable = sampled.unwrap_or_else(|| unsafe { next_alloc::usable_size(pointer) } as u64);
-    ThreadState::bump_signed(&state.live_usable_delta, -(usable as i64));
+    state::add_exact_live(-(usable as i64));
 }

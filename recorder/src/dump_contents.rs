@@ -1,9 +1,10 @@
 //! What a dump holds: a [`Dump`] assembled from the tables as they are now.
 //!
-//! Owns the reading of every table a dump covers (stacks and their records,
-//! the module map and its contexts, the thread list, the exact counters)
-//! into one value, and the process facts it carries (command line, time,
-//! identity, the clocks' origin, the attach time).
+//! Owns the reading of every table a dump covers (stacks and their records
+//! with their lifetimes, the live samples one by one, the module map and
+//! its contexts, the thread list, the exact counters and peak) into one
+//! value, and the process facts it carries (command line, time, identity,
+//! the clocks' origin, the attach time).
 //! Naming, numbering and writing the file are `writer`'s and `dump_file`'s.
 //!
 //! Never runs inside malloc: it allocates, takes the module map's and the
@@ -11,8 +12,11 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use heapsample_format::{Dump, Process, ThreadInfo, Totals, Trigger};
+use std::collections::HashMap;
 
+use heapsample_format::{Dump, LiveSample, Peak, Process, ThreadInfo, Totals, Trigger};
+
+use crate::live_table::{LIVE, USABLE_UNKNOWN};
 use crate::stack_table::{OTHER_THREADS, STACKS};
 use crate::{modules, process, state, sys, threads};
 
@@ -26,11 +30,13 @@ pub fn assemble(trigger: Trigger) -> Dump {
     let config = state::config();
     let exact = threads::exact_counts();
     let mut contexts = modules::Contexts::new();
-    let stacks = STACKS.snapshot(
+    let (stacks, records) = STACKS.snapshot(
         config.prof_accum,
         crate::sampling::samples_every_allocation(),
         &mut |objects| contexts.number(objects),
     );
+    let (start_monotonic_ns, start_unix_ns) = state::start_time();
+    let live_samples = live_samples(&records, start_monotonic_ns);
     let mut thread_list = threads::thread_infos();
     if stacks.iter().any(|stack| stack.thread == OTHER_THREADS) {
         thread_list.push(ThreadInfo {
@@ -62,15 +68,14 @@ pub fn assemble(trigger: Trigger) -> Dump {
                 .then_some(exact.live_usable_bytes.max(0) as u64),
             samples_taken: state::samples_taken(),
             samples_dropped: state::samples_dropped(),
-            samples_live: crate::live_table::LIVE.live_count(),
+            samples_live: LIVE.live_count(),
             threads_seen: exact.threads_seen,
             profiler_bytes: sys::MAPPED_BYTES.load(Relaxed),
             resets: state::resets(),
-            dropped: heapsample_format::Weights::default(),
+            dropped: state::dropped_weights(),
         },
         process: {
             let (id, parent_id) = process::identity();
-            let (start_monotonic_ns, start_unix_ns) = state::start_time();
             Process {
                 id,
                 parent_id,
@@ -81,9 +86,46 @@ pub fn assemble(trigger: Trigger) -> Dump {
             }
         },
         bytes_per_call: heapsample_format::BYTES_PER_CALL as u32,
-        live_samples: Vec::new(),
-        peak: None,
+        live_samples,
+        peak: config.prof_exact.then(|| {
+            let (live_usable_bytes, at, time_margin_bytes) = state::exact_peak();
+            Peak {
+                live_usable_bytes,
+                at_ns: at.saturating_sub(start_monotonic_ns),
+                time_margin_bytes,
+            }
+        }),
     }
+}
+
+/// Every live sample now, each naming its record's place in the dump's
+/// stacks (`records`, as the snapshot returned them), born relative to the
+/// profiler's start, in birth order. A sample whose record the snapshot did
+/// not carry (recorded after it) is left out.
+fn live_samples(records: &[u32], start_monotonic_ns: u64) -> Vec<LiveSample> {
+    let index: HashMap<u32, u32> = records
+        .iter()
+        .enumerate()
+        .map(|(at, &record)| (record, at as u32))
+        .collect();
+    let mut samples = Vec::with_capacity(LIVE.live_count() as usize);
+    LIVE.for_each(&mut |sample| {
+        if let Some(&stack) = index.get(&sample.record) {
+            samples.push(LiveSample {
+                stack,
+                thread: sample.thread,
+                birth_ns: sample.birth.saturating_sub(start_monotonic_ns),
+                size: sample.size,
+                usable: if sample.usable == USABLE_UNKNOWN {
+                    0
+                } else {
+                    sample.usable
+                },
+            });
+        }
+    });
+    samples.sort_by_key(|s| (s.birth_ns, s.thread, s.stack));
+    samples
 }
 
 fn command_line() -> Vec<String> {

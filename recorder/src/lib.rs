@@ -18,8 +18,9 @@
 //! 1. [`tls`]: the initial-exec per-thread block and the guard.
 //! 2. [`spin_lock`] (and the lock order), which keeps each thread's kernel
 //!    id in the thread's block.
-//! 3. tables: [`live_table`], [`stack_threads`], [`stack_table`],
-//!    [`object_ids`], [`modules`], [`backtrace`], [`own_heap`].
+//! 3. tables: [`live_table`], [`stack_threads`], [`lifetimes`],
+//!    [`stack_table`], [`object_ids`], [`modules`], [`backtrace`],
+//!    [`own_heap`].
 //! 4. [`next_alloc`]: the next allocator and the bootstrap arena.
 //! 5. [`state`]: the process-wide mode, flags, configuration and counters,
 //!    behind functions; [`attachment`]: preloaded or attached, since when.
@@ -53,6 +54,7 @@ pub mod dumper;
 pub mod exec_final;
 pub mod fast_path;
 pub mod lifecycle;
+pub mod lifetimes;
 pub mod live_table;
 pub mod memory_limit;
 pub mod modules;

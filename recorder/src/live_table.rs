@@ -1,7 +1,8 @@
 //! The live-sample table: which addresses are sampled objects still alive.
 //!
 //! Owns a lock-free open-addressing map from address to (stack-table
-//! record, size, usable size), plus a small counting filter indexed by the
+//! record, thread, size, usable size, birth), plus a small counting filter
+//! indexed by the
 //! address's page number modulo 32768 (pages 128 MiB apart share a
 //! counter), so that a free of an unsampled pointer costs one load of a
 //! 128 KiB `.bss` array and one well-predicted branch (the assembly in
@@ -58,22 +59,28 @@ const REGION_SLOTS_BITS: u32 = REGION_SHIFT - HOME_SHIFT;
 /// The distance between the slots of a hashed sequence (odd, so that a
 /// sequence could visit every slot of the power-of-two table).
 const HASHED_STRIDE: usize = (1 << REGION_SLOTS_BITS) + 1;
-/// `slack` of an entry whose usable size exceeds its request too far to
-/// keep: its usable size is asked of the allocator at its free.
-const SLACK_UNKNOWN: u32 = u32::MAX;
+/// The slack (usable bytes beyond the request) of an entry whose usable
+/// size exceeds its request too far to keep: its usable size is asked of
+/// the allocator at its free.
+const SLACK_UNKNOWN: u64 = 0xffff;
+/// Bits of a slot's `size_slack` that hold the request (2^48 bytes is more
+/// than x86-64 user space can hold, so no successful request is larger).
+const SIZE_BITS: u32 = 48;
+const SIZE_MASK: u64 = (1 << SIZE_BITS) - 1;
 
-/// One entry: 32 bytes, two to a cache line. The last word is unused: room
-/// for a per-sample field (a birth time) without changing the layout.
+/// One entry: 32 bytes, two to a cache line.
 #[repr(C, align(32))]
 struct Slot {
     address: AtomicUsize,
     /// The stack-table record the sample is counted in.
     record: AtomicU32,
-    /// Usable bytes beyond the request, or [`SLACK_UNKNOWN`].
-    slack: AtomicU32,
-    /// Requested bytes.
-    size: AtomicU64,
-    spare: AtomicU64,
+    /// The serial of the thread that allocated it.
+    thread: AtomicU32,
+    /// Requested bytes (low 48 bits) and usable bytes beyond them (high 16
+    /// bits, [`SLACK_UNKNOWN`] if too many).
+    size_slack: AtomicU64,
+    /// When it was allocated (`CLOCK_MONOTONIC`, nanoseconds).
+    birth: AtomicU64,
 }
 
 impl Slot {
@@ -81,9 +88,9 @@ impl Slot {
         Slot {
             address: AtomicUsize::new(EMPTY),
             record: AtomicU32::new(0),
-            slack: AtomicU32::new(0),
-            size: AtomicU64::new(0),
-            spare: AtomicU64::new(0),
+            thread: AtomicU32::new(0),
+            size_slack: AtomicU64::new(0),
+            birth: AtomicU64::new(0),
         }
     }
 
@@ -112,27 +119,31 @@ impl Slot {
 
     #[inline(always)]
     fn store(&self, sample: LiveSample) {
-        let slack = sample.usable.wrapping_sub(sample.size);
+        let slack = sample.usable.wrapping_sub(sample.size).min(SLACK_UNKNOWN);
         self.record.store(sample.record, Ordering::Relaxed);
-        self.slack.store(
-            u32::try_from(slack).unwrap_or(SLACK_UNKNOWN),
-            Ordering::Relaxed,
+        self.thread.store(sample.thread, Ordering::Relaxed);
+        self.birth.store(sample.birth, Ordering::Relaxed);
+        self.size_slack.store(
+            (sample.size & SIZE_MASK) | slack << SIZE_BITS,
+            Ordering::Release,
         );
-        self.size.store(sample.size, Ordering::Release);
     }
 
     /// What the slot holds.
     #[inline(always)]
     fn load(&self) -> LiveSample {
-        let size = self.size.load(Ordering::Acquire);
-        let usable = match self.slack.load(Ordering::Relaxed) {
+        let size_slack = self.size_slack.load(Ordering::Acquire);
+        let size = size_slack & SIZE_MASK;
+        let usable = match size_slack >> SIZE_BITS {
             SLACK_UNKNOWN => USABLE_UNKNOWN,
-            slack => size + u64::from(slack),
+            slack => size + slack,
         };
         LiveSample {
             record: self.record.load(Ordering::Relaxed),
+            thread: self.thread.load(Ordering::Relaxed),
             size,
             usable,
+            birth: self.birth.load(Ordering::Relaxed),
         }
     }
 }
@@ -187,15 +198,19 @@ fn slot_holding<'a>(probes: impl Iterator<Item = &'a Slot>, address: usize) -> O
 }
 
 /// What the table remembers about a live sampled object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LiveSample {
     pub record: u32,
+    /// The serial of the thread that allocated it.
+    pub thread: u32,
     /// Requested bytes.
     pub size: u64,
     /// Usable bytes (as the allocator reported them at the allocation), or
     /// [`USABLE_UNKNOWN`] from a removal when they were too many to keep:
     /// then ask the allocator before the free.
     pub usable: u64,
+    /// When it was allocated (`CLOCK_MONOTONIC`, nanoseconds).
+    pub birth: u64,
 }
 
 /// [`LiveSample::usable`] of an entry that did not keep it.
@@ -481,6 +496,28 @@ impl LiveTable {
         }
     }
 
+    /// Every entry now, as `visit` sees it (for a dump: entries inserted or
+    /// removed meanwhile may or may not be seen; an entry whose slot changed
+    /// while it was read is skipped). Reads every slot: the table's
+    /// untouched pages read as the zero page.
+    pub fn for_each(&self, visit: &mut dyn FnMut(LiveSample)) {
+        if self.slots.load(Ordering::Acquire).is_null() {
+            return;
+        }
+        let slot_count = 1usize << self.slot_bits.load(Ordering::Relaxed);
+        let main = (0..slot_count).map(|index| self.slot(index));
+        for slot in self.nursery.slots().iter().chain(main) {
+            let address = slot.address.load(Ordering::Acquire);
+            if address <= TOMBSTONE {
+                continue;
+            }
+            let sample = slot.load();
+            if slot.address.load(Ordering::Acquire) == address {
+                visit(sample);
+            }
+        }
+    }
+
     /// Sampled objects currently live.
     pub fn live_count(&self) -> u64 {
         self.live.load(Ordering::Relaxed)
@@ -528,6 +565,7 @@ mod tests {
                 record: 1,
                 size: 24,
                 usable: 24,
+                ..LiveSample::default()
             };
             assert_eq!(
                 table.insert(heap + i * 32, sample, EntryPlace::Main),
@@ -559,6 +597,7 @@ mod tests {
             record: i as u32,
             size: i,
             usable: i + 8,
+            ..LiveSample::default()
         };
         let address = |i: u64| 0x7000_0000 + 16 * i as usize;
         for i in 0..4000 {
@@ -593,6 +632,7 @@ mod tests {
             record: 3,
             size: 10,
             usable: 10 + (1 << 33),
+            ..LiveSample::default()
         };
         table.insert(0x9000, sample, EntryPlace::Main).unwrap();
         let removed = table.remove(0x9000).unwrap();
@@ -605,17 +645,25 @@ mod tests {
         assert!(table.init(10));
         let sample = LiveSample {
             record: 7,
+            thread: 3,
             size: 100,
             usable: 108,
+            birth: 123_456_789_012,
         };
         assert!(!table.may_contain(0x1000));
         assert_eq!(table.insert(0x1000, sample, EntryPlace::Main), Ok(None));
         assert!(table.may_contain(0x1000));
+        let mut seen = Vec::new();
+        table.for_each(&mut |live| seen.push(live));
+        assert_eq!(seen, [sample], "a dump sees the entry whole");
         assert_eq!(table.remove(0x2000), None);
         assert_eq!(table.remove(0x1000), Some(sample));
         assert_eq!(table.remove(0x1000), None);
         assert!(!table.may_contain(0x1000));
         assert_eq!(table.live_count(), 0);
+        let mut seen = 0;
+        table.for_each(&mut |_| seen += 1);
+        assert_eq!(seen, 0);
     }
 
     #[test]
@@ -630,6 +678,7 @@ mod tests {
             record: 3,
             size: 24,
             usable: 32,
+            ..LiveSample::default()
         };
         table.insert(0x10_0040, sample, EntryPlace::Main).unwrap();
         assert!(table.may_contain(0x10_0040));
@@ -649,6 +698,7 @@ mod tests {
             record: i as u32,
             size: 8,
             usable: 16,
+            ..LiveSample::default()
         };
         let address = |i: usize| 0x5000_0000 + i * 0x1_0040;
         table
@@ -687,11 +737,13 @@ mod tests {
             record: 1,
             size: 8,
             usable: 16,
+            ..LiveSample::default()
         };
         let second = LiveSample {
             record: 2,
             size: 16,
             usable: 24,
+            ..LiveSample::default()
         };
         table.insert(0x40, first, EntryPlace::Main).unwrap();
         assert_eq!(
@@ -716,6 +768,7 @@ mod tests {
                                 record: t,
                                 size: i as u64,
                                 usable: i as u64 + 8,
+                                ..LiveSample::default()
                             };
                             TABLE
                                 .insert(base + i * 16, sample, EntryPlace::Main)
@@ -729,6 +782,7 @@ mod tests {
                                     record: t,
                                     size: i as u64,
                                     usable: i as u64 + 8,
+                                    ..LiveSample::default()
                                 }
                             );
                         }

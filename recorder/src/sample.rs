@@ -5,8 +5,10 @@
 //! counted in (the stack table's, for this stack and thread; a thread
 //! remembers its recent ones), count it and add its Horvitz–Thompson
 //! weights there (not when every allocation is sampled: the counts are then
-//! the weight sums), remember the address in the live table, feed the
-//! triggers.
+//! the weight sums), remember the address in the live table with its
+//! thread and birth (the monotonic clock, read here and at the sampled
+//! free only), feed the triggers; and at the free of a sampled object, take
+//! it out of its record and count its lifetime in its stack's distribution.
 //!
 //! Runs inside malloc, under the thread's guard, and preserves errno. It
 //! allocates only through the shim's own heap (never the profiled
@@ -15,9 +17,10 @@
 //! inheritance): the thread registry (thread set-up, the first sample of a
 //! thread in a record of its own, allocations after the exit flush), the
 //! stack table's insert lock (a stack, or a thread's record of one, never
-//! seen before) and the own heap's lock (through those
-//! allocations). Syscalls: mmap when a table grows, gettid/prctl at a
-//! thread's first sample, write for a one-time warning. The triggers it
+//! seen before; at a sampled free, a stack's first freed sample) and the
+//! own heap's lock (through those allocations). Syscalls: mmap when a table
+//! grows, gettid/prctl at a thread's first sample, write for a one-time
+//! warning; the monotonic clock is read through the vDSO. The triggers it
 //! feeds only post requests to the dumper, which may start the dumper
 //! thread (see `dumper`).
 
@@ -28,7 +31,7 @@ use crate::backtrace::HookEntry;
 use crate::live_table::{LIVE, LiveSample, USABLE_UNKNOWN};
 use crate::stack_table::STACKS;
 use crate::state;
-use crate::sys::ErrnoGuard;
+use crate::sys::{self, ErrnoGuard};
 use crate::tls::{self, RecentKey, ThreadState};
 use crate::warn::Kind;
 use crate::{backtrace, modules, next_alloc, sampling, threads, triggers};
@@ -118,9 +121,11 @@ fn rearm(state: &ThreadState, minimum: i64) {
 }
 
 fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: HookEntry) {
+    // Born when the allocator returned it, before the stack is captured.
+    let birth = birth(state);
     let ext = state.ext.load(Relaxed);
     if ext.is_null() {
-        return record_sample_exiting(state, pointer, size);
+        return record_sample_exiting(state, pointer, size, birth);
     }
     // SAFETY: the thread's own cold block, used by this thread only.
     let ext = unsafe { &mut *ext };
@@ -132,29 +137,30 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
     let record = match ext.recent_stacks.find(key, generation) {
         Some(record) if STACKS.record_holds(record, frames) => record,
         _ => {
-            let Some(record) = new_record(state, frames) else {
+            let Some(record) = new_record(state, frames, size) else {
                 return;
             };
             ext.recent_stacks.remember(key, record, generation);
             record
         }
     };
-    record_stack_sample(state, record, pointer, size);
+    record_stack_sample(state, record, pointer, size, birth);
 }
 
-/// The record a sample of `frames` by this thread is counted in, looked up
-/// (or created) in the stack table; the thread is listed in the dump's
-/// threads if the record carries its name. None if the sample is dropped.
+/// The record a sample of `frames` (of `size` bytes) by this thread is
+/// counted in, looked up (or created) in the stack table; the thread is
+/// listed in the dump's threads if the record carries its name. None if the
+/// sample is dropped.
 /// Errno saved: the table may map memory.
 #[cold]
 #[inline(never)]
-fn new_record(state: &ThreadState, frames: &[u64]) -> Option<u32> {
+fn new_record(state: &ThreadState, frames: &[u64], size: u64) -> Option<u32> {
     let _errno = ErrnoGuard::save();
     let mut objects = modules::LazyObjectIds::new(frames);
     let thread = state.serial.load(Relaxed);
     let place = state.entry_place();
     let Some(recorded) = STACKS.record_for(frames, &mut objects, thread, place) else {
-        drop_sample("the profiler is out of memory for its stack table");
+        drop_sample("the profiler is out of memory for its stack table", size);
         return None;
     };
     if recorded.without_frames {
@@ -183,35 +189,45 @@ fn capture_limit(buffer: &mut [u64]) -> &mut [u64] {
 
 /// [`record_sample`] for a thread past its exit flush, without its cold block.
 #[cold]
-fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64) {
+fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64, birth: u64) {
     let mut buffer = [0u64; 64];
     let frames = capture_limit(&mut buffer);
     let range = backtrace::capture(frames);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
-    if let Some(record) = new_record(state, frames) {
-        record_stack_sample(state, record, pointer, size);
+    if let Some(record) = new_record(state, frames, size) {
+        record_stack_sample(state, record, pointer, size, birth);
     }
 }
 
-/// Count a sample in `record` and enter it in the live table.
-fn record_stack_sample(state: &ThreadState, record: u32, pointer: *mut c_void, size: u64) {
+/// Count a sample in `record` and enter it in the live table, born at
+/// `birth`.
+fn record_stack_sample(
+    state: &ThreadState,
+    record: u32,
+    pointer: *mut c_void,
+    size: u64,
+    birth: u64,
+) {
     let Some(counters) = STACKS.counters(record) else {
-        return drop_sample("a stack record was not found");
+        return drop_sample("a stack record was not found", size);
     };
     // SAFETY: `pointer` was just returned by the next allocator.
     let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
     let sample = LiveSample {
         record,
+        thread: state.serial.load(Relaxed),
         size,
         usable,
+        birth,
     };
-    let weights = sample_weights(sample);
+    let weights = sample_weights(sample.size);
     counters.add_sample(size, usable, weights.as_ref());
     match LIVE.insert(pointer as usize, sample, state.entry_place()) {
         Ok(None) => {}
         // An entry whose free was never seen: its object's usable size, if
-        // the entry did not keep it, is taken to be the new one's.
-        Ok(Some(stale)) => release(LiveSample {
+        // the entry did not keep it, is taken to be the new one's; when it
+        // died is not known.
+        Ok(Some(stale)) => release_unseen(LiveSample {
             usable: if stale.usable == USABLE_UNKNOWN {
                 usable
             } else {
@@ -221,18 +237,29 @@ fn record_stack_sample(state: &ThreadState, record: u32, pointer: *mut c_void, s
         }),
         Err(_) => {
             counters.release_sample(size, usable, weights.as_ref());
-            return drop_sample("the live-sample table is full");
+            return drop_sample("the live-sample table is full", size);
         }
     }
     triggers::on_live_sample(size, 1);
     state::note_sample_taken();
 }
 
+/// When a sample of this thread is born: now on the monotonic clock (read
+/// at sample events only), and after the thread's previous sample, so that
+/// (thread, birth) identifies a sample within the process.
+fn birth(state: &ThreadState) -> u64 {
+    let now = sys::clock_ns(libc::CLOCK_MONOTONIC);
+    let birth = now.max(state.last_birth.load(Relaxed).wrapping_add(1));
+    state.last_birth.store(birth, Relaxed);
+    birth
+}
+
 #[cold]
 #[inline(never)]
-fn drop_sample(why: &str) {
+fn drop_sample(why: &str, size: u64) {
     let _errno = ErrnoGuard::save();
-    state::note_sample_dropped();
+    let weights = sample_weights(size).unwrap_or_else(|| crate::counters::certain_weights(1, size));
+    state::note_sample_dropped(&weights);
     crate::warn!(Kind::TableFull, "{why}; some allocations are not sampled");
 }
 
@@ -241,24 +268,44 @@ fn drop_sample(why: &str) {
 /// so its free removes exactly what its allocation added. None when every
 /// allocation is sampled: each weight is then 1 and the stack's counts are
 /// its sums, so none are kept.
-fn sample_weights(sample: LiveSample) -> Option<heapsample_format::Weights> {
+fn sample_weights(size: u64) -> Option<heapsample_format::Weights> {
     if sampling::samples_every_allocation() {
         return None;
     }
-    let probability = sampling::inclusion_probability(sample.size);
+    let probability = sampling::inclusion_probability(size);
     Some(heapsample_format::weights_with_probability(
-        sample.size,
+        size,
         probability,
     ))
 }
 
-/// A live sample's object was freed (or its entry replaced); its usable
-/// size is known.
+/// A live sample's object was freed (or reallocated); its usable size is
+/// known. Its lifetime goes into its stack's distribution.
 pub fn release(sample: LiveSample) {
+    let weights = release_counts(sample);
+    let lifetime = sys::clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(sample.birth);
+    STACKS.add_lifetime(
+        sample.record,
+        heapsample_format::lifetime_bucket(lifetime),
+        sample.size,
+        weights.as_ref(),
+    );
+}
+
+/// A live sample whose free the profiler never saw (its address was
+/// handed out again): its counts are released, its lifetime is not known.
+fn release_unseen(sample: LiveSample) {
+    let _ = release_counts(sample);
+}
+
+/// Take a live sample out of its record's counts; returns its weights.
+fn release_counts(sample: LiveSample) -> Option<heapsample_format::Weights> {
+    let weights = sample_weights(sample.size);
     if let Some(counters) = STACKS.counters(sample.record) {
-        counters.release_sample(sample.size, sample.usable, sample_weights(sample).as_ref());
+        counters.release_sample(sample.size, sample.usable, weights.as_ref());
     }
     triggers::on_live_sample(sample.size, -1);
+    weights
 }
 
 /// `sample`, just removed for the allocation `pointer`, with its usable size

@@ -25,16 +25,21 @@
 //! parent), and a process maps the index's untouched pages before its
 //! first fork so that children read them without faults.
 //!
-//! Runs inside malloc's slow path: no allocation through malloc (memory
-//! comes from `mmap`), no lock but the insert lock, which is never held
-//! while calling out.
+//! Each stack also has a lifetime distribution of its freed samples
+//! (`lifetimes`), whatever thread allocated them: a block handed out at its
+//! first freed sample, under the insert lock.
+//!
+//! Runs inside malloc's slow path (and free's, for lifetimes): no
+//! allocation through malloc (memory comes from `mmap`), no lock but the
+//! insert lock, which is never held while calling out.
 
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use heapsample_format::Stack;
+use heapsample_format::{LifetimeBucket, Stack, Weights};
 
 use crate::chunks::Chunks;
 use crate::counters::Counters;
+use crate::lifetimes::{LifetimeBlock, LifetimeTable};
 use crate::nursery::Nursery;
 use crate::spin_lock::{LockClass, SpinLock};
 use crate::stack_threads::StackThreads;
@@ -64,6 +69,9 @@ pub struct StackEntry {
     /// The serial of the thread whose samples `counters` holds, or
     /// [`OTHER_THREADS`].
     owner: AtomicU32,
+    /// The id + 1 of the stack's lifetime block, 0 before its first freed
+    /// sample.
+    lifetimes: AtomicU32,
     counters: Counters,
 }
 
@@ -155,6 +163,8 @@ pub struct StackTable {
     nursery: Nursery<AtomicU32, NURSERY_SLOTS>,
     /// Records of threads other than a stack's owner.
     threads: StackThreads,
+    /// The stacks' lifetime distributions.
+    lifetimes: LifetimeTable,
 }
 
 /// Index slots of the nursery (one page with its flag).
@@ -185,6 +195,7 @@ impl StackTable {
             index_mapped_for_children: sys::MappedForChildren::new(),
             nursery: Nursery::new([const { AtomicU32::new(0) }; NURSERY_SLOTS]),
             threads: StackThreads::new(),
+            lifetimes: LifetimeTable::new(),
         }
     }
 
@@ -252,6 +263,52 @@ impl StackTable {
         self.stack_of(record)
             .and_then(|stack| self.entry(stack))
             .is_some_and(|entry| entry.frames() == frames)
+    }
+
+    /// Count a freed sample of `record`'s stack, of `size` bytes and
+    /// `weights` (None when every allocation is sampled), in lifetime
+    /// bucket `bucket`. The stack's first freed sample takes the insert lock
+    /// for its block; without memory the lifetime is not counted.
+    pub fn add_lifetime(&self, record: u32, bucket: usize, size: u64, weights: Option<&Weights>) {
+        let Some(entry) = self.stack_of(record).and_then(|stack| self.entry(stack)) else {
+            return;
+        };
+        if let Some(block) = self.lifetime_block(entry) {
+            block.add(bucket, size, weights);
+        }
+    }
+
+    /// The lifetime block of `entry`, handed out if it has none.
+    fn lifetime_block(&self, entry: &StackEntry) -> Option<&LifetimeBlock> {
+        let id = match entry.lifetimes.load(Ordering::Acquire) {
+            0 => {
+                let _inserting = self.insert_lock.lock();
+                match entry.lifetimes.load(Ordering::Acquire) {
+                    0 => {
+                        // SAFETY: the insert lock is held.
+                        let id = unsafe { self.lifetimes.hand_out() }?;
+                        entry.lifetimes.store(id + 1, Ordering::Release);
+                        id
+                    }
+                    id_plus_one => id_plus_one - 1,
+                }
+            }
+            id_plus_one => id_plus_one - 1,
+        };
+        self.lifetimes.get(id)
+    }
+
+    /// The lifetimes of `entry`'s freed samples, if it has a block of its
+    /// own.
+    fn lifetimes_of(&self, entry: &StackEntry, counts_are_weights: bool) -> Vec<LifetimeBucket> {
+        match entry.lifetimes.load(Ordering::Acquire) {
+            0 => Vec::new(),
+            id_plus_one if id_plus_one - 1 == LifetimeTable::RESERVE => Vec::new(),
+            id_plus_one => self
+                .lifetimes
+                .get(id_plus_one - 1)
+                .map_or_else(Vec::new, |block| block.read(counts_are_weights)),
+        }
     }
 
     fn index_slot(&self, position: usize) -> Option<&AtomicU32> {
@@ -450,22 +507,33 @@ impl StackTable {
 
     /// Copy every record that has live objects, or (with `include_freed`)
     /// any allocations at all, as a dump's stacks: one per stack and thread
-    /// the table tells apart (its frames, the record's thread, its counts).
-    /// `context` names the module context of a stack's objects (the dump's
-    /// epoch). With `counts_are_weights` (every allocation sampled, so no
-    /// weight sums were kept) the weight sums are the counts.
+    /// the table tells apart (its frames, the record's thread, its counts),
+    /// a stack's lifetime distribution on its own record's (with
+    /// `include_freed`, or while it has live objects). `context` names the
+    /// module context of a stack's objects (the dump's epoch). With
+    /// `counts_are_weights` (every allocation sampled, so no weight sums were
+    /// kept) the weight sums are the counts. Lifetimes counted in the reserve
+    /// block come last, on a stack without frames. Returns the stacks and,
+    /// for each of them, its record.
     pub fn snapshot(
         &self,
         include_freed: bool,
         counts_are_weights: bool,
         context: &mut dyn FnMut(&[u64]) -> u32,
-    ) -> Vec<Stack> {
+    ) -> (Vec<Stack>, Vec<u32>) {
         let mut out = Vec::new();
-        let mut push = |entry: &StackEntry, thread: u32, counters: &Counters| {
+        let mut records = Vec::new();
+        let mut push = |entry: &StackEntry, record: u32, thread: u32, counters: &Counters| {
             let counts = counters.read(counts_are_weights);
             if counts.live_objects == 0 && !(include_freed && counts.alloc_objects > 0) {
                 return;
             }
+            let lifetimes = if record & THREAD_RECORD == 0 {
+                self.lifetimes_of(entry, counts_are_weights)
+            } else {
+                Vec::new()
+            };
+            records.push(record);
             out.push(Stack {
                 frames: entry.frames().to_vec(),
                 thread,
@@ -477,12 +545,17 @@ impl StackTable {
                 alloc_bytes: counts.alloc_bytes,
                 live: counts.live,
                 alloc: counts.alloc,
-                lifetimes: Vec::new(),
+                lifetimes,
             });
         };
         for id in 0..self.len() as u32 {
             if let Some(entry) = self.entry(id) {
-                push(entry, entry.owner.load(Ordering::Relaxed), &entry.counters);
+                push(
+                    entry,
+                    id,
+                    entry.owner.load(Ordering::Relaxed),
+                    &entry.counters,
+                );
             }
         }
         for id in 0..self.threads.len() as u32 {
@@ -490,10 +563,20 @@ impl StackTable {
                 continue;
             };
             if let Some(entry) = self.entry(record.stack()) {
-                push(entry, record.thread(), &record.counters);
+                push(entry, THREAD_RECORD | id, record.thread(), &record.counters);
             }
         }
-        out
+        let reserve = self.lifetimes.reserve().map(|b| b.read(counts_are_weights));
+        if let Some(lifetimes) = reserve.filter(|l| include_freed && !l.is_empty()) {
+            records.push(u32::MAX);
+            out.push(Stack {
+                thread: OTHER_THREADS,
+                epoch: context(&[]),
+                lifetimes,
+                ..Stack::default()
+            });
+        }
+        (out, records)
     }
 
     /// Zero every counter (for `heapsample_reset`).
@@ -504,6 +587,7 @@ impl StackTable {
             }
         }
         self.threads.zero_counts();
+        self.lifetimes.zero();
     }
 
     /// Lock out inserts across `fork`.
@@ -600,10 +684,11 @@ mod tests {
             counters.add_sample(10, 16, Some(&weights));
         }
         let mut contexts = Vec::new();
-        let snapshot = table.snapshot(false, false, &mut |objects| {
+        let (snapshot, records) = table.snapshot(false, false, &mut |objects| {
             contexts.push(objects.to_vec());
             9
         });
+        assert_eq!(records.len(), snapshot.len());
         assert_eq!(contexts, [vec![7], vec![7]]);
         let threads: Vec<(u32, u64, u32)> = snapshot
             .iter()
@@ -613,7 +698,35 @@ mod tests {
         assert!(snapshot.iter().all(|s| s.frames == [1, 2, 3]));
         assert_eq!(snapshot[1].live, weights.plus(&weights));
         table.zero_counts();
-        assert!(table.snapshot(true, false, &mut |_| 0).is_empty());
+        assert!(table.snapshot(true, false, &mut |_| 0).0.is_empty());
+    }
+
+    /// A stack's freed samples, whichever thread allocated them, fill one
+    /// lifetime distribution, carried by the stack's own record.
+    #[test]
+    fn lifetimes_belong_to_the_stack_and_travel_with_its_own_record() {
+        let table = table(8);
+        let own = record(&table, &[1, 2], &[], 1).record;
+        let other = record(&table, &[1, 2], &[], 2).record;
+        assert_ne!(own, other);
+        for recorded in [own, other] {
+            let counters = table.counters(recorded).unwrap();
+            counters.add_sample(10, 16, None);
+            table.add_lifetime(recorded, 4, 10, None);
+        }
+        table.add_lifetime(own, 0, 10, None);
+        let (snapshot, records) = table.snapshot(true, true, &mut |_| 0);
+        assert_eq!(records, [own, other]);
+        let buckets: Vec<(u8, u64)> = snapshot[0]
+            .lifetimes
+            .iter()
+            .map(|b| (b.bucket, b.samples))
+            .collect();
+        assert_eq!(buckets, [(0, 1), (4, 2)]);
+        assert!(snapshot[1].lifetimes.is_empty());
+        table.zero_counts();
+        let (snapshot, _) = table.snapshot(true, true, &mut |_| 0);
+        assert!(snapshot.is_empty());
     }
 
     /// Once the side table is full, a thread's samples of a stack it does
@@ -631,7 +744,7 @@ mod tests {
         table.counters(late.record).unwrap().add_sample(8, 8, None);
         let owner = record(&table, &[1], &[], 1);
         assert_eq!((owner.record, owner.labelled), (late.record, false));
-        let snapshot = table.snapshot(false, true, &mut |_| 0);
+        let (snapshot, _) = table.snapshot(false, true, &mut |_| 0);
         assert_eq!(snapshot.len(), 1);
         assert_eq!(
             (snapshot[0].thread, snapshot[0].live_objects),
@@ -690,7 +803,7 @@ mod tests {
             .counters(overflow.record)
             .unwrap()
             .add_sample(8, 8, None);
-        let snapshot = table.snapshot(false, true, &mut |_| 0);
+        let (snapshot, _) = table.snapshot(false, true, &mut |_| 0);
         assert_eq!(snapshot.len(), 1);
         assert!(snapshot[0].frames.is_empty());
     }

@@ -1,6 +1,7 @@
 //! The profiler's process-wide state: the mode the routes were chosen for,
 //! whether `prof_exact` and `prof_active` are on, the effective [`Config`],
-//! and the sample counters.
+//! the sample counters (and the weights of the samples dropped), the moment
+//! the profiler started, and under `prof_exact` the live heap and its peak.
 //!
 //! Owns these statics; everyone else reads and changes them through the
 //! functions here, so the question "is the profiler counting?" has one
@@ -8,12 +9,21 @@
 //! toggles `active` and resets the counters.
 //!
 //! Runs inside malloc: atomics only, no lock, no allocation (except
-//! [`config`] before start-up, which builds the defaults once).
+//! [`config`] before start-up, which builds the defaults once). The exact
+//! live heap is one process-wide counter that every `prof_exact` path
+//! updates (the peak of a sum over threads cannot be told from per-thread
+//! counters): a plain add while the process has one thread, an atomic add
+//! on a shared line once it has more (the cost of an exact peak, paid only
+//! under `prof_exact`); the clock is read only when the heap rises well
+//! above where it was last read (see [`add_exact_live`]).
 
-use core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 
+use heapsample_format::Weights;
+
 use crate::config::Config;
+use crate::counters::WeightCells;
 
 /// Not started yet: the next hook call starts the profiler.
 pub const MODE_UNINIT: u8 = 0;
@@ -40,6 +50,19 @@ static SAMPLES_TAKEN: AtomicU64 = AtomicU64::new(0);
 static SAMPLES_DROPPED: AtomicU64 = AtomicU64::new(0);
 /// Times the samples were forgotten (`heapsample_reset`).
 static RESETS: AtomicU64 = AtomicU64::new(0);
+/// The Horvitz–Thompson weights of the samples dropped.
+static DROPPED_WEIGHTS: WeightCells = WeightCells::new();
+
+/// `prof_exact`: the live heap in usable bytes, every thread's.
+static EXACT_LIVE: AtomicI64 = AtomicI64::new(0);
+/// `prof_exact`: the highest [`EXACT_LIVE`] has been.
+static PEAK: AtomicU64 = AtomicU64::new(0);
+/// The live heap where the clock was last read for the peak, and when
+/// (monotonic nanoseconds).
+static PEAK_TIMED: AtomicU64 = AtomicU64::new(0);
+static PEAK_AT_NS: AtomicU64 = AtomicU64::new(0);
+/// The least rise over [`PEAK_TIMED`] that reads the clock again.
+const PEAK_TIME_STEP_MIN: u64 = 4096;
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
@@ -119,9 +142,15 @@ pub fn note_sample_taken() {
     SAMPLES_TAKEN.fetch_add(1, Relaxed);
 }
 
-/// Count a sample lost.
-pub fn note_sample_dropped() {
+/// Count a sample lost, whose Horvitz–Thompson weights are `weights`.
+pub fn note_sample_dropped(weights: &Weights) {
     SAMPLES_DROPPED.fetch_add(1, Relaxed);
+    DROPPED_WEIGHTS.add(weights, 1.0);
+}
+
+/// The weights of the samples lost since start (or the last reset).
+pub fn dropped_weights() -> Weights {
+    DROPPED_WEIGHTS.read(SAMPLES_DROPPED.load(Relaxed))
 }
 
 /// Samples taken since start (or the last reset).
@@ -138,6 +167,7 @@ pub fn samples_dropped() -> u64 {
 pub fn reset_sample_counts() {
     SAMPLES_TAKEN.store(0, Relaxed);
     SAMPLES_DROPPED.store(0, Relaxed);
+    DROPPED_WEIGHTS.zero();
     RESETS.fetch_add(1, Relaxed);
 }
 
@@ -157,5 +187,60 @@ pub fn start_time() -> (u64, u64) {
     (
         START_MONOTONIC_NS.load(Relaxed),
         START_UNIX_NS.load(Relaxed),
+    )
+}
+
+/// `prof_exact`: usable bytes allocated (`delta` > 0) or freed (< 0), by any
+/// thread. A new highest live heap is kept; the clock is read for it when
+/// the heap has risen [`peak_time_margin`] above where it was last read, so
+/// the peak's time is when the heap first came that close to it.
+#[inline(always)]
+pub fn add_exact_live(delta: i64) {
+    let live = if crate::sys::single_threaded() {
+        // No other thread can run: a plain add (no locked instruction).
+        let live = EXACT_LIVE.load(Relaxed).wrapping_add(delta);
+        EXACT_LIVE.store(live, Relaxed);
+        live
+    } else {
+        EXACT_LIVE.fetch_add(delta, Relaxed).wrapping_add(delta)
+    };
+    if delta > 0 && live > 0 && live as u64 > PEAK.load(Relaxed) {
+        note_peak(live as u64);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn note_peak(live: u64) {
+    PEAK.fetch_max(live, Relaxed);
+    let timed = PEAK_TIMED.load(Relaxed);
+    if live >= timed.saturating_add(peak_time_margin(timed))
+        && PEAK_TIMED
+            .compare_exchange(timed, live, Relaxed, Relaxed)
+            .is_ok()
+    {
+        PEAK_AT_NS.store(crate::sys::clock_ns(libc::CLOCK_MONOTONIC), Relaxed);
+    }
+}
+
+/// How far above `timed` the live heap must rise before the peak's clock
+/// is read again: 4 KiB or 1/256 of it, whichever is more.
+pub fn peak_time_margin(timed: u64) -> u64 {
+    (timed / 256).max(PEAK_TIME_STEP_MIN)
+}
+
+/// `prof_exact`: the live heap in usable bytes now.
+pub fn exact_live() -> i64 {
+    EXACT_LIVE.load(Relaxed)
+}
+
+/// `prof_exact`: the peak of the live heap, when the heap first came
+/// within the margin of it (monotonic nanoseconds), and that margin.
+pub fn exact_peak() -> (u64, u64, u64) {
+    let timed = PEAK_TIMED.load(Relaxed);
+    (
+        PEAK.load(Relaxed),
+        PEAK_AT_NS.load(Relaxed),
+        peak_time_margin(timed),
     )
 }

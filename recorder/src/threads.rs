@@ -14,7 +14,7 @@
 //! functions while holding the lock. Dumps take the lock for a copy of the
 //! counters and of the thread list.
 
-use core::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use heapsample_format::ThreadInfo;
 
@@ -26,14 +26,12 @@ struct Retired {
     allocations: AtomicU64,
     frees: AtomicU64,
     bytes_allocated: AtomicU64,
-    live_usable_delta: AtomicI64,
 }
 
 static RETIRED: Retired = Retired {
     allocations: AtomicU64::new(0),
     frees: AtomicU64::new(0),
     bytes_allocated: AtomicU64::new(0),
-    live_usable_delta: AtomicI64::new(0),
 };
 
 struct Registry {
@@ -146,9 +144,6 @@ fn fold_into_retired(state: &ThreadState) {
     RETIRED
         .bytes_allocated
         .fetch_add(units.wrapping_sub(allocations), Relaxed);
-    RETIRED
-        .live_usable_delta
-        .fetch_add(state.live_usable_delta.swap(0, Relaxed), Relaxed);
 }
 
 /// The exit flush (pthread key destructor): fold the thread's counters into
@@ -221,14 +216,13 @@ pub fn exact_counts_total() -> ExactCounts {
         allocations: RETIRED.allocations.load(Relaxed),
         frees: RETIRED.frees.load(Relaxed),
         bytes_allocated: RETIRED.bytes_allocated.load(Relaxed),
-        live_usable_bytes: RETIRED.live_usable_delta.load(Relaxed),
+        live_usable_bytes: crate::state::exact_live(),
         threads_seen: THREADS_SEEN.load(Relaxed),
     };
     for state in &registry.live {
         counts.allocations += state.allocations.load(Relaxed);
         counts.frees += state.frees.load(Relaxed);
         counts.bytes_allocated += state.bytes_allocated();
-        counts.live_usable_bytes += state.live_usable_delta.load(Relaxed);
     }
     counts
 }

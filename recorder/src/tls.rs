@@ -73,8 +73,6 @@ pub struct ThreadState {
     /// The thread's serial number (0 until the thread is set up).
     pub serial: AtomicU32,
     // ---- second line: cold ----
-    /// Usable bytes allocated minus freed (kept under `prof_exact` only).
-    pub live_usable_delta: AtomicI64,
     /// CLOCK_MONOTONIC, in nanoseconds, when the thread last called `fork`
     /// (here because the fork handlers write this block anyway: a field of
     /// its own page would cost a forking parent a copy-on-write fault).
@@ -82,6 +80,9 @@ pub struct ThreadState {
     /// The thread's kernel id for the profiler's locks (0 until a lock
     /// needs it; see `spin_lock`).
     pub kernel_tid: AtomicU32,
+    /// The birth (`CLOCK_MONOTONIC`, nanoseconds) of the thread's last
+    /// sample: the next one is born later (see `sample`).
+    pub last_birth: AtomicU64,
 }
 
 /// Cold per-thread state, reached through `ThreadState::ext`.
@@ -91,8 +92,6 @@ pub struct ThreadExt {
     pub frames: [u64; FRAME_BUFFER_LEN],
     /// `bytes_allocated` already handed to the interval trigger.
     pub bytes_fed: u64,
-    /// `live_usable_delta` already handed to the high-water trigger.
-    pub live_usable_fed: i64,
     /// The thread's private unwinding state (used by `backtrace`).
     pub unwinder: ThreadUnwinder,
     /// Stacks the thread sampled recently, by [`RecentStacks::find`].
@@ -190,7 +189,6 @@ impl ThreadExt {
     /// Make a block taken from the pool ready for a new thread.
     pub fn reset(&mut self) {
         self.bytes_fed = 0;
-        self.live_usable_fed = 0;
         self.unwinder.forget();
         self.recent_stacks.clear();
     }

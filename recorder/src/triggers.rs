@@ -50,8 +50,6 @@ static HIGH_WATER_REQUESTED: AtomicBool = AtomicBool::new(false);
 /// Sampled estimate of the live heap in requested bytes (each live sample
 /// weighs the inverse of its probability of having been sampled).
 static LIVE_ESTIMATE: AtomicI64 = AtomicI64::new(0);
-/// Exact live heap in usable bytes as fed at sample events (`prof_exact`).
-static LIVE_EXACT_FED: AtomicI64 = AtomicI64::new(0);
 
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
@@ -87,7 +85,7 @@ pub fn on_live_sample(size: u64, sign: i64) {
 /// The live heap the high-water trigger watches.
 pub fn live_heap() -> u64 {
     let live = if EXACT_LIVE.load(Relaxed) {
-        LIVE_EXACT_FED.load(Relaxed)
+        state::exact_live()
     } else {
         LIVE_ESTIMATE.load(Relaxed)
     };
@@ -114,11 +112,6 @@ pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
         }
     }
     if HIGH_WATER_ON.load(Relaxed) {
-        if EXACT_LIVE.load(Relaxed) {
-            let live = state.live_usable_delta.load(Relaxed);
-            LIVE_EXACT_FED.fetch_add(live.wrapping_sub(ext.live_usable_fed), Relaxed);
-            ext.live_usable_fed = live;
-        }
         check_high_water();
     }
 }

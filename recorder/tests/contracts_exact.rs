@@ -8,7 +8,11 @@ use std::sync::Once;
 
 use heapsample_recorder::{contracts, cxx, next_alloc, routes, state, tls};
 
-fn start() {
+/// The live heap is one counter of the whole process: the tests that read
+/// it take turns.
+static LIVE_HEAP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn start() -> std::sync::MutexGuard<'static, ()> {
     static START: Once = Once::new();
     START.call_once(|| {
         // SAFETY: set before the profiler reads it, inside a Once, before
@@ -17,21 +21,24 @@ fn start() {
         assert!(routes::start());
     });
     assert!(state::profiling() && state::exact(), "prof_exact is on");
+    LIVE_HEAP
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// (allocations, frees, live usable bytes) counted on this thread.
+/// (allocations, frees) counted on this thread, and the live usable bytes.
 fn counts() -> (u64, u64, i64) {
     let state = tls::current();
     (
         state.allocations.load(Relaxed),
         state.frees.load(Relaxed),
-        state.live_usable_delta.load(Relaxed),
+        state::exact_live(),
     )
 }
 
 #[test]
 fn malloc_free_calloc_realloc_each_count_once_with_usable_bytes() {
-    start();
+    let _turn = start();
     let before = counts();
     // SAFETY: the C contracts.
     unsafe {
@@ -56,7 +63,7 @@ fn malloc_free_calloc_realloc_each_count_once_with_usable_bytes() {
 
 #[test]
 fn a_reentrant_operator_delete_is_counted_once() {
-    start();
+    let _turn = start();
     extern "C-unwind" fn reentrant_delete(pointer: *mut c_void) {
         // SAFETY: allocated by the next malloc; counted by routes::free.
         unsafe { routes::free(pointer) }

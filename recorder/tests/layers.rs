@@ -24,6 +24,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "live_table",
             "stack_threads",
+            "lifetimes",
             "stack_table",
             "object_ids",
             "modules",

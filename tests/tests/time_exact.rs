@@ -1,0 +1,298 @@
+//! Births, lifetimes and the peak, exact at `lg_prof_sample:0` against the
+//! programs' own truth: `time_sites.c` (a start-up table, temporaries, a
+//! cache that evicts, a leak; it prints each freed object's lifetime bucket
+//! and each live object's birth on the profiler's clock) and `peak.c` (it
+//! keeps its live heap in usable bytes and prints its highest, when it was
+//! reached, and its calls).
+//!
+//! The profiler reads the clock inside malloc and free, the programs just
+//! before malloc and just after free: a lifetime the profiler measures is
+//! never longer than the program's, and a birth never earlier.
+
+use heapsample_format::{Dump, LIFETIME_BUCKETS, Stack};
+use heapsample_tests::*;
+use std::collections::BTreeMap;
+
+const SITES: [&str; 4] = ["site_startup", "site_temporary", "site_cache", "site_leak"];
+
+/// The program's truth: per site, freed objects and bytes per bucket (and
+/// how many lay near a bucket edge), and the births and sizes of the live
+/// objects.
+#[derive(Default, Debug)]
+struct Truth {
+    freed: BTreeMap<String, [(u64, u64, u64); LIFETIME_BUCKETS]>,
+    live: BTreeMap<String, Vec<(u64, u64)>>,
+}
+
+fn parse_truth(stdout: &str) -> Truth {
+    let mut truth = Truth::default();
+    for line in stdout.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let number = |i: usize| -> u64 { words[i].parse().expect(line) };
+        match words.first() {
+            Some(&"freed") => {
+                let cells = truth
+                    .freed
+                    .entry(words[1].to_string())
+                    .or_insert([(0, 0, 0); LIFETIME_BUCKETS]);
+                cells[number(2) as usize] = (number(3), number(4), number(5));
+            }
+            Some(&"live") => truth
+                .live
+                .entry(words[1].to_string())
+                .or_default()
+                .push((number(2), number(3))),
+            _ => {}
+        }
+    }
+    truth
+}
+
+/// The site a stack was allocated in: the first of its frames that is one.
+fn site_of(dump: &Dump, symbols: &Symbols, stack: &Stack) -> Option<&'static str> {
+    symbols
+        .frame_functions(dump, stack)
+        .into_iter()
+        .flatten()
+        .find_map(|name| SITES.iter().copied().find(|site| *site == name))
+}
+
+#[test]
+fn births_and_lifetimes_are_exact_at_lg_0() {
+    let program = compile_c("time_sites.c", &BuildOptions::no_pie());
+    let outcome = Run::program(&program)
+        .with_shim()
+        .prof_conf("lg_prof_sample:0")
+        .run();
+    outcome.assert_success();
+    let truth = parse_truth(&outcome.stdout);
+    let (file, dump) = outcome.final_dump();
+    let symbols = Symbols::of(&program);
+    let start = dump.process.start_monotonic_ns;
+
+    // Lifetimes: per site, the profiler's buckets against the program's.
+    let mut seen = BTreeMap::<&str, [(u64, u64); LIFETIME_BUCKETS]>::new();
+    for stack in &dump.stacks {
+        let Some(site) = site_of(&dump, &symbols, stack) else {
+            continue;
+        };
+        let cells = seen.entry(site).or_insert([(0, 0); LIFETIME_BUCKETS]);
+        for bucket in &stack.lifetimes {
+            // Every allocation sampled: the estimates are the counts.
+            assert_eq!(
+                (bucket.weights.objects, bucket.weights.bytes),
+                (bucket.samples as f64, bucket.sampled_bytes as f64),
+                "{}: {site} bucket {}",
+                file.name,
+                bucket.bucket
+            );
+            assert_eq!(bucket.weights.objects_variance, 0.0);
+            let cell = &mut cells[usize::from(bucket.bucket)];
+            cell.0 += bucket.samples;
+            cell.1 += bucket.sampled_bytes;
+        }
+    }
+    for site in SITES {
+        let expected = truth
+            .freed
+            .get(site)
+            .copied()
+            .unwrap_or([(0, 0, 0); LIFETIME_BUCKETS]);
+        let got = seen
+            .get(site)
+            .copied()
+            .unwrap_or([(0, 0); LIFETIME_BUCKETS]);
+        let context = || {
+            format!(
+                "{}: {site}\n program (objects, bytes, near an edge) per bucket: {:?}\n \
+                 profiler (objects, bytes) per bucket: {:?}",
+                file.name,
+                expected
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.0 > 0)
+                    .collect::<Vec<_>>(),
+                got.iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.0 > 0)
+                    .collect::<Vec<_>>()
+            )
+        };
+        let total = |cells: &mut dyn Iterator<Item = (u64, u64)>| {
+            cells.fold((0, 0), |sum, c| (sum.0 + c.0, sum.1 + c.1))
+        };
+        assert_eq!(
+            total(&mut got.iter().copied()),
+            total(&mut expected.iter().map(|c| (c.0, c.1))),
+            "every freed object counted once, with its bytes\n{}",
+            context()
+        );
+        // The profiler's lifetimes are the program's, less the time between
+        // the program's clock reads and the profiler's: its count at or
+        // below each bucket is at least the program's, and exceeds it only
+        // by objects near that bucket's upper edge (the temporaries, which
+        // live about a microsecond, by any the program saw longer: a
+        // preemption between its clock read and malloc moves them up).
+        let (mut profiler_below, mut program_below) = (0, 0);
+        for bucket in 0..LIFETIME_BUCKETS {
+            profiler_below += got[bucket].0;
+            program_below += expected[bucket].0;
+            let above: u64 = expected[bucket + 1..].iter().map(|c| c.0).sum();
+            let slack = match bucket + 1 {
+                _ if site == "site_temporary" => above,
+                next if next < LIFETIME_BUCKETS => expected[next].2 + expected[bucket].2,
+                _ => 0,
+            };
+            assert!(
+                profiler_below >= program_below && profiler_below <= program_below + slack,
+                "bucket {bucket}: {profiler_below} objects at or below, the program's {program_below} \
+                 (+{slack} near the edge)\n{}",
+                context()
+            );
+        }
+    }
+
+    // Births: every live object of a site is a live sample of it, born
+    // after the program read its clock and before it read it again.
+    let mut births = BTreeMap::<&str, Vec<(u64, u64)>>::new();
+    for sample in &dump.live_samples {
+        let stack = &dump.stacks[sample.stack as usize];
+        if let Some(site) = site_of(&dump, &symbols, stack) {
+            births
+                .entry(site)
+                .or_default()
+                .push((start + sample.birth_ns, sample.size));
+        }
+    }
+    for site in SITES {
+        let mut expected = truth.live.get(site).cloned().unwrap_or_default();
+        expected.sort();
+        let got = births.remove(site).unwrap_or_default();
+        assert_eq!(
+            got.len(),
+            expected.len(),
+            "{}: {site}: live samples against live objects",
+            file.name
+        );
+        for (index, (&(born, size), &(program_born, program_size))) in
+            got.iter().zip(&expected).enumerate()
+        {
+            let next = expected.get(index + 1).map_or(u64::MAX, |e| e.0);
+            assert!(
+                size == program_size && born >= program_born && born <= next.max(program_born),
+                "{}: {site}: live sample {index} born at {born} ({size} B); the program's \
+                 object born at {program_born} ({program_size} B), the next at {next}",
+                file.name
+            );
+        }
+    }
+    // Live samples in birth order, each thread's births strictly increasing
+    // (their identity), and as many as the dump counts.
+    assert!(
+        dump.live_samples
+            .windows(2)
+            .all(|w| w[0].birth_ns <= w[1].birth_ns)
+    );
+    let mut identities: Vec<(u32, u64)> = dump.live_samples.iter().map(|s| s.identity()).collect();
+    identities.sort();
+    identities.dedup();
+    assert_eq!(
+        identities.len(),
+        dump.live_samples.len(),
+        "identities unique"
+    );
+    assert_eq!(dump.live_samples.len() as u64, dump.totals.samples_live);
+}
+
+/// `key=value` of the line starting with `tag`.
+fn tagged(stdout: &str, tag: &str, key: &str) -> u64 {
+    stdout
+        .lines()
+        .find(|line| line.starts_with(tag))
+        .and_then(|line| {
+            line.split_whitespace()
+                .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))
+        })
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no {tag} {key}= in:\n{stdout}"))
+}
+
+#[test]
+fn the_exact_peak_and_counters_are_the_programs() {
+    let program = compile_c("peak.c", &BuildOptions::no_pie());
+    let outcome = Run::program(&program)
+        .with_shim()
+        .prof_conf("prof_exact:true")
+        .run();
+    outcome.assert_success();
+    let out = &outcome.stdout;
+    let (file, dump) = outcome.final_dump();
+    let totals = &dump.totals;
+    // The program allocates nothing but its own blocks (stdout has a static
+    // buffer): the exact counters are its calls, with nothing of the
+    // profiler's own (its dump, its files, its directory scans).
+    assert_eq!(
+        (
+            totals.allocations,
+            totals.frees,
+            totals.bytes_allocated,
+            totals.live_usable_bytes
+        ),
+        (
+            tagged(out, "calls", "allocations"),
+            Some(tagged(out, "calls", "frees")),
+            tagged(out, "calls", "bytes"),
+            Some(tagged(out, "live", "usable"))
+        ),
+        "{}: exact counters against the program's",
+        file.name
+    );
+    let peak = dump.peak.expect("prof_exact: the dump has the peak");
+    assert_eq!(
+        peak.live_usable_bytes,
+        tagged(out, "peak", "usable"),
+        "{}: the peak",
+        file.name
+    );
+    // When: the profiler reads the clock when the heap first comes within
+    // the margin of the peak, inside the allocation that brings it there;
+    // the program reads it right after each allocation that rises.
+    let at = dump.process.start_monotonic_ns + peak.at_ns;
+    let rises: Vec<(u64, u64)> = out
+        .lines()
+        .filter(|line| line.starts_with("rise "))
+        .map(|line| {
+            let value = |key: &str| -> u64 {
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+                    .and_then(|v| v.parse().ok())
+                    .expect(line)
+            };
+            (value("usable"), value("at"))
+        })
+        .collect();
+    let within = rises
+        .iter()
+        .position(|&(live, _)| live + peak.time_margin_bytes >= peak.live_usable_bytes)
+        .expect("the program rose to its peak");
+    let earliest = if within == 0 { 0 } else { rises[within - 1].1 };
+    let latest = tagged(out, "peak", "at");
+    assert!(
+        (earliest..=latest).contains(&at),
+        "{}: the peak's time {at} outside [{earliest}, {latest}] (margin {} B)",
+        file.name,
+        peak.time_margin_bytes
+    );
+    assert!(peak.time_margin_bytes <= (peak.live_usable_bytes / 256).max(4096));
+}
+
+/// Without `prof_exact` there is no exact live heap, so no peak.
+#[test]
+fn no_peak_without_prof_exact() {
+    let program = compile_c("peak.c", &BuildOptions::no_pie());
+    let outcome = Run::program(&program).with_shim().run();
+    outcome.assert_success();
+    let (file, dump) = outcome.final_dump();
+    assert_eq!(dump.peak, None, "{}", file.name);
+    assert_eq!(dump.totals.live_usable_bytes, None);
+}
