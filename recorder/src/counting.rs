@@ -57,16 +57,16 @@ pub unsafe fn before_free(pointer: *mut c_void) {
     }
 }
 
-/// `prof_exact`: add (`sign` 1) or remove (-1) the usable size of a live
-/// allocation from the thread's exact live heap.
+/// `prof_exact`: add the usable size of a new allocation to the exact live
+/// heap.
 ///
 /// # Safety
 /// `pointer` is a live allocation of the next allocator.
 #[inline(always)]
-pub unsafe fn count_usable(pointer: *mut c_void, sign: i64) {
+pub unsafe fn count_usable(pointer: *mut c_void) {
     // SAFETY: per the contract.
-    let usable = unsafe { next_alloc::usable_size(pointer) } as i64;
-    state::add_exact_live(sign * usable);
+    let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
+    state::exact_live_up(usable);
 }
 
 /// [`after_alloc`] for any mode: counts usable bytes under `prof_exact`,
@@ -96,7 +96,7 @@ pub unsafe fn after_alloc_any(pointer: *mut c_void, size: usize, entry: HookEntr
 pub unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize) {
     if !pointer.is_null() {
         // SAFETY: a live allocation.
-        unsafe { count_usable(pointer, 1) };
+        unsafe { count_usable(pointer) };
     }
     let state = tls::current();
     if !pointer.is_null() && state.sampler.exact_take_without_crossing(size) {
@@ -142,5 +142,5 @@ unsafe fn before_free_exact(pointer: *mut c_void) {
     };
     // SAFETY: a live allocation.
     let usable = sampled.unwrap_or_else(|| unsafe { next_alloc::usable_size(pointer) } as u64);
-    state::add_exact_live(-(usable as i64));
+    state::exact_live_down(usable);
 }

@@ -270,6 +270,6 @@ fn external_free_end(call: Option<ExternalCall>) {
     let state = tls::current();
     if state.frees.load(Relaxed) != call.frees {
         ThreadState::bump(&state.frees, u64::MAX); // -1
-        crate::state::add_exact_live(call.usable);
+        crate::state::exact_live_up(call.usable as u64);
     }
 }

@@ -84,6 +84,8 @@ struct Slot {
 }
 
 impl Slot {
+    /// log2 of a slot's size in bytes.
+    const SIZE_BITS: u32 = 5;
     const fn empty() -> Slot {
         Slot {
             address: AtomicUsize::new(EMPTY),
@@ -233,7 +235,22 @@ pub struct LiveTable {
     /// Where a forked child puts its samples first
     /// ([`EntryPlace::NurseryFirst`]).
     nursery: Nursery<Slot, NURSERY_SLOTS>,
+    /// One bit per page of main slots that ever held an entry: a dump (and
+    /// a reset) reads only those pages, instead of faulting in the zero
+    /// page for every untouched one of the table (128 MiB at
+    /// `lg_prof_sample:0`). Set at a slot's claim (a read, and a write the
+    /// first time only).
+    touched: [AtomicU64; TOUCHED_WORDS],
 }
+
+const _: () = assert!(core::mem::size_of::<Slot>() == 1 << Slot::SIZE_BITS);
+
+/// The most slots a table has (log2): 128 MiB of them.
+const MAX_SLOT_BITS: u32 = 22;
+/// Slots per page of the table (log2).
+const SLOTS_PER_PAGE_BITS: u32 = 12 - Slot::SIZE_BITS;
+/// Words of the touched-page bitmap.
+const TOUCHED_WORDS: usize = 1 << (MAX_SLOT_BITS - SLOTS_PER_PAGE_BITS - 6);
 
 /// Slots of the nursery (one page with its flag).
 const NURSERY_SLOTS: usize = 127;
@@ -277,13 +294,14 @@ impl LiveTable {
             live: AtomicU64::new(0),
             displaced: AtomicU64::new(0),
             nursery: Nursery::new([const { Slot::empty() }; NURSERY_SLOTS]),
+            touched: [const { AtomicU64::new(0) }; TOUCHED_WORDS],
         }
     }
 
     /// Map a table of 2^`slot_bits` slots (at least one region's). Returns
     /// false if memory could not be mapped (sampling then stays off).
     pub fn init(&self, slot_bits: u32) -> bool {
-        let slot_bits = slot_bits.max(REGION_SLOTS_BITS + 1);
+        let slot_bits = slot_bits.clamp(REGION_SLOTS_BITS + 1, MAX_SLOT_BITS);
         let slots = sys::map_zeroed(core::mem::size_of::<Slot>() << slot_bits);
         if slots.is_null() {
             return false;
@@ -379,7 +397,7 @@ impl LiveTable {
             return Ok(Some(old));
         }
         let claimed = (place == EntryPlace::NurseryFirst && self.claim_in_nursery(address, sample))
-            || probe.home().claim(address, sample)
+            || self.claim_main(probe.home(), address, sample)
             || self.claim_hashed(address, sample, &probe);
         if claimed {
             self.live.fetch_add(1, Ordering::Relaxed);
@@ -448,11 +466,48 @@ impl LiveTable {
     fn claim_hashed(&self, address: usize, sample: LiveSample, probe: &MainProbe<'_>) -> bool {
         // Counted first: a lookup that finds the count 0 must not miss it.
         self.displaced.fetch_add(1, Ordering::AcqRel);
-        let claimed = probe.hashed().any(|slot| slot.claim(address, sample));
+        let claimed = probe
+            .hashed()
+            .any(|slot| self.claim_main(slot, address, sample));
         if !claimed {
             self.displaced.fetch_sub(1, Ordering::AcqRel);
         }
         claimed
+    }
+
+    /// Claim a main slot for `address`, noting its page as touched.
+    #[inline(always)]
+    fn claim_main(&self, slot: &Slot, address: usize, sample: LiveSample) -> bool {
+        if !slot.claim(address, sample) {
+            return false;
+        }
+        let base = self.slots.load(Ordering::Relaxed) as usize;
+        let page = (slot as *const Slot as usize - base) >> 12;
+        let cell = &self.touched[(page >> 6) % TOUCHED_WORDS];
+        let bit = 1u64 << (page & 63);
+        if cell.load(Ordering::Relaxed) & bit == 0 {
+            cell.fetch_or(bit, Ordering::Release);
+        }
+        true
+    }
+
+    /// The nursery's slots, then the main slots of every touched page.
+    fn touched_slots(&self) -> impl Iterator<Item = &Slot> {
+        let mapped = !self.slots.load(Ordering::Acquire).is_null();
+        let pages = if mapped {
+            1usize << (self.slot_bits.load(Ordering::Relaxed) - SLOTS_PER_PAGE_BITS)
+        } else {
+            0
+        };
+        let touched = (0..pages).filter(move |&page| {
+            self.touched[page >> 6].load(Ordering::Acquire) & (1u64 << (page & 63)) != 0
+        });
+        let main = touched.flat_map(move |page| {
+            let first = page << SLOTS_PER_PAGE_BITS;
+            (first..first + (1 << SLOTS_PER_PAGE_BITS)).map(move |index| self.slot(index))
+        });
+        let nursery: &[Slot] = if mapped { self.nursery.slots() } else { &[] };
+        nursery.iter().chain(main)
     }
 
     /// True if `address` is recorded as a live sample now.
@@ -483,12 +538,7 @@ impl LiveTable {
     /// Forget every entry (for `heapsample_reset`). Concurrent frees of
     /// forgotten samples simply miss.
     pub fn clear(&self) {
-        if self.slots.load(Ordering::Acquire).is_null() {
-            return;
-        }
-        let slot_count = 1usize << self.slot_bits.load(Ordering::Relaxed);
-        let main = (0..slot_count).map(|index| self.slot(index));
-        for slot in self.nursery.slots().iter().chain(main) {
+        for slot in self.touched_slots() {
             let address = slot.address.load(Ordering::Acquire);
             if address > TOMBSTONE {
                 let _ = self.remove(address);
@@ -498,15 +548,10 @@ impl LiveTable {
 
     /// Every entry now, as `visit` sees it (for a dump: entries inserted or
     /// removed meanwhile may or may not be seen; an entry whose slot changed
-    /// while it was read is skipped). Reads every slot: the table's
-    /// untouched pages read as the zero page.
+    /// while it was read is skipped). Reads the nursery and the pages of
+    /// main slots that ever held an entry.
     pub fn for_each(&self, visit: &mut dyn FnMut(LiveSample)) {
-        if self.slots.load(Ordering::Acquire).is_null() {
-            return;
-        }
-        let slot_count = 1usize << self.slot_bits.load(Ordering::Relaxed);
-        let main = (0..slot_count).map(|index| self.slot(index));
-        for slot in self.nursery.slots().iter().chain(main) {
+        for slot in self.touched_slots() {
             let address = slot.address.load(Ordering::Acquire);
             if address <= TOMBSTONE {
                 continue;
@@ -614,12 +659,46 @@ mod tests {
             Ok(Some(sample(7))),
             "a displaced entry whose free was never seen is replaced"
         );
+        // A dump reads only the touched pages, and finds every entry there,
+        // home or displaced.
+        let mut records = Vec::new();
+        table.for_each(&mut |live| records.push(live.record));
+        records.sort();
+        let mut expected: Vec<u32> = (0..4000).map(|i| if i == 7 { 70 } else { i }).collect();
+        expected.sort();
+        assert_eq!(records, expected);
         for i in (0..4000).rev() {
             let expected = if i == 7 { sample(70) } else { sample(i) };
             assert_eq!(table.remove(address(i)), Some(expected), "entry {i}");
         }
         assert_eq!(table.displaced.load(Ordering::Relaxed), 0);
         assert_eq!(table.live_count(), 0);
+    }
+
+    /// Entries at their homes mark only their own pages: a dump of a table
+    /// whose samples lie in one heap region reads one page of slots.
+    #[test]
+    fn a_dump_reads_only_the_pages_entries_touched() {
+        let table = Box::new(LiveTable::new());
+        assert!(table.init(22));
+        for i in 0..100 {
+            let sample = LiveSample {
+                record: i,
+                size: 24,
+                ..LiveSample::default()
+            };
+            let address = 0x5555_0000_0000 + 32 * i as usize;
+            assert_eq!(table.insert(address, sample, EntryPlace::Main), Ok(None));
+        }
+        let touched: u32 = table
+            .touched
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones())
+            .sum();
+        assert_eq!(touched, 1, "100 neighbours' homes lie in one page");
+        let mut seen = 0;
+        table.for_each(&mut |_| seen += 1);
+        assert_eq!(seen, 100);
     }
 
     /// A usable size too far above the request to keep is reported unknown

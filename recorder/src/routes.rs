@@ -445,7 +445,7 @@ unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -
     if state::exact() {
         let state = tls::current();
         ThreadState::bump(&state.frees, 1);
-        state::add_exact_live(-(old_usable as i64));
+        state::exact_live_down(old_usable as u64);
     }
     if let Some(sample) = sampled {
         sample::release(sample);

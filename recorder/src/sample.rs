@@ -282,30 +282,28 @@ fn sample_weights(size: u64) -> Option<heapsample_format::Weights> {
 /// A live sample's object was freed (or reallocated); its usable size is
 /// known. Its lifetime goes into its stack's distribution.
 pub fn release(sample: LiveSample) {
-    let weights = release_counts(sample);
     let lifetime = sys::clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(sample.birth);
-    STACKS.add_lifetime(
-        sample.record,
-        heapsample_format::lifetime_bucket(lifetime),
-        sample.size,
-        weights.as_ref(),
-    );
+    release_with(sample, Some(heapsample_format::lifetime_bucket(lifetime)));
 }
 
 /// A live sample whose free the profiler never saw (its address was
 /// handed out again): its counts are released, its lifetime is not known.
 fn release_unseen(sample: LiveSample) {
-    let _ = release_counts(sample);
+    release_with(sample, None);
 }
 
-/// Take a live sample out of its record's counts; returns its weights.
-fn release_counts(sample: LiveSample) -> Option<heapsample_format::Weights> {
+/// Take a live sample out of its record's counts, and count its lifetime
+/// in bucket `lifetime` if known.
+fn release_with(sample: LiveSample, lifetime: Option<usize>) {
     let weights = sample_weights(sample.size);
-    if let Some(counters) = STACKS.counters(sample.record) {
-        counters.release_sample(sample.size, sample.usable, weights.as_ref());
-    }
+    STACKS.release_sample(
+        sample.record,
+        sample.size,
+        sample.usable,
+        weights.as_ref(),
+        lifetime,
+    );
     triggers::on_live_sample(sample.size, -1);
-    weights
 }
 
 /// `sample`, just removed for the allocation `pointer`, with its usable size

@@ -69,9 +69,8 @@ pub struct StackEntry {
     /// The serial of the thread whose samples `counters` holds, or
     /// [`OTHER_THREADS`].
     owner: AtomicU32,
-    /// The id + 1 of the stack's lifetime block, 0 before its first freed
-    /// sample.
-    lifetimes: AtomicU32,
+    /// The stack's lifetime block (null before its first freed sample).
+    lifetimes: AtomicPtr<LifetimeBlock>,
     counters: Counters,
 }
 
@@ -265,50 +264,79 @@ impl StackTable {
             .is_some_and(|entry| entry.frames() == frames)
     }
 
-    /// Count a freed sample of `record`'s stack, of `size` bytes and
-    /// `weights` (None when every allocation is sampled), in lifetime
-    /// bucket `bucket`. The stack's first freed sample takes the insert lock
-    /// for its block; without memory the lifetime is not counted.
-    pub fn add_lifetime(&self, record: u32, bucket: usize, size: u64, weights: Option<&Weights>) {
-        let Some(entry) = self.stack_of(record).and_then(|stack| self.entry(stack)) else {
-            return;
+    /// Take a sample of `size` requested and `usable` bytes out of
+    /// `record`'s live counts (`weights`: what its allocation added, None
+    /// when every allocation is sampled) and, when its free was seen, count
+    /// its lifetime in bucket `lifetime` of its stack's distribution (the
+    /// stack's first freed sample takes the insert lock for its block;
+    /// without memory the lifetime is not counted).
+    pub fn release_sample(
+        &self,
+        record: u32,
+        size: u64,
+        usable: u64,
+        weights: Option<&Weights>,
+        lifetime: Option<usize>,
+    ) {
+        let (counters, entry) = if record & THREAD_RECORD != 0 {
+            let Some(side) = self.threads.get(record & !THREAD_RECORD) else {
+                return;
+            };
+            (&side.counters, self.entry(side.stack()))
+        } else {
+            let Some(entry) = self.entry(record) else {
+                return;
+            };
+            (&entry.counters, Some(entry))
         };
-        if let Some(block) = self.lifetime_block(entry) {
+        counters.release_sample(size, usable, weights);
+        if let (Some(bucket), Some(entry)) = (lifetime, entry)
+            && let Some(block) = self.lifetime_block(entry)
+        {
             block.add(bucket, size, weights);
         }
     }
 
     /// The lifetime block of `entry`, handed out if it has none.
+    #[inline(always)]
     fn lifetime_block(&self, entry: &StackEntry) -> Option<&LifetimeBlock> {
-        let id = match entry.lifetimes.load(Ordering::Acquire) {
-            0 => {
-                let _inserting = self.insert_lock.lock();
-                match entry.lifetimes.load(Ordering::Acquire) {
-                    0 => {
-                        // SAFETY: the insert lock is held.
-                        let id = unsafe { self.lifetimes.hand_out() }?;
-                        entry.lifetimes.store(id + 1, Ordering::Release);
-                        id
-                    }
-                    id_plus_one => id_plus_one - 1,
-                }
-            }
-            id_plus_one => id_plus_one - 1,
-        };
-        self.lifetimes.get(id)
+        let block = entry.lifetimes.load(Ordering::Acquire);
+        if block.is_null() {
+            return self.new_lifetime_block(entry);
+        }
+        // SAFETY: a published block lives in a chunk that is never unmapped.
+        Some(unsafe { &*block })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn new_lifetime_block(&self, entry: &StackEntry) -> Option<&LifetimeBlock> {
+        let _inserting = self.insert_lock.lock();
+        let block = entry.lifetimes.load(Ordering::Acquire);
+        if !block.is_null() {
+            // SAFETY: as in `lifetime_block`.
+            return Some(unsafe { &*block });
+        }
+        // SAFETY: the insert lock is held.
+        let id = unsafe { self.lifetimes.hand_out() }?;
+        let block = self.lifetimes.get(id)?;
+        entry.lifetimes.store(
+            block as *const LifetimeBlock as *mut LifetimeBlock,
+            Ordering::Release,
+        );
+        Some(block)
     }
 
     /// The lifetimes of `entry`'s freed samples, if it has a block of its
-    /// own.
+    /// own (the reserve's are the dump's stack without frames).
     fn lifetimes_of(&self, entry: &StackEntry, counts_are_weights: bool) -> Vec<LifetimeBucket> {
-        match entry.lifetimes.load(Ordering::Acquire) {
-            0 => Vec::new(),
-            id_plus_one if id_plus_one - 1 == LifetimeTable::RESERVE => Vec::new(),
-            id_plus_one => self
-                .lifetimes
-                .get(id_plus_one - 1)
-                .map_or_else(Vec::new, |block| block.read(counts_are_weights)),
+        let block = entry.lifetimes.load(Ordering::Acquire);
+        let reserve = self.lifetimes.reserve();
+        if block.is_null() || reserve.is_some_and(|r| core::ptr::eq(r, block)) {
+            return Vec::new();
         }
+        // SAFETY: as in `lifetime_block`.
+        unsafe { &*block }.read(counts_are_weights)
     }
 
     fn index_slot(&self, position: usize) -> Option<&AtomicU32> {
@@ -709,12 +737,13 @@ mod tests {
         let own = record(&table, &[1, 2], &[], 1).record;
         let other = record(&table, &[1, 2], &[], 2).record;
         assert_ne!(own, other);
-        for recorded in [own, other] {
+        for recorded in [own, own, other] {
             let counters = table.counters(recorded).unwrap();
             counters.add_sample(10, 16, None);
-            table.add_lifetime(recorded, 4, 10, None);
         }
-        table.add_lifetime(own, 0, 10, None);
+        table.release_sample(own, 10, 16, None, Some(4));
+        table.release_sample(other, 10, 16, None, Some(4));
+        table.release_sample(own, 10, 16, None, Some(0));
         let (snapshot, records) = table.snapshot(true, true, &mut |_| 0);
         assert_eq!(records, [own, other]);
         let buckets: Vec<(u8, u64)> = snapshot[0]
@@ -724,6 +753,11 @@ mod tests {
             .collect();
         assert_eq!(buckets, [(0, 1), (4, 2)]);
         assert!(snapshot[1].lifetimes.is_empty());
+        let counts: Vec<(u64, u64)> = snapshot
+            .iter()
+            .map(|s| (s.live_objects, s.alloc_objects))
+            .collect();
+        assert_eq!(counts, [(0, 2), (0, 1)], "released from their own records");
         table.zero_counts();
         let (snapshot, _) = table.snapshot(true, true, &mut |_| 0);
         assert!(snapshot.is_empty());

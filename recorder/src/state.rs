@@ -190,22 +190,34 @@ pub fn start_time() -> (u64, u64) {
     )
 }
 
-/// `prof_exact`: usable bytes allocated (`delta` > 0) or freed (< 0), by any
-/// thread. A new highest live heap is kept; the clock is read for it when
-/// the heap has risen [`peak_time_margin`] above where it was last read, so
-/// the peak's time is when the heap first came that close to it.
+/// `prof_exact`: `bytes` usable bytes allocated, by any thread. A new
+/// highest live heap is kept; the clock is read for it when the heap has
+/// risen [`peak_time_margin`] above where it was last read, so the peak's
+/// time is when the heap first came that close to it.
 #[inline(always)]
-pub fn add_exact_live(delta: i64) {
-    let live = if crate::sys::single_threaded() {
+pub fn exact_live_up(bytes: u64) {
+    let live = add_exact_live(bytes as i64);
+    if live > 0 && live as u64 > PEAK.load(Relaxed) {
+        note_peak(live as u64);
+    }
+}
+
+/// `prof_exact`: `bytes` usable bytes freed, by any thread.
+#[inline(always)]
+pub fn exact_live_down(bytes: u64) {
+    add_exact_live((bytes as i64).wrapping_neg());
+}
+
+/// Add `delta` to the exact live heap; returns the new value.
+#[inline(always)]
+fn add_exact_live(delta: i64) -> i64 {
+    if crate::sys::single_threaded() {
         // No other thread can run: a plain add (no locked instruction).
         let live = EXACT_LIVE.load(Relaxed).wrapping_add(delta);
         EXACT_LIVE.store(live, Relaxed);
         live
     } else {
         EXACT_LIVE.fetch_add(delta, Relaxed).wrapping_add(delta)
-    };
-    if delta > 0 && live > 0 && live as u64 > PEAK.load(Relaxed) {
-        note_peak(live as u64);
     }
 }
 
