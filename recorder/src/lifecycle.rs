@@ -249,6 +249,10 @@ extern "C" fn fork_child() {
     let pid = unsafe { libc::getpid() } as u32;
     record.pid.store(pid, Relaxed);
     process::mark_identity_inherited();
+    if state::exact() {
+        // The child's peak is its own: from the heap it inherited, at the fork.
+        state::restart_peak(state.fork_called_ns.load(Relaxed));
+    }
     reseed_forking_thread(pid);
     state.set_flag(tls::FLAG_FORKED, true);
     if locked {

@@ -241,6 +241,15 @@ pub fn peak_time_margin(timed: u64) -> u64 {
     (timed / 256).max(PEAK_TIME_STEP_MIN)
 }
 
+/// `prof_exact`: the peak starts again from the live heap now, at
+/// `at_ns` (monotonic nanoseconds): in a forked child, whose peak is its own.
+pub fn restart_peak(at_ns: u64) {
+    let live = EXACT_LIVE.load(Relaxed).max(0) as u64;
+    PEAK.store(live, Relaxed);
+    PEAK_TIMED.store(live, Relaxed);
+    PEAK_AT_NS.store(at_ns, Relaxed);
+}
+
 /// `prof_exact`: the live heap in usable bytes now.
 pub fn exact_live() -> i64 {
     EXACT_LIVE.load(Relaxed)

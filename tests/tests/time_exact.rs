@@ -447,3 +447,45 @@ fn sparse_period_lifetimes_and_births_are_unbiased() {
     assert_eq!(per_cell.len(), 7, "{per_cell:?}");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A forked child's peak is its own: it starts from the heap the child
+/// inherited, at the fork, so the parent's 8 MiB freed before the fork is
+/// not the child's peak; the parent's is.
+#[test]
+fn a_forked_child_has_its_own_peak() {
+    let program = compile_c("peak_fork.c", &BuildOptions::no_pie());
+    let outcome = Run::program(&program)
+        .with_shim()
+        .prof_conf("prof_exact:true,prof_fork_final:all")
+        .run();
+    outcome.assert_success();
+    let out = &outcome.stdout;
+    let (parent_pid, child_pid) = (tagged(out, "parent", "pid"), tagged(out, "child", "pid"));
+    let dumps = outcome.dumps();
+    let peak_of = |pid: u64| {
+        let (file, dump) = dumps
+            .iter()
+            .find(|(f, _)| u64::from(f.pid) == pid)
+            .unwrap_or_else(|| panic!("no dump of {pid}\n{}", outcome.context()));
+        (
+            file.name.clone(),
+            dump.peak.expect("prof_exact: a peak"),
+            dump.totals.live_usable_bytes,
+        )
+    };
+    let (name, parent, _) = peak_of(parent_pid);
+    let parent_own = tagged(out, "parent", "peak");
+    assert!(
+        parent.live_usable_bytes >= parent_own,
+        "{name}: the parent's peak {} below its 8 MiB block ({parent_own})",
+        parent.live_usable_bytes
+    );
+    let (name, child, _) = peak_of(child_pid);
+    let child_own = tagged(out, "child", "peak");
+    assert!(
+        child.live_usable_bytes >= child_own && child.live_usable_bytes < parent_own,
+        "{name}: the child's peak {} is not its own ({child_own} of its blocks; the parent's \
+         block before the fork {parent_own})",
+        child.live_usable_bytes
+    );
+}
