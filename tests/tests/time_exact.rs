@@ -204,16 +204,19 @@ fn births_and_lifetimes_are_exact_at_lg_0() {
     assert_eq!(dump.live_samples.len() as u64, dump.totals.samples_live);
 }
 
+/// The number after `key=` in `line`.
+fn value_in(line: &str, key: &str) -> Option<u64> {
+    line.split_whitespace()
+        .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|value| value.parse().ok())
+}
+
 /// `key=value` of the line starting with `tag`.
 fn tagged(stdout: &str, tag: &str, key: &str) -> u64 {
     stdout
         .lines()
         .find(|line| line.starts_with(tag))
-        .and_then(|line| {
-            line.split_whitespace()
-                .find_map(|word| word.strip_prefix(key)?.strip_prefix('='))
-        })
-        .and_then(|value| value.parse().ok())
+        .and_then(|line| value_in(line, key))
         .unwrap_or_else(|| panic!("no {tag} {key}= in:\n{stdout}"))
 }
 
@@ -262,13 +265,10 @@ fn the_exact_peak_and_counters_are_the_programs() {
         .lines()
         .filter(|line| line.starts_with("rise "))
         .map(|line| {
-            let value = |key: &str| -> u64 {
-                line.split_whitespace()
-                    .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-                    .and_then(|v| v.parse().ok())
-                    .expect(line)
-            };
-            (value("usable"), value("at"))
+            (
+                value_in(line, "usable").expect(line),
+                value_in(line, "at").expect(line),
+            )
         })
         .collect();
     let within = rises
