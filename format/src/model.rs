@@ -244,7 +244,8 @@ impl Process {
     }
 }
 
-/// The highest the exact live heap has been (`prof_exact`).
+/// The highest the exact live heap has been (`prof_exact`); in a forked
+/// child, since the fork (from the heap it inherited).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Peak {
     /// The live heap at its highest, in usable bytes.
