@@ -11,6 +11,7 @@ mod merge;
 mod output;
 mod serve;
 mod show;
+mod time;
 mod view_args;
 
 use clap::{Parser, Subcommand};
@@ -41,6 +42,15 @@ enum Command {
     /// Sum dumps of many processes or hosts of the same program into one
     /// profile.
     Merge(merge::MergeArgs),
+    /// How long freed memory lived per function and stack, and the
+    /// temporary allocations (dumps with lifetimes, format 4).
+    Lifetimes(time::LifetimesArgs),
+    /// The age of live memory per function: live bytes by birth, and
+    /// whether it is a leak, start-up state or a cache (format 4).
+    Ages(time::AgesArgs),
+    /// Rank leak candidates of one or several dumps of a process, with
+    /// their growth rate; a CI gate with --fail-if-grows RATE.
+    Leaks(time::LeaksArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +60,9 @@ fn main() -> ExitCode {
             heapdiff_serve::run(args.config()).map(|()| ExitCode::SUCCESS)
         }
         Some(Command::Merge(args)) => merge::run(args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Lifetimes(args)) => time::run_lifetimes(args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Ages(args)) => time::run_ages(args).map(|()| ExitCode::SUCCESS),
+        Some(Command::Leaks(args)) => time::run_leaks(args),
         None => show::run(&cli.show),
     };
     match result {

@@ -52,6 +52,7 @@ impl ServeArgs {
                 symbolize,
                 build: BuildOptions {
                     keep_allocator_frames: self.keep_allocator_frames,
+                    ..BuildOptions::default()
                 },
                 names: if self.full_names {
                     NameStyle::Full

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use clap::builder::PossibleValue;
-use heapdiff::model::{BuildOptions, Metric, Transforms};
+use heapdiff::model::{BirthRange, BuildOptions, Metric, TimePoint, Transforms};
 use heapdiff::pipeline::Settings;
 use heapdiff::symbols::{NameStyle, SymbolizeOptions};
 use regex::Regex;
@@ -46,6 +46,21 @@ pub struct ViewArgs {
     /// (`[4–8 KiB]`).
     #[arg(long)]
     pub size_frames: bool,
+    /// A temporary allocation (`-m temp-space`, `-m temp-objects`, the
+    /// lifetime reports) is one freed within DURATION (`1ms`, `250us`,
+    /// `2s`), rounded up to a lifetime bucket's edge (powers of two of
+    /// microseconds: 1ms counts lifetimes under 1.024 ms).
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_duration)]
+    pub temporary: u64,
+    /// In-use values count only memory born at or after T: a duration since
+    /// the profiler's start (`30s`, `1m 30s`) or a wall-clock time
+    /// (`2026-11-26T00:12:00Z`, `@1764115920` in seconds since the epoch).
+    /// Needs dumps with births (format 4).
+    #[arg(long, value_name = "T", value_parser = parse_time_point)]
+    pub born_after: Option<TimePoint>,
+    /// In-use values count only memory born before T (as --born-after).
+    #[arg(long, value_name = "T", value_parser = parse_time_point)]
+    pub born_before: Option<TimePoint>,
 }
 
 impl ViewArgs {
@@ -60,6 +75,11 @@ impl ViewArgs {
             },
             build: BuildOptions {
                 keep_allocator_frames: self.keep_allocator_frames,
+                temporary_ns: self.temporary,
+                born: BirthRange {
+                    after: self.born_after,
+                    before: self.born_before,
+                },
             },
             transforms: Transforms {
                 focus: self.focus.clone(),
@@ -78,6 +98,39 @@ impl ViewArgs {
     }
 }
 
+/// A duration in nanoseconds (`1ms`, `250us`, `2s`, `1m 30s`).
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    humantime::parse_duration(text.trim())
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .map_err(|e| format!("{text:?} is not a duration such as 1ms, 30s or 1m 30s: {e}"))
+}
+
+/// A moment: a duration since the profiler's start, `@SECONDS` since the
+/// epoch, or an RFC 3339 wall-clock time.
+fn parse_time_point(text: &str) -> Result<TimePoint, String> {
+    let text = text.trim();
+    if let Some(seconds) = text.strip_prefix('@') {
+        let seconds: f64 = seconds
+            .parse()
+            .map_err(|_| format!("{text:?}: @ takes seconds since the Unix epoch"))?;
+        return Ok(TimePoint::Unix((seconds * 1e9) as u64));
+    }
+    if let Ok(ns) = parse_duration(text) {
+        return Ok(TimePoint::SinceStart(ns));
+    }
+    let time = humantime::parse_rfc3339_weak(text).map_err(|_| {
+        format!(
+            "{text:?} is neither a duration since the start (30s, 1m 30s) nor a time (2026-11-26T00:12:00Z, @1764115920)"
+        )
+    })?;
+    let since_epoch = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| format!("{text:?} is before 1970"))?;
+    Ok(TimePoint::Unix(
+        u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX),
+    ))
+}
+
 fn parse_regex(text: &str) -> Result<Regex, String> {
     Regex::new(text).map_err(|e| format!("not a valid regular expression: {e}"))
 }
@@ -89,11 +142,13 @@ pub struct MetricArg(pub Metric);
 
 impl clap::ValueEnum for MetricArg {
     fn value_variants<'a>() -> &'a [Self] {
-        const ALL: [MetricArg; 4] = [
-            MetricArg(Metric::ALL[0]),
-            MetricArg(Metric::ALL[1]),
-            MetricArg(Metric::ALL[2]),
-            MetricArg(Metric::ALL[3]),
+        const ALL: [MetricArg; 6] = [
+            MetricArg(Metric::EVERY[0]),
+            MetricArg(Metric::EVERY[1]),
+            MetricArg(Metric::EVERY[2]),
+            MetricArg(Metric::EVERY[3]),
+            MetricArg(Metric::EVERY[4]),
+            MetricArg(Metric::EVERY[5]),
         ];
         &ALL
     }

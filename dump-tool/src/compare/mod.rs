@@ -5,11 +5,16 @@
 //! and total values and changes), [`growth`] (the functions that grow
 //! across a series of dumps), [`pairing`](mod@pairing) (same process or
 //! independent), [`gate`] (`--fail-if-grows`: the verdict as data; its
-//! words are `render::gate`'s). No I/O, no formatting.
+//! words are `render::gate`'s), the time views: [`lifetimes`] (freed
+//! memory per lifetime bucket, temporary allocations) and [`ages`] (live
+//! memory by birth, leak / cache / start-up, leak candidates). No I/O, no
+//! formatting.
 
+pub mod ages;
 pub mod functions;
 pub mod gate;
 pub mod growth;
+pub mod lifetimes;
 pub mod pairing;
 
 pub use functions::{

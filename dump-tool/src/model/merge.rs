@@ -10,6 +10,7 @@
 
 use super::metric::Values;
 use super::profile::Profile;
+use super::time::TimeInfo;
 use heapsample_format::{ThreadInfo, Totals};
 
 /// The profiles pooled into one; the first one's origin and period stand
@@ -23,7 +24,9 @@ pub fn merged(mut profiles: Vec<Profile>) -> Profile {
         sampled.add(&profile.sampled);
     }
     let threads = renumber_threads(&mut profiles);
+    let time = merged_time(&profiles);
     Profile {
+        time,
         threads,
         period: profiles.first().map_or(1, |p| p.period),
         totals: sum_totals(profiles.iter().map(|p| &p.totals)),
@@ -36,6 +39,18 @@ pub fn merged(mut profiles: Vec<Profile>) -> Profile {
         variance,
         sampled,
     }
+}
+
+/// The first profile's clocks; births and lifetimes only when every
+/// profile has them; no peak (each process had its own).
+fn merged_time(profiles: &[Profile]) -> TimeInfo {
+    let mut time = profiles.first().map(|p| p.time.clone()).unwrap_or_default();
+    time.births = profiles.iter().all(|p| p.time.births);
+    time.lifetimes = profiles.iter().all(|p| p.time.lifetimes);
+    if profiles.len() > 1 {
+        time.peak = None;
+    }
+    time
 }
 
 /// Thread serials are per process: shift each profile's past the previous

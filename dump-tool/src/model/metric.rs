@@ -1,5 +1,5 @@
-//! What a report measures: the four [`Metric`]s and the per-stack
-//! [`Values`] they read.
+//! What a report measures: the [`Metric`]s and the per-stack [`Values`]
+//! they read.
 //!
 //! Owns the metric names and units and the mapping from a stack's recorded
 //! weights to values. Plain data; no I/O.
@@ -19,15 +19,34 @@ pub enum Metric {
     AllocSpace,
     /// Objects ever allocated.
     AllocObjects,
+    /// Bytes of temporary allocations: freed within the threshold
+    /// (`--temporary`), cumulative.
+    TempSpace,
+    /// Temporary allocations (objects freed within the threshold).
+    TempObjects,
 }
 
 impl Metric {
-    /// Every metric, in the order of the viewer's and the JSON report's.
+    /// The metrics every dump has, in the order of the viewer's and the
+    /// JSON report's.
     pub const ALL: [Metric; 4] = [
         Metric::InuseSpace,
         Metric::InuseObjects,
         Metric::AllocSpace,
         Metric::AllocObjects,
+    ];
+
+    /// The metrics of dumps that carry lifetimes (format 4).
+    pub const TEMPORARY: [Metric; 2] = [Metric::TempSpace, Metric::TempObjects];
+
+    /// Every metric: [`Metric::ALL`], then [`Metric::TEMPORARY`].
+    pub const EVERY: [Metric; 6] = [
+        Metric::InuseSpace,
+        Metric::InuseObjects,
+        Metric::AllocSpace,
+        Metric::AllocObjects,
+        Metric::TempSpace,
+        Metric::TempObjects,
     ];
 
     /// The value of this metric in `values`.
@@ -37,14 +56,16 @@ impl Metric {
             Metric::InuseObjects => values.inuse_objects,
             Metric::AllocSpace => values.alloc_space,
             Metric::AllocObjects => values.alloc_objects,
+            Metric::TempSpace => values.temp_space,
+            Metric::TempObjects => values.temp_objects,
         }
     }
 
     /// `bytes` or `objects`.
     pub fn unit(self) -> &'static str {
         match self {
-            Metric::InuseSpace | Metric::AllocSpace => "bytes",
-            Metric::InuseObjects | Metric::AllocObjects => "objects",
+            Metric::InuseSpace | Metric::AllocSpace | Metric::TempSpace => "bytes",
+            Metric::InuseObjects | Metric::AllocObjects | Metric::TempObjects => "objects",
         }
     }
 
@@ -55,6 +76,8 @@ impl Metric {
             Metric::InuseObjects => "inuse-objects",
             Metric::AllocSpace => "alloc-space",
             Metric::AllocObjects => "alloc-objects",
+            Metric::TempSpace => "temp-space",
+            Metric::TempObjects => "temp-objects",
         }
     }
 
@@ -65,6 +88,8 @@ impl Metric {
             Metric::InuseObjects => "Objects still live at the dump",
             Metric::AllocSpace => "Bytes ever allocated",
             Metric::AllocObjects => "Objects ever allocated",
+            Metric::TempSpace => "Bytes of temporary allocations (freed within --temporary)",
+            Metric::TempObjects => "Temporary allocations (freed within --temporary)",
         }
     }
 
@@ -72,8 +97,15 @@ impl Metric {
     pub fn accumulation(self) -> Accumulation {
         match self {
             Metric::InuseSpace | Metric::InuseObjects => Accumulation::InUse,
-            Metric::AllocSpace | Metric::AllocObjects => Accumulation::Cumulative,
+            Metric::AllocSpace | Metric::AllocObjects | Metric::TempSpace | Metric::TempObjects => {
+                Accumulation::Cumulative
+            }
         }
+    }
+
+    /// True for the metrics of what is live at the dump.
+    pub fn is_in_use(self) -> bool {
+        self.accumulation() == Accumulation::InUse
     }
 }
 
@@ -84,26 +116,33 @@ pub struct Values {
     pub inuse_space: f64,
     pub alloc_objects: f64,
     pub alloc_space: f64,
+    pub temp_objects: f64,
+    pub temp_space: f64,
 }
 
 impl Values {
-    /// The estimates of a live and a cumulative set of weights.
-    pub fn estimates(live: &Weights, alloc: &Weights) -> Values {
+    /// The estimates of a live, a cumulative and a temporary set of
+    /// weights.
+    pub fn estimates(live: &Weights, alloc: &Weights, temp: &Weights) -> Values {
         Values {
             inuse_objects: live.objects,
             inuse_space: live.bytes,
             alloc_objects: alloc.objects,
             alloc_space: alloc.bytes,
+            temp_objects: temp.objects,
+            temp_space: temp.bytes,
         }
     }
 
     /// The variances of [`Values::estimates`].
-    pub fn variances(live: &Weights, alloc: &Weights) -> Values {
+    pub fn variances(live: &Weights, alloc: &Weights, temp: &Weights) -> Values {
         Values {
             inuse_objects: live.objects_variance,
             inuse_space: live.bytes_variance,
             alloc_objects: alloc.objects_variance,
             alloc_space: alloc.bytes_variance,
+            temp_objects: temp.objects_variance,
+            temp_space: temp.bytes_variance,
         }
     }
 
@@ -114,6 +153,8 @@ impl Values {
             inuse_space: raw.live_bytes as f64,
             alloc_objects: raw.alloc_objects as f64,
             alloc_space: raw.alloc_bytes as f64,
+            temp_objects: raw.temp_objects as f64,
+            temp_space: raw.temp_bytes as f64,
         }
     }
 
@@ -123,6 +164,8 @@ impl Values {
         self.inuse_space += other.inuse_space;
         self.alloc_objects += other.alloc_objects;
         self.alloc_space += other.alloc_space;
+        self.temp_objects += other.temp_objects;
+        self.temp_space += other.temp_space;
     }
 }
 
@@ -133,6 +176,8 @@ pub struct RawCounts {
     pub live_bytes: u64,
     pub alloc_objects: u64,
     pub alloc_bytes: u64,
+    pub temp_objects: u64,
+    pub temp_bytes: u64,
 }
 
 impl RawCounts {

@@ -3,7 +3,8 @@
 //! Owns [`Profile`] ([`profile`]: one sample per distinct stack and thread
 //! with its estimates, variances and raw counts), the [`Metric`]s
 //! ([`metric`]), frames and the allocator frames dropped at the leaf
-//! ([`frames`], [`allocator`]), folded stacks ([`folding`]), the views
+//! ([`frames`], [`allocator`]), lifetimes, births and the time a dump
+//! tells ([`time`]), folded stacks ([`folding`]), the views
 //! (`--focus`, `--hide`, threads, size classes: [`transform`]), the
 //! merge of many profiles ([`merge`]) and the live heap three ways
 //! ([`live_heap`]: estimated, in usable bytes, exact). Reads dumps and the
@@ -17,9 +18,11 @@ pub mod merge;
 pub mod metric;
 pub mod profile;
 pub mod size_class;
+pub mod time;
 pub mod transform;
 
 pub use frames::{FrameRef, FunctionNames, distinct_labels, function_name, line_of};
 pub use metric::{Metric, RawCounts, Values};
 pub use profile::{BuildOptions, Origin, Profile, Sample};
+pub use time::{Birth, BirthRange, TimeInfo, TimePoint};
 pub use transform::Transforms;

@@ -16,24 +16,64 @@
 
 use super::frames::{FrameRef, frames_of};
 use super::metric::{Metric, RawCounts, Values};
+use super::time::{
+    BirthRange, DEFAULT_TEMPORARY_NS, TimeInfo, add_lifetimes, births_by_stack, temporary_buckets,
+    temporary_edge_ns, temporary_weights,
+};
 use crate::stats::Estimate;
 use crate::symbols::{LocationId, LocationTable};
-use heapsample_format::{Dump, ThreadInfo, Totals, Weights};
+use heapsample_format::{Dump, LifetimeBucket, ThreadInfo, Totals, Weights};
 use std::collections::BTreeMap;
 
+pub use super::time::Birth;
+
 /// Raw counts and weights of one call stack, summed over threads and epochs.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct StackSums {
     pub raw: RawCounts,
     pub live: Weights,
     pub alloc: Weights,
+    /// Freed within the temporary threshold.
+    pub temp: Weights,
+    pub lifetimes: Vec<LifetimeBucket>,
+    pub births: Vec<Birth>,
 }
 
 impl StackSums {
-    fn add(&mut self, stack: &heapsample_format::Stack) {
+    /// Add `stack`; with `births` (its live samples in the birth range),
+    /// the live values are theirs.
+    fn add(
+        &mut self,
+        stack: &heapsample_format::Stack,
+        births: Option<&[Birth]>,
+        temporary: usize,
+    ) {
         self.raw.add(stack);
-        self.live = self.live.plus(&stack.live);
         self.alloc = self.alloc.plus(&stack.alloc);
+        add_lifetimes(&mut self.lifetimes, &stack.lifetimes);
+        let temp = temporary_weights(&stack.lifetimes, temporary);
+        self.temp = self.temp.plus(&temp);
+        for bucket in stack
+            .lifetimes
+            .iter()
+            .filter(|b| usize::from(b.bucket) < temporary)
+        {
+            self.raw.temp_objects = self.raw.temp_objects.saturating_add(bucket.samples);
+            self.raw.temp_bytes = self.raw.temp_bytes.saturating_add(bucket.sampled_bytes);
+        }
+        match births {
+            Some(births) => {
+                self.raw.live_objects = self.raw.live_objects.saturating_sub(stack.live_objects);
+                self.raw.live_bytes = self.raw.live_bytes.saturating_sub(stack.live_bytes);
+                for birth in births {
+                    self.live = self.live.plus(&birth.weights);
+                    self.raw.live_objects += 1;
+                    self.raw.live_bytes += birth.size;
+                }
+                self.births.extend_from_slice(births);
+            }
+            None => self.live = self.live.plus(&stack.live),
+        }
     }
 }
 
@@ -51,6 +91,11 @@ pub struct Sample {
     /// The [`heapsample_format::ThreadInfo::serial`] of the thread that
     /// allocated (0: unknown).
     pub thread: u32,
+    /// How long its freed samples lived (empty without lifetimes).
+    pub lifetimes: Vec<LifetimeBucket>,
+    /// Its live samples' births (empty without births), in the birth range
+    /// of the build.
+    pub births: Vec<Birth>,
 }
 
 impl Sample {
@@ -82,6 +127,8 @@ pub struct Profile {
     pub origin: Origin,
     /// The threads the samples name.
     pub threads: Vec<ThreadInfo>,
+    /// What the dump tells about time: births, lifetimes, clocks, peak.
+    pub time: TimeInfo,
 }
 
 /// Where a profile comes from: enough to tell whether two dumps are of one
@@ -113,11 +160,27 @@ impl Profile {
     }
 }
 
-/// How to turn stacks into frames.
-#[derive(Clone, Copy, Debug, Default)]
+/// How to turn stacks into frames and samples into values.
+#[derive(Clone, Copy, Debug)]
 pub struct BuildOptions {
     /// Keep malloc, operator new, `__rust_alloc`… at the leaf.
     pub keep_allocator_frames: bool,
+    /// A temporary allocation is one freed within this many nanoseconds
+    /// (rounded up to a lifetime bucket's edge).
+    pub temporary_ns: u64,
+    /// In-use values count the live samples born in this range (all by
+    /// default; a dump without births is refused by the pipeline).
+    pub born: BirthRange,
+}
+
+impl Default for BuildOptions {
+    fn default() -> BuildOptions {
+        BuildOptions {
+            keep_allocator_frames: false,
+            temporary_ns: DEFAULT_TEMPORARY_NS,
+            born: BirthRange::default(),
+        }
+    }
 }
 
 impl Profile {
@@ -130,13 +193,33 @@ impl Profile {
     ) -> Profile {
         let mut samples = Vec::new();
         let (mut estimated, mut variance, mut sampled) = Default::default();
-        for ((locations, thread), sums) in sum_by_stack(dump, stacks) {
+        let mut time = TimeInfo::of(
+            dump,
+            temporary_edge_ns(options.temporary_ns).unwrap_or(u64::MAX),
+        );
+        let births = time.births.then(|| {
+            let (low, high) = options.born.bounds_ns(time.start_unix_ns);
+            births_by_stack(dump, low, high)
+        });
+        if time.births && !options.born.is_all() {
+            time.born_ns = Some(options.born.bounds_ns(time.start_unix_ns));
+        }
+        let temporary = if time.lifetimes {
+            temporary_buckets(options.temporary_ns)
+        } else {
+            0
+        };
+        time.births &= births.is_some();
+        for ((locations, thread), sums) in sum_by_stack(dump, stacks, births.as_deref(), temporary)
+        {
             let sample = Sample {
                 frames: frames_of(&locations, table, options.keep_allocator_frames),
-                values: Values::estimates(&sums.live, &sums.alloc),
-                variance: Values::variances(&sums.live, &sums.alloc),
+                values: Values::estimates(&sums.live, &sums.alloc, &sums.temp),
+                variance: Values::variances(&sums.live, &sums.alloc, &sums.temp),
                 sampled: Values::sampled(&sums.raw),
                 thread,
+                lifetimes: sums.lifetimes,
+                births: sums.births,
             };
             Values::add(&mut estimated, &sample.values);
             Values::add(&mut variance, &sample.variance);
@@ -158,6 +241,7 @@ impl Profile {
                 attach_note: dump.attach_note(),
             },
             threads: dump.threads.clone(),
+            time,
         }
     }
 }
@@ -168,12 +252,15 @@ impl Profile {
 fn sum_by_stack(
     dump: &Dump,
     stacks: &[Vec<LocationId>],
+    births: Option<&[Vec<Birth>]>,
+    temporary: usize,
 ) -> BTreeMap<(Vec<LocationId>, u32), StackSums> {
     let mut sums: BTreeMap<(Vec<LocationId>, u32), StackSums> = BTreeMap::new();
-    for (stack, locations) in dump.stacks.iter().zip(stacks) {
+    for (index, (stack, locations)) in dump.stacks.iter().zip(stacks).enumerate() {
+        let stack_births = births.and_then(|b| b.get(index)).map(Vec::as_slice);
         sums.entry((locations.clone(), stack.thread))
             .or_default()
-            .add(stack);
+            .add(stack, stack_births, temporary);
     }
     sums
 }

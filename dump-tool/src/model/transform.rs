@@ -141,6 +141,7 @@ fn mean_size(values: &Values, metric: Metric) -> Option<f64> {
     let (objects, bytes) = match metric {
         Metric::InuseSpace | Metric::InuseObjects => (values.inuse_objects, values.inuse_space),
         Metric::AllocSpace | Metric::AllocObjects => (values.alloc_objects, values.alloc_space),
+        Metric::TempSpace | Metric::TempObjects => (values.temp_objects, values.temp_space),
     };
     (objects > 0.0).then(|| bytes / objects)
 }

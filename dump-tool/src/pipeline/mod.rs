@@ -8,11 +8,14 @@
 //! [`Settings`] (everything that shapes a view) and [`View`]. The
 //! command line, `heapdiff merge` and `heapdiff serve` all build their
 //! outputs through a [`Session`], so every view option works in every
-//! format. Reads dump and symbol files; never writes.
+//! format. [`time`]: the time views (lifetimes, ages, leaks, peak) over a
+//! view or a [`time::Series`] of dumps. Reads dump and symbol files; never
+//! writes.
 
 pub mod series;
 pub mod session;
 pub mod settings;
+pub mod time;
 pub mod view;
 
 pub use series::Series;

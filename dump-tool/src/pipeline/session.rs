@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::input::{Input, check_comparable, legacy_note, load, merge_warnings};
 use crate::model::merge::merged;
 use crate::model::transform::apply;
-use crate::model::{Metric, Profile};
+use crate::model::{Metric, Profile, TimeInfo};
 use crate::symbols::{LocationId, LocationTable, NameStyle};
 use std::path::PathBuf;
 
@@ -131,7 +131,7 @@ impl Session {
 
 /// The inputs' notes and warnings; the error when comparing different
 /// programs without leave.
-fn check(
+pub(super) fn check(
     new: &Loaded,
     base: Option<&Loaded>,
     settings: &Settings,
@@ -144,6 +144,9 @@ fn check(
         .collect();
     if let Some(note) = legacy_note(&all) {
         notice(Notice::Note(note));
+    }
+    for input in &all {
+        time_requirements(input, settings)?;
     }
     for side in std::iter::once(new).chain(base) {
         let dumps: Vec<_> = side.inputs.iter().map(|i| &i.dump).collect();
@@ -162,6 +165,36 @@ fn check(
     match compatibility.error {
         Some(error) => Err(Error::file(&new_input.path, error)),
         None => Ok(()),
+    }
+}
+
+/// A birth range needs births and a temporary metric lifetimes: a dump
+/// without them is an error naming what it lacks.
+pub(super) fn time_requirements(input: &Input, settings: &Settings) -> Result<()> {
+    let time = TimeInfo::of(&input.dump, settings.build.temporary_ns);
+    let births = !settings.build.born.is_all();
+    let lifetimes = Metric::TEMPORARY.contains(&settings.metric);
+    if (births && !time.births) || (lifetimes && !time.lifetimes) {
+        let what = if births && !time.births {
+            "--born-after/--born-before"
+        } else {
+            settings.metric.name()
+        };
+        return Err(Error::file(&input.path, lacks_time(input, &time, what)));
+    }
+    Ok(())
+}
+
+/// One line: the dump's version and the time views it lacks, for `what`.
+pub(super) fn lacks_time(input: &Input, time: &TimeInfo, what: &str) -> String {
+    let missing = time.missing().unwrap_or("nothing");
+    if input.version < heapsample_format::VERSION {
+        format!(
+            "{what} is not available: dump format {} carries no {missing}",
+            input.version
+        )
+    } else {
+        format!("{what} is not available: this dump was written without {missing}")
     }
 }
 

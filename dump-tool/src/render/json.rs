@@ -9,11 +9,11 @@
 
 use crate::compare::{FunctionChange, function_changes, function_values, pairing, total_change};
 use crate::input::{Input, trigger_name};
-use crate::model::{Metric, Profile, function_name};
+use crate::model::{Metric, Profile, TimeInfo, function_name};
 use crate::pipeline::View;
 use crate::stats::{Delta, Estimate};
 use crate::symbols::LocationTable;
-use heapsample_format::{LEGACY_VERSION, Totals};
+use heapsample_format::{LEGACY_VERSION, Peak, Totals};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -34,12 +34,18 @@ pub fn render(view: &View<'_>) -> String {
             .map(|b| pairing(&b.profile, &view.new.profile).name()),
         metrics: Metric::ALL
             .iter()
+            .chain(Metric::TEMPORARY.iter().filter(|_| has_lifetimes(view)))
             .map(|&metric| (metric.name(), MetricReport::of(view, metric)))
             .collect(),
     };
     let mut text = serde_json::to_string_pretty(&report).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// Every side's dumps carry lifetimes: the temporary metrics are reported.
+fn has_lifetimes(view: &View<'_>) -> bool {
+    view.new.profile.time.lifetimes && view.base.is_none_or(|b| b.profile.time.lifetimes)
 }
 
 #[derive(Serialize)]
@@ -80,6 +86,24 @@ struct DumpInfo {
     /// The dump's exact counters, as the format names them (absent ones
     /// are `null`).
     exact: Totals,
+    /// What the dump tells about time (format 4).
+    time: TimeReport,
+}
+
+#[derive(Serialize)]
+struct TimeReport {
+    /// Live samples carry births; stacks carry lifetimes.
+    births: bool,
+    lifetimes: bool,
+    /// The views the dump lacks, in words; `null` when it lacks none.
+    lacks: Option<&'static str>,
+    /// The profiler's start on the wall clock (ns since the epoch, 0:
+    /// unknown) and the dump's time since then (ns).
+    start_unix_ns: u64,
+    dump_ns: u64,
+    /// The exact peak of the live heap (usable bytes, ns since the start),
+    /// under prof_exact.
+    peak: Option<Peak>,
 }
 
 impl DumpInfo {
@@ -105,12 +129,23 @@ impl DumpInfo {
             lg_sample_period: dump.lg_sample_period,
             attached_unix_ns: dump.attached_unix_ns(),
             exact: dump.totals.clone(),
+            time: {
+                let time = TimeInfo::of(dump, 0);
+                TimeReport {
+                    births: time.births,
+                    lifetimes: time.lifetimes,
+                    lacks: time.missing(),
+                    start_unix_ns: time.start_unix_ns,
+                    dump_ns: time.dump_ns,
+                    peak: time.peak,
+                }
+            },
         }
     }
 }
 
 #[derive(Serialize)]
-struct Bound {
+pub(super) struct Bound {
     estimate: f64,
     low: f64,
     high: f64,
@@ -119,7 +154,7 @@ struct Bound {
 }
 
 impl Bound {
-    fn of(estimate: &Estimate) -> Bound {
+    pub(super) fn of(estimate: &Estimate) -> Bound {
         let interval = estimate.interval();
         Bound {
             estimate: interval.estimate,
@@ -131,7 +166,7 @@ impl Bound {
 }
 
 #[derive(Serialize)]
-struct DeltaBound {
+pub(super) struct DeltaBound {
     estimate: f64,
     low: f64,
     high: f64,
@@ -140,7 +175,7 @@ struct DeltaBound {
 }
 
 impl DeltaBound {
-    fn of(delta: &Delta) -> DeltaBound {
+    pub(super) fn of(delta: &Delta) -> DeltaBound {
         let interval = delta.interval();
         DeltaBound {
             estimate: interval.estimate,

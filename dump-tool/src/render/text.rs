@@ -38,6 +38,18 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
     if let Some(note) = &view.new.profile.origin.attach_note {
         let _ = writeln!(out, "heapdiff: {note}");
     }
+    if let Some((low, high)) = view.new.profile.time.born_ns {
+        let high = if high == u64::MAX {
+            "the dump".to_string()
+        } else {
+            super::duration(high)
+        };
+        let _ = writeln!(
+            out,
+            "heapdiff: in use counts only memory born in [{}, {high}) since the profiler's start",
+            super::duration(low)
+        );
+    }
     for (title, key) in [
         (
             "self",
@@ -190,8 +202,32 @@ fn percent(part: f64, whole: f64) -> String {
     format!("{:.1}%", 100.0 * part / whole)
 }
 
+/// What the dump tells about time: the views it lacks, or its exact peak.
+fn time_line(out: &mut String, label: &str, side: &Side) {
+    let time = &side.profile.time;
+    let input = side.first_input();
+    if let Some(missing) = time.missing() {
+        if !is_foreign(&input.dump) {
+            let why = if input.version < heapsample_format::VERSION {
+                format!("dump format {} carries no", input.version)
+            } else {
+                "written without".to_string()
+            };
+            let _ = writeln!(out, "{label}time: {why} {missing}");
+        }
+    } else if let Some(peak) = time.peak {
+        let _ = writeln!(
+            out,
+            "{label}time: exact peak {} usable bytes at {} after the start",
+            peak.live_usable_bytes,
+            super::duration(peak.at_ns)
+        );
+    }
+}
+
 /// The estimate from the samples beside the dump's exact counters.
 fn totals_lines(out: &mut String, label: &str, side: &Side) {
+    time_line(out, label, side);
     let profile = &side.profile;
     let estimated = &profile.estimated;
     let exact = &profile.totals;

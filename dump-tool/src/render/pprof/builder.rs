@@ -19,12 +19,15 @@ pub struct PprofOptions {
     pub comments: Vec<String>,
 }
 
-/// The sample types in file order; `default_sample_type` picks one.
-const SAMPLE_TYPES: [(&str, &str); 4] = [
+/// The sample types in file order; `default_sample_type` picks one. The
+/// last two only when the dumps carry lifetimes.
+const SAMPLE_TYPES: [(&str, &str); 6] = [
     ("alloc_objects", "count"),
     ("alloc_space", "bytes"),
     ("inuse_objects", "count"),
     ("inuse_space", "bytes"),
+    ("temp_objects", "count"),
+    ("temp_space", "bytes"),
 ];
 
 /// Interns strings, functions, locations and mappings while samples are added.
@@ -39,6 +42,8 @@ pub struct Builder<'a> {
     mapping_ids: HashMap<usize, u64>,
     mapping_order: Vec<usize>,
     samples: Vec<PbSample>,
+    /// How many of [`SAMPLE_TYPES`] the samples carry.
+    types: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -54,9 +59,16 @@ impl<'a> Builder<'a> {
             mapping_ids: HashMap::new(),
             mapping_order: Vec::new(),
             samples: Vec::new(),
+            types: 4,
         };
         builder.order_mappings(executable);
         builder
+    }
+
+    /// Also the temporary allocations' sample types (dumps with lifetimes).
+    pub fn with_temporary(mut self) -> Self {
+        self.types = SAMPLE_TYPES.len();
+        self
     }
 
     /// Mapping ids follow module order, with the executable first.
@@ -84,7 +96,8 @@ impl<'a> Builder<'a> {
     /// marks them, so percentages are of the new profile.
     pub fn add_profile(&mut self, profile: &Profile, sign: i64) {
         for sample in &profile.samples {
-            let value = sample_values(sample, sign);
+            let mut value = sample_values(sample, sign);
+            value.truncate(self.types);
             if value.iter().all(|&v| v == 0) {
                 continue;
             }
@@ -259,7 +272,7 @@ impl<'a> Builder<'a> {
     }
 
     pub fn finish(mut self, view: &View<'_>, options: &PprofOptions) -> PbProfile {
-        let sample_type = SAMPLE_TYPES
+        let sample_type = SAMPLE_TYPES[..self.types]
             .iter()
             .map(|(kind, unit)| PbValueType {
                 r#type: self.string(kind),
@@ -315,7 +328,7 @@ fn all_resolved(table: &LocationTable, module: ModuleId) -> bool {
     locations.peek().is_some() && locations.all(|l| l.resolved)
 }
 
-/// `[alloc_objects, alloc_space, inuse_objects, inuse_space]`, times `sign`.
+/// The values in [`SAMPLE_TYPES`]' order, times `sign`.
 fn sample_values(sample: &Sample, sign: i64) -> Vec<i64> {
     let v = &sample.values;
     [
@@ -323,6 +336,8 @@ fn sample_values(sample: &Sample, sign: i64) -> Vec<i64> {
         v.alloc_space,
         v.inuse_objects,
         v.inuse_space,
+        v.temp_objects,
+        v.temp_space,
     ]
     .iter()
     .map(|&x| round(x) * sign)
@@ -335,5 +350,7 @@ fn sample_type_name(metric: Metric) -> &'static str {
         Metric::AllocSpace => "alloc_space",
         Metric::InuseObjects => "inuse_objects",
         Metric::InuseSpace => "inuse_space",
+        Metric::TempObjects => "temp_objects",
+        Metric::TempSpace => "temp_space",
     }
 }

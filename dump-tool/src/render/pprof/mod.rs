@@ -17,6 +17,7 @@ pub use proto::{
     PbFunction, PbLabel, PbLine, PbLocation, PbMapping, PbProfile, PbSample, PbValueType,
 };
 
+use crate::model::Metric;
 use crate::pipeline::View;
 use builder::Builder;
 use flate2::Compression;
@@ -39,6 +40,11 @@ fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
 /// The message before encoding (tests decode it back and compare).
 pub fn build(view: &View<'_>, options: &PprofOptions) -> PbProfile {
     let mut builder = Builder::new(view.table, &options.executable);
+    let lifetimes =
+        view.new.profile.time.lifetimes && view.base.is_none_or(|b| b.profile.time.lifetimes);
+    if lifetimes || Metric::TEMPORARY.contains(&view.metric) {
+        builder = builder.with_temporary();
+    }
     builder.add_profile(&view.new.profile, 1);
     if let Some(base) = &view.base {
         builder.add_profile(&base.profile, -1);

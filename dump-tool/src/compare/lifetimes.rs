@@ -1,0 +1,141 @@
+//! Lifetimes per allocating function and per stack: the freed objects and
+//! bytes per lifetime bucket, and the temporary allocations among them,
+//! each an estimate with its 95 % interval.
+//!
+//! Owns the rows of the lifetime report; a function is the stack's leaf
+//! (the function that allocated, allocator frames dropped), so each freed
+//! sample counts in one row. The freed samples' weights are cumulative sums
+//! like the allocation sums, so every estimate is unbiased and exact at
+//! `lg_prof_sample:0`. No I/O.
+
+use crate::model::folding::folded_key;
+use crate::model::time::temporary_buckets;
+use crate::model::{Profile, Sample, function_name};
+use crate::stats::Estimate;
+use crate::symbols::LocationTable;
+use heapsample_format::{LifetimeBucket, Weights, bucket_bounds_ns};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// An objects and a bytes estimate.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Amount {
+    pub objects: Estimate,
+    pub bytes: Estimate,
+}
+
+impl Amount {
+    /// The estimates of `weights` over `samples` sampled objects of
+    /// `sampled_bytes` bytes (their floors).
+    pub fn of(weights: &Weights, samples: u64, sampled_bytes: u64) -> Amount {
+        Amount {
+            objects: estimate(weights.objects, weights.objects_variance, samples as f64),
+            bytes: estimate(weights.bytes, weights.bytes_variance, sampled_bytes as f64),
+        }
+    }
+
+    /// The sum of two amounts over disjoint samples.
+    pub fn plus(&self, other: &Amount) -> Amount {
+        Amount {
+            objects: self.objects.plus(&other.objects),
+            bytes: self.bytes.plus(&other.bytes),
+        }
+    }
+}
+
+/// An estimate of `value` with `variance` of which `floor` was sampled.
+pub fn estimate(value: f64, variance: f64, floor: f64) -> Estimate {
+    Estimate {
+        value,
+        variance,
+        floor,
+    }
+}
+
+/// The freed objects of one lifetime bucket.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BucketAmount {
+    /// The bucket (`heapsample_format::lifetime_bucket`).
+    pub bucket: u8,
+    /// Its lifetimes, `[low, high)` ns; `high` None for the last bucket.
+    pub low_ns: u64,
+    pub high_ns: Option<u64>,
+    pub freed: Amount,
+}
+
+/// The lifetimes of one function (or stack).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LifetimeRow {
+    /// The function, or the stack's functions root first joined by `;`.
+    pub name: String,
+    /// Everything freed.
+    pub freed: Amount,
+    /// Freed within the temporary threshold.
+    pub temporary: Amount,
+    /// The non-empty buckets, shortest lifetimes first.
+    pub buckets: Vec<BucketAmount>,
+}
+
+/// One row per allocating function, most objects freed first.
+pub fn function_lifetimes(profile: &Profile, table: &LocationTable) -> Vec<LifetimeRow> {
+    rows(profile, |sample| {
+        sample
+            .frames
+            .first()
+            .map_or("??", |&f| function_name(table, f))
+            .to_string()
+    })
+}
+
+/// One row per stack (root first), most objects freed first.
+pub fn stack_lifetimes(profile: &Profile, table: &LocationTable) -> Vec<LifetimeRow> {
+    rows(profile, |sample| folded_key(sample, table))
+}
+
+fn rows(profile: &Profile, key: impl Fn(&Sample) -> String) -> Vec<LifetimeRow> {
+    let mut sums: BTreeMap<String, Vec<LifetimeBucket>> = BTreeMap::new();
+    for sample in profile.samples.iter().filter(|s| !s.lifetimes.is_empty()) {
+        let entry = sums.entry(key(sample)).or_default();
+        crate::model::time::add_lifetimes(entry, &sample.lifetimes);
+    }
+    let temporary = temporary_buckets(profile.time.temporary_ns);
+    let mut rows: Vec<LifetimeRow> = sums
+        .into_iter()
+        .map(|(name, buckets)| row(name, &buckets, temporary))
+        .collect();
+    rows.sort_by(|a, b| {
+        b.freed
+            .objects
+            .value
+            .partial_cmp(&a.freed.objects.value)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    rows
+}
+
+fn row(name: String, buckets: &[LifetimeBucket], temporary: usize) -> LifetimeRow {
+    let amount = |b: &LifetimeBucket| Amount::of(&b.weights, b.samples, b.sampled_bytes);
+    let mut freed = Amount::default();
+    let mut temp = Amount::default();
+    let mut amounts = Vec::with_capacity(buckets.len());
+    for bucket in buckets {
+        let (low_ns, high_ns) = bucket_bounds_ns(usize::from(bucket.bucket)).unwrap_or((0, None));
+        freed = freed.plus(&amount(bucket));
+        if usize::from(bucket.bucket) < temporary {
+            temp = temp.plus(&amount(bucket));
+        }
+        amounts.push(BucketAmount {
+            bucket: bucket.bucket,
+            low_ns,
+            high_ns,
+            freed: amount(bucket),
+        });
+    }
+    LifetimeRow {
+        name,
+        freed,
+        temporary: temp,
+        buckets: amounts,
+    }
+}

@@ -1,0 +1,234 @@
+//! Time in a profile: the lifetimes of freed samples per stack, the births
+//! of live samples, the temporary-allocation threshold, the birth range of
+//! `--born-after`/`--born-before`, and what a dump can tell about time
+//! ([`TimeInfo`]).
+//!
+//! Births and lifetimes count from the profiler's start on the monotonic
+//! clock (dump format 4). A live sample's weights are those the shim gave it
+//! ([`heapsample_format::SamplingLaw::weights`] of its size under the dump's
+//! law), so the live samples of a stack add up to its live sums exactly and
+//! any subset of them (a birth range, an age slice) is a Horvitz–Thompson
+//! estimate of the same kind. Plain data and arithmetic; no I/O.
+
+use heapsample_format::{Dump, LIFETIME_BUCKETS, LifetimeBucket, Peak, Weights, bucket_bounds_ns};
+
+/// The default threshold of a temporary allocation: freed within 1 ms
+/// (counted to the bucket edge at or above it, 1.024 ms).
+pub const DEFAULT_TEMPORARY_NS: u64 = 1_000_000;
+
+/// How many live samples a dump's list may differ by from its stacks'
+/// count and still be read as carrying births: the samples being recorded
+/// by other threads while the dump was taken.
+pub const BIRTHS_SLACK: u64 = 4;
+
+/// A moment given on the command line: since the profiler's start, or on
+/// the wall clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimePoint {
+    /// Nanoseconds since the profiler's start.
+    SinceStart(u64),
+    /// Nanoseconds since the Unix epoch.
+    Unix(u64),
+}
+
+impl TimePoint {
+    /// Nanoseconds since the start of the process whose start on the wall
+    /// clock is `start_unix_ns` (a moment before it is 0).
+    pub fn since_start(self, start_unix_ns: u64) -> u64 {
+        match self {
+            TimePoint::SinceStart(ns) => ns,
+            TimePoint::Unix(ns) => ns.saturating_sub(start_unix_ns),
+        }
+    }
+}
+
+/// Which live samples count: born at or after `after` and before `before`.
+/// The default counts all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BirthRange {
+    pub after: Option<TimePoint>,
+    pub before: Option<TimePoint>,
+}
+
+impl BirthRange {
+    /// True when it keeps every sample.
+    pub fn is_all(&self) -> bool {
+        self.after.is_none() && self.before.is_none()
+    }
+
+    /// `[low, high)` in nanoseconds since the start of a process started at
+    /// `start_unix_ns` on the wall clock.
+    pub fn bounds_ns(&self, start_unix_ns: u64) -> (u64, u64) {
+        (
+            self.after.map_or(0, |t| t.since_start(start_unix_ns)),
+            self.before
+                .map_or(u64::MAX, |t| t.since_start(start_unix_ns)),
+        )
+    }
+}
+
+/// How many of the lifetime buckets, from the first, hold lifetimes under
+/// `threshold_ns` rounded up to a bucket edge: a temporary allocation is
+/// one freed in those.
+pub fn temporary_buckets(threshold_ns: u64) -> usize {
+    (0..LIFETIME_BUCKETS)
+        .find(|&b| bucket_bounds_ns(b).is_some_and(|(low, _)| low >= threshold_ns))
+        .unwrap_or(LIFETIME_BUCKETS)
+        .max(1)
+}
+
+/// The lifetime a temporary allocation stays under at `threshold_ns`: the
+/// upper edge of the last temporary bucket (None: every lifetime).
+pub fn temporary_edge_ns(threshold_ns: u64) -> Option<u64> {
+    bucket_bounds_ns(temporary_buckets(threshold_ns) - 1).and_then(|(_, high)| high)
+}
+
+/// The weights of the freed samples in the first `buckets` buckets.
+pub fn temporary_weights(lifetimes: &[LifetimeBucket], buckets: usize) -> Weights {
+    lifetimes
+        .iter()
+        .filter(|b| usize::from(b.bucket) < buckets)
+        .fold(Weights::default(), |sum, b| sum.plus(&b.weights))
+}
+
+/// `into` plus `more`, bucket by bucket (both sparse and in bucket order).
+pub fn add_lifetimes(into: &mut Vec<LifetimeBucket>, more: &[LifetimeBucket]) {
+    for bucket in more {
+        match into.binary_search_by_key(&bucket.bucket, |b| b.bucket) {
+            Ok(at) => {
+                let sum = &mut into[at];
+                sum.samples = sum.samples.saturating_add(bucket.samples);
+                sum.sampled_bytes = sum.sampled_bytes.saturating_add(bucket.sampled_bytes);
+                sum.weights = sum.weights.plus(&bucket.weights);
+            }
+            Err(at) => into.insert(at, *bucket),
+        }
+    }
+}
+
+/// One live sample as the time views use it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Birth {
+    /// Nanoseconds since the profiler's start.
+    pub birth_ns: u64,
+    /// Requested bytes.
+    pub size: u64,
+    /// What it adds to its stack's live sums.
+    pub weights: Weights,
+}
+
+/// What a profile can tell about time, from its dump.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TimeInfo {
+    /// The live samples carry their births (format 4, written by a
+    /// recorder that records them).
+    pub births: bool,
+    /// The stacks carry the lifetimes of their freed samples.
+    pub lifetimes: bool,
+    /// The profiler's start on the wall clock, ns since the Unix epoch (0:
+    /// not known).
+    pub start_unix_ns: u64,
+    /// The dump's moment, ns since the profiler's start (0: not known).
+    pub dump_ns: u64,
+    /// The exact peak of the live heap, where counted.
+    pub peak: Option<Peak>,
+    /// The temporary-allocation threshold the profile was built with, in
+    /// ns (the edge it was rounded to: [`temporary_edge_ns`]).
+    pub temporary_ns: u64,
+    /// The birth range the in-use values were built with, `[low, high)` ns
+    /// since the start; None: every live sample.
+    pub born_ns: Option<(u64, u64)>,
+}
+
+impl TimeInfo {
+    /// What `dump` carries. Births are there when the live samples listed
+    /// are the ones the stacks count, up to [`BIRTHS_SLACK`] (a dump taken
+    /// while another sample was being recorded may list it on one side
+    /// only); lifetimes when some stack has them or no sample was freed yet
+    /// (formats 2 and 3 carry neither: no clocks).
+    pub fn of(dump: &Dump, temporary_ns: u64) -> TimeInfo {
+        let clocks = dump.process.start_monotonic_ns != 0 || dump.process.dump_monotonic_ns != 0;
+        let live: u64 = dump.stacks.iter().map(|s| s.live_objects).sum();
+        let allocated: u64 = dump.stacks.iter().map(|s| s.alloc_objects).sum();
+        let any_lifetimes = dump.stacks.iter().any(|s| !s.lifetimes.is_empty());
+        TimeInfo {
+            births: clocks && (dump.live_samples.len() as u64).abs_diff(live) <= BIRTHS_SLACK,
+            lifetimes: clocks && (any_lifetimes || allocated <= live),
+            start_unix_ns: dump.process.start_unix_ns,
+            dump_ns: dump.process.dump_time_ns(),
+            peak: dump.peak,
+            temporary_ns,
+            born_ns: None,
+        }
+    }
+
+    /// The views a dump without births or lifetimes lacks, in words (None
+    /// when it has both).
+    pub fn missing(&self) -> Option<&'static str> {
+        match (self.births, self.lifetimes) {
+            (true, true) => None,
+            (false, true) => Some(
+                "births of live memory (ages, --born-after/--born-before, leak classification)",
+            ),
+            (true, false) => Some("lifetimes (temporary allocations, lifetime distributions)"),
+            (false, false) => Some(
+                "lifetimes, temporary allocations, births of live memory (ages, --born-after/--born-before, leak classification)",
+            ),
+        }
+    }
+}
+
+/// The live samples of `dump` per stack index, with their weights, born in
+/// `[low, high)`.
+pub fn births_by_stack(dump: &Dump, low: u64, high: u64) -> Vec<Vec<Birth>> {
+    let law = dump.sampling_law();
+    let mut births = vec![Vec::new(); dump.stacks.len()];
+    for sample in &dump.live_samples {
+        let Some(list) = births.get_mut(sample.stack as usize) else {
+            continue;
+        };
+        if sample.birth_ns >= low && sample.birth_ns < high {
+            list.push(Birth {
+                birth_ns: sample.birth_ns,
+                size: sample.size,
+                weights: law.weights(sample.size),
+            });
+        }
+    }
+    births
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_threshold_is_rounded_up_to_a_bucket_edge() {
+        // 1 ms: buckets 0..=10 ([0, 1.024 ms)).
+        assert_eq!(temporary_buckets(1_000_000), 11);
+        assert_eq!(temporary_edge_ns(1_000_000), Some(1_024_000));
+        assert_eq!(temporary_buckets(1_024_000), 11);
+        assert_eq!(temporary_buckets(1_024_001), 12);
+        assert_eq!(temporary_buckets(0), 1);
+        assert_eq!(temporary_buckets(u64::MAX), LIFETIME_BUCKETS);
+        assert_eq!(temporary_edge_ns(u64::MAX), None);
+    }
+
+    #[test]
+    fn lifetimes_add_bucket_by_bucket() {
+        let bucket = |b: u8, n: f64| LifetimeBucket {
+            bucket: b,
+            samples: 1,
+            sampled_bytes: 8,
+            weights: Weights {
+                objects: n,
+                ..Weights::default()
+            },
+        };
+        let mut sum = vec![bucket(1, 1.0), bucket(5, 2.0)];
+        add_lifetimes(&mut sum, &[bucket(0, 4.0), bucket(5, 3.0), bucket(9, 1.0)]);
+        let got: Vec<(u8, f64)> = sum.iter().map(|b| (b.bucket, b.weights.objects)).collect();
+        assert_eq!(got, vec![(0, 4.0), (1, 1.0), (5, 5.0), (9, 1.0)]);
+        assert_eq!(temporary_weights(&sum, 2).objects, 5.0);
+    }
+}

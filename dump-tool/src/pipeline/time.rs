@@ -1,0 +1,151 @@
+//! The time views through the pipeline: lifetimes and temporary
+//! allocations, the age of live memory, "allocated in a range and still
+//! live", leak candidates over a series of dumps, and the peak. The command
+//! line's `lifetimes`, `ages` and `leaks` and the viewer call these.
+//!
+//! A view's dumps are built as the [`super::Session`] builds them (the
+//! same checks, symbols, transforms, birth range and temporary threshold);
+//! a [`Series`] keeps one profile per dump instead of merging them. Reads
+//! dump and symbol files; never writes.
+
+use super::series::Series;
+use super::session::{Loaded, Notice, lacks_time, time_requirements};
+use super::settings::Settings;
+use super::view::View;
+use crate::compare::ages::{Ages, LeakRow, ages, leak_candidates, live_born_between, stack_ages};
+use crate::compare::lifetimes::{Amount, LifetimeRow, function_lifetimes, stack_lifetimes};
+use crate::error::{Error, Result};
+use crate::input::Input;
+use crate::model::{Profile, TimeInfo};
+use crate::symbols::LocationTable;
+use heapsample_format::Peak;
+
+/// The lifetimes of a view's new side.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lifetimes {
+    /// Freed within this many ns counts as temporary (the threshold
+    /// rounded up to a bucket edge; `u64::MAX`: every lifetime).
+    pub temporary_ns: u64,
+    pub functions: Vec<LifetimeRow>,
+    pub stacks: Vec<LifetimeRow>,
+}
+
+/// Lifetimes per allocating function and per stack.
+pub fn lifetimes(view: &View<'_>) -> Lifetimes {
+    let profile = &view.new.profile;
+    Lifetimes {
+        temporary_ns: profile.time.temporary_ns,
+        functions: function_lifetimes(profile, view.table),
+        stacks: stack_lifetimes(profile, view.table),
+    }
+}
+
+/// The age of the new side's live memory in `slices` slices of the run,
+/// per allocating function.
+pub fn live_ages(view: &View<'_>, slices: usize) -> Ages {
+    ages(&view.new.profile, view.table, slices)
+}
+
+/// [`live_ages`] per stack.
+pub fn live_ages_by_stack(view: &View<'_>, slices: usize) -> Ages {
+    stack_ages(&view.new.profile, view.table, slices)
+}
+
+/// The new side's memory allocated in `[low_ns, high_ns)` (since the
+/// profiler's start) and still live at the dump.
+pub fn allocated_between_and_live(view: &View<'_>, low_ns: u64, high_ns: u64) -> Amount {
+    live_born_between(&view.new.profile, low_ns, high_ns)
+}
+
+/// An error naming the first input of `view`'s new side that lacks
+/// births (`births`) or lifetimes, for the view called `what`.
+pub fn require(view: &View<'_>, births: bool, lifetimes: bool, what: &str) -> Result<()> {
+    require_inputs(view.new.inputs(), births, lifetimes, what)
+}
+
+/// [`require`] on dumps read but not yet symbolized (a view refused before
+/// any work).
+pub fn require_loaded(loaded: &Loaded, births: bool, lifetimes: bool, what: &str) -> Result<()> {
+    require_inputs(&loaded.inputs, births, lifetimes, what)
+}
+
+fn require_inputs(inputs: &[Input], births: bool, lifetimes: bool, what: &str) -> Result<()> {
+    for input in inputs {
+        let time = TimeInfo::of(&input.dump, 0);
+        if (births && !time.births) || (lifetimes && !time.lifetimes) {
+            return Err(Error::file(&input.path, lacks_time(input, &time, what)));
+        }
+    }
+    Ok(())
+}
+
+/// The exact peak of a series and the dump nearest to it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PeakInfo {
+    pub peak: Peak,
+    /// Index in the series of the dump nearest to the peak in time.
+    pub nearest: usize,
+    /// That dump's distance from the peak, ns (signed: after is positive).
+    pub distance_ns: i128,
+}
+
+/// The highest exact peak the dumps know (the latest dump of a process
+/// knows the highest) and the dump nearest to it in time; None when no
+/// dump counted it (`prof_exact` off, or formats 2 and 3).
+pub fn peak(profiles: &[&Profile]) -> Option<PeakInfo> {
+    let (owner, peak) = profiles
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.time.peak.map(|peak| (i, peak)))
+        .max_by_key(|(_, peak)| peak.live_usable_bytes)?;
+    let start = profiles[owner].time.start_unix_ns;
+    let (nearest, distance_ns) = profiles
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.time.start_unix_ns == start)
+        .map(|(i, p)| (i, i128::from(p.time.dump_ns) - i128::from(peak.at_ns)))
+        .min_by_key(|(_, d)| d.abs())?;
+    Some(PeakInfo {
+        peak,
+        nearest,
+        distance_ns,
+    })
+}
+
+/// Several dumps of one process as a [`Series`], oldest first (by the
+/// dump's moment), refused with one line when the settings need births or
+/// lifetimes a dump lacks.
+pub fn open_series(
+    table: LocationTable,
+    mut inputs: Vec<Input>,
+    settings: &Settings,
+    notice: &mut dyn FnMut(Notice),
+) -> Result<Series> {
+    for input in &inputs {
+        time_requirements(input, settings)?;
+    }
+    inputs.sort_by_key(|i| {
+        (
+            i.dump.process.dump_monotonic_ns,
+            i.dump.time_unix_ns,
+            i.dump.seq,
+        )
+    });
+    Ok(Series::open(table, inputs, settings, notice))
+}
+
+/// The profiles of a series, oldest first.
+fn profiles(series: &Series) -> Vec<&Profile> {
+    series.sides().iter().map(|side| &side.profile).collect()
+}
+
+/// Leak candidates of a series, most likely first (the births of the last
+/// dump, the growth from the first to the last).
+pub fn leaks(series: &Series) -> Vec<LeakRow> {
+    leak_candidates(&profiles(series), series.table())
+}
+
+/// The peak a series knows and the dump nearest to it.
+pub fn series_peak(series: &Series) -> Option<PeakInfo> {
+    peak(&profiles(series))
+}

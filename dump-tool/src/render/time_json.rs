@@ -1,0 +1,265 @@
+//! The time reports as JSON (`heapdiff lifetimes|ages|leaks --format json`),
+//! schema `heapdiff-time/1` (documented in dump-tool/README.md): every
+//! estimate `{"estimate", "low", "high", "sampled"}` with its 95 %
+//! interval, as in the main report.
+
+use super::json::{Bound, DeltaBound};
+use crate::compare::ages::{AgeRow, Ages, LeakRow};
+use crate::compare::lifetimes::{Amount, LifetimeRow};
+use crate::pipeline::time::{Lifetimes, PeakInfo};
+use crate::stats::Interval;
+use serde::Serialize;
+
+/// The schema name and version written in every time report.
+pub const SCHEMA: &str = "heapdiff-time/1";
+
+#[derive(Serialize)]
+struct AmountReport {
+    objects: Bound,
+    bytes: Bound,
+}
+
+impl AmountReport {
+    fn of(amount: &Amount) -> AmountReport {
+        AmountReport {
+            objects: Bound::of(&amount.objects),
+            bytes: Bound::of(&amount.bytes),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct BucketReport {
+    bucket: u8,
+    low_ns: u64,
+    /// `null` for the last, open bucket.
+    high_ns: Option<u64>,
+    freed: AmountReport,
+}
+
+#[derive(Serialize)]
+struct LifetimeReport {
+    name: String,
+    freed: AmountReport,
+    temporary: AmountReport,
+    buckets: Vec<BucketReport>,
+}
+
+impl LifetimeReport {
+    fn of(row: &LifetimeRow) -> LifetimeReport {
+        LifetimeReport {
+            name: row.name.clone(),
+            freed: AmountReport::of(&row.freed),
+            temporary: AmountReport::of(&row.temporary),
+            buckets: row
+                .buckets
+                .iter()
+                .map(|b| BucketReport {
+                    bucket: b.bucket,
+                    low_ns: b.low_ns,
+                    high_ns: b.high_ns,
+                    freed: AmountReport::of(&b.freed),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct PeakReport {
+    live_usable_bytes: u64,
+    at_ns: u64,
+    time_margin_bytes: u64,
+    /// The dump nearest to the peak and how far from it (ns, after > 0).
+    nearest_dump: String,
+    nearest_distance_ns: i128,
+}
+
+fn peak_report(peak: Option<(PeakInfo, &str)>) -> Option<PeakReport> {
+    peak.map(|(info, name)| PeakReport {
+        live_usable_bytes: info.peak.live_usable_bytes,
+        at_ns: info.peak.at_ns,
+        time_margin_bytes: info.peak.time_margin_bytes,
+        nearest_dump: name.to_string(),
+        nearest_distance_ns: info.distance_ns,
+    })
+}
+
+/// `heapdiff lifetimes --format json`.
+pub fn lifetimes(dump: &str, lifetimes: &Lifetimes) -> String {
+    #[derive(Serialize)]
+    struct Report {
+        schema: &'static str,
+        report: &'static str,
+        confidence: f64,
+        dump: String,
+        /// Freed within this many ns is temporary; `null`: any lifetime.
+        temporary_ns: Option<u64>,
+        functions: Vec<LifetimeReport>,
+        stacks: Vec<LifetimeReport>,
+    }
+    to_json(&Report {
+        schema: SCHEMA,
+        report: "lifetimes",
+        confidence: 0.95,
+        dump: dump.to_string(),
+        temporary_ns: (lifetimes.temporary_ns != u64::MAX).then_some(lifetimes.temporary_ns),
+        functions: lifetimes.functions.iter().map(LifetimeReport::of).collect(),
+        stacks: lifetimes.stacks.iter().map(LifetimeReport::of).collect(),
+    })
+}
+
+#[derive(Serialize)]
+struct WindowsReport {
+    startup_bytes: Bound,
+    older_bytes: Bound,
+    newer_bytes: Bound,
+}
+
+#[derive(Serialize)]
+struct AgeReport {
+    name: String,
+    class: &'static str,
+    live: AmountReport,
+    /// Live memory born in each slice of `slices_ns`.
+    slices: Vec<AmountReport>,
+    /// The evidence of the class: live bytes born in the start-up window
+    /// and the older and newer halves of the rest (`windows_ns`).
+    evidence: WindowsReport,
+    /// Live bytes born in the older half per second of it.
+    kept_bytes_per_second: Bound,
+}
+
+impl AgeReport {
+    fn of(row: &AgeRow) -> AgeReport {
+        AgeReport {
+            name: row.name.clone(),
+            class: row.class.name(),
+            live: AmountReport::of(&row.live),
+            slices: row.slices.iter().map(AmountReport::of).collect(),
+            evidence: WindowsReport {
+                startup_bytes: Bound::of(&row.windows.startup),
+                older_bytes: Bound::of(&row.windows.older),
+                newer_bytes: Bound::of(&row.windows.newer),
+            },
+            kept_bytes_per_second: Bound::of(&row.kept_rate),
+        }
+    }
+}
+
+/// `heapdiff ages --format json`: per function (`ages`) and per stack
+/// (`stacks`, the same slices).
+pub fn ages(dump: &str, ages: &Ages, stacks: &Ages, peak: Option<(PeakInfo, &str)>) -> String {
+    #[derive(Serialize)]
+    struct Report {
+        schema: &'static str,
+        report: &'static str,
+        confidence: f64,
+        dump: String,
+        run_ns: u64,
+        slices_ns: Vec<(u64, u64)>,
+        /// Start-up ends and the older half of the rest ends here.
+        windows_ns: (u64, u64),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        peak: Option<PeakReport>,
+        functions: Vec<AgeReport>,
+        stacks: Vec<AgeReport>,
+    }
+    to_json(&Report {
+        schema: SCHEMA,
+        report: "ages",
+        confidence: 0.95,
+        dump: dump.to_string(),
+        run_ns: ages.run_ns,
+        slices_ns: ages.slices.clone(),
+        windows_ns: ages.windows_ns,
+        peak: peak_report(peak),
+        functions: ages.rows.iter().map(AgeReport::of).collect(),
+        stacks: stacks.rows.iter().map(AgeReport::of).collect(),
+    })
+}
+
+#[derive(Serialize)]
+struct RateReport {
+    estimate: f64,
+    low: f64,
+    high: f64,
+}
+
+impl RateReport {
+    fn of(interval: &Interval) -> RateReport {
+        RateReport {
+            estimate: interval.estimate,
+            low: interval.low,
+            high: interval.high,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct LeakReport {
+    name: String,
+    /// From the births in the last dump; `null` without births.
+    class: Option<&'static str>,
+    /// From the series: `growing`, `plateau`, `shrinking`, `flat`; `null`
+    /// for one dump.
+    trend: Option<&'static str>,
+    /// The evidence of a leak: growing across the series, or (one dump)
+    /// accumulating.
+    leaking: bool,
+    /// Growth rate in bytes per second: across the dumps when several are
+    /// given, else the kept rate of the births.
+    bytes_per_second: RateReport,
+    /// The change of its live bytes from the first dump to the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    growth_bytes: Option<DeltaBound>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ages: Option<AgeReport>,
+    /// True when it fails `--fail-if-grows`.
+    fails: bool,
+}
+
+/// `heapdiff leaks --format json`.
+pub fn leaks(
+    dumps: &[String],
+    rows: &[LeakRow],
+    failing: &[&LeakRow],
+    peak: Option<(PeakInfo, &str)>,
+) -> String {
+    #[derive(Serialize)]
+    struct Report {
+        schema: &'static str,
+        report: &'static str,
+        confidence: f64,
+        dumps: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        peak: Option<PeakReport>,
+        candidates: Vec<LeakReport>,
+    }
+    to_json(&Report {
+        schema: SCHEMA,
+        report: "leaks",
+        confidence: 0.95,
+        dumps: dumps.to_vec(),
+        peak: peak_report(peak),
+        candidates: rows
+            .iter()
+            .map(|row| LeakReport {
+                name: row.name.clone(),
+                class: row.ages.as_ref().map(|a| a.class.name()),
+                trend: row.trend.map(|t| t.name()),
+                leaking: row.leaking(),
+                bytes_per_second: RateReport::of(&row.rate),
+                growth_bytes: row.growth.as_ref().map(DeltaBound::of),
+                ages: row.ages.as_ref().map(AgeReport::of),
+                fails: failing.iter().any(|f| std::ptr::eq(*f, row)),
+            })
+            .collect(),
+    })
+}
+
+fn to_json(report: &impl Serialize) -> String {
+    let mut text = serde_json::to_string_pretty(report).unwrap_or_default();
+    text.push('\n');
+    text
+}

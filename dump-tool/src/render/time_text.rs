@@ -1,0 +1,181 @@
+//! The time reports as text (`heapdiff lifetimes|ages|leaks`): rows of
+//! estimates with their 95 % intervals as `[low,high]`, rounded like the
+//! main text report.
+
+use super::text::bracket;
+use super::{duration, round};
+use crate::compare::ages::{Ages, LeakRow};
+use crate::compare::lifetimes::Amount;
+use crate::pipeline::time::{Lifetimes, PeakInfo};
+use crate::stats::Estimate;
+use std::fmt::Write;
+
+fn value(estimate: &Estimate) -> String {
+    format!(
+        "{} {}",
+        round(estimate.value),
+        bracket(&estimate.interval())
+    )
+}
+
+fn amount(amount: &Amount) -> String {
+    format!(
+        "{} objects {}, {} bytes {}",
+        round(amount.objects.value),
+        bracket(&amount.objects.interval()),
+        round(amount.bytes.value),
+        bracket(&amount.bytes.interval())
+    )
+}
+
+/// One line on the peak: `peak: N usable bytes at T (exact); nearest dump D, T after it`.
+pub fn peak_line(peak: Option<(PeakInfo, &str)>) -> String {
+    let Some((info, name)) = peak else {
+        return "peak: not counted (needs prof_exact:true and dump format 4)\n".to_string();
+    };
+    let distance = info.distance_ns.unsigned_abs().min(u128::from(u64::MAX)) as u64;
+    let side = if info.distance_ns >= 0 {
+        "after"
+    } else {
+        "before"
+    };
+    format!(
+        "peak: {} usable bytes at {} (exact, within {} bytes); nearest dump {name}, {} {side} it\n",
+        info.peak.live_usable_bytes,
+        duration(info.peak.at_ns),
+        info.peak.time_margin_bytes,
+        duration(distance)
+    )
+}
+
+/// `heapdiff lifetimes`: the top `top` functions by objects freed, each
+/// with its temporary allocations and its non-empty lifetime buckets.
+pub fn lifetimes(dump: &str, lifetimes: &Lifetimes, top: usize) -> String {
+    let mut out = String::new();
+    let threshold = match lifetimes.temporary_ns {
+        u64::MAX => "any lifetime".to_string(),
+        ns => format!("freed within {}", duration(ns)),
+    };
+    let _ = writeln!(
+        out,
+        "heapdiff: lifetimes of freed memory in {dump} per allocating function (values corrected for sampling, [low,high] = 95 % interval; temporary = {threshold})"
+    );
+    for row in lifetimes.functions.iter().take(top) {
+        let _ = writeln!(out, "\n{}", row.name);
+        let _ = writeln!(out, "  freed     {}", amount(&row.freed));
+        let _ = writeln!(out, "  temporary {}", amount(&row.temporary));
+        for bucket in &row.buckets {
+            let range = match bucket.high_ns {
+                Some(high) => format!("[{}, {})", duration(bucket.low_ns), duration(high)),
+                None => format!(">= {}", duration(bucket.low_ns)),
+            };
+            let _ = writeln!(out, "  {range:>24}  {}", amount(&bucket.freed));
+        }
+    }
+    if lifetimes.functions.is_empty() {
+        let _ = writeln!(out, "\nnothing sampled was freed");
+    }
+    out
+}
+
+/// `heapdiff ages`: per function its live bytes by birth slice, class and
+/// evidence.
+pub fn ages(dump: &str, ages: &Ages, peak: Option<(PeakInfo, &str)>, top: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "heapdiff: age of live memory in {dump} per allocating function, a run of {} (births since the profiler's start; [low,high] = 95 % interval)",
+        duration(ages.run_ns)
+    );
+    out.push_str(&peak_line(peak));
+    let (startup, middle) = ages.windows_ns;
+    let _ = writeln!(
+        out,
+        "classes from live bytes born in start-up [0, {}), older [{}, {}), newer [{}, end]",
+        duration(startup),
+        duration(startup),
+        duration(middle),
+        duration(middle)
+    );
+    for row in ages.rows.iter().take(top) {
+        let _ = writeln!(
+            out,
+            "\n{}: {} ({} live bytes {})",
+            row.name,
+            row.class.name(),
+            round(row.live.bytes.value),
+            bracket(&row.live.bytes.interval())
+        );
+        let _ = writeln!(
+            out,
+            "  evidence: start-up {}, older {}, newer {}; kept {} bytes/s",
+            value(&row.windows.startup),
+            value(&row.windows.older),
+            value(&row.windows.newer),
+            value(&row.kept_rate)
+        );
+        for (slice, (low, high)) in row.slices.iter().zip(&ages.slices) {
+            let _ = writeln!(
+                out,
+                "  born [{}, {})  {} bytes {}",
+                duration(*low),
+                duration(*high),
+                round(slice.bytes.value),
+                bracket(&slice.bytes.interval())
+            );
+        }
+    }
+    out
+}
+
+/// `heapdiff leaks`: the candidates, most likely first, with the gate's
+/// verdict per row.
+pub fn leaks(
+    dumps: usize,
+    rows: &[LeakRow],
+    failing: &[&LeakRow],
+    peak: Option<(PeakInfo, &str)>,
+    top: usize,
+) -> String {
+    let mut out = String::new();
+    let source = if dumps > 1 {
+        format!("growth across {dumps} dumps")
+    } else {
+        "births of live memory in one dump".to_string()
+    };
+    let _ = writeln!(
+        out,
+        "heapdiff: leak candidates from the {source}, most likely first (bytes per second, [low,high] = 95 % interval)"
+    );
+    out.push_str(&peak_line(peak));
+    if rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nno leak candidate: no function's live memory grows or accumulates"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{:>14} {:>27}  {:<13} {:<10} function",
+        "bytes/s", "95% interval", "class", "trend"
+    );
+    for row in rows.iter().take(top) {
+        let class = row.ages.as_ref().map_or("-", |a| a.class.name());
+        let trend = row.trend.map_or("-", |t| t.name());
+        let mark = if failing.iter().any(|f| std::ptr::eq(*f, row)) {
+            "  FAILS"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "{:>14} {:>27}  {:<13} {:<10} {}{mark}",
+            round(row.rate.estimate),
+            bracket(&row.rate),
+            class,
+            trend,
+            row.name
+        );
+    }
+    out
+}
