@@ -3,6 +3,8 @@
 //! and build dumps whose stacks point into it.
 #![allow(dead_code)]
 
+pub mod history;
+
 use heapsample_format::{Dump, Module, Stack, Totals, Trigger};
 use object::{Object, ObjectSection};
 use std::collections::HashMap;
