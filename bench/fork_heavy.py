@@ -10,7 +10,10 @@ Measures
     prof:false;
   - a fresh process: /bin/true executed 1,000 times (fork, exec, exit) with
     the preload in the executed program only, against no preload and an
-    empty preloaded library, with and without the exit dump;
+    empty preloaded library, with and without the exit dump (and, with
+    --shim-b, another build beside this one), with its page faults; what
+    creating a file costs in the dumps' directory (bench/tools/file_create.c);
+    and the instructions of one /bin/true under callgrind, loader included;
   - fork_children (bench/workloads/fork_children.c): the parent's fork() and a
     short child's whole life (fork to waitpid), and the page faults of each
     (what a profiler costs a short child is mostly copy-on-write and
@@ -57,6 +60,9 @@ def build(work: Path) -> dict:
     subprocess.run(["gcc", "-O2", "-o", work / "fork_children",
                     ROOT / "bench/workloads/fork_children.c"], check=True)
     out["fork_children"] = work / "fork_children"
+    subprocess.run(["gcc", "-O2", "-o", work / "file_create",
+                    ROOT / "bench/tools/file_create.c"], check=True)
+    out["file_create"] = work / "file_create"
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", work / "floor.so",
                     ROOT / "bench/tools/floor.c", "-ldl"], check=True)
     out["floor"] = work / "floor.so"
@@ -388,6 +394,13 @@ def main() -> int:
                     bins, args.rounds, work, shims, dump_dir):
                 print(f"| {name} | {life:.1f} | {cpu:.1f} [{low:.0f}–{high:.0f}] | {added:+.1f} "
                       f"| {faults:.1f} |")
+            cwd = Path(tempfile.mkdtemp(dir=dump_dir))
+            created = values(run([bins["file_create"], "1000"], None, cwd))
+            shutil.rmtree(cwd)
+            print(f"\nthe file system's share (bench/tools/file_create.c, 1,000 files of 849 bytes "
+                  f"created, locked, written and renamed as an exit dump does, in {dump_dir}): "
+                  f"creation {created['create_us']:.1f} µs (median), write and rename "
+                  f"{created['write_rename_us']:.1f} µs, {created['cpu_us']:.1f} µs of CPU per file")
             if shutil.which("valgrind"):
                 print("\n## /bin/true start to exit, callgrind instructions")
                 print("| preload in the executed program | instructions | over none |")
