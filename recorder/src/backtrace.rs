@@ -134,8 +134,10 @@ pub fn use_libgcc(on: bool) {
 
 /// Answer libgcc questions (the fallback walk, frames a JIT registered) with
 /// the process's own libgcc_s once it has one loaded: the copy linked into
-/// the shim does not see frames registered with the process's copy. Outside
-/// malloc (it walks the loaded objects and calls `dlsym`); cheap once found.
+/// the shim does not see frames registered with the process's copy. Called
+/// at start-up and before each `dlopen`, so a libgcc_s that a `dlopen`
+/// brought in is used from the next `dlopen` on. Outside malloc (it walks
+/// the loaded objects and calls `dlsym`); cheap once found.
 pub fn use_process_libgcc() {
     heapsample_unwind::use_process_libgcc();
 }
