@@ -9,7 +9,7 @@
 //! command line, `heapdiff merge` and `heapdiff serve` all build their
 //! outputs through a [`Session`], so every view option works in every
 //! format. [`time`]: the time views (lifetimes, ages, leaks, peak) over a
-//! view or a [`time::Series`] of dumps. Reads dump and symbol files; never
+//! view or a [`Series`] of dumps. Reads dump and symbol files; never
 //! writes.
 
 pub mod series;
