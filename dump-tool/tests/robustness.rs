@@ -80,6 +80,7 @@ fn random_stack(rng: &mut Lcg, addresses: &[u64]) -> Stack {
         alloc_bytes: count(rng).saturating_mul(100),
         live: heapsample_format::legacy_weights(count(rng), count(rng).saturating_mul(64), 1),
         alloc: heapsample_format::legacy_weights(count(rng), count(rng), 1 << 19),
+        lifetimes: vec![],
     }
 }
 

@@ -5,6 +5,7 @@
 
 use crate::error::DecodeError;
 use crate::header::checked_body;
+use crate::lifetimes::LIFETIME_BUCKETS;
 use crate::model::{Dump, Weights};
 use crate::versions;
 use serde::Deserialize;
@@ -25,21 +26,50 @@ pub fn decode_versioned(file: &[u8]) -> Result<(Dump, u32), DecodeError> {
     Ok((dump, version))
 }
 
-/// Every weight of a decoded dump is finite and not negative: the
-/// estimators downstream rely on it.
+/// What the estimators downstream rely on: every weight is finite and not
+/// negative, lifetime buckets exist and come in increasing order, and every
+/// live sample names a stack of the dump.
 fn validate(dump: &Dump) -> Result<(), DecodeError> {
-    let bad_weight = dump.stacks.iter().position(|stack| {
-        [stack.live, stack.alloc]
+    let bad = |why: String| Err(DecodeError::Body(why));
+    let valid = |weights: &Weights| {
+        weights
+            .as_array()
             .iter()
-            .flat_map(Weights::as_array)
-            .any(|value| !value.is_finite() || value < 0.0)
-    });
-    match bad_weight {
-        Some(index) => Err(DecodeError::Body(format!(
-            "stack {index} has a negative or non-finite weight"
-        ))),
-        None => Ok(()),
+            .all(|value| value.is_finite() && *value >= 0.0)
+    };
+    for (index, stack) in dump.stacks.iter().enumerate() {
+        let lifetimes = stack.lifetimes.iter().map(|bucket| &bucket.weights);
+        if ![&stack.live, &stack.alloc]
+            .into_iter()
+            .chain(lifetimes)
+            .all(valid)
+        {
+            return bad(format!("stack {index} has a negative or non-finite weight"));
+        }
+        let ordered = stack
+            .lifetimes
+            .windows(2)
+            .all(|pair| pair[0].bucket < pair[1].bucket);
+        let last = stack.lifetimes.last().map_or(0, |b| usize::from(b.bucket));
+        if !ordered || last >= LIFETIME_BUCKETS {
+            return bad(format!("stack {index} has lifetime buckets out of order or range"));
+        }
     }
+    if !valid(&dump.totals.dropped) {
+        return bad("the dropped samples have a negative or non-finite weight".into());
+    }
+    if let Some(sample) = dump
+        .live_samples
+        .iter()
+        .find(|sample| sample.stack as usize >= dump.stacks.len())
+    {
+        return bad(format!(
+            "a live sample names stack {} of {}",
+            sample.stack,
+            dump.stacks.len()
+        ));
+    }
+    Ok(())
 }
 
 /// The most bytes decoding may claim for strings and byte buffers, which
@@ -80,7 +110,6 @@ pub(crate) fn decode_exactly<'de, T: Deserialize<'de>>(body: &'de [u8]) -> Resul
 mod tests {
     use super::*;
     use crate::encode::{config, encode};
-    use crate::model::Totals;
     use crate::test_dumps::{file_with_body, sample_dump};
     use crate::versions::VERSION;
 
@@ -119,17 +148,24 @@ mod tests {
     #[test]
     fn huge_claimed_length_fails_fast() {
         // A valid header and checksum around a body that claims 2^60 stacks.
-        let mut body = bincode::serde::encode_to_vec(sample_dump(), config()).unwrap();
-        // Replace the body by its prefix up to the stacks length and a huge varint.
-        let prefix_len = {
-            let mut d = sample_dump();
-            d.stacks.clear();
-            d.totals = Totals::default();
-            let b = bincode::serde::encode_to_vec(&d, config()).unwrap();
-            // the stacks length (0, one byte) sits before the totals (10 bytes of zero varints + Options None)
-            b.len() - 11
-        };
-        body.truncate(prefix_len - 1);
+        let d = sample_dump();
+        // The fields before the stacks, encoded alone: where the stacks'
+        // length starts.
+        let before_stacks = (
+            &d.writer,
+            d.pid,
+            &d.executable,
+            &d.command_line,
+            d.time_unix_ns,
+            d.trigger,
+            d.seq,
+            d.trigger_seq,
+            d.lg_sample_period,
+            &d.config,
+            &d.modules,
+            &d.threads,
+        );
+        let mut body = bincode::serde::encode_to_vec(before_stacks, config()).unwrap();
         body.push(253); // u64 varint marker
         body.extend_from_slice(&(1u64 << 60).to_le_bytes());
         body.extend_from_slice(&[0u8; 1000]);
@@ -170,7 +206,7 @@ mod tests {
         );
         assert_eq!(
             DecodeError::UnsupportedVersion { found: 9 }.to_string(),
-            "dump format version 9 is not supported (this heapdiff reads versions 2 and 3)"
+            "dump format version 9 is not supported (this heapdiff reads versions 2, 3 and 4)"
         );
     }
 }

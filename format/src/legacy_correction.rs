@@ -6,7 +6,7 @@
 //! counts only, so they read as they always did.
 
 use crate::model::Weights;
-use crate::sampling::sample_weights;
+use crate::sampling::SamplingLaw;
 
 /// Weights for a format-2 stack, which kept raw counts only: the old
 /// correction, every sampled object taken to have the average size.
@@ -17,7 +17,7 @@ pub fn legacy_weights(objects: u64, bytes: u64, period: u64) -> Weights {
         return Weights::default();
     }
     let average = (bytes as f64 / objects as f64).round() as u64;
-    let one = sample_weights(average.max(1), period);
+    let one = SamplingLaw::with_bytes_per_call(period, 0).weights(average.max(1));
     let scale = unsample_scale(objects, bytes, period);
     let n = objects as f64;
     Weights {

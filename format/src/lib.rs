@@ -17,8 +17,12 @@
 //! corrupt file can never make the reader allocate gigabytes.
 //!
 //! One module per job, everything public re-exported here:
-//! - `model`: the types a dump holds ([`Dump`], [`Stack`], [`Weights`] ...),
-//!   the same whatever version a file was written in;
+//! - `model`: the types a dump holds ([`Dump`], [`Stack`], [`Weights`],
+//!   [`Process`] ...), the same whatever version a file was written in;
+//! - `live_samples`: the live samples one by one ([`LiveSample`]) and their
+//!   compact wire layout;
+//! - `lifetimes`: the log-scale buckets of freed samples' lifetimes
+//!   ([`lifetime_bucket`], [`LifetimeBucket`]), used inside free;
 //! - `sampling`: the sampling law and the weights of a sample
 //!   ([`SamplingLaw`], [`sample_weights`]), used inside malloc;
 //! - `legacy_correction`: the average-size correction of format-2 dumps and
@@ -38,6 +42,8 @@ mod encode;
 mod error;
 mod header;
 mod legacy_correction;
+mod lifetimes;
+mod live_samples;
 mod model;
 mod sampling;
 mod serde_strings;
@@ -51,9 +57,14 @@ pub use encode::{encode, encode_to};
 pub use error::DecodeError;
 pub use header::{HEADER_LEN, MAGIC, MAX_BODY_LEN};
 pub use legacy_correction::{legacy_weights, unsample, unsample_scale};
-pub use model::{Dump, Module, Stack, ThreadInfo, Totals, Trigger, Weights};
-pub use sampling::{SamplingLaw, inclusion_probability, sample_weights, weights_with_probability};
-pub use versions::{LEGACY_VERSION, READABLE_VERSIONS, VERSION};
+pub use lifetimes::{LIFETIME_BUCKETS, LifetimeBucket, bucket_bounds_ns, lifetime_bucket};
+pub use live_samples::LiveSample;
+pub use model::{Dump, Module, Peak, Process, Stack, ThreadInfo, Totals, Trigger, Weights};
+pub use sampling::{
+    BYTES_GRID, BYTES_PER_CALL, OBJECTS_GRID, SamplingLaw, inclusion_probability, sample_weights,
+    weights_with_probability,
+};
+pub use versions::{LEGACY_VERSION, PREVIOUS_VERSION, READABLE_VERSIONS, VERSION};
 
 #[cfg(test)]
 mod test_dumps;

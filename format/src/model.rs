@@ -1,6 +1,8 @@
-//! What a dump holds, as every reader and the writer see it: the process,
-//! its loaded objects and threads, the distinct stacks with their sampled
-//! counts and Horvitz–Thompson [`Weights`], and the exact counters.
+//! What a dump holds, as every reader and the writer see it: the process
+//! (its random identity and the clocks its times are measured on), its
+//! loaded objects and threads, the distinct stacks with their sampled
+//! counts, Horvitz–Thompson [`Weights`] and lifetime distributions, the live
+//! samples one by one, the exact counters and the exact peak.
 //!
 //! These types are the model, independent of the file's version: an older
 //! version is converted into them when decoded (see `versions`). Their
@@ -11,6 +13,9 @@
 //!
 //! Plain data: no I/O, no allocation beyond the fields themselves.
 
+use crate::lifetimes::LifetimeBucket;
+use crate::live_samples::LiveSample;
+use crate::sampling::SamplingLaw;
 use crate::serde_strings::{owned_from_borrowed, owned_list_from_borrowed};
 use serde::{Deserialize, Serialize};
 
@@ -162,10 +167,16 @@ pub struct Stack {
     pub live: Weights,
     /// Weights of all sampled objects allocated here (cumulative).
     pub alloc: Weights,
+    /// How long the sampled objects allocated here and freed since lived
+    /// (cumulative, every thread's): the non-empty buckets, in increasing
+    /// order. A stack's distribution is carried by one of its entries (the
+    /// one of the thread that first sampled it, or "other threads"); the
+    /// others' is empty.
+    pub lifetimes: Vec<LifetimeBucket>,
 }
 
 /// Exact process-wide counters kept beside the samples.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {
     /// Calls that allocated (malloc, calloc, realloc, new, ...), all threads.
     /// While memory is exhausted, a small `malloc` that failed may be
@@ -193,6 +204,57 @@ pub struct Totals {
     /// dump: two dumps of one process with the same count share their
     /// cumulative samples. 0 in format-2 dumps.
     pub resets: u64,
+    /// The Horvitz–Thompson weights of the dropped samples
+    /// ([`Totals::samples_dropped`]): what the estimates miss because of
+    /// them. Zero before format 4.
+    pub dropped: Weights,
+}
+
+/// Which process a dump is of, and the clocks its times are measured on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Process {
+    /// Drawn at random when the profiler starts (a forked child draws its
+    /// own): two dumps are of one process exactly when their ids are equal.
+    /// 0 when not known (formats 2 and 3).
+    pub id: u128,
+    /// The id of the process this one was forked from, 0 if none or not
+    /// known.
+    pub parent_id: u128,
+    /// The profiler's start (its attach, for an attached process) on the
+    /// monotonic clock (`CLOCK_MONOTONIC`, nanoseconds): births, lifetimes
+    /// and the peak's time count from it. A forked child keeps its parent's
+    /// start, so the births it inherited keep their meaning.
+    pub start_monotonic_ns: u64,
+    /// The same moment on the wall clock, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// The dump's own moment on the monotonic clock (its wall-clock time is
+    /// [`Dump::time_unix_ns`]).
+    pub dump_monotonic_ns: u64,
+    /// When `heapsample attach` started sampling the process, nanoseconds
+    /// since the Unix epoch; None for a process profiled from its start.
+    /// In-use values then count what was allocated since and is still live.
+    pub attach_unix_ns: Option<u64>,
+}
+
+impl Process {
+    /// Nanoseconds from the profiler's start to the dump (0 when not known).
+    pub fn dump_time_ns(&self) -> u64 {
+        self.dump_monotonic_ns.saturating_sub(self.start_monotonic_ns)
+    }
+}
+
+/// The highest the exact live heap has been (`prof_exact`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peak {
+    /// The live heap at its highest, in usable bytes.
+    pub live_usable_bytes: u64,
+    /// When the live heap first came within [`Peak::time_margin_bytes`] of
+    /// its highest: nanoseconds since the profiler's start.
+    pub at_ns: u64,
+    /// How close to the peak the heap was at [`Peak::at_ns`] (the shim reads
+    /// the clock when the heap rises that far above where it last read it:
+    /// the larger of 4 KiB and 1/256 of the heap).
+    pub time_margin_bytes: u64,
 }
 
 /// A whole heap profile as written by the shim.
@@ -231,12 +293,38 @@ pub struct Dump {
     pub stacks: Vec<Stack>,
     /// Exact counters.
     pub totals: Totals,
+    /// The process's identity and clocks.
+    pub process: Process,
+    /// Bytes of the sampling countdown one call uses up beside its request
+    /// ([`BYTES_PER_CALL`](crate::BYTES_PER_CALL) from format 4 on, 0
+    /// before): the sampling law of this dump ([`Dump::sampling_law`]).
+    pub bytes_per_call: u32,
+    /// Every live sample (all of the live heap at `lg_prof_sample:0`), in
+    /// birth order.
+    #[serde(
+        serialize_with = "crate::live_samples::serialize",
+        deserialize_with = "crate::live_samples::deserialize"
+    )]
+    pub live_samples: Vec<LiveSample>,
+    /// The exact live heap's highest point, with `prof_exact`.
+    pub peak: Option<Peak>,
 }
 
 impl Dump {
     /// The mean sampling period in bytes.
     pub fn sample_period(&self) -> u64 {
         1u64 << self.lg_sample_period.min(62)
+    }
+
+    /// The law the samples of this dump were drawn with.
+    pub fn sampling_law(&self) -> SamplingLaw {
+        SamplingLaw::with_bytes_per_call(self.sample_period(), u64::from(self.bytes_per_call))
+    }
+
+    /// When the profiler was attached to the process (nanoseconds since
+    /// the Unix epoch), None for a process profiled from its start.
+    pub fn attached_unix_ns(&self) -> Option<u64> {
+        self.process.attach_unix_ns
     }
 
     /// The module that held `address` when a stack of `epoch` was captured.

@@ -28,9 +28,39 @@ pub(crate) fn sample_dump() -> Dump {
             frames: vec![0x1234, 0x1500],
             live_objects: 1,
             live_bytes: 100,
+            lifetimes: vec![LifetimeBucket {
+                bucket: 3,
+                samples: 2,
+                sampled_bytes: 64,
+                weights: Weights {
+                    objects: 2.0,
+                    bytes: 64.0,
+                    ..Weights::default()
+                },
+            }],
             ..Stack::default()
         }],
         totals: Totals::default(),
+        process: Process {
+            id: 0x1234_5678_9abc_def0_0fed_cba9_8765_4321,
+            start_monotonic_ns: 5_000,
+            start_unix_ns: 1,
+            dump_monotonic_ns: 9_000,
+            ..Process::default()
+        },
+        bytes_per_call: 1,
+        live_samples: vec![LiveSample {
+            stack: 0,
+            thread: 1,
+            birth_ns: 3_000,
+            size: 100,
+            usable: 104,
+        }],
+        peak: Some(Peak {
+            live_usable_bytes: 4096,
+            at_ns: 2_000,
+            time_margin_bytes: 4096,
+        }),
     }
 }
 

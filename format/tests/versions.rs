@@ -5,8 +5,9 @@
 //! added to the model, a frozen layout edited) fails here.
 
 use heapsample_format::{
-    Dump, LEGACY_VERSION, Module, READABLE_VERSIONS, Stack, ThreadInfo, Totals, Trigger, VERSION,
-    Weights, decode_versioned, encode, legacy_weights,
+    Dump, LEGACY_VERSION, LifetimeBucket, LiveSample, Module, PREVIOUS_VERSION, Peak, Process,
+    READABLE_VERSIONS, Stack, ThreadInfo, Totals, Trigger, VERSION, Weights, decode_versioned,
+    encode, legacy_weights,
 };
 use std::path::PathBuf;
 
@@ -66,6 +67,10 @@ fn example(stacks: Vec<Stack>, totals: Totals) -> Dump {
         ],
         stacks,
         totals,
+        process: Process::default(),
+        bytes_per_call: 0,
+        live_samples: vec![],
+        peak: None,
     }
 }
 
@@ -90,6 +95,7 @@ fn stack(index: usize, live: Weights, alloc: Weights) -> Stack {
         alloc_bytes,
         live,
         alloc,
+        lifetimes: vec![],
     }
 }
 
@@ -118,8 +124,83 @@ fn version_3() -> Dump {
             threads_seen: 2,
             profiler_bytes: 40_960,
             resets: 1,
+            dropped: Weights::default(),
         },
     )
+}
+
+/// The dump in `golden/v4.dump`: version 3's, with a process identity and
+/// clocks, lifetimes on the first stack, live samples (one of an unknown
+/// usable size), the dropped samples' weights and the exact peak.
+fn version_4() -> Dump {
+    let mut dump = version_3();
+    dump.process = Process {
+        id: 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+        parent_id: 7,
+        start_monotonic_ns: 1_000_000_000,
+        start_unix_ns: 1_699_999_990_000_000_000,
+        dump_monotonic_ns: 11_000_000_000,
+        attach_unix_ns: Some(1_699_999_990_000_000_000),
+    };
+    dump.bytes_per_call = 1;
+    dump.stacks[0].lifetimes = vec![
+        LifetimeBucket {
+            bucket: 0,
+            samples: 4,
+            sampled_bytes: 4000,
+            weights: Weights {
+                objects: 6.5,
+                bytes: 6000.25,
+                objects_variance: 2.0,
+                bytes_variance: 2e6,
+            },
+        },
+        LifetimeBucket {
+            bucket: 35,
+            samples: 1,
+            sampled_bytes: 1000,
+            weights: Weights {
+                objects: 1.0,
+                bytes: 1000.0,
+                ..Weights::default()
+            },
+        },
+    ];
+    dump.live_samples = vec![
+        LiveSample {
+            stack: 0,
+            thread: 1,
+            birth_ns: 5_000,
+            size: 1000,
+            usable: 1016,
+        },
+        LiveSample {
+            stack: 0,
+            thread: 2,
+            birth_ns: 5_000,
+            size: 1000,
+            usable: 0,
+        },
+        LiveSample {
+            stack: 0,
+            thread: 1,
+            birth_ns: 9_000_000_000,
+            size: 1000,
+            usable: 1000,
+        },
+    ];
+    dump.totals.dropped = Weights {
+        objects: 1.5,
+        bytes: 300.0,
+        objects_variance: 0.25,
+        bytes_variance: 900.0,
+    };
+    dump.peak = Some(Peak {
+        live_usable_bytes: 1 << 30,
+        at_ns: 4_000_000_000,
+        time_margin_bytes: 1 << 22,
+    });
+    dump
 }
 
 /// The dump `golden/v2.dump` decodes to: raw counts, weights from the
@@ -150,19 +231,28 @@ fn version_2() -> Dump {
             threads_seen: 2,
             profiler_bytes: 40_960,
             resets: 0,
+            dropped: Weights::default(),
         },
     )
 }
 
 #[test]
 fn the_current_version_is_what_encode_writes() {
-    assert_eq!(VERSION, 3, "a new version: add golden/v{VERSION}.dump");
+    assert_eq!(VERSION, 4, "a new version: add golden/v{VERSION}.dump");
     let bytes = golden(VERSION);
-    assert_eq!(decode_versioned(&bytes), Ok((version_3(), VERSION)));
+    assert_eq!(decode_versioned(&bytes), Ok((version_4(), VERSION)));
     assert!(
-        encode(&version_3()) == bytes,
+        encode(&version_4()) == bytes,
         "encode no longer writes golden/v{VERSION}.dump: the body layout changed, \
          which is a new format version (see format/src/versions/mod.rs)"
+    );
+}
+
+#[test]
+fn version_3_still_decodes_without_the_time_data() {
+    assert_eq!(
+        decode_versioned(&golden(PREVIOUS_VERSION)),
+        Ok((version_3(), PREVIOUS_VERSION))
     );
 }
 
@@ -176,11 +266,39 @@ fn version_2_still_decodes_with_the_old_correction() {
 
 #[test]
 fn every_readable_version_has_a_golden_dump() {
-    assert_eq!(READABLE_VERSIONS, [LEGACY_VERSION, VERSION]);
+    assert_eq!(READABLE_VERSIONS, [LEGACY_VERSION, PREVIOUS_VERSION, VERSION]);
     for &version in READABLE_VERSIONS {
         let bytes = golden(version);
         assert_eq!(bytes[8..12], version.to_le_bytes(), "v{version}.dump");
         let (_, read) = decode_versioned(&bytes).expect("decodes");
         assert_eq!(read, version);
     }
+}
+
+/// A version-4 dump cut short or damaged anywhere is an error, never a
+/// dump.
+#[test]
+fn a_damaged_version_4_dump_is_an_error() {
+    let bytes = golden(VERSION);
+    for len in 0..bytes.len() {
+        assert!(decode_versioned(&bytes[..len]).is_err(), "{len} bytes");
+    }
+    for at in 0..bytes.len() {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x40;
+        assert!(decode_versioned(&damaged).is_err(), "byte {at} flipped");
+    }
+}
+
+/// Writes `golden/v{VERSION}.dump` when asked (once, when a version is
+/// added): `HEAPSAMPLE_WRITE_GOLDEN=1 cargo test -p heapsample-format`.
+#[test]
+fn write_the_current_golden_dump_when_asked() {
+    if std::env::var_os("HEAPSAMPLE_WRITE_GOLDEN").is_none() {
+        return;
+    }
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("v{VERSION}.dump"));
+    std::fs::write(path, encode(&version_4())).unwrap();
 }

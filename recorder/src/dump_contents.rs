@@ -71,7 +71,12 @@ pub fn assemble(trigger: Trigger) -> Dump {
             threads_seen: exact.threads_seen,
             profiler_bytes: sys::MAPPED_BYTES.load(Relaxed),
             resets: state::resets(),
+            dropped: heapsample_format::Weights::default(),
         },
+        process: heapsample_format::Process::default(),
+        bytes_per_call: crate::sampling::COUNTDOWN_BYTES_PER_CALL as u32,
+        live_samples: Vec::new(),
+        peak: None,
     }
 }
 

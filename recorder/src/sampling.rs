@@ -31,8 +31,12 @@ pub fn set_lg_period(lg: u32) {
 /// The sampling law of the current period.
 #[inline]
 fn law() -> SamplingLaw {
-    SamplingLaw::from_bits(LAW.load(Relaxed))
+    SamplingLaw::from_bits(LAW.load(Relaxed)).with_bytes_per_call_of(COUNTDOWN_BYTES_PER_CALL)
 }
+
+/// Bytes of the countdown a call uses up beside its request (the dump's
+/// `bytes_per_call`).
+pub const COUNTDOWN_BYTES_PER_CALL: u64 = 0;
 
 /// log2 of the current period.
 pub fn lg_period() -> u32 {
@@ -142,7 +146,9 @@ pub(crate) mod tests {
             for size in [0u64, 1, 100, 4096, 1 << 20, 1 << 40] {
                 assert_eq!(
                     inclusion_probability(size),
-                    heapsample_format::inclusion_probability(size, period()),
+                    SamplingLaw::new(period())
+                        .with_bytes_per_call_of(COUNTDOWN_BYTES_PER_CALL)
+                        .inclusion_probability(size),
                     "lg {lg} size {size}"
                 );
             }

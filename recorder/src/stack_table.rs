@@ -477,6 +477,7 @@ impl StackTable {
                 alloc_bytes: counts.alloc_bytes,
                 live: counts.live,
                 alloc: counts.alloc,
+                lifetimes: Vec::new(),
             });
         };
         for id in 0..self.len() as u32 {

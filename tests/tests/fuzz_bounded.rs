@@ -947,6 +947,10 @@ fn dump_with_strings() -> Dump {
             ..Stack::default()
         }],
         totals: Totals::default(),
+        process: format::Process::default(),
+        bytes_per_call: 0,
+        live_samples: vec![],
+        peak: None,
     }
 }
 

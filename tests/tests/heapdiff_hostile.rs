@@ -40,8 +40,13 @@ fn dump_with_module(path: &str) -> Dump {
             alloc_bytes: 100,
             live: format::legacy_weights(1, 100, 1),
             alloc: format::legacy_weights(1, 100, 1),
+            lifetimes: vec![],
         }],
         totals: Totals::default(),
+        process: format::Process::default(),
+        bytes_per_call: 0,
+        live_samples: vec![],
+        peak: None,
     }
 }
 

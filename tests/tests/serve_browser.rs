@@ -520,5 +520,9 @@ fn synthetic_dump(count: u64) -> Vec<u8> {
         }],
         stacks,
         totals: Totals::default(),
+        process: format::Process::default(),
+        bytes_per_call: 0,
+        live_samples: vec![],
+        peak: None,
     })
 }

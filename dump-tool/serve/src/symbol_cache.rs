@@ -98,6 +98,10 @@ mod tests {
             threads: vec![],
             stacks,
             totals: Totals::default(),
+            process: heapsample_format::Process::default(),
+            bytes_per_call: 0,
+            live_samples: vec![],
+            peak: None,
         };
         let input = Input {
             path: PathBuf::from(name),

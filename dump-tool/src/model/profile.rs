@@ -237,6 +237,10 @@ pub(crate) mod tests {
             threads: vec![],
             stacks,
             totals: Totals::default(),
+            process: heapsample_format::Process::default(),
+            bytes_per_call: 0,
+            live_samples: vec![],
+            peak: None,
         }
     }
 }

@@ -209,6 +209,7 @@ pub fn dump(
         threads_seen: 1,
         profiler_bytes: 0,
         resets: 0,
+        ..Totals::default()
     };
     let period = 1u64 << lg_sample_period;
     let stacks = stacks
@@ -230,6 +231,10 @@ pub fn dump(
         threads: vec![],
         stacks,
         totals,
+        process: heapsample_format::Process::default(),
+        bytes_per_call: heapsample_format::BYTES_PER_CALL as u32,
+        live_samples: vec![],
+        peak: None,
     }
 }
 

@@ -1,12 +1,13 @@
 //! Format version 2 ([`LEGACY_VERSION`](super::LEGACY_VERSION)), frozen:
 //! stacks with raw counts only and totals without `resets`. Decoded and
-//! converted into the model, the weights filled with the average-size
-//! correction ([`legacy_weights`]).
+//! converted into the model as a version-3 dump whose weights are filled
+//! with the average-size correction ([`legacy_weights`]).
 
 use crate::decode::decode_exactly;
 use crate::error::DecodeError;
 use crate::legacy_correction::legacy_weights;
-use crate::model::{Dump, Module, Stack, ThreadInfo, Totals, Trigger};
+use crate::model::{Dump, Module, ThreadInfo, Trigger};
+use crate::versions::v3::{DumpV3, StackV3, TotalsV3, convert};
 use crate::serde_strings::{owned_from_borrowed, owned_list_from_borrowed};
 use serde::Deserialize;
 
@@ -60,14 +61,15 @@ struct DumpV2 {
     totals: TotalsV2,
 }
 
-/// Decode a body of version 2 and convert it.
+/// Decode a body of version 2 and convert it (through version 3's layout,
+/// with the old correction's weights).
 pub(crate) fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
     let old: DumpV2 = decode_exactly(body)?;
     let period = 1u64 << old.lg_sample_period.min(62);
     let stacks = old
         .stacks
         .into_iter()
-        .map(|s| Stack {
+        .map(|s| StackV3 {
             live: legacy_weights(s.live_objects, s.live_bytes, period),
             alloc: legacy_weights(s.alloc_objects, s.alloc_bytes, period),
             frames: s.frames,
@@ -81,7 +83,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
         })
         .collect();
     let t = old.totals;
-    Ok(Dump {
+    Ok(convert(DumpV3 {
         writer: old.writer,
         pid: old.pid,
         executable: old.executable,
@@ -95,7 +97,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
         modules: old.modules,
         threads: old.threads,
         stacks,
-        totals: Totals {
+        totals: TotalsV3 {
             allocations: t.allocations,
             frees: t.frees,
             bytes_allocated: t.bytes_allocated,
@@ -107,7 +109,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
             profiler_bytes: t.profiler_bytes,
             resets: 0,
         },
-    })
+    }))
 }
 
 #[cfg(test)]

@@ -174,6 +174,10 @@ fn into_dump(
         threads: records.threads,
         stacks,
         totals,
+        process: heapsample_format::Process::default(),
+        bytes_per_call: 0,
+        live_samples: Vec::new(),
+        peak: None,
     }
 }
 

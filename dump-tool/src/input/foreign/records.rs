@@ -98,5 +98,6 @@ pub fn stack(frames: Vec<u64>, thread: u32, counts: Counts, period: u64) -> Stac
         live_usable_bytes: counts.live_bytes,
         alloc_objects: counts.alloc_objects,
         alloc_bytes: counts.alloc_bytes,
+        lifetimes: Vec::new(),
     }
 }
