@@ -52,12 +52,6 @@ impl SamplingLaw {
         SamplingLaw { ln_keep, per_call }
     }
 
-    /// The same period under which a call uses up its request plus
-    /// `per_call` bytes.
-    pub fn with_bytes_per_call_of(self, per_call: u64) -> SamplingLaw {
-        SamplingLaw { per_call, ..self }
-    }
-
     /// The law as 64 bits, to keep in an atomic ([`SamplingLaw::from_bits`]).
     pub fn to_bits(self) -> u64 {
         self.ln_keep.to_bits()

@@ -26,6 +26,11 @@ use crate::{spin_lock, state};
 /// The C contract of `calloc`.
 #[inline(always)]
 pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
+    // As the fast path: the units taken unless the product overflows (the
+    // route gives them back).
+    if let Some(bytes) = count.checked_mul(size) {
+        let _ = crate::tls::current().sampler.take(bytes);
+    }
     // SAFETY: a route is always a function with calloc's signature.
     unsafe { core::mem::transmute::<*mut (), CallocFn>(CALLOC_ROUTE.load(Relaxed))(count, size) }
 }
@@ -35,6 +40,11 @@ pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
 /// # Safety
 /// The C contract of `realloc`.
 pub unsafe fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
+    // As the fast path: the units taken unless the size is 0 (the route
+    // gives them back).
+    if size != 0 {
+        let _ = crate::tls::current().sampler.take(size);
+    }
     // SAFETY: a route is always a function with realloc's signature.
     unsafe {
         core::mem::transmute::<*mut (), ReallocFn>(REALLOC_ROUTE.load(Relaxed))(pointer, size)

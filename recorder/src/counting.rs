@@ -17,6 +17,14 @@ use crate::live_table::LIVE;
 use crate::tls::{self, ThreadState};
 use crate::{next_alloc, sample, state};
 
+/// A route entered from an allocating fast path (or its Rust mirror) with
+/// the request's countdown units taken: give them back, so that the route
+/// counts the allocation its own way (only if it succeeds).
+#[inline(always)]
+pub fn give_back_units(size: usize) {
+    tls::current().sampler.give_back(size);
+}
+
 /// Count an allocation of `size` requested bytes that returned `pointer`, in
 /// the hook entered at `entry` (where a sample's stack starts).
 ///

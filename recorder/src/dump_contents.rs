@@ -74,7 +74,7 @@ pub fn assemble(trigger: Trigger) -> Dump {
             dropped: heapsample_format::Weights::default(),
         },
         process: heapsample_format::Process::default(),
-        bytes_per_call: crate::sampling::COUNTDOWN_BYTES_PER_CALL as u32,
+        bytes_per_call: heapsample_format::BYTES_PER_CALL as u32,
         live_samples: Vec::new(),
         peak: None,
     }

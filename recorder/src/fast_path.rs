@@ -11,15 +11,21 @@
 //! The profiler's statics are reached `rip`-relative; the thread block
 //! through one `GOTTPOFF` load.
 //!
-//! - `malloc` (7 instructions): if the request is smaller than the thread's
-//!   countdown ([`crate::sampler::Sampler`]), subtract it, count the call and jump to the next
-//!   `malloc`. Otherwise jump through [`crate::routes::MALLOC_ROUTE`]: the
-//!   crossing allocation while profiling, the next `malloc` under
-//!   `prof:false`, start-up and `prof_exact` paths otherwise. The compare is
-//!   unsigned, so a countdown of 0 always takes the route: that is how a
-//!   thread not set up yet, a thread past its exit flush, `prof:false` and
-//!   `prof_exact` (which keeps its real countdown elsewhere) leave the fast
-//!   path, and a huge request can never wrap the countdown.
+//! - `malloc` (6 instructions): take the request's countdown units
+//!   ([`crate::sampler::units`]: its bytes plus one, with `stc; sbb` on the
+//!   thread's countdown in memory, [`crate::sampler::Sampler`]); if the
+//!   countdown stays positive, count the call and jump to the next
+//!   `malloc`. Otherwise jump through [`crate::routes::MALLOC_ROUTE`] with
+//!   the units taken: the route gives them back first
+//!   (`Sampler::give_back`), then counts the allocation its own way. The
+//!   route is the crossing allocation while profiling, the next `malloc`
+//!   under `prof:false` (whose countdown is never looked at), start-up and
+//!   `prof_exact` paths otherwise. The test is unsigned, so a countdown of 0
+//!   always takes the route: that is how a thread not set up yet, a thread
+//!   past its exit flush and `prof_exact` (which keeps its real countdown
+//!   elsewhere) leave the fast path, and a huge request can never wrap the
+//!   countdown. One unit per call is what makes `malloc(0)` sampled at
+//!   every period.
 //! - `free` (7 instructions): look up the live-sample filter counter of the
 //!   pointer's page. Zero jumps to the next `free`; anything else jumps
 //!   through [`crate::routes::FREE_ROUTE`]. The counter is nonzero while a
@@ -28,13 +34,15 @@
 //!   Before the next allocator is resolved, the next `free` slot holds a
 //!   stand-in that resolves it first (`next_alloc`). No per-thread state is
 //!   touched.
-//! - `calloc` (10 instructions): malloc's path for `count × size` bytes; a
-//!   product that overflows takes the route, and the next `calloc` reports
-//!   it.
-//! - `realloc` (15 instructions): free's filter test on the old pointer,
-//!   then malloc's path for the new size. A possibly sampled old block, a
-//!   size of 0 (a free that returns no memory) and a crossing take the
-//!   route [`crate::routes::REALLOC_ROUTE`]. `realloc(NULL, n)` is malloc.
+//! - `calloc` (9 instructions): malloc's path for `count × size` bytes; a
+//!   product that overflows takes the route before any unit is taken, and
+//!   the next `calloc` reports it.
+//! - `realloc` (14 instructions): a size of 0 (a free that returns no
+//!   memory) takes the route before any unit is taken; then malloc's
+//!   countdown test for the new size, then free's filter test on the old
+//!   pointer: a crossing or a possibly sampled old block takes the route
+//!   [`crate::routes::REALLOC_ROUTE`] with the units taken. `realloc(NULL,
+//!   n)` is malloc.
 //!
 //! Runs inside malloc and free: no allocation, no locks, no calls, no
 //! writes outside the calling thread's own cache line.
@@ -63,37 +71,35 @@ const _: () = assert!(FILTER_INDEX_MASK <= i32::MAX as usize);
 const _: () = assert!(core::mem::size_of::<LiveTable>() > FILTER_OFFSET);
 
 /// The countdown test of the allocating fast paths, as assembly text: take
-/// the request in register `$size` from the thread's countdown (the thread
-/// block's address in `$block`, the countdown left in `$left`), or jump to
-/// label `2` if it does not stay positive; then count the allocation.
+/// the units of the request in register `$size` (its bytes plus one) from
+/// the thread's countdown (the thread block's address in `$block`), and jump
+/// to label `2` if that does not leave it positive, the units taken.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! countdown_take_asm {
-    ($size:literal, $block:literal, $left:literal) => {
+    ($size:literal, $block:literal) => {
         concat!(
             "mov ",
             $block,
             ", qword ptr [rip + heapsample_thread_state@GOTTPOFF]\n",
-            "mov ",
-            $left,
-            ", qword ptr fs:[",
-            $block,
-            " + {countdown}]\n",
-            "sub ",
-            $left,
-            ", ",
-            $size,
-            "\n",
-            "jbe 2f\n",
-            "mov qword ptr fs:[",
+            "stc\n",
+            "sbb qword ptr fs:[",
             $block,
             " + {countdown}], ",
-            $left,
+            $size,
             "\n",
-            "inc qword ptr fs:[",
-            $block,
-            " + {allocations}]",
+            "jbe 2f",
         )
+    };
+}
+
+/// Count the allocation in the thread's block (address in `$block`), as
+/// assembly text.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! count_call_asm {
+    ($block:literal) => {
+        concat!("inc qword ptr fs:[", $block, " + {allocations}]")
     };
 }
 
@@ -120,7 +126,8 @@ macro_rules! filter_test_asm {
 macro_rules! malloc_entry {
     () => {
         core::arch::naked_asm!(
-            $crate::countdown_take_asm!("rdi", "rax", "rcx"),
+            $crate::countdown_take_asm!("rdi", "rax"),
+            $crate::count_call_asm!("rax"),
             "jmp qword ptr [rip + {next} + {next_malloc}]",
             "2:",
             "jmp qword ptr [rip + {route}]",
@@ -166,7 +173,8 @@ macro_rules! calloc_entry {
             "mov rax, rdi",
             "mul rsi",
             "jc 2f",
-            $crate::countdown_take_asm!("rax", "rcx", "rdx"),
+            $crate::countdown_take_asm!("rax", "rcx"),
+            $crate::count_call_asm!("rcx"),
             "jmp qword ptr [rip + {next} + {next_calloc}]",
             "2:",
             "jmp qword ptr [rip + {route}]",
@@ -185,11 +193,12 @@ macro_rules! calloc_entry {
 macro_rules! realloc_entry {
     () => {
         core::arch::naked_asm!(
-            $crate::filter_test_asm!(),
-            "jne 2f",
             "test rsi, rsi",
             "jz 2f",
-            $crate::countdown_take_asm!("rsi", "rax", "rcx"),
+            $crate::countdown_take_asm!("rsi", "rdx"),
+            $crate::filter_test_asm!(),
+            "jne 2f",
+            $crate::count_call_asm!("rdx"),
             "jmp qword ptr [rip + {next} + {next_realloc}]",
             "2:",
             "jmp qword ptr [rip + {route}]",

@@ -19,7 +19,7 @@ use core::ffi::c_void;
 use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 use crate::backtrace::HookEntry;
-use crate::counting::{after_alloc, after_alloc_any};
+use crate::counting::{after_alloc, after_alloc_any, give_back_units};
 use crate::live_table::LIVE;
 use crate::next_alloc::{self, in_bootstrap_arena};
 use crate::state::{
@@ -52,6 +52,13 @@ pub fn start_or_bootstrap() -> bool {
 // next allocator under `prof:false`; free's is the possibly sampled free, the
 // next free under `prof:false`. Start-up and `prof_exact` use the `*_other`
 // paths.
+//
+// The allocating fast paths enter their route with the request's countdown
+// units taken (malloc always; calloc unless the product overflowed; realloc
+// unless the size is 0): every route of theirs but the next allocator's
+// gives them back first (`give_back_units`) and counts the allocation once
+// it succeeded. Rust callers inside the shim mirror the fast path
+// (`malloc`, `contracts::calloc`, `contracts::realloc`).
 //
 // The profiling routes are entered by a jump from the naked exports, so rsp
 // and rbp are still as at the export's entry. `malloc_crossing`,
@@ -161,7 +168,7 @@ pub fn set_routes(mode: u8) {
 /// The C contract of `malloc`.
 pub unsafe fn malloc(size: usize) -> *mut c_void {
     let state = tls::current();
-    if state.sampler.take_without_crossing(size) {
+    if state.sampler.take(size) {
         ThreadState::bump(&state.allocations, 1);
         // SAFETY: a positive countdown means the profiler is running, so the
         // next allocator is resolved.
@@ -186,6 +193,7 @@ route_with_entry!(
 #[inline(never)]
 unsafe extern "C" fn malloc_crossing_from(size: usize, rsp: u64, rbp: u64) -> *mut c_void {
     let _hook = spin_lock::enter_hook();
+    give_back_units(size);
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::malloc(size) };
     // SAFETY: returned by the next allocator just now; the registers of the
@@ -199,6 +207,7 @@ unsafe extern "C" fn malloc_crossing_from(size: usize, rsp: u64, rbp: u64) -> *m
 #[inline(never)]
 unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
     let _hook = spin_lock::enter_hook();
+    give_back_units(size);
     if !state::started() && !start_or_bootstrap() {
         return next_alloc::bootstrap_alloc(size, 16);
     }
@@ -294,6 +303,7 @@ unsafe extern "C" fn calloc_profiled_from(
 #[inline(always)]
 unsafe fn calloc_counted(count: usize, size: usize, entry: HookEntry) -> *mut c_void {
     let _hook = spin_lock::enter_hook();
+    give_back_calloc_units(count, size);
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::calloc(count, size) };
     // SAFETY: returned by the next allocator just now.
@@ -305,6 +315,7 @@ unsafe fn calloc_counted(count: usize, size: usize, entry: HookEntry) -> *mut c_
 #[inline(never)]
 unsafe extern "C" fn calloc_other(count: usize, size: usize) -> *mut c_void {
     let _hook = spin_lock::enter_hook();
+    give_back_calloc_units(count, size);
     if !state::started() && !start_or_bootstrap() {
         return match count.checked_mul(size) {
             Some(bytes) => next_alloc::bootstrap_alloc(bytes, 16),
@@ -320,6 +331,22 @@ unsafe extern "C" fn calloc_other(count: usize, size: usize) -> *mut c_void {
     pointer
 }
 
+/// calloc's fast path took the product's units unless it overflowed.
+#[inline(always)]
+fn give_back_calloc_units(count: usize, size: usize) {
+    if let Some(bytes) = count.checked_mul(size) {
+        give_back_units(bytes);
+    }
+}
+
+/// realloc's fast path took the new size's units unless it is 0.
+#[inline(always)]
+fn give_back_realloc_units(size: usize) {
+    if size != 0 {
+        give_back_units(size);
+    }
+}
+
 pub fn enomem() -> *mut c_void {
     crate::sys::set_errno(libc::ENOMEM);
     core::ptr::null_mut()
@@ -329,6 +356,7 @@ pub fn enomem() -> *mut c_void {
 #[inline(never)]
 unsafe extern "C" fn realloc_other(pointer: *mut c_void, size: usize) -> *mut c_void {
     let _hook = spin_lock::enter_hook();
+    give_back_realloc_units(size);
     if !pointer.is_null() && in_bootstrap_arena(pointer) {
         // SAFETY: moving a bootstrap block into the real allocator.
         return unsafe { realloc_from_bootstrap(pointer, size) };
@@ -372,6 +400,7 @@ unsafe extern "C" fn realloc_profiled_from(
     rsp: u64,
     rbp: u64,
 ) -> *mut c_void {
+    give_back_realloc_units(size);
     // SAFETY: forwarded; the registers of the route's entry, which is running.
     unsafe { realloc_counted(pointer, size, HookEntry::new(rsp, rbp)) }
 }

@@ -1,8 +1,16 @@
 //! One thread's sampling countdown: the only code that changes it.
 //!
+//! The countdown runs over *units*: an allocation of `s` bytes uses up
+//! `s + 1` ([`units`]: the request plus
+//! [`BYTES_PER_CALL`](heapsample_format::BYTES_PER_CALL)), so a zero-byte
+//! request is sampled like any other, with its own probability.
+//!
 //! Owns the countdown's layout (the assembly fast path reads and writes
-//! [`Sampler::countdown`] at [`COUNTDOWN_OFFSET`]), the crossing test,
-//! re-arming with a fresh draw, the byte count the triggers read, and the
+//! [`Sampler::countdown`] at [`COUNTDOWN_OFFSET`]: it takes an allocation's
+//! units with one subtract-with-borrow on memory and, at a crossing, leaves
+//! them taken for the route to give back, [`Sampler::give_back`]), the
+//! crossing test, re-arming with a fresh draw, the units the triggers and
+//! exact counters read (bytes plus calls), and the
 //! `prof_exact` swap: under `prof_exact` the fast path's countdown is kept
 //! at 0 so that every allocation takes the exact path, and the real
 //! countdown is *parked* beside it; the exact path consumes the parked one
@@ -10,8 +18,8 @@
 //! ([`Sampler::unpark`] / [`Sampler::park`]).
 //!
 //! Only the owning thread changes a sampler (plain relaxed loads and
-//! stores, no read-modify-write); other threads only read
-//! [`Sampler::bytes_allocated`] for the dump. Runs inside malloc: no
+//! stores here; the fast path's one subtract on memory has no lock prefix);
+//! other threads only read [`Sampler::units_used`] for the dump. Runs inside malloc: no
 //! allocation, no lock, no call but the generator's arithmetic.
 
 use core::mem::offset_of;
@@ -19,16 +27,29 @@ use core::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 use crate::sampling;
 
+/// The countdown units of an allocation of `size` bytes: `size + 1`
+/// (wrapping: a request of `usize::MAX` bytes, which never succeeds, uses
+/// up 0).
+#[inline(always)]
+pub fn units(size: usize) -> u64 {
+    (size as u64).wrapping_add(heapsample_format::BYTES_PER_CALL)
+}
+
+const _: () = assert!(
+    heapsample_format::BYTES_PER_CALL == 1,
+    "the fast path's `stc; sbb` takes exactly one unit beside the request"
+);
+
 /// The countdown of one thread: 32 bytes at the start of its hot TLS line.
 #[repr(C)]
 pub struct Sampler {
-    /// Bytes left before the next sampled allocation; the allocation that
+    /// Units left before the next sampled allocation; the allocation that
     /// brings it to zero or below is sampled. At rest it is positive, or 0
     /// for a thread not set up yet, past its exit flush, or under
     /// `prof_exact` (the assembly fast path compares it unsigned, so 0
     /// always takes the slow path).
     countdown: AtomicI64,
-    /// Bytes allocated by the thread = `base - countdown` (wrapping), so the
+    /// Units used up by the thread = `base - countdown` (wrapping), so the
     /// fast path needs to update only the countdown.
     base: AtomicU64,
     /// State of the thread's random generator (0 until the thread is set up).
@@ -56,47 +77,55 @@ impl Sampler {
         }
     }
 
-    /// What the assembly fast path does: if `size` does not reach the
-    /// countdown, consume it and return true; otherwise change nothing and
-    /// return false (the allocation must take its route).
+    /// What the assembly fast path does: take the units of `size` bytes
+    /// from the countdown and return true if it stays positive (no
+    /// crossing). At a crossing (false) the units stay taken: the route the
+    /// caller then calls gives them back first ([`Sampler::give_back`]).
     #[inline(always)]
-    pub fn take_without_crossing(&self, size: usize) -> bool {
+    pub fn take(&self, size: usize) -> bool {
         let countdown = self.countdown.load(Relaxed) as u64;
-        if countdown > size as u64 {
-            self.countdown
-                .store((countdown - size as u64) as i64, Relaxed);
-            return true;
-        }
-        false
+        self.countdown
+            .store(countdown.wrapping_sub(units(size)) as i64, Relaxed);
+        countdown.checked_sub(size as u64).is_some_and(|left| left > 1)
+    }
+
+    /// Give back the units [`Sampler::take`] (or the assembly fast path)
+    /// took for an allocation of `size` bytes that went to its route.
+    #[inline(always)]
+    pub fn give_back(&self, size: usize) {
+        let countdown = self.countdown.load(Relaxed) as u64;
+        self.countdown
+            .store(countdown.wrapping_add(units(size)) as i64, Relaxed);
     }
 
     /// Count an allocation of `size` bytes; true when it crossed the
     /// countdown (the sample event must run).
     #[inline(always)]
     pub fn count(&self, size: usize) -> bool {
-        let remaining = self.countdown.load(Relaxed).wrapping_sub(size as i64);
+        let remaining = self.countdown.load(Relaxed).wrapping_sub(units(size) as i64);
         self.countdown.store(remaining, Relaxed);
         remaining <= 0
     }
 
-    /// Bytes the thread has allocated since it was set up (or last folded).
-    pub fn bytes_allocated(&self) -> u64 {
+    /// Units the thread has used up since it was set up (or last folded):
+    /// its bytes allocated plus its counted calls.
+    pub fn units_used(&self) -> u64 {
         self.base
             .load(Relaxed)
             .wrapping_sub(self.countdown.load(Relaxed) as u64)
     }
 
-    /// Return [`Sampler::bytes_allocated`] and restart it from 0 (a thread's
+    /// Return [`Sampler::units_used`] and restart it from 0 (a thread's
     /// counts are folded into the process totals).
-    pub fn take_bytes_allocated(&self) -> u64 {
-        let allocated = self.bytes_allocated();
+    pub fn take_units_used(&self) -> u64 {
+        let used = self.units_used();
         self.base
             .store(self.countdown.load(Relaxed) as u64, Relaxed);
-        allocated
+        used
     }
 
-    /// Start a new countdown of `countdown` bytes, keeping
-    /// [`Sampler::bytes_allocated`] unchanged.
+    /// Start a new countdown of `countdown` units, keeping
+    /// [`Sampler::units_used`] unchanged.
     #[inline(always)]
     fn set_countdown(&self, countdown: i64) {
         let remaining = self.countdown.load(Relaxed);
@@ -111,7 +140,7 @@ impl Sampler {
 
     /// When every allocation is sampled: leave the countdown at 0 after a
     /// crossing (what re-arming with an interval of 0 does), keeping
-    /// [`Sampler::bytes_allocated`] unchanged.
+    /// [`Sampler::units_used`] unchanged.
     #[inline(always)]
     pub fn restart_at_zero(&self) {
         self.set_countdown(0);
@@ -185,17 +214,18 @@ impl Sampler {
 
     // ---- prof_exact ----
 
-    /// `prof_exact`: if `size` does not reach the parked countdown, consume
-    /// it and count the bytes (the fast path's countdown stays 0, so
-    /// `bytes_allocated` is `base`); otherwise change nothing and return
+    /// `prof_exact`: if the units of `size` bytes do not reach the parked
+    /// countdown, take them and count them (the fast path's countdown stays
+    /// 0, so `units_used` is `base`); otherwise change nothing and return
     /// false (swap in with [`Sampler::unpark`]).
     #[inline(always)]
     pub fn exact_take_without_crossing(&self, size: usize) -> bool {
-        let parked = self.parked.load(Relaxed);
-        if parked > size as i64 {
-            self.parked.store(parked - size as i64, Relaxed);
+        let parked = self.parked.load(Relaxed) as u64;
+        let units = units(size);
+        if (parked as i64) > 0 && parked > units {
+            self.parked.store((parked - units) as i64, Relaxed);
             self.base
-                .store(self.base.load(Relaxed).wrapping_add(size as u64), Relaxed);
+                .store(self.base.load(Relaxed).wrapping_add(units), Relaxed);
             return true;
         }
         false
@@ -229,24 +259,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn take_without_crossing_mirrors_the_fast_path() {
+    fn take_mirrors_the_fast_path() {
         let sampler = Sampler::new();
-        assert!(
-            !sampler.take_without_crossing(0),
-            "0 always takes the route"
-        );
+        assert!(!sampler.take(0), "a countdown of 0 always takes the route");
+        sampler.give_back(0);
+        assert_eq!(sampler.countdown.load(Relaxed), 0, "given back whole");
         sampler.set_countdown(100);
-        assert!(sampler.take_without_crossing(99));
-        assert!(
-            !sampler.take_without_crossing(1),
-            "reaching 0 is a crossing"
-        );
-        assert!(!sampler.take_without_crossing(usize::MAX), "no wrap");
-        assert_eq!(sampler.bytes_allocated(), 99);
+        assert!(sampler.take(98), "99 units of 100");
+        assert_eq!(sampler.countdown.load(Relaxed), 1);
+        assert!(!sampler.take(0), "an empty request uses up the last unit");
+        sampler.give_back(0);
+        assert!(!sampler.take(usize::MAX), "no wrap");
+        sampler.give_back(usize::MAX);
+        assert_eq!(sampler.countdown.load(Relaxed), 1);
+        assert_eq!(sampler.units_used(), 99);
+    }
+
+    #[test]
+    fn empty_requests_cross_the_countdown_in_its_own_time() {
+        let sampler = Sampler::new();
+        sampler.set_countdown(3);
+        assert!(sampler.take(0) && sampler.take(0));
+        assert!(!sampler.take(0), "the third empty request is the crossing");
+        sampler.give_back(0);
+        assert!(sampler.count(0), "counted on the route, it crosses");
+        assert_eq!(sampler.units_used(), 3);
     }
 
     #[test]
     fn reseeding_after_fork_draws_anew_and_keeps_the_byte_count() {
+        let _period = sampling::tests::PERIOD_LOCK.lock();
+        sampling::set_lg_period(19);
         let sampler = Sampler::new();
         sampler.reseed_after_fork(12345);
         assert_eq!(
@@ -255,16 +298,16 @@ mod tests {
             "a thread not set up stays so"
         );
         assert!(!sampler.start(sampling::seed(1, 1)));
-        assert!(sampler.take_without_crossing(100));
+        assert!(sampler.take(100));
         let twin = Sampler::new();
         twin.countdown
             .store(sampler.countdown.load(Relaxed), Relaxed);
         twin.base.store(sampler.base.load(Relaxed), Relaxed);
         twin.rng.store(sampler.rng.load(Relaxed), Relaxed);
-        let bytes = sampler.bytes_allocated();
+        let used = sampler.units_used();
         sampler.reseed_after_fork(sampling::seed(2, 2));
         twin.reseed_after_fork(sampling::seed(3, 3));
-        assert_eq!(sampler.bytes_allocated(), bytes);
+        assert_eq!(sampler.units_used(), used);
         assert_ne!(
             sampler.countdown.load(Relaxed),
             twin.countdown.load(Relaxed),
@@ -274,22 +317,22 @@ mod tests {
     }
 
     #[test]
-    fn bytes_allocated_survive_rearming_and_folding() {
+    fn units_used_survive_rearming_and_folding() {
         let _period = sampling::tests::PERIOD_LOCK.lock();
         sampling::set_lg_period(12);
         let sampler = Sampler::new();
         sampler.start(12345);
         let mut total = 0u64;
-        for size in [10usize, 5000, 70, 1 << 20, 3] {
-            total += size as u64;
+        for size in [10usize, 5000, 0, 70, 1 << 20, 3] {
+            total += size as u64 + 1;
             if sampler.count(size) {
                 sampler.rearm(0, 1);
                 assert!(sampler.countdown.load(Relaxed) > 0);
             }
-            assert_eq!(sampler.bytes_allocated(), total);
+            assert_eq!(sampler.units_used(), total);
         }
-        assert_eq!(sampler.take_bytes_allocated(), total);
-        assert_eq!(sampler.bytes_allocated(), 0);
+        assert_eq!(sampler.take_units_used(), total);
+        assert_eq!(sampler.units_used(), 0);
         sampling::set_lg_period(19);
     }
 
@@ -303,7 +346,7 @@ mod tests {
         let mut total = 0u64;
         let mut crossings = 0;
         for _ in 0..10_000 {
-            total += 100;
+            total += 101;
             if !sampler.exact_take_without_crossing(100) {
                 sampler.unpark();
                 if sampler.count(100) {
@@ -313,14 +356,14 @@ mod tests {
                 sampler.park();
             }
             assert_eq!(sampler.countdown.load(Relaxed), 0, "fast path stays off");
-            assert_eq!(sampler.bytes_allocated(), total);
+            assert_eq!(sampler.units_used(), total);
         }
-        // 1,000,000 bytes at a mean period of 1024: about 977 crossings
+        // 1,010,000 units at a mean period of 1024: about 986 crossings
         // (Poisson-like, sd ~31); allow 6 sd.
-        assert!((977 - 190..=977 + 190).contains(&crossings), "{crossings}");
+        assert!((986 - 190..=986 + 190).contains(&crossings), "{crossings}");
         sampler.stop();
         assert!(!sampler.exact_take_without_crossing(1));
-        assert!(!sampler.take_without_crossing(1));
+        assert!(!sampler.take(1));
         sampling::set_lg_period(19);
     }
 }

@@ -1,11 +1,13 @@
 //! When to sample: the exponential byte countdown.
 //!
 //! Each thread counts down a random number of bytes drawn from a geometric
-//! distribution with mean R = 2^`lg_prof_sample` (jemalloc's scheme); the
-//! allocation that brings the countdown to zero or below is sampled and a new
-//! countdown is drawn. Because the distribution is memoryless, an allocation
-//! of `s` bytes is sampled with probability `1 - (1 - 1/R)^s ≈ 1 - e^(-s/R)`
-//! whatever came before it, which is what the reader's correction assumes.
+//! distribution with mean R = 2^`lg_prof_sample` (jemalloc's scheme); an
+//! allocation of `s` bytes uses up `s + 1` of them (so that `malloc(0)` is
+//! sampled too), the allocation that brings the countdown to zero or below
+//! is sampled and a new countdown is drawn. Because the distribution is
+//! memoryless, an allocation of `s` bytes is sampled with probability
+//! `1 - (1 - 1/R)^(s+1)` whatever came before it, which is what the
+//! reader's correction assumes (`heapsample_format::SamplingLaw`).
 //!
 //! The generator is a per-thread SplitMix64 (8 bytes of state so it fits the
 //! hot line of the TLS block; hand-written because the `rand` crate's small
@@ -31,12 +33,8 @@ pub fn set_lg_period(lg: u32) {
 /// The sampling law of the current period.
 #[inline]
 fn law() -> SamplingLaw {
-    SamplingLaw::from_bits(LAW.load(Relaxed)).with_bytes_per_call_of(COUNTDOWN_BYTES_PER_CALL)
+    SamplingLaw::from_bits(LAW.load(Relaxed))
 }
-
-/// Bytes of the countdown a call uses up beside its request (the dump's
-/// `bytes_per_call`).
-pub const COUNTDOWN_BYTES_PER_CALL: u64 = 0;
 
 /// log2 of the current period.
 pub fn lg_period() -> u32 {
@@ -146,9 +144,7 @@ pub(crate) mod tests {
             for size in [0u64, 1, 100, 4096, 1 << 20, 1 << 40] {
                 assert_eq!(
                     inclusion_probability(size),
-                    SamplingLaw::new(period())
-                        .with_bytes_per_call_of(COUNTDOWN_BYTES_PER_CALL)
-                        .inclusion_probability(size),
+                    heapsample_format::inclusion_probability(size, period()),
                     "lg {lg} size {size}"
                 );
             }

@@ -137,15 +137,15 @@ fn current_name() -> String {
 
 /// Move a thread's counters into the retired totals and zero them.
 fn fold_into_retired(state: &ThreadState) {
-    RETIRED
-        .allocations
-        .fetch_add(state.allocations.swap(0, Relaxed), Relaxed);
+    let allocations = state.allocations.swap(0, Relaxed);
+    let units = state.sampler.take_units_used();
+    RETIRED.allocations.fetch_add(allocations, Relaxed);
     RETIRED
         .frees
         .fetch_add(state.frees.swap(0, Relaxed), Relaxed);
     RETIRED
         .bytes_allocated
-        .fetch_add(state.sampler.take_bytes_allocated(), Relaxed);
+        .fetch_add(units.wrapping_sub(allocations), Relaxed);
     RETIRED
         .live_usable_delta
         .fetch_add(state.live_usable_delta.swap(0, Relaxed), Relaxed);
@@ -227,7 +227,7 @@ pub fn exact_counts_total() -> ExactCounts {
     for state in &registry.live {
         counts.allocations += state.allocations.load(Relaxed);
         counts.frees += state.frees.load(Relaxed);
-        counts.bytes_allocated += state.sampler.bytes_allocated();
+        counts.bytes_allocated += state.bytes_allocated();
         counts.live_usable_bytes += state.live_usable_delta.load(Relaxed);
     }
     counts

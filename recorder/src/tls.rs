@@ -245,6 +245,14 @@ impl ThreadState {
         counter.store(counter.load(Relaxed).wrapping_add(by), Relaxed);
     }
 
+    /// Bytes the thread allocated since it was set up (or last folded): the
+    /// countdown units it used up less one for each counted call.
+    pub fn bytes_allocated(&self) -> u64 {
+        self.sampler
+            .units_used()
+            .wrapping_sub(self.allocations.load(Relaxed))
+    }
+
     /// True while the thread is inside the profiler.
     #[inline(always)]
     pub fn guarded(&self) -> bool {

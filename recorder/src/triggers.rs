@@ -102,7 +102,7 @@ pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
     if crate::memory_limit::check() {
         dumper::request_and_start(Trigger::MemoryLimit);
     }
-    let allocated = state.sampler.bytes_allocated();
+    let allocated = state.bytes_allocated();
     let new_bytes = allocated.wrapping_sub(ext.bytes_fed);
     ext.bytes_fed = allocated;
     let interval = INTERVAL.load(Relaxed);

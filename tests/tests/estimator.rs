@@ -73,13 +73,14 @@ struct Truth {
     variance: BTreeMap<&'static str, f64>,
 }
 
-/// `p(s) = 1 − (1 − 1/R)^s`, written out here rather than taken from the
-/// code under test.
+/// `p(s) = 1 − (1 − 1/R)^(s + 1)` (a call uses up its request plus one
+/// byte of the countdown), written out here rather than taken from the code
+/// under test.
 fn inclusion(size: f64, period: f64) -> f64 {
     if period <= 1.0 {
         return 1.0;
     }
-    1.0 - (1.0 - 1.0 / period).powf(size)
+    1.0 - (1.0 - 1.0 / period).powf(size + 1.0)
 }
 
 /// Parse `hist <site> <live|alloc> <size>x<count>...` lines into the truth
