@@ -52,7 +52,9 @@ fn validate(dump: &Dump) -> Result<(), DecodeError> {
             .all(|pair| pair[0].bucket < pair[1].bucket);
         let last = stack.lifetimes.last().map_or(0, |b| usize::from(b.bucket));
         if !ordered || last >= LIFETIME_BUCKETS {
-            return bad(format!("stack {index} has lifetime buckets out of order or range"));
+            return bad(format!(
+                "stack {index} has lifetime buckets out of order or range"
+            ));
         }
     }
     if !valid(&dump.totals.dropped) {

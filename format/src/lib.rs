@@ -31,8 +31,9 @@
 //!   writer, the reader and its errors;
 //! - `versions`: one module per version read, and the one match that picks
 //!   it (adding a version adds a module and an arm there);
-//! - `attached`: the attach time a dump of an attached process carries in
-//!   its configuration string ([`Dump::attached_unix_ns`]).
+//! - `attached`: the attach time of a dump of an attached process
+//!   ([`Dump::attached_unix_ns`]; version 3 kept it in its configuration
+//!   string).
 //!
 //! This crate holds plain data and codecs only: it exports no C symbols and
 //! knows nothing about interposition.
@@ -51,7 +52,7 @@ mod versions;
 
 mod attached;
 
-pub use attached::{ATTACHED_KEY, config_with_attach_time};
+pub use attached::ATTACHED_KEY;
 pub use decode::{decode, decode_versioned};
 pub use encode::{encode, encode_to};
 pub use error::DecodeError;

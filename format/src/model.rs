@@ -239,7 +239,8 @@ pub struct Process {
 impl Process {
     /// Nanoseconds from the profiler's start to the dump (0 when not known).
     pub fn dump_time_ns(&self) -> u64 {
-        self.dump_monotonic_ns.saturating_sub(self.start_monotonic_ns)
+        self.dump_monotonic_ns
+            .saturating_sub(self.start_monotonic_ns)
     }
 }
 
@@ -319,12 +320,6 @@ impl Dump {
     /// The law the samples of this dump were drawn with.
     pub fn sampling_law(&self) -> SamplingLaw {
         SamplingLaw::with_bytes_per_call(self.sample_period(), u64::from(self.bytes_per_call))
-    }
-
-    /// When the profiler was attached to the process (nanoseconds since
-    /// the Unix epoch), None for a process profiled from its start.
-    pub fn attached_unix_ns(&self) -> Option<u64> {
-        self.process.attach_unix_ns
     }
 
     /// The module that held `address` when a stack of `epoch` was captured.

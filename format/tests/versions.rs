@@ -266,7 +266,10 @@ fn version_2_still_decodes_with_the_old_correction() {
 
 #[test]
 fn every_readable_version_has_a_golden_dump() {
-    assert_eq!(READABLE_VERSIONS, [LEGACY_VERSION, PREVIOUS_VERSION, VERSION]);
+    assert_eq!(
+        READABLE_VERSIONS,
+        [LEGACY_VERSION, PREVIOUS_VERSION, VERSION]
+    );
     for &version in READABLE_VERSIONS {
         let bytes = golden(version);
         assert_eq!(bytes[8..12], version.to_le_bytes(), "v{version}.dump");

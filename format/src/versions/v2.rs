@@ -7,8 +7,8 @@ use crate::decode::decode_exactly;
 use crate::error::DecodeError;
 use crate::legacy_correction::legacy_weights;
 use crate::model::{Dump, Module, ThreadInfo, Trigger};
-use crate::versions::v3::{DumpV3, StackV3, TotalsV3, convert};
 use crate::serde_strings::{owned_from_borrowed, owned_list_from_borrowed};
+use crate::versions::v3::{DumpV3, StackV3, TotalsV3, convert};
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -64,10 +64,6 @@ pub(crate) struct DumpV3 {
     pub totals: TotalsV3,
 }
 
-/// The key under which a profiler attached to a running process recorded
-/// the attach time (Unix nanoseconds) in a version-3 dump's configuration.
-const ATTACHED_KEY: &str = "attached_unix_ns";
-
 /// Decode a body of version 3 and convert it.
 pub(crate) fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
     let old: DumpV3 = decode_exactly(body)?;
@@ -76,12 +72,7 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
 
 /// A version-3 dump in the model.
 pub(crate) fn convert(old: DumpV3) -> Dump {
-    let attach_unix_ns = old
-        .config
-        .split(',')
-        .filter_map(|item| item.split_once(':'))
-        .find(|(key, _)| *key == ATTACHED_KEY)
-        .and_then(|(_, value)| value.parse().ok());
+    let attach_unix_ns = crate::attached::attach_time_in_config(&old.config);
     let stacks = old
         .stacks
         .into_iter()
@@ -134,5 +125,63 @@ pub(crate) fn convert(old: DumpV3) -> Dump {
         bytes_per_call: 0,
         live_samples: Vec::new(),
         peak: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encode::config;
+    use crate::test_dumps::file_with_body;
+    use crate::versions::PREVIOUS_VERSION;
+
+    /// A version-3 dump of an attached process (`heapsample attach` wrote
+    /// the attach time into its configuration string) reads with the
+    /// attach time as its field.
+    #[test]
+    fn the_attach_time_of_a_version_3_dump_comes_from_its_config() {
+        let v3 = |options: &str| DumpV3 {
+            writer: "heapsample 0.1".into(),
+            pid: 7,
+            executable: "/bin/app".into(),
+            command_line: vec!["app".into()],
+            time_unix_ns: 1_700_000_002_000_000_000,
+            trigger: Trigger::Manual,
+            seq: 1,
+            trigger_seq: 1,
+            lg_sample_period: 19,
+            config: options.into(),
+            modules: vec![],
+            threads: vec![],
+            stacks: vec![],
+            totals: TotalsV3 {
+                allocations: 10,
+                frees: None,
+                bytes_allocated: 100,
+                live_usable_bytes: None,
+                samples_taken: 0,
+                samples_dropped: 0,
+                samples_live: 0,
+                threads_seen: 1,
+                profiler_bytes: 0,
+                resets: 0,
+            },
+        };
+        let read = |options: &str| {
+            let body = bincode::serde::encode_to_vec(v3(options), config()).unwrap();
+            crate::decode_versioned(&file_with_body(PREVIOUS_VERSION, &body)).unwrap()
+        };
+        let (attached, version) = read("prof:true,attached_unix_ns:1700000000000000000");
+        assert_eq!(version, PREVIOUS_VERSION);
+        assert_eq!(attached.attached_unix_ns(), Some(1_700_000_000_000_000_000));
+        assert!(
+            attached
+                .attach_note()
+                .unwrap()
+                .starts_with("attached 2.0 s before this dump")
+        );
+        let (preloaded, _) = read("prof:true,lg_prof_sample:19");
+        assert_eq!(preloaded.attached_unix_ns(), None);
+        assert_eq!(preloaded.process.id, 0);
     }
 }
