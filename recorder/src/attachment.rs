@@ -66,7 +66,3 @@ pub fn since_attach(allocations: u64, frees: u64, bytes_allocated: u64) -> (u64,
         bytes_allocated.wrapping_sub(BASE_BYTES.load(Relaxed)),
     )
 }
-
-/// The key under which a dump's configuration string carries the attach
-/// time (see `heapsample_format::Dump::attached_unix_ns`).
-pub const ATTACHED_KEY: &str = heapsample_format::ATTACHED_KEY;

@@ -2,7 +2,8 @@
 //!
 //! Owns the reading of every table a dump covers (stacks and their records,
 //! the module map and its contexts, the thread list, the exact counters)
-//! into one value, and the process facts it carries (command line, time).
+//! into one value, and the process facts it carries (command line, time,
+//! identity, the clocks' origin, the attach time).
 //! Naming, numbering and writing the file are `writer`'s and `dump_file`'s.
 //!
 //! Never runs inside malloc: it allocates, takes the module map's and the
@@ -10,10 +11,10 @@
 
 use core::sync::atomic::Ordering::Relaxed;
 
-use heapsample_format::{Dump, ThreadInfo, Totals, Trigger};
+use heapsample_format::{Dump, Process, ThreadInfo, Totals, Trigger};
 
 use crate::stack_table::{OTHER_THREADS, STACKS};
-use crate::{modules, state, sys, threads};
+use crate::{modules, process, state, sys, threads};
 
 /// The name in the dump's thread list of the samples whose thread the stack
 /// table no longer tells apart.
@@ -43,18 +44,12 @@ pub fn assemble(trigger: Trigger) -> Dump {
         pid: std::process::id(),
         executable: modules::main_executable(),
         command_line: command_line(),
-        time_unix_ns: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0),
+        time_unix_ns: sys::clock_ns(libc::CLOCK_REALTIME),
         trigger,
         seq: 0,
         trigger_seq: 0,
         lg_sample_period: crate::sampling::lg_period(),
-        config: match crate::attachment::attached_unix_ns() {
-            Some(at) => heapsample_format::config_with_attach_time(&config.describe(), at),
-            None => config.describe(),
-        },
+        config: config.describe(),
         modules: contexts.modules(),
         threads: thread_list,
         stacks,
@@ -73,7 +68,18 @@ pub fn assemble(trigger: Trigger) -> Dump {
             resets: state::resets(),
             dropped: heapsample_format::Weights::default(),
         },
-        process: heapsample_format::Process::default(),
+        process: {
+            let (id, parent_id) = process::identity();
+            let (start_monotonic_ns, start_unix_ns) = state::start_time();
+            Process {
+                id,
+                parent_id,
+                start_monotonic_ns,
+                start_unix_ns,
+                dump_monotonic_ns: sys::clock_ns(libc::CLOCK_MONOTONIC),
+                attach_unix_ns: crate::attachment::attached_unix_ns(),
+            }
+        },
         bytes_per_call: heapsample_format::BYTES_PER_CALL as u32,
         live_samples: Vec::new(),
         peak: None,

@@ -11,12 +11,13 @@
 //! handler writes a file, the fork handlers take every profiler lock but
 //! the dump lock (in a process that ever had a second thread).
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::Ordering::Relaxed;
 
 use heapsample_format::Trigger;
 
 use crate::config::{Config, FORK_FINAL_MIN_LIFE_NS, ForkFinal};
 
+use crate::process::{self, FORK_RECORD};
 use crate::stack_table::STACKS;
 use crate::{dumper, modules, own_heap, routes, state, threads, tls, triggers, writer};
 
@@ -39,6 +40,7 @@ pub fn on_library_load() {
 /// writer, the module map, the exit dump, the fork handlers, the signal
 /// and pre-OOM triggers. Also called by an attach (`takeover`).
 pub fn start_services() {
+    process::draw_identity();
     dumper::set_dump_writer(write_background_dump);
     // Detect the CPU's CRC instructions now, once: forked children inherit
     // the answer instead of each paying for it in its exit dump.
@@ -80,38 +82,6 @@ fn write_background_dump(trigger: Trigger) {
 }
 
 // ---- exit ----
-
-/// What a forked child (without exec) knows of its fork, and whose memory
-/// this is; one static, so that recording it costs the child one
-/// copy-on-write page, not two.
-struct ForkRecord {
-    /// The samples taken when it was forked; `u64::MAX` in a process that
-    /// was not forked.
-    samples_at_fork: AtomicU64,
-    /// When it was forked (the forking thread's `fork_called_ns` as the
-    /// child found it; its own later forks do not change it).
-    forked_at_ns: AtomicU64,
-    /// The pid of the process this memory belongs to (0 before the
-    /// constructor), set by the constructor and in each forked child.
-    pid: AtomicU32,
-}
-
-static FORK_RECORD: ForkRecord = ForkRecord {
-    samples_at_fork: AtomicU64::new(u64::MAX),
-    forked_at_ns: AtomicU64::new(0),
-    pid: AtomicU32::new(0),
-};
-
-/// True in a child that runs in this process's memory: made by `vfork` (or
-/// `clone` with `CLONE_VM`) and not yet `exec`'d, as `subprocess` and
-/// `posix_spawn` make them. No fork handler ran there and the memory is its
-/// parent's: what the child does (resetting every signal handler, say) must
-/// not change the profiler's state.
-pub fn in_borrowed_memory() -> bool {
-    let owner = FORK_RECORD.pid.load(Relaxed);
-    // SAFETY: getpid has no preconditions.
-    owner != 0 && owner != unsafe { libc::getpid() } as u32
-}
 
 /// Does `prof_fork_final` let this process write its exit dump?
 fn exit_dump_wanted(config: &Config) -> bool {
@@ -197,6 +167,9 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
 // would cost parent or child a copy-on-write fault per fork.
 
 extern "C" fn fork_prepare() {
+    // A child of a profiled process that forks in turn draws its own
+    // identity first, so its children name it as their parent.
+    let _ = process::identity();
     let state = tls::current();
     let take_locks = state.guarded() || !crate::sys::single_threaded();
     if take_locks {
@@ -272,6 +245,7 @@ extern "C" fn fork_child() {
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
     record.pid.store(pid, Relaxed);
+    process::mark_identity_inherited();
     reseed_forking_thread(pid);
     state.set_flag(tls::FLAG_FORKED, true);
     if locked {

@@ -86,7 +86,9 @@ impl Sampler {
         let countdown = self.countdown.load(Relaxed) as u64;
         self.countdown
             .store(countdown.wrapping_sub(units(size)) as i64, Relaxed);
-        countdown.checked_sub(size as u64).is_some_and(|left| left > 1)
+        countdown
+            .checked_sub(size as u64)
+            .is_some_and(|left| left > 1)
     }
 
     /// Give back the units [`Sampler::take`] (or the assembly fast path)
@@ -102,7 +104,10 @@ impl Sampler {
     /// countdown (the sample event must run).
     #[inline(always)]
     pub fn count(&self, size: usize) -> bool {
-        let remaining = self.countdown.load(Relaxed).wrapping_sub(units(size) as i64);
+        let remaining = self
+            .countdown
+            .load(Relaxed)
+            .wrapping_sub(units(size) as i64);
         self.countdown.store(remaining, Relaxed);
         remaining <= 0
     }
@@ -220,12 +225,15 @@ impl Sampler {
     /// false (swap in with [`Sampler::unpark`]).
     #[inline(always)]
     pub fn exact_take_without_crossing(&self, size: usize) -> bool {
-        let parked = self.parked.load(Relaxed) as u64;
-        let units = units(size);
-        if (parked as i64) > 0 && parked > units {
-            self.parked.store((parked - units) as i64, Relaxed);
+        // Signed: a parked countdown at or below 0 (not set up, stopped, or
+        // a crossing not yet re-armed) never passes. The caller's size is
+        // that of an allocation that succeeded, far below 2^63.
+        let parked = self.parked.load(Relaxed);
+        let units = units(size) as i64;
+        if parked > units {
+            self.parked.store(parked - units, Relaxed);
             self.base
-                .store(self.base.load(Relaxed).wrapping_add(units), Relaxed);
+                .store(self.base.load(Relaxed).wrapping_add(units as u64), Relaxed);
             return true;
         }
         false

@@ -107,6 +107,7 @@ fn configure() -> u8 {
     }
     sampling::set_lg_period(config.lg_prof_sample);
     state::set_exact(config.prof_exact);
+    state::set_start_time();
     triggers::configure(config);
     state::set_active(config.prof_active);
     let (live_bits, stack_bits) = table_sizes(config.lg_prof_sample);

@@ -43,6 +43,11 @@ static RESETS: AtomicU64 = AtomicU64::new(0);
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
+/// When the profiler started (or was last attached), on the monotonic
+/// clock and the wall clock (nanoseconds).
+static START_MONOTONIC_NS: AtomicU64 = AtomicU64::new(0);
+static START_UNIX_NS: AtomicU64 = AtomicU64::new(0);
+
 /// The current mode (`MODE_*`, possibly with [`MODE_ARENA_IN_USE`]).
 #[inline(always)]
 pub fn mode() -> u8 {
@@ -139,4 +144,18 @@ pub fn reset_sample_counts() {
 /// Times the samples were forgotten since start.
 pub fn resets() -> u64 {
     RESETS.load(Relaxed)
+}
+
+/// Note that the profiler starts now (at start-up, and at each attach).
+pub fn set_start_time() {
+    START_MONOTONIC_NS.store(crate::sys::clock_ns(libc::CLOCK_MONOTONIC), Relaxed);
+    START_UNIX_NS.store(crate::sys::clock_ns(libc::CLOCK_REALTIME), Relaxed);
+}
+
+/// When the profiler started: (monotonic, Unix) nanoseconds.
+pub fn start_time() -> (u64, u64) {
+    (
+        START_MONOTONIC_NS.load(Relaxed),
+        START_UNIX_NS.load(Relaxed),
+    )
 }

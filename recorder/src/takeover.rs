@@ -87,6 +87,7 @@ pub fn attach(options: &str, names: &[&'static CStr], own_code: usize) -> Result
     let now = unix_ns();
     let exact = threads::exact_counts_total();
     attachment::note_attach(now, exact.allocations, exact.frees, exact.bytes_allocated);
+    state::set_start_time();
     attachment::set_state(ATTACHED);
     state::set_active(true);
     REDIRECTING.store(true, Relaxed);

@@ -42,6 +42,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "outside malloc",
         &[
+            "process",
             "dump_contents",
             "dump_file",
             "writer",

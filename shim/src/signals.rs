@@ -7,7 +7,7 @@
 use core::ffi::{c_int, c_void};
 
 use heapsample_recorder::sys::{self, LazyNext};
-use heapsample_recorder::{lifecycle, triggers};
+use heapsample_recorder::{process, triggers};
 
 type SigactionFn =
     unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn signal(signal: c_int, handler: libc::sighandler_t) -> l
 
 /// The program sets the disposition of `signal`.
 fn taking_over(signal: c_int) {
-    if triggers::handles_dump_signal(signal) && !lifecycle::in_borrowed_memory() {
+    if triggers::handles_dump_signal(signal) && !process::in_borrowed_memory() {
         triggers::on_program_sigaction(signal);
     }
 }

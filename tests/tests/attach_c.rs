@@ -64,6 +64,16 @@ fn a_leak_since_the_attach_is_found_exactly() {
         .attached_unix_ns()
         .expect("the dump says when the attach was");
     assert!(attached_at <= dump.time_unix_ns);
+    // The attach is the profiler's start: births and the dump's moment count
+    // from it, on both clocks.
+    let since_start = dump.time_unix_ns - dump.process.start_unix_ns;
+    assert!(
+        dump.process.start_unix_ns.abs_diff(attached_at) < 1_000_000_000
+            && since_start.abs_diff(dump.process.dump_time_ns()) < 1_000_000_000,
+        "{:?}",
+        dump.process
+    );
+    assert!(dump.process.id != 0, "an attached process has an identity");
     every_view_says_it_counts_from_the_attach(&path, attached_at);
 
     let detached = heapsample_ok(&["detach", &pid]);

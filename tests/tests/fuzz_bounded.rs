@@ -708,6 +708,45 @@ fn version_2_seeds_still_load() {
     assert!(seen >= 3, "expected at least 3 format-2 seeds");
 }
 
+/// The dumps of `fuzz/seeds/dump-v3/`, written by the shim in dump format
+/// 3, still load: no process identity, clocks, live samples, lifetimes or
+/// peak, their countdown's law (no unit per call) kept, and heapdiff reads
+/// them.
+#[test]
+fn version_3_seeds_still_load() {
+    let dir = workspace_root().join("fuzz").join("seeds").join("dump-v3");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("the format-3 seeds") {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let (dump, version) =
+            format::decode_versioned(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(version, format::PREVIOUS_VERSION, "{}", path.display());
+        assert_eq!(
+            dump.process,
+            format::Process::default(),
+            "{}",
+            path.display()
+        );
+        assert_eq!(dump.bytes_per_call, 0, "{}", path.display());
+        assert!(dump.live_samples.is_empty() && dump.peak.is_none());
+        assert!(dump.stacks.iter().all(|s| s.lifetimes.is_empty()));
+        let output = std::process::Command::new(heapsample_tests::heapdiff_path())
+            .args(["--format", "text"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        seen += 1;
+    }
+    assert!(seen >= 3, "expected at least 3 format-3 seeds");
+}
+
 #[test]
 fn decoder_survives_mutated_dumps() {
     isolated("decoder_survives_mutated_dumps", decoder_mutations);

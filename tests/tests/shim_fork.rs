@@ -48,9 +48,11 @@ fn fork_and_exec_dumps() {
     names.dedup();
     assert_eq!(before, names.len(), "two final dumps for one pid");
 
+    let (_, parent_dump) = outcome.final_dump();
+    check_identities_and_clocks(&dumps, &parent_dump, &fork_children);
+
     let symbols = Symbols::of(&program);
     let sites = parse_sites(&outcome.stdout);
-    let (_, parent_dump) = outcome.final_dump();
     let table = per_function(&parent_dump, &symbols);
     let problems = site_mismatches(
         &sites
@@ -120,6 +122,61 @@ fn fork_and_exec_dumps() {
         dumps.iter().any(|(f, _)| f.pid == exec_true),
         "/bin/true exec'd under LD_PRELOAD left no dump"
     );
+}
+
+/// Every process that dumped has an identity of its own (all different, none
+/// 0); a fork child names its parent's as its parent id and keeps its
+/// parent's clock origin; an exec'd process starts afresh (no parent id).
+/// Each dump's own moment lies after its start on the monotonic clock, and
+/// the wall clock tells the same span (within a second).
+fn check_identities_and_clocks(
+    dumps: &[(DumpFile, heapsample_format::Dump)],
+    parent: &heapsample_format::Dump,
+    fork_children: &[u32],
+) {
+    let mut ids: Vec<u128> = dumps.iter().map(|(_, d)| d.process.id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), dumps.len(), "two dumps with one process id");
+    assert!(ids.iter().all(|&id| id != 0), "a process id of 0");
+    assert_eq!(
+        parent.process.parent_id, 0,
+        "the first process has no parent"
+    );
+    for (file, dump) in dumps {
+        let p = &dump.process;
+        assert!(
+            p.start_monotonic_ns > 0 && p.dump_monotonic_ns >= p.start_monotonic_ns,
+            "{}: {p:?}",
+            file.name
+        );
+        let wall = dump.time_unix_ns as i128 - p.start_unix_ns as i128;
+        let monotonic = i128::from(p.dump_time_ns());
+        assert!(
+            (wall - monotonic).abs() < 1_000_000_000,
+            "{}: the wall clock says {wall} ns since the start, the monotonic {monotonic}",
+            file.name
+        );
+        assert_eq!(
+            p.attach_unix_ns, None,
+            "{}: preloaded, not attached",
+            file.name
+        );
+        if fork_children.contains(&file.pid) {
+            assert_eq!(p.parent_id, parent.process.id, "{}: parent id", file.name);
+            assert_eq!(
+                p.start_monotonic_ns, parent.process.start_monotonic_ns,
+                "{}: a fork child keeps its parent's start",
+                file.name
+            );
+        } else if file.pid != parent.pid {
+            assert_eq!(
+                p.parent_id, 0,
+                "{}: an exec'd process starts afresh",
+                file.name
+            );
+        }
+    }
 }
 
 /// Forking 10 times while another thread allocates must not deadlock any
