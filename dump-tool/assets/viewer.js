@@ -139,13 +139,14 @@
   // ---- the tree ---------------------------------------------------------------
   // Nodes are integers in depth-first order (0 is the root), so a subtree is
   // the id range [id, end[id]). Flat typed arrays hold 4 values per node (one
-  // per metric) for new (n), base (b) and their variances (vn, vb): far
-  // faster to build than an object per node.
+  // per metric) for new (n), base (b), their variances (vn, vb) and what their
+  // samples add up to (sn, sb): far faster to build than an object per node.
   let T = null;
   function newTree(count) {
     const values = () => new Float64Array(4 * count);
     T = { count: 0, parent: new Int32Array(count), frame: new Int32Array(count), end: new Int32Array(count),
-      n: values(), vn: values(), b: DIFF ? values() : null, vb: DIFF ? values() : null,
+      n: values(), vn: values(), sn: values(),
+      b: DIFF ? values() : null, vb: DIFF ? values() : null, sb: DIFF ? values() : null,
       w: null, sorted: [] };
   }
   function addNode(parent, frame) {
@@ -180,34 +181,34 @@
     for (const [, f] of sorted) { count += f.length - shared(f, previous); previous = f; }
     newTree(count);
     addNode(-1, -1);
-    const nv = M.new_values, nvar = M.new_variances, bv = M.base_values, bvar = M.base_variances;
     const path = [0];
     previous = [];
     for (const [i, f] of sorted) {
       const o = 4 * i;
-      addValues(0, nv, nvar, bv, bvar, o);
+      addValues(0, o);
       const same = shared(f, previous);
       while (path.length > same + 1) T.end[path.pop()] = T.count;
       for (let d = 0; d < f.length; d++) {
         const id = d < same ? path[d + 1] : addNode(path[d], f[d]);
         if (d >= same) path.push(id);
-        addValues(id, nv, nvar, bv, bvar, o);
+        addValues(id, o);
       }
       previous = f;
     }
     while (path.length) T.end[path.pop()] = T.count;
     return 0;
   }
-  // Sums over disjoint stacks: values add, and so do their variances.
-  function addValues(id, nv, nvar, bv, bvar, o) {
+  // Sums over disjoint stacks: values add, and so do their variances and
+  // what their samples add up to.
+  const COLUMNS = DIFF
+    ? [["n", "new_values"], ["vn", "new_variances"], ["sn", "new_sampled"],
+      ["b", "base_values"], ["vb", "base_variances"], ["sb", "base_sampled"]]
+    : [["n", "new_values"], ["vn", "new_variances"], ["sn", "new_sampled"]];
+  function addValues(id, o) {
     const at = 4 * id;
-    for (let k = 0; k < 4; k++) {
-      T.n[at + k] += nv[o + k];
-      T.vn[at + k] += nvar[o + k];
-      if (DIFF) {
-        T.b[at + k] += bv[o + k];
-        T.vb[at + k] += bvar[o + k];
-      }
+    for (const [node, stack] of COLUMNS) {
+      const to = T[node], from = M[stack];
+      for (let k = 0; k < 4; k++) to[at + k] += from[o + k];
     }
   }
   const val = (arr, id, k) => (arr ? arr[4 * id + k] : 0);
@@ -264,13 +265,22 @@
   }
   const MATCH_COLOUR = "#e040c0";
   function delta(id, k) { return val(T.n, id, k) - val(T.b, id, k) * baseScale; }
+  // Frame id's estimate of metric k on one side, in the form of stats.js;
+  // `scale` multiplies everything counted (a normalised base).
+  function estimate(values, variances, sampled, sampling, id, k, scale) {
+    const s = sampling[k];
+    return { value: val(values, id, k) * scale, variance: val(variances, id, k) * scale * scale,
+      floor: val(sampled, id, k) * scale,
+      sampling: { unit: s.unit, unseen_bytes: s.unseen_bytes * scale, low_confidence_below: s.low_confidence_below * scale } };
+  }
+  function newEstimate(id, k) { return estimate(T.n, T.vn, T.sn, M.new_sampling, id, k, 1); }
+  function baseEstimate(id, k) { return estimate(T.b, T.vb, T.sb, M.base_sampling, id, k, baseScale); }
   // The change of frame id's metric k by the one rule of the reports
   // (stats.js). A normalised (scaled) base is no longer the earlier dump's
   // own samples: its change is judged as between independent dumps.
   function change(id, k) {
     const pairing = baseScale === 1 ? M.pairing : "independent";
-    return heapdiffStats.change(val(T.b, id, k) * baseScale, val(T.n, id, k),
-      val(T.vb, id, k) * baseScale * baseScale, val(T.vn, id, k), pairing, M.accumulations[k]);
+    return heapdiffStats.change(baseEstimate(id, k), newEstimate(id, k), pairing, M.accumulations[k]);
   }
   function significant(id, k) { return change(id, k).significant; }
   let maxDelta = 1;
@@ -411,17 +421,21 @@
     if (f.module >= 0) lines.push("module: " + M.modules[f.module][0]);
     if (f.place) lines.push("at " + f.place);
     const whole = val(T.n, 0, k);
-    const ci = (v) => v > 0 ? " ± " + fmt(heapdiffStats.Z95 * Math.sqrt(v), unit) + " (95%)" : "";
+    // The 95 % interval when it is not the value itself.
+    const ci = (i) => i.low === i.high ? "" : " [" + fmt(i.low, unit) + ", " + fmt(i.high, unit) + "] (95%)";
+    const LOW_CONFIDENCE = "low confidence: objects too small to be sampled may dominate it";
     const nk = val(T.n, id, k);
     if (DIFF) {
-      const b = val(T.b, id, k) * baseScale, d = nk - b;
+      const b = val(T.b, id, k) * baseScale, d = nk - b, c = change(id, k);
       lines.push("base: " + fmt(b, unit) + (state.normalise ? " (normalised)" : ""));
       lines.push("new: " + fmt(nk, unit) + " (" + pct(nk, whole) + ")");
-      lines.push("delta: " + signed(d, unit) + (b > 0 ? " (" + signed(100 * d / b, "") + "%)" : "") +
-        ci(change(id, k).variance));
-      lines.push(significant(id, k) ? (d > 0 ? "growth" : "shrink") : "within sampling noise");
+      lines.push("delta: " + signed(d, unit) + (b > 0 ? " (" + signed(100 * d / b, "") + "%)" : "") + ci(c));
+      lines.push(c.significant ? (d > 0 ? "growth" : "shrink") : "within sampling noise");
+      if (c.lowConfidence) lines.push(LOW_CONFIDENCE);
     } else {
-      lines.push(M.metrics[k] + ": " + fmt(nk, unit) + ci(val(T.vn, id, k)) + ", " + pct(nk, whole) + " of total");
+      const i = heapdiffStats.interval(newEstimate(id, k));
+      lines.push(M.metrics[k] + ": " + fmt(nk, unit) + ci(i) + ", " + pct(nk, whole) + " of total");
+      if (i.lowConfidence) lines.push(LOW_CONFIDENCE);
       lines.push(M.metrics[c] + ": " + fmt(val(T.n, id, c), UNITS[c]));
       const self = selfValue(T.n, id, k);
       if (self > 0) lines.push("self: " + fmt(self, unit) + " (" + pct(self, whole) + ")");

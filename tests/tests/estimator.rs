@@ -348,14 +348,16 @@ fn no_growth_is_not_flagged_and_shared_samples_cancel() {
     let mut churn_covered = 0;
     let mut churn_sum = 0.0;
     for (_, report, gate_status) in &pairs {
-        assert_eq!(report["pairing"], "same-process");
+        // Format-3 dumps carry no process id: one process's two dumps are
+        // paired conservatively, as two processes.
+        assert_eq!(report["pairing"], "independent");
         assert_eq!(*gate_status, 0, "--fail-if-grows 1MB failed without growth");
         let space = self_change(report, "inuse-space", "site_steady");
         let objects = self_change(report, "inuse-objects", "site_steady");
         flagged += usize::from(space.3 || objects.3);
         for metric in ["alloc-space", "alloc-objects"] {
             let change = self_change(report, metric, "site_steady");
-            assert_eq!(change, (0.0, 0.0, 0.0, false), "{metric} of site_steady");
+            assert!(change.0 == 0.0 && !change.3, "{metric} of site_steady: {change:?}");
         }
         let churn = self_change(report, "alloc-space", "site_churn");
         churn_sum += churn.0;

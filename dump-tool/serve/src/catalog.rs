@@ -21,7 +21,7 @@ use crate::roots::{Refused, Root};
 use crate::scan::{Found, MAX_ENTRIES, Version, scan};
 use axum::body::Bytes;
 use heapdiff::input::{load_opened, trigger_name};
-use heapdiff::stats::Estimate;
+use heapdiff::stats::{Estimate, Sampling, Unit};
 use heapsample_format::Dump;
 use nix::fcntl::OFlag;
 use serde::Serialize;
@@ -223,12 +223,14 @@ impl Catalog {
 /// The list's numbers: the live estimate with its interval from the
 /// samples, the exact counters beside it.
 pub fn summary_of(dump: &Dump) -> Summary {
-    let mut live = Estimate::default();
+    let sampling = Sampling::of(dump.sample_period() as f64, Unit::Bytes);
+    let mut live = Estimate::zero(sampling);
     for stack in &dump.stacks {
         live = live.plus(&Estimate {
             value: stack.live.bytes,
             variance: stack.live.bytes_variance,
             floor: stack.live_bytes as f64,
+            sampling,
         });
     }
     let interval = live.interval();

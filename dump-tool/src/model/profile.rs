@@ -16,7 +16,8 @@
 
 use super::frames::{FrameRef, frames_of};
 use super::metric::{Metric, RawCounts, Values};
-use crate::stats::Estimate;
+use crate::stats::residue::whole_if_residue;
+use crate::stats::{Estimate, Sampling};
 use crate::symbols::{LocationId, LocationTable};
 use heapsample_format::{Dump, ThreadInfo, Totals, Weights};
 use std::collections::BTreeMap;
@@ -32,8 +33,24 @@ pub struct StackSums {
 impl StackSums {
     fn add(&mut self, stack: &heapsample_format::Stack) {
         self.raw.add(stack);
-        self.live = self.live.plus(&stack.live);
+        self.live = self.live.plus(&live_without_residue(stack));
         self.alloc = self.alloc.plus(&stack.alloc);
+    }
+}
+
+/// The stack's live sums with the rounding residue of their additions and
+/// subtractions removed ([`whole_if_residue`]): each sample was added once
+/// and subtracted at most once, and no running total exceeded the
+/// cumulative sum.
+fn live_without_residue(stack: &heapsample_format::Stack) -> Weights {
+    let operations = 2.0 * stack.alloc_objects as f64;
+    let (live, alloc) = (&stack.live, &stack.alloc);
+    let whole = |sum: f64, largest: f64| whole_if_residue(sum, largest, operations);
+    Weights {
+        objects: whole(live.objects, alloc.objects),
+        bytes: whole(live.bytes, alloc.bytes),
+        objects_variance: whole(live.objects_variance, alloc.objects_variance).max(0.0),
+        bytes_variance: whole(live.bytes_variance, alloc.bytes_variance).max(0.0),
     }
 }
 
@@ -51,6 +68,8 @@ pub struct Sample {
     /// The [`heapsample_format::ThreadInfo::serial`] of the thread that
     /// allocated (0: unknown).
     pub thread: u32,
+    /// The mean sampling period of its dump, in bytes.
+    pub period: u64,
 }
 
 impl Sample {
@@ -60,6 +79,7 @@ impl Sample {
             value: metric.of(&self.values),
             variance: metric.of(&self.variance),
             floor: metric.of(&self.sampled),
+            sampling: Sampling::of(self.period as f64, metric.counted()),
         }
     }
 }
@@ -88,6 +108,10 @@ pub struct Profile {
 /// process, in order (see `crate::compare::pairing`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Origin {
+    /// The random id the process drew at start-up, unique to it (a forked
+    /// child draws its own); `None` in dumps whose format does not carry
+    /// one (versions 2 and 3, foreign profiles).
+    pub process_id: Option<u128>,
     pub pid: u32,
     pub executable: String,
     pub seq: u64,
@@ -109,7 +133,19 @@ impl Profile {
             value: metric.of(&self.estimated),
             variance: metric.of(&self.variance),
             floor: metric.of(&self.sampled),
+            sampling: self.sampling(metric),
         }
+    }
+
+    /// How `metric` was sampled: by the longest period of the dumps behind
+    /// the profile (a merge may pool several).
+    pub fn sampling(&self, metric: Metric) -> Sampling {
+        let period = self
+            .samples
+            .iter()
+            .map(|s| s.period)
+            .fold(self.period, u64::max);
+        Sampling::of(period as f64, metric.counted())
     }
 }
 
@@ -137,6 +173,7 @@ impl Profile {
                 variance: Values::variances(&sums.live, &sums.alloc),
                 sampled: Values::sampled(&sums.raw),
                 thread,
+                period: dump.sample_period(),
             };
             Values::add(&mut estimated, &sample.values);
             Values::add(&mut variance, &sample.variance);
@@ -151,6 +188,7 @@ impl Profile {
             sampled,
             totals: dump.totals.clone(),
             origin: Origin {
+                process_id: None,
                 pid: dump.pid,
                 executable: dump.executable.clone(),
                 seq: dump.seq,

@@ -11,7 +11,8 @@ use crate::compare::{FunctionChange, function_changes, function_values, pairing,
 use crate::input::{Input, trigger_name};
 use crate::model::{Metric, Profile, function_name};
 use crate::pipeline::View;
-use crate::stats::{Delta, Estimate};
+use crate::stats::sampling::SMALL_OBJECT_BYTES;
+use crate::stats::{Delta, Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
 use heapsample_format::{LEGACY_VERSION, Totals};
 use serde::Serialize;
@@ -116,6 +117,9 @@ struct Bound {
     high: f64,
     /// What the samples themselves add up to (a certain lower bound).
     sampled: f64,
+    /// The value may be dominated by objects too small to be sampled: the
+    /// interval does not hold for it.
+    low_confidence: bool,
 }
 
 impl Bound {
@@ -126,6 +130,30 @@ impl Bound {
             low: interval.low,
             high: interval.high,
             sampled: estimate.floor,
+            low_confidence: estimate.low_confidence(),
+        }
+    }
+}
+
+/// How large a value can be and still be absent from the dump (with
+/// probability 5 %).
+#[derive(Serialize)]
+struct DetectionLimit {
+    /// In the metric's unit (objects: of `object_size` bytes).
+    value: f64,
+    /// In bytes (objects of `s` bytes: `bytes / s` of them).
+    bytes: f64,
+    /// For object counts: the object size `value` is stated for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object_size: Option<f64>,
+}
+
+impl DetectionLimit {
+    fn of(sampling: &Sampling) -> DetectionLimit {
+        DetectionLimit {
+            value: sampling.detection_limit(),
+            bytes: sampling.detection_limit_bytes(),
+            object_size: (sampling.unit == Unit::Objects).then_some(SMALL_OBJECT_BYTES),
         }
     }
 }
@@ -137,6 +165,8 @@ struct DeltaBound {
     high: f64,
     /// The interval excludes 0: not explained by sampling noise.
     significant: bool,
+    /// Either side is low-confidence (see `Bound`).
+    low_confidence: bool,
 }
 
 impl DeltaBound {
@@ -147,6 +177,7 @@ impl DeltaBound {
             low: interval.low,
             high: interval.high,
             significant: delta.significant(),
+            low_confidence: delta.low_confidence(),
         }
     }
 }
@@ -213,6 +244,13 @@ impl ChangeReport {
 #[derive(Serialize)]
 struct MetricReport {
     unit: &'static str,
+    /// The new (or only) dump's detection limit.
+    detection_limit: DetectionLimit,
+    /// Object counts under this are low-confidence (0 for bytes and exact
+    /// dumps).
+    low_confidence_below: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_detection_limit: Option<DetectionLimit>,
     /// The new (or only) dump's whole-profile estimate.
     total: Bound,
     /// Its functions, largest total first.
@@ -232,8 +270,12 @@ struct MetricReport {
 impl MetricReport {
     fn of(view: &View<'_>, metric: Metric) -> MetricReport {
         let base = view.base.map(|b| &b.profile);
+        let sampling = view.new.profile.sampling(metric);
         MetricReport {
             unit: metric.unit(),
+            detection_limit: DetectionLimit::of(&sampling),
+            low_confidence_below: sampling.low_confidence_below,
+            base_detection_limit: base.map(|b| DetectionLimit::of(&b.sampling(metric))),
             total: Bound::of(&view.new.profile.estimate(metric)),
             functions: functions(&view.new.profile, view.table, metric),
             stacks: stacks(&view.new.profile, view.table, metric),

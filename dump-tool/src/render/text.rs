@@ -3,6 +3,7 @@
 //! change and whether it is significant, and totals lines that put the
 //! dump's exact counters beside the estimate from the samples.
 
+use super::bounds::{change_bracket, estimate_bracket, limits_sentence};
 use super::round;
 use crate::compare::{
     FunctionChange, FunctionValue, function_changes, function_values, total_change,
@@ -10,7 +11,7 @@ use crate::compare::{
 use crate::input::foreign::is_foreign;
 use crate::model::Metric;
 use crate::pipeline::{Side, View};
-use crate::stats::{Delta, Estimate, Interval};
+use crate::stats::{Delta, Estimate};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -38,6 +39,14 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
     if let Some(note) = &view.new.profile.origin.attach_note {
         let _ = writeln!(out, "heapdiff: {note}");
     }
+    let _ = writeln!(
+        out,
+        "{}",
+        limits_sentence(
+            &view.new.profile.sampling(view.metric),
+            "a function absent from this report allocated"
+        )
+    );
     for (title, key) in [
         (
             "self",
@@ -64,8 +73,8 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
                 percent(value.self_value, whole),
                 round(value.total),
                 percent(value.total, whole),
-                bracket(&value.self_estimate.interval()),
-                bracket(&value.total_estimate.interval()),
+                estimate_bracket(&value.self_estimate),
+                estimate_bracket(&value.total_estimate),
             );
         }
     }
@@ -82,6 +91,14 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
         view.metric.name(),
         base_name,
         view.new.name
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        limits_sentence(
+            &view.new.profile.sampling(view.metric),
+            "a function absent from the new dump grew by"
+        )
     );
     for (title, pick) in [
         (
@@ -109,7 +126,7 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
                 round(delta.base.value),
                 round(delta.new.value),
                 round(delta.new.value) - round(delta.base.value),
-                bracket(&delta.interval()),
+                change_bracket(&delta),
                 significance(&delta),
             );
         }
@@ -122,7 +139,7 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
         view.metric.unit(),
         round(whole.base.value),
         round(whole.new.value),
-        bracket(&whole.interval()),
+        change_bracket(&whole),
         if whole.significant() {
             "significant"
         } else {
@@ -131,11 +148,6 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
     );
     totals_lines(out, "base ", base_side);
     totals_lines(out, "new  ", view.new);
-}
-
-/// `[low,high]`, rounded.
-pub fn bracket(interval: &Interval) -> String {
-    format!("[{},{}]", round(interval.low), round(interval.high))
 }
 
 fn significance(delta: &Delta) -> &'static str {
@@ -203,7 +215,7 @@ fn totals_lines(out: &mut String, label: &str, side: &Side) {
         round(estimated.alloc_space),
         round(estimated.alloc_objects)
     );
-    let interval = |metric: Metric| bracket(&profile.estimate(metric).interval());
+    let interval = |metric: Metric| estimate_bracket(&profile.estimate(metric));
     let _ = writeln!(
         out,
         "{label}totals: 95 % intervals:   in use {} bytes in {} objects, allocated {} bytes in {} objects",

@@ -3,8 +3,9 @@
 //! Owns the viewer's JSON: per (thread, call stack) of the view the four
 //! estimated metrics of the new side and, for a comparison, of the base
 //! side, with the variance of each (the dumps' Horvitz–Thompson variance
-//! sums), the pairing and each metric's accumulation that
-//! [`crate::stats::change`]'s rule needs (the viewer applies the same rule,
+//! sums) and what its samples add up to, each side's sampling per metric,
+//! the pairing and each metric's accumulation that [`crate::stats`]' rules
+//! for an interval and a change need (the viewer applies the same rules,
 //! `assets/stats.js`, to every frame), plus the frame, module and thread
 //! tables. Stacks are the view's samples: a frame the view hid is gone, a
 //! thread or size-class frame the view added is there.
@@ -12,6 +13,7 @@
 use crate::compare::pairing;
 use crate::model::{FrameRef, Metric, Profile, Values, function_name};
 use crate::pipeline::View;
+use crate::stats::Sampling;
 use crate::symbols::LocationTable;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -51,9 +53,16 @@ pub struct Model {
     /// Per stack, 4 variances of the new side's estimates (single
     /// precision: the JSON stays compact, the intervals unchanged).
     pub new_variances: Vec<f32>,
+    /// Per stack, what the new side's samples add up to (the least the
+    /// truth can be), 4 values.
+    pub new_sampled: Vec<f64>,
+    /// Per metric, how the new side was sampled.
+    pub new_sampling: [Sampling; 4],
     /// Same for the base side (empty without a base).
     pub base_values: Vec<f64>,
     pub base_variances: Vec<f32>,
+    pub base_sampled: Vec<f64>,
+    pub base_sampling: Option<[Sampling; 4]>,
     /// Exact counters of the new side, then the base side.
     pub totals: Vec<heapsample_format::Totals>,
     pub links: Vec<Link>,
@@ -99,11 +108,21 @@ pub fn model(view: &View<'_>) -> Model {
         stack_frames: Vec::new(),
         new_values: Vec::new(),
         new_variances: Vec::new(),
+        new_sampled: Vec::new(),
+        new_sampling: sampling(&view.new.profile),
         base_values: Vec::new(),
         base_variances: Vec::new(),
+        base_sampled: Vec::new(),
+        base_sampling: view.base.map(|base| sampling(&base.profile)),
         totals,
         links: Vec::new(),
     })
+}
+
+/// How each metric of `profile` was sampled, in the order of
+/// [`Model::metrics`].
+fn sampling(profile: &Profile) -> [Sampling; 4] {
+    Metric::ALL.map(|metric| profile.sampling(metric))
 }
 
 /// The four metrics of `values`, in the order of [`Model::metrics`].
@@ -124,8 +143,10 @@ struct ModelBuilder<'a> {
     stacks: Vec<(u32, Vec<u32>)>,
     new_values: Vec<[f64; 4]>,
     new_variances: Vec<[f64; 4]>,
+    new_sampled: Vec<[f64; 4]>,
     base_values: Vec<[f64; 4]>,
     base_variances: Vec<[f64; 4]>,
+    base_sampled: Vec<[f64; 4]>,
     executables: Vec<String>,
 }
 
@@ -143,8 +164,10 @@ impl<'a> ModelBuilder<'a> {
             stacks: Vec::new(),
             new_values: Vec::new(),
             new_variances: Vec::new(),
+            new_sampled: Vec::new(),
             base_values: Vec::new(),
             base_variances: Vec::new(),
+            base_sampled: Vec::new(),
             executables: Vec::new(),
         }
     }
@@ -155,16 +178,26 @@ impl<'a> ModelBuilder<'a> {
             let thread = self.thread(&thread_name(profile, sample.thread));
             let frames = self.frame_list(&sample.frames);
             let id = self.stack(thread, frames);
-            let (values, variances) = if is_base {
-                (&mut self.base_values, &mut self.base_variances)
+            let (values, variances, sampled) = if is_base {
+                (
+                    &mut self.base_values,
+                    &mut self.base_variances,
+                    &mut self.base_sampled,
+                )
             } else {
-                (&mut self.new_values, &mut self.new_variances)
+                (
+                    &mut self.new_values,
+                    &mut self.new_variances,
+                    &mut self.new_sampled,
+                )
             };
             let sample_variances = four(&sample.variance);
+            let sample_sampled = four(&sample.sampled);
             for (i, value) in four(&sample.values).into_iter().enumerate() {
                 values[id][i] += value;
-                // Variances of disjoint samples add.
+                // Variances of disjoint samples add, and so do their floors.
                 variances[id][i] += sample_variances[i];
+                sampled[id][i] += sample_sampled[i];
             }
         }
     }
@@ -231,8 +264,10 @@ impl<'a> ModelBuilder<'a> {
         for column in [
             &mut self.new_values,
             &mut self.new_variances,
+            &mut self.new_sampled,
             &mut self.base_values,
             &mut self.base_variances,
+            &mut self.base_sampled,
         ] {
             column.push([0.0; 4]);
         }
@@ -258,9 +293,11 @@ impl<'a> ModelBuilder<'a> {
         (model.stack_threads, model.stack_frames) = self.stacks.into_iter().unzip();
         model.new_values = rounded(&self.new_values);
         model.new_variances = single_precision(&self.new_variances);
+        model.new_sampled = rounded(&self.new_sampled);
         if has_base {
             model.base_values = rounded(&self.base_values);
             model.base_variances = single_precision(&self.base_variances);
+            model.base_sampled = rounded(&self.base_sampled);
         }
         model
     }
