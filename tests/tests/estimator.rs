@@ -357,7 +357,10 @@ fn no_growth_is_not_flagged_and_shared_samples_cancel() {
         flagged += usize::from(space.3 || objects.3);
         for metric in ["alloc-space", "alloc-objects"] {
             let change = self_change(report, metric, "site_steady");
-            assert!(change.0 == 0.0 && !change.3, "{metric} of site_steady: {change:?}");
+            assert!(
+                change.0 == 0.0 && !change.3,
+                "{metric} of site_steady: {change:?}"
+            );
         }
         let churn = self_change(report, "alloc-space", "site_churn");
         churn_sum += churn.0;
