@@ -83,12 +83,14 @@ const heapdiffStats = (function () {
     const scale = spread / mean;
     return upperPoint(mean / scale) * scale;
   }
-  // The unseen unit: bytes, the sampling's; objects, the samples' own weight
-  // scale (null without samples).
+  // The unseen unit: the samples' own weight scale, V / (value - floor); for
+  // bytes at least the sampling's; null for objects without samples.
   function unseenWeight(e) {
     if (e.sampling.unseen_bytes === 0) return 0;
-    if (e.sampling.unit === "bytes") return e.sampling.unseen_bytes;
-    return e.value > 0 ? Math.max(e.variance, 0) / e.value : null;
+    const unsampled = e.value - e.floor;
+    const scale = unsampled > 0 ? Math.max(e.variance, 0) / unsampled : 0;
+    if (e.sampling.unit === "bytes") return Math.max(scale, e.sampling.unseen_bytes);
+    return e.value > 0 ? scale : null;
   }
   function intervalWith(e, unseen) {
     const half = Z95 * Math.sqrt(Math.max(e.variance, 0));

@@ -262,7 +262,8 @@ struct MetricReport {
     /// new − base for the whole profile.
     #[serde(skip_serializing_if = "Option::is_none")]
     delta: Option<DeltaBound>,
-    /// Every function of either dump that changed, largest |total delta| first.
+    /// Every function of either dump whose change is not known to be exactly
+    /// 0, largest |total delta| first.
     #[serde(skip_serializing_if = "Option::is_none")]
     changes: Option<Vec<ChangeReport>>,
 }
@@ -340,9 +341,16 @@ fn changes(
 ) -> Vec<ChangeReport> {
     let mut rows: Vec<&FunctionChange> = Vec::new();
     let all = function_changes(base, new, table, metric);
+    // A function whose estimates are equal on both sides may still have
+    // changed (within its interval): only a change known to be exactly 0 is
+    // left out.
+    let known_unchanged = |delta: &Delta| {
+        let interval = delta.interval();
+        interval.low == 0.0 && interval.high == 0.0
+    };
     rows.extend(
         all.iter()
-            .filter(|c| c.total_change.value() != 0.0 || c.self_change.value() != 0.0),
+            .filter(|c| !known_unchanged(&c.total_change) || !known_unchanged(&c.self_change)),
     );
     rows.sort_by(|a, b| {
         by_size_then_name(
