@@ -83,6 +83,8 @@ static void freed(struct site *s, size_t size) {
 static void *touch(void *p, size_t n) {
     if (!p)
         die("malloc");
+    if (n == 0)
+        return p;
     ((unsigned char *)p)[0] = (unsigned char)n;
     sink += ((unsigned char *)p)[0];
     return p;
@@ -221,6 +223,12 @@ static void NOINLINE site_tiny_among_huge(void) {
     SITE_LOOP("site_tiny_among_huge", 103, i < 3 ? (size_t)1 << 20 : 16, 0);
 }
 
+/* 50,000 empty requests, kept: no bytes, and as many objects as the
+ * detection limit at lg 14 holds of them. */
+static void NOINLINE site_zero_bytes(void) {
+    SITE_LOOP("site_zero_bytes", 50000, 0, 0);
+}
+
 /* Four buffers grown by realloc from 24 B to 24 MiB (chain_step): live
  * objects so large that every one is sampled, after weights of smaller
  * ones were added and subtracted on the same stack. */
@@ -320,6 +328,7 @@ int main(int argc, char **argv) {
         site_rare();
         site_few();
         site_tiny_among_huge();
+        site_zero_bytes();
         site_realloc_chain();
         site_under_limit(limit);
         site_over_limit(limit);

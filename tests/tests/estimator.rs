@@ -6,7 +6,8 @@
 //! three; three 1 MiB objects among a hundred 16-byte ones; realloc chains
 //! ending in blocks every one of which is sampled, weight 1.0 after
 //! smaller weights were added and subtracted; 64-byte objects adding up to
-//! half and to one and a half times the detection limit), counts exactly
+//! half and to one and a half times the detection limit; 50,000 `malloc(0)`
+//! kept live), counts exactly
 //! what it did and prints the size histograms behind its numbers. Every
 //! site is one function with one allocation call, hence one call stack,
 //! and the program allocates nothing else, so the sites add up to the
@@ -21,7 +22,8 @@
 //! ## The truth's variance, from the sampling math
 //!
 //! The shim samples an allocation of `s` bytes with probability
-//! `p(s) = 1 − (1 − 1/R)^s`, independently of every other allocation (the
+//! `p(s) = 1 − (1 − 1/R)^(s + 1)` (a call counts its request and one byte
+//! more), independently of every other allocation (the
 //! countdown is memoryless). The Horvitz–Thompson estimate `Σ_sampled y/p`
 //! (y = 1 for objects, s for bytes) is unbiased, with variance
 //!
@@ -31,7 +33,7 @@
 //!
 //! which the test computes from the program's histograms (independently of
 //! the code under test), and `B = ln 20 / −ln(1 − 1/R)` bytes go unsampled
-//! with probability 5 % (the detection limit, computed here too).
+//! with probability at most 5 % (the detection limit, computed here too).
 //!
 //! ## What is checked, at lg_prof_sample 14 and 19, and how often it fails
 //!
@@ -109,8 +111,8 @@ impl Truth {
 }
 
 /// `p(s) = 1 − (1 − 1/R)^(s + 1)` (a call uses up its request plus one
-/// byte of the countdown), written out here rather than taken from the code
-/// under test.
+/// byte of the countdown, so an empty request is sampled too), written out
+/// here rather than taken from the code under test.
 fn inclusion(size: f64, period: f64) -> f64 {
     if period <= 1.0 {
         return 1.0;
@@ -118,7 +120,8 @@ fn inclusion(size: f64, period: f64) -> f64 {
     1.0 - (1.0 - 1.0 / period).powf(size + 1.0)
 }
 
-/// Bytes that go unsampled with probability 5 %: `(1 − 1/R)^B = 0.05`.
+/// Bytes that go unsampled with probability 5 %: `(1 − 1/R)^B = 0.05`
+/// (fewer do in more than one call: each call adds a unit).
 fn detection_limit(period: f64) -> f64 {
     if period <= 1.0 {
         return 0.0;
@@ -302,7 +305,7 @@ fn every_allocation_sampled_is_exact() {
     let program = program();
     let (stdout, report, _run) = sites_run(&program, 0, false);
     let truths = site_truths(&stdout, 1.0);
-    assert_eq!(truths.len(), 15, "{stdout}");
+    assert_eq!(truths.len(), 16, "{stdout}");
     let total = whole(&truths);
     for metric in METRICS {
         let exact = |bound: Option<Bound>, expected: f64, what: &str| {
@@ -643,12 +646,13 @@ fn change_or_zero(report: &Value, metric: &str, function: &str) -> (f64, f64, f6
 }
 
 /// No growth at `site_steady` between the dumps: its in-use change must be
-/// flagged in at most 10 % of the pairs (the change's interval is
-/// conservative: dumps without a process id are paired as independent,
-/// though these two share samples, so in practice never); its cumulative
-/// numbers did not change at all (the later dump holds exactly the earlier
-/// samples): a change of exactly 0, not significant. The churn between
-/// the dumps is a known cumulative growth: its estimate is unbiased (mean
+/// flagged in at most 10 % of the pairs (the in-use change's interval is
+/// conservative, var(new) + var(base), though the two dumps share their
+/// samples: in practice never); its cumulative numbers did not change at
+/// all (the later dump of the process holds exactly the earlier samples): a
+/// change of exactly 0, not significant. The churn between the dumps is a
+/// known cumulative growth, judged on the samples taken in between alone
+/// (the dumps are paired same-process by their process id): unbiased (mean
 /// within 4 standard errors of the truth, σ² = Σ y²(1 − p)/p over the
 /// allocations made between the dumps) and its interval covers the truth
 /// in ≥ 80 % of pairs (a calibrated interval fails that with probability
@@ -673,9 +677,7 @@ fn no_growth_is_not_flagged() {
     let mut churn_covered = 0;
     let mut churn_sum = 0.0;
     for (_, report, (gate_status, gate_message)) in &pairs {
-        // Format-3 dumps carry no process id: one process's two dumps are
-        // paired conservatively, as two processes.
-        assert_eq!(report["pairing"], "independent");
+        assert_eq!(report["pairing"], "same-process");
         assert_eq!(*gate_status, 0, "--fail-if-grows 1MB failed without growth");
         let most: f64 = gate_message
             .split("no growth above ")
@@ -751,5 +753,61 @@ fn known_growth_is_flagged_and_gates_ci() {
             .output()
             .unwrap();
         assert_eq!(without_base.status.code(), Some(2));
+    }
+}
+
+/// Two runs of the program, each pid 1 of its own PID namespace (as two
+/// containers' first processes are): the same pid, executable and period,
+/// and the earlier dump of one run is, by its sequence number, time and
+/// every counter, a plausible base for the later dump of the other. Only
+/// the process id tells them apart: across runs every pair is independent,
+/// within a run its two dumps are one process.
+#[test]
+fn two_pid_namespaces_are_never_one_process() {
+    if !prerequisite::command_succeeds("unshare", &["--pid", "--fork", "true"]) {
+        return skip(Missing::Privilege("unshare --pid is not permitted here"));
+    }
+    let program = program();
+    let runs: Vec<(Outcome, std::path::PathBuf, std::path::PathBuf)> = (0..3)
+        .map(|_| {
+            let outcome = Run::new("unshare")
+                .args(["--pid", "--fork", "env"])
+                .arg(format!("LD_PRELOAD={}", shim_path().display()))
+                .arg(format!(
+                    "PROF_CONF=lg_prof_sample:{DIFF_LG},prof_final:false"
+                ))
+                .arg(&program.path)
+                .args(["diff", "0", "a.prof", "b.prof"])
+                .run();
+            outcome.assert_success();
+            let a = outcome.dir.path().join("a.prof");
+            let b = outcome.dir.path().join("b.prof");
+            (outcome, a, b)
+        })
+        .collect();
+    for (_, a, b) in &runs {
+        for path in [a, b] {
+            let dump = format::decode(&std::fs::read(path).unwrap()).expect("a dump");
+            assert_eq!(
+                dump.pid,
+                1,
+                "{}: not pid 1 of its namespace",
+                path.display()
+            );
+        }
+    }
+    for (i, (_, a, _)) in runs.iter().enumerate() {
+        for (j, (_, _, b)) in runs.iter().enumerate() {
+            let report = json_report(b, Some(a));
+            let expected = if i == j {
+                "same-process"
+            } else {
+                "independent"
+            };
+            assert_eq!(
+                report["pairing"], expected,
+                "the base dump of run {i} and the new one of run {j}"
+            );
+        }
     }
 }

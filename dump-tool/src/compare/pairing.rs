@@ -7,7 +7,7 @@
 use crate::model::Profile;
 use crate::stats::Pairing;
 
-/// The same process id (which dumps of format 4 carry: a pid and an
+/// The same process id (which dumps carry from format 4 on: a pid and an
 /// executable are not enough, two containers' pid-1 processes share both),
 /// the same pid and executable, the base written first (sequence number,
 /// time), the same sampling period and number of resets, and cumulative

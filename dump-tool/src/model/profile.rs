@@ -79,6 +79,7 @@ impl Sample {
             value: metric.of(&self.values),
             variance: metric.of(&self.variance),
             floor: metric.of(&self.sampled),
+            scale: 0.0,
             sampling: Sampling::of(self.period as f64, metric.counted()),
         }
     }
@@ -133,6 +134,11 @@ impl Profile {
             value: metric.of(&self.estimated),
             variance: metric.of(&self.variance),
             floor: metric.of(&self.sampled),
+            scale: self
+                .samples
+                .iter()
+                .map(|s| s.estimate(metric).weight_scale())
+                .fold(0.0, f64::max),
             sampling: self.sampling(metric),
         }
     }
@@ -188,7 +194,7 @@ impl Profile {
             sampled,
             totals: dump.totals.clone(),
             origin: Origin {
-                process_id: None,
+                process_id: (dump.process.id != 0).then_some(dump.process.id),
                 pid: dump.pid,
                 executable: dump.executable.clone(),
                 seq: dump.seq,
