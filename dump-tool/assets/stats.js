@@ -5,8 +5,9 @@
 // (dump-tool/src/stats/change_vectors.json) by the Rust unit tests and by
 // the browser test. Change it only together with both.
 //
-// An estimate is {value, variance, floor, sampling: {unit, unseen_bytes,
-// low_confidence_below}}, as the page's model and the vectors give it.
+// An estimate is {value, variance, floor, scale, sampling: {unit,
+// unseen_bytes, low_confidence_below}}, as the page's model and the vectors
+// give it (scale: the largest weight scale of a sum's stacks, optional).
 "use strict";
 const heapdiffStats = (function () {
   // The two-sided 95 % quantile of the standard normal distribution.
@@ -83,12 +84,18 @@ const heapdiffStats = (function () {
     const scale = spread / mean;
     return upperPoint(mean / scale) * scale;
   }
-  // The unseen unit: the samples' own weight scale, V / (value - floor); for
-  // bytes at least the sampling's; null for objects without samples.
+  // The samples' own weight scale, V / (value - floor); for a sum of several
+  // stacks, the largest of theirs (e.scale) if larger.
+  function weightScale(e) {
+    const unsampled = e.value - e.floor;
+    const own = unsampled > 0 ? Math.max(e.variance, 0) / unsampled : 0;
+    return Math.max(own, e.scale || 0);
+  }
+  // The unseen unit: the weight scale; for bytes at least the sampling's;
+  // null for objects without samples.
   function unseenWeight(e) {
     if (e.sampling.unseen_bytes === 0) return 0;
-    const unsampled = e.value - e.floor;
-    const scale = unsampled > 0 ? Math.max(e.variance, 0) / unsampled : 0;
+    const scale = weightScale(e);
     if (e.sampling.unit === "bytes") return Math.max(scale, e.sampling.unseen_bytes);
     return e.value > 0 ? scale : null;
   }
@@ -117,6 +124,7 @@ const heapdiffStats = (function () {
       value: next.value - base.value,
       variance: Math.max(next.variance - base.variance, 0),
       floor: Math.max(next.floor - base.floor, 0),
+      scale: Math.max(next.scale || 0, base.scale || 0),
       sampling: {
         unit: next.sampling.unit,
         unseen_bytes: Math.max(next.sampling.unseen_bytes, base.sampling.unseen_bytes),

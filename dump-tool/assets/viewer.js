@@ -139,14 +139,16 @@
   // ---- the tree ---------------------------------------------------------------
   // Nodes are integers in depth-first order (0 is the root), so a subtree is
   // the id range [id, end[id]). Flat typed arrays hold 4 values per node (one
-  // per metric) for new (n), base (b), their variances (vn, vb) and what their
-  // samples add up to (sn, sb): far faster to build than an object per node.
+  // per metric) for new (n), base (b), their variances (vn, vb), what their
+  // samples add up to (sn, sb) and the largest weight scale of their stacks
+  // (wn, wb): far faster to build than an object per node.
   let T = null;
   function newTree(count) {
     const values = () => new Float64Array(4 * count);
     T = { count: 0, parent: new Int32Array(count), frame: new Int32Array(count), end: new Int32Array(count),
-      n: values(), vn: values(), sn: values(),
+      n: values(), vn: values(), sn: values(), wn: values(),
       b: DIFF ? values() : null, vb: DIFF ? values() : null, sb: DIFF ? values() : null,
+      wb: DIFF ? values() : null,
       w: null, sorted: [] };
   }
   function addNode(parent, frame) {
@@ -199,16 +201,21 @@
     return 0;
   }
   // Sums over disjoint stacks: values add, and so do their variances and
-  // what their samples add up to.
+  // what their samples add up to; the weight scale is the largest.
   const COLUMNS = DIFF
     ? [["n", "new_values"], ["vn", "new_variances"], ["sn", "new_sampled"],
       ["b", "base_values"], ["vb", "base_variances"], ["sb", "base_sampled"]]
     : [["n", "new_values"], ["vn", "new_variances"], ["sn", "new_sampled"]];
+  const LARGEST = DIFF ? [["wn", "new_scales"], ["wb", "base_scales"]] : [["wn", "new_scales"]];
   function addValues(id, o) {
     const at = 4 * id;
     for (const [node, stack] of COLUMNS) {
       const to = T[node], from = M[stack];
       for (let k = 0; k < 4; k++) to[at + k] += from[o + k];
+    }
+    for (const [node, stack] of LARGEST) {
+      const to = T[node], from = M[stack];
+      for (let k = 0; k < 4; k++) to[at + k] = Math.max(to[at + k], from[o + k]);
     }
   }
   const val = (arr, id, k) => (arr ? arr[4 * id + k] : 0);
@@ -267,14 +274,14 @@
   function delta(id, k) { return val(T.n, id, k) - val(T.b, id, k) * baseScale; }
   // Frame id's estimate of metric k on one side, in the form of stats.js;
   // `scale` multiplies everything counted (a normalised base).
-  function estimate(values, variances, sampled, sampling, id, k, scale) {
+  function estimate(values, variances, sampled, scales, sampling, id, k, scale) {
     const s = sampling[k];
     return { value: val(values, id, k) * scale, variance: val(variances, id, k) * scale * scale,
-      floor: val(sampled, id, k) * scale,
+      floor: val(sampled, id, k) * scale, scale: val(scales, id, k) * scale,
       sampling: { unit: s.unit, unseen_bytes: s.unseen_bytes * scale, low_confidence_below: s.low_confidence_below * scale } };
   }
-  function newEstimate(id, k) { return estimate(T.n, T.vn, T.sn, M.new_sampling, id, k, 1); }
-  function baseEstimate(id, k) { return estimate(T.b, T.vb, T.sb, M.base_sampling, id, k, baseScale); }
+  function newEstimate(id, k) { return estimate(T.n, T.vn, T.sn, T.wn, M.new_sampling, id, k, 1); }
+  function baseEstimate(id, k) { return estimate(T.b, T.vb, T.sb, T.wb, M.base_sampling, id, k, baseScale); }
   // The change of frame id's metric k by the one rule of the reports
   // (stats.js). A normalised (scaled) base is no longer the earlier dump's
   // own samples: its change is judged as between independent dumps.

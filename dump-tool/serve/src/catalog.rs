@@ -230,6 +230,7 @@ pub fn summary_of(dump: &Dump) -> Summary {
             value: stack.live.bytes,
             variance: stack.live.bytes_variance,
             floor: stack.live_bytes as f64,
+            scale: 0.0,
             sampling,
         });
     }

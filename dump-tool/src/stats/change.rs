@@ -213,6 +213,8 @@ mod tests {
             value: number("value"),
             variance: number("variance"),
             floor: number("floor"),
+            // Given for sums of several stacks only.
+            scale: vector["scale"].as_f64().unwrap_or(0.0),
             sampling: serde_json::from_value(vector["sampling"].clone()).expect("sampling"),
         }
     }
@@ -284,6 +286,7 @@ mod tests {
             value,
             variance,
             floor: 0.0,
+            scale: 0.0,
             sampling: Sampling::of(16384.0, Unit::Bytes),
         }
     }
@@ -330,6 +333,7 @@ mod tests {
             value,
             variance: 0.0,
             floor: value,
+            scale: 0.0,
             sampling: Sampling::exact(Unit::Objects),
         };
         let residue = Delta::between(

@@ -33,7 +33,11 @@
 //! `w = V̂ / (Ŷ − floor)` = Σ y²(1 − p)/p² / Σ y(1 − p)/p, the mean weight
 //! of the samples, each counted by how much of it stands for unsampled
 //! objects (a sample taken with p ≈ 1 stands for nothing unseen, and adds
-//! nothing) — one more unseen object like those sampled. For bytes it is
+//! nothing) — one more unseen object like those sampled. A sum over stacks
+//! takes the largest of its stacks' scales ([`Estimate::scale`]), as Fay and
+//! Feuer take the largest weight: a few heavy samples (50,000 `malloc(0)`
+//! at one sample in 16,384) among many light ones leave the pooled mean
+//! weight far below what one more unseen heavy object would add. For bytes it is
 //! at least [`Sampling::unseen_bytes`] (≈ R): any value may miss small
 //! allocations sampled less than once, whose bytes come in units of R (an
 //! allocation of `s` bytes weighs `s/p(s)` ≥ R; the HT byte sum is less
@@ -60,6 +64,9 @@ pub struct Estimate {
     pub variance: f64,
     /// What the samples themselves add up to: a certain lower bound.
     pub floor: f64,
+    /// The largest weight scale of the parts this is a sum of (0 for one
+    /// part: its own scale, [`Estimate::weight_scale`], is used).
+    pub scale: f64,
     pub sampling: Sampling,
 }
 
@@ -70,6 +77,7 @@ impl Estimate {
             value: 0.0,
             variance: 0.0,
             floor: 0.0,
+            scale: 0.0,
             sampling,
         }
     }
@@ -80,6 +88,7 @@ impl Estimate {
             value: self.value + other.value,
             variance: self.variance + other.variance,
             floor: self.floor + other.floor,
+            scale: self.weight_scale().max(other.weight_scale()),
             sampling: self.sampling.widest(other.sampling),
         }
     }
@@ -92,6 +101,8 @@ impl Estimate {
             value: self.value - other.value,
             variance: (self.variance - other.variance).max(0.0),
             floor: (self.floor - other.floor).max(0.0),
+            // The stacks' scales, if sums; else the difference's own.
+            scale: self.scale.max(other.scale),
             sampling: self.sampling.widest(other.sampling),
         }
     }
@@ -108,19 +119,25 @@ impl Estimate {
         if self.sampling.samples_everything() {
             return Some(0.0);
         }
-        // Σ y²(1 − p)/p² over Σ y(1 − p)/p: the mean weight of the samples,
-        // each counted by how much of it stands for objects not sampled.
-        let unsampled = self.value - self.floor;
-        let scale = if unsampled > 0.0 {
-            self.variance.max(0.0) / unsampled
-        } else {
-            0.0
-        };
+        let scale = self.weight_scale();
         match self.sampling.unit {
             Unit::Bytes => Some(scale.max(self.sampling.unseen_bytes)),
             Unit::Objects if self.value > 0.0 => Some(scale),
             Unit::Objects => None,
         }
+    }
+
+    /// Σ y²(1 − p)/p² over Σ y(1 − p)/p: the mean weight of the samples,
+    /// each counted by how much of it stands for objects not sampled; for a
+    /// sum, the largest of its parts' ([`Estimate::scale`]).
+    pub fn weight_scale(&self) -> f64 {
+        let unsampled = self.value - self.floor;
+        let own = if unsampled > 0.0 {
+            self.variance.max(0.0) / unsampled
+        } else {
+            0.0
+        };
+        own.max(self.scale)
     }
 
     /// The 95 % interval.
@@ -183,6 +200,7 @@ mod tests {
             value,
             variance,
             floor,
+            scale: 0.0,
             sampling: Sampling::of(period, Unit::Bytes),
         }
     }
@@ -231,6 +249,7 @@ mod tests {
             value: 3.0 / p,
             variance: 3.0 * (1.0 - p) / (p * p),
             floor: 3.0,
+            scale: 0.0,
             sampling: Sampling::of(16384.0, Unit::Objects),
         };
         // Σ w²(1 − p) / Σ w(1 − p) = w = 256.
@@ -257,6 +276,7 @@ mod tests {
             value: 7.0,
             variance: 0.0,
             floor: 7.0,
+            scale: 0.0,
             sampling: Sampling::exact(Unit::Objects),
         };
         assert_eq!(

@@ -76,6 +76,7 @@ fn one(sample: &LiveSample, sampling: Sampling) -> Estimate {
         value,
         variance,
         floor,
+        scale: 0.0,
         sampling,
     }
 }

@@ -3,7 +3,8 @@
 //! Owns the viewer's JSON: per (thread, call stack) of the view the four
 //! estimated metrics of the new side and, for a comparison, of the base
 //! side, with the variance of each (the dumps' Horvitz–Thompson variance
-//! sums) and what its samples add up to, each side's sampling per metric,
+//! sums), what its samples add up to and their weight scale (the largest of
+//! the stacks merged into it), each side's sampling per metric,
 //! the pairing and each metric's accumulation that [`crate::stats`]' rules
 //! for an interval and a change need (the viewer applies the same rules,
 //! `assets/stats.js`, to every frame), plus the frame, module and thread
@@ -56,12 +57,16 @@ pub struct Model {
     /// Per stack, what the new side's samples add up to (the least the
     /// truth can be), 4 values.
     pub new_sampled: Vec<f64>,
+    /// Per stack, 4 weight scales of the new side's estimates
+    /// (`Estimate::weight_scale`; a frame takes the largest of its stacks').
+    pub new_scales: Vec<f32>,
     /// Per metric, how the new side was sampled.
     pub new_sampling: [Sampling; 4],
     /// Same for the base side (empty without a base).
     pub base_values: Vec<f64>,
     pub base_variances: Vec<f32>,
     pub base_sampled: Vec<f64>,
+    pub base_scales: Vec<f32>,
     pub base_sampling: Option<[Sampling; 4]>,
     /// Exact counters of the new side, then the base side.
     pub totals: Vec<heapsample_format::Totals>,
@@ -109,10 +114,12 @@ pub fn model(view: &View<'_>) -> Model {
         new_values: Vec::new(),
         new_variances: Vec::new(),
         new_sampled: Vec::new(),
+        new_scales: Vec::new(),
         new_sampling: sampling(&view.new.profile),
         base_values: Vec::new(),
         base_variances: Vec::new(),
         base_sampled: Vec::new(),
+        base_scales: Vec::new(),
         base_sampling: view.base.map(|base| sampling(&base.profile)),
         totals,
         links: Vec::new(),
@@ -144,9 +151,11 @@ struct ModelBuilder<'a> {
     new_values: Vec<[f64; 4]>,
     new_variances: Vec<[f64; 4]>,
     new_sampled: Vec<[f64; 4]>,
+    new_scales: Vec<[f64; 4]>,
     base_values: Vec<[f64; 4]>,
     base_variances: Vec<[f64; 4]>,
     base_sampled: Vec<[f64; 4]>,
+    base_scales: Vec<[f64; 4]>,
     executables: Vec<String>,
 }
 
@@ -165,9 +174,11 @@ impl<'a> ModelBuilder<'a> {
             new_values: Vec::new(),
             new_variances: Vec::new(),
             new_sampled: Vec::new(),
+            new_scales: Vec::new(),
             base_values: Vec::new(),
             base_variances: Vec::new(),
             base_sampled: Vec::new(),
+            base_scales: Vec::new(),
             executables: Vec::new(),
         }
     }
@@ -178,26 +189,31 @@ impl<'a> ModelBuilder<'a> {
             let thread = self.thread(&thread_name(profile, sample.thread));
             let frames = self.frame_list(&sample.frames);
             let id = self.stack(thread, frames);
-            let (values, variances, sampled) = if is_base {
+            let (values, variances, sampled, scales) = if is_base {
                 (
                     &mut self.base_values,
                     &mut self.base_variances,
                     &mut self.base_sampled,
+                    &mut self.base_scales,
                 )
             } else {
                 (
                     &mut self.new_values,
                     &mut self.new_variances,
                     &mut self.new_sampled,
+                    &mut self.new_scales,
                 )
             };
             let sample_variances = four(&sample.variance);
             let sample_sampled = four(&sample.sampled);
+            let sample_scales = Metric::ALL.map(|m| sample.estimate(m).weight_scale());
             for (i, value) in four(&sample.values).into_iter().enumerate() {
                 values[id][i] += value;
-                // Variances of disjoint samples add, and so do their floors.
+                // Variances of disjoint samples add, and so do their floors;
+                // a sum's scale is the largest of its parts'.
                 variances[id][i] += sample_variances[i];
                 sampled[id][i] += sample_sampled[i];
+                scales[id][i] = scales[id][i].max(sample_scales[i]);
             }
         }
     }
@@ -265,9 +281,11 @@ impl<'a> ModelBuilder<'a> {
             &mut self.new_values,
             &mut self.new_variances,
             &mut self.new_sampled,
+            &mut self.new_scales,
             &mut self.base_values,
             &mut self.base_variances,
             &mut self.base_sampled,
+            &mut self.base_scales,
         ] {
             column.push([0.0; 4]);
         }
@@ -294,10 +312,12 @@ impl<'a> ModelBuilder<'a> {
         model.new_values = rounded(&self.new_values);
         model.new_variances = single_precision(&self.new_variances);
         model.new_sampled = rounded(&self.new_sampled);
+        model.new_scales = single_precision(&self.new_scales);
         if has_base {
             model.base_values = rounded(&self.base_values);
             model.base_variances = single_precision(&self.base_variances);
             model.base_sampled = rounded(&self.base_sampled);
+            model.base_scales = single_precision(&self.base_scales);
         }
         model
     }
