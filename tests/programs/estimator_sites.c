@@ -22,6 +22,8 @@
  *       (ln 20 / -ln(1 - 1/R)): two sites allocate half and one and a half
  *       times it. `new` is a later version of the program: one site grows
  *       by a few small objects, one by 8 MiB, one shrinks;
+ *   estimator_sites zero <n>
+ *       n malloc(0), kept live;
  *   estimator_sites diff <grow_objects> <a.prof> <b.prof>
  *       a steady site and churn, dump A (heapsample_dump, found with dlsym),
  *       more churn and <grow_objects> new live 512-byte objects from
@@ -223,10 +225,9 @@ static void NOINLINE site_tiny_among_huge(void) {
     SITE_LOOP("site_tiny_among_huge", 103, i < 3 ? (size_t)1 << 20 : 16, 0);
 }
 
-/* 50,000 empty requests, kept: no bytes, and as many objects as the
- * detection limit at lg 14 holds of them. */
-static void NOINLINE site_zero_bytes(void) {
-    SITE_LOOP("site_zero_bytes", 50000, 0, 0);
+/* `n` empty requests, kept: no bytes, only objects. */
+static void NOINLINE site_zero_bytes(size_t n) {
+    SITE_LOOP("site_zero_bytes", n, 0, 0);
 }
 
 /* Four buffers grown by realloc from 24 B to 24 MiB (chain_step): live
@@ -328,13 +329,17 @@ int main(int argc, char **argv) {
         site_rare();
         site_few();
         site_tiny_among_huge();
-        site_zero_bytes();
         site_realloc_chain();
         site_under_limit(limit);
         site_over_limit(limit);
         site_grow_rare(new_version);
         site_grow_big(new_version);
         site_shrink(new_version);
+        report();
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "zero") == 0) {
+        site_zero_bytes(strtoul(argv[2], NULL, 10));
         report();
         return 0;
     }
@@ -349,7 +354,8 @@ int main(int argc, char **argv) {
         report();
         return 0;
     }
-    fprintf(stderr, "usage: %s sites <limit> [new] | diff <grow_objects> <a.prof> <b.prof>\n",
+    fprintf(stderr,
+            "usage: %s sites <limit> [new] | zero <n> | diff <grow_objects> <a.prof> <b.prof>\n",
             argv[0]);
     return 2;
 }
