@@ -32,6 +32,7 @@ Measures
     PostgreSQL is installed with apt-get when missing (never by the tests).
 
 python3 bench/fork_heavy.py [--rounds N] [--pgbench-seconds S] [--no-pgbench]
+    [--only loop,exec,fork,dl,pgbench] [--shim-b OTHER.so] [--exec-dump-dir DIR]
 """
 
 import argparse
@@ -112,29 +113,68 @@ def bench_loop(bins: dict, rounds: int, work: Path) -> list:
             for name, _ in configs]
 
 
-def bench_exec(bins: dict, rounds: int, work: Path) -> list:
+def exec_configs(bins: dict, shims: list) -> list:
+    """The exec'd-program configurations: no preload, an empty library, and
+    per shim (name, path) prof:false, the default without the exit dump and
+    the default with it."""
+    configs = [("none", {}), ("empty library", {"EXEC_PRELOAD": str(bins["empty"])})]
+    for name, path in shims:
+        tag = f"{name} " if len(shims) > 1 else ""
+        configs += [
+            (f"{tag}prof:false", {"EXEC_PRELOAD": str(path), "EXEC_PROF_CONF": "prof:false"}),
+            (f"{tag}default, prof_final:false",
+             {"EXEC_PRELOAD": str(path), "EXEC_PROF_CONF": "prof_final:false"}),
+            (f"{tag}default (exit dump)", {"EXEC_PRELOAD": str(path)}),
+        ]
+    return configs
+
+
+def bench_exec(bins: dict, rounds: int, work: Path, shims: list, dump_dir: Path) -> list:
     """/bin/true executed 1,000 times, the preload in the executed program
-    only: (config, median wall µs per process, median CPU µs per process,
-    median added CPU µs over none). CPU time (user + system of the
-    process) is the steadier figure on a shared machine."""
+    only, the exit dumps into a fresh directory under `dump_dir`: (config,
+    median wall µs per process, median CPU µs per process, its min and max
+    over the rounds, median added CPU µs over none, median page faults per
+    process). CPU time (user + system of the process) is the steadier
+    figure on a shared machine."""
     true = shutil.which("true") or "/bin/true"
-    configs = [("none", {}), ("empty library", {"EXEC_PRELOAD": str(bins["empty"])}),
-               ("prof:false", {"EXEC_PRELOAD": str(SHIM), "EXEC_PROF_CONF": "prof:false"}),
-               ("default, prof_final:false",
-                {"EXEC_PRELOAD": str(SHIM), "EXEC_PROF_CONF": "prof_final:false"}),
-               ("default (exit dump)", {"EXEC_PRELOAD": str(SHIM)})]
+    configs = exec_configs(bins, shims)
     lives: dict = {}
     cpus: dict = {}
+    faults: dict = {}
     for r in range(rounds):
         for name, env in configs[r % len(configs):] + configs[:r % len(configs)]:
-            cwd = Path(tempfile.mkdtemp(dir=work))
+            cwd = Path(tempfile.mkdtemp(dir=dump_dir))
             v = values(run([bins["fork_children"], "1000", "0", "exec", true], env, cwd))
             lives.setdefault(name, []).append(v["child_us"])
             cpus.setdefault(name, []).append(v["child_cpu_us"])
+            faults.setdefault(name, []).append(v["child_faults"])
             shutil.rmtree(cwd)
     return [(name, statistics.median(lives[name]), statistics.median(cpus[name]),
-             statistics.median(x - b for x, b in zip(cpus[name], cpus["none"])))
+             min(cpus[name]), max(cpus[name]),
+             statistics.median(x - b for x, b in zip(cpus[name], cpus["none"])),
+             statistics.median(faults[name]))
             for name, _ in configs]
+
+
+def callgrind_exec(bins: dict, shims: list, work: Path) -> list:
+    """Instructions of one /bin/true, start to exit (the loader included),
+    per configuration, under callgrind: (config, instructions)."""
+    true = shutil.which("true") or "/bin/true"
+    rows = []
+    for name, env in exec_configs(bins, shims):
+        cwd = Path(tempfile.mkdtemp(dir=work))
+        out = cwd / "callgrind.out"
+        preload = {"LD_PRELOAD": env["EXEC_PRELOAD"]} if "EXEC_PRELOAD" in env else {}
+        if "EXEC_PROF_CONF" in env:
+            preload["PROF_CONF"] = env["EXEC_PROF_CONF"]
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", true],
+                       env={**{k: v for k, v in os.environ.items()
+                               if k not in ("LD_PRELOAD", "PROF_CONF")}, **preload},
+                       cwd=cwd, check=True, capture_output=True)
+        totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
+        rows.append((name, int(totals.group(1))))
+        shutil.rmtree(cwd)
+    return rows
 
 
 def bench_fork(bins: dict, rounds: int, work: Path) -> list:
@@ -312,38 +352,65 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--pgbench-seconds", type=int, default=8)
     p.add_argument("--no-pgbench", action="store_true")
+    p.add_argument("--only", default="loop,exec,fork,dl,pgbench",
+                   help="comma-separated parts to run: loop, exec, fork, dl, pgbench")
+    p.add_argument("--shim-b", type=Path,
+                   help="a second build of the shim, measured beside this one in the exec part "
+                        "(e.g. main's, for a before/after in one run)")
+    p.add_argument("--exec-dump-dir", type=Path,
+                   help="where the exec'd programs' exit dumps go (default: the work directory "
+                        "under /tmp; /dev/shm takes the file system's cost of creating a file "
+                        "out of the figures)")
     args = p.parse_args()
+    parts = set(args.only.split(","))
     if not SHIM.exists():
         subprocess.run(["cargo", "build", "--release"], cwd=ROOT, check=True)
     work = Path(tempfile.mkdtemp(prefix="hs-forkbench-"))
     try:
         bins = build(work)
-        print(f"## fork-per-request loop, 1000 children using 1 MiB (4 KiB blocks, written), "
-              f"medians of {args.rounds} rounds")
-        print("| config | loop (ms) | × none |")
-        print("|---|---|---|")
-        for name, loop_ms, ratio in bench_loop(bins, args.rounds, work):
-            print(f"| {name} | {loop_ms:.1f} | {ratio:.3f} |")
-        print(f"\n## /bin/true executed 1000 times, medians of {args.rounds} rounds (µs per "
-              "process)")
-        print("| preload in the executed program | wall, fork to waitpid | CPU | CPU added over none |")
-        print("|---|---|---|---|")
-        for name, life, cpu, added in bench_exec(bins, args.rounds, work):
-            print(f"| {name} | {life:.1f} | {cpu:.1f} | {added:+.1f} |")
-        print(f"\n## fork_children, 1000 children, medians of {args.rounds} rounds (µs)")
-        print("| child allocates | config | fork() | child fork→waitpid "
-              "| parent's page faults per fork | a child's page faults |")
-        print("|---|---|---|---|---|---|")
-        for bytes_, name, fork_us, child_us, parent_faults, child_faults in bench_fork(
-                bins, args.rounds, work):
-            print(f"| {bytes_} B | {name} | {fork_us:.1f} | {child_us:.1f} "
-                  f"| {parent_faults:.1f} | {child_faults:.1f} |")
-        print(f"\n## dl_loop, 60,000 dlopen/dlclose of 20 plugins, medians of {args.rounds}")
-        print("| mode | CPU none (s) | CPU shim (s) | ratio | RSS none (KiB) | RSS shim (KiB) |")
-        print("|---|---|---|---|---|---|")
-        for mode, c0, c1, r0, r1 in bench_dl(bins, args.rounds, work):
-            print(f"| {mode} | {c0:.3f} | {c1:.3f} | {c1 / c0:.2f}x | {r0:.0f} | {r1:.0f} |")
-        if not args.no_pgbench and ensure_postgres():
+        print(f"load average before: {os.getloadavg()}")
+        if "loop" in parts:
+            print(f"## fork-per-request loop, 1000 children using 1 MiB (4 KiB blocks, written), "
+                  f"medians of {args.rounds} rounds")
+            print("| config | loop (ms) | × none |")
+            print("|---|---|---|")
+            for name, loop_ms, ratio in bench_loop(bins, args.rounds, work):
+                print(f"| {name} | {loop_ms:.1f} | {ratio:.3f} |")
+        if "exec" in parts:
+            shims = [("this", SHIM)] + ([("B", args.shim_b)] if args.shim_b else [])
+            dump_dir = args.exec_dump_dir or work
+            print(f"\n## /bin/true executed 1000 times, medians of {args.rounds} rounds (µs per "
+                  f"process; exit dumps in {dump_dir})")
+            print("| preload in the executed program | wall, fork to waitpid | CPU [min–max] "
+                  "| CPU added over none | page faults |")
+            print("|---|---|---|---|---|")
+            for name, life, cpu, low, high, added, faults in bench_exec(
+                    bins, args.rounds, work, shims, dump_dir):
+                print(f"| {name} | {life:.1f} | {cpu:.1f} [{low:.0f}–{high:.0f}] | {added:+.1f} "
+                      f"| {faults:.1f} |")
+            if shutil.which("valgrind"):
+                print("\n## /bin/true start to exit, callgrind instructions")
+                print("| preload in the executed program | instructions | over none |")
+                print("|---|---|---|")
+                rows = callgrind_exec(bins, shims, work)
+                for name, instructions in rows:
+                    print(f"| {name} | {instructions:,} | {instructions - rows[0][1]:+,} |")
+        if "fork" in parts:
+            print(f"\n## fork_children, 1000 children, medians of {args.rounds} rounds (µs)")
+            print("| child allocates | config | fork() | child fork→waitpid "
+                  "| parent's page faults per fork | a child's page faults |")
+            print("|---|---|---|---|---|---|")
+            for bytes_, name, fork_us, child_us, parent_faults, child_faults in bench_fork(
+                    bins, args.rounds, work):
+                print(f"| {bytes_} B | {name} | {fork_us:.1f} | {child_us:.1f} "
+                      f"| {parent_faults:.1f} | {child_faults:.1f} |")
+        if "dl" in parts:
+            print(f"\n## dl_loop, 60,000 dlopen/dlclose of 20 plugins, medians of {args.rounds}")
+            print("| mode | CPU none (s) | CPU shim (s) | ratio | RSS none (KiB) | RSS shim (KiB) |")
+            print("|---|---|---|---|---|---|")
+            for mode, c0, c1, r0, r1 in bench_dl(bins, args.rounds, work):
+                print(f"| {mode} | {c0:.3f} | {c1:.3f} | {c1 / c0:.2f}x | {r0:.0f} | {r1:.0f} |")
+        if "pgbench" in parts and not args.no_pgbench and ensure_postgres():
             print(f"\n## pgbench -C -S, {args.rounds} rounds of {args.pgbench_seconds} s "
                   "(ratios: median of the rounds' shim/none)")
             result = bench_pgbench(args.rounds, args.pgbench_seconds)
@@ -354,6 +421,7 @@ def main() -> int:
             print(f"one after the other (-c 2): tps none {t0:.1f}, shim {t1:.1f}: {ratio:.3f}x; "
                   f"server CPU per transaction none {c0:.0f} us, shim {c1:.0f} us: "
                   f"{cpu_ratio:.3f}x; {result['files']} dump files")
+        print(f"load average after: {os.getloadavg()}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -34,7 +34,7 @@ pub fn encode_to<W: std::io::Write + std::io::Seek>(
     let mut body = ChunkedBody {
         out: &mut *out,
         chunk: Vec::with_capacity(ChunkedBody::<W>::CHUNK_BYTES),
-        hasher: crc32fast::Hasher::new(),
+        hasher: BodyCrc::default(),
         len: 0,
     };
     bincode::serde::encode_into_writer(dump, &mut body, config()).map_err(|error| match error {
@@ -55,8 +55,51 @@ pub fn encode_to<W: std::io::Write + std::io::Seek>(
 struct ChunkedBody<'a, W: std::io::Write> {
     out: &'a mut W,
     chunk: Vec<u8>,
-    hasher: crc32fast::Hasher,
+    hasher: BodyCrc,
     len: u64,
+}
+
+/// The body's CRC-32 (IEEE, crc32fast's): the first chunk through a table
+/// (`crc`), every later one through crc32fast, which continues from the
+/// first chunk's value. crc32fast picks its carry-less multiply code by
+/// asking the CPU (`cpuid`, several microseconds per instruction in a
+/// virtual machine, tens per process); a dump of one chunk (every
+/// short-lived process's exit dump) is too small for that to pay.
+#[derive(Default)]
+enum BodyCrc {
+    #[default]
+    Empty,
+    FirstChunk(u32),
+    Later(crc32fast::Hasher),
+}
+
+/// CRC-32/ISO-HDLC, the polynomial and conventions of crc32fast.
+static TABLE_CRC: crc::Crc<u32, crc::Table<16>> =
+    crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISO_HDLC);
+
+impl BodyCrc {
+    fn update(&mut self, bytes: &[u8]) {
+        *self = match core::mem::take(self) {
+            BodyCrc::Empty => BodyCrc::FirstChunk(TABLE_CRC.checksum(bytes)),
+            BodyCrc::FirstChunk(value) => {
+                let mut hasher = crc32fast::Hasher::new_with_initial(value);
+                hasher.update(bytes);
+                BodyCrc::Later(hasher)
+            }
+            BodyCrc::Later(mut hasher) => {
+                hasher.update(bytes);
+                BodyCrc::Later(hasher)
+            }
+        };
+    }
+
+    fn finalize(self) -> u32 {
+        match self {
+            BodyCrc::Empty => 0,
+            BodyCrc::FirstChunk(value) => value,
+            BodyCrc::Later(hasher) => hasher.finalize(),
+        }
+    }
 }
 
 impl<W: std::io::Write> ChunkedBody<'_, W> {
@@ -85,5 +128,54 @@ impl<W: std::io::Write> bincode::enc::write::Writer for ChunkedBody<'_, W> {
                 .map_err(|inner| bincode::error::EncodeError::Io { inner, index })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Stack;
+
+    /// The body's CRC is crc32fast's over the whole body, however it is
+    /// split into chunks (one chunk, or a first chunk and crc32fast after it).
+    #[test]
+    fn the_body_crc_is_crc32fasts_over_any_chunks() {
+        let body: Vec<u8> = (0..200_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for len in [0, 1, 15, 16, 17, 65_535, 65_536, 65_537, 131_072, 200_000] {
+            for chunk in [1, 7, 65_536] {
+                let mut crc = BodyCrc::default();
+                for piece in body[..len].chunks(chunk).take(40) {
+                    crc.update(piece);
+                }
+                let covered = len.min(chunk * 40);
+                assert_eq!(
+                    crc.finalize(),
+                    crc32fast::hash(&body[..covered]),
+                    "{len} in {chunk}"
+                );
+            }
+        }
+    }
+
+    /// A dump of more than one chunk reads back (its CRC checked).
+    #[test]
+    fn a_dump_of_several_chunks_reads_back() {
+        let mut dump = crate::test_dumps::sample_dump();
+        let template = dump.stacks[0].clone();
+        dump.stacks = (0..3_000u64)
+            .map(|i| Stack {
+                frames: (0..16)
+                    .map(|f| 0x7f00_0000_0000 + i * 4096 + f * 8)
+                    .collect(),
+                ..template.clone()
+            })
+            .collect();
+        let bytes = encode(&dump);
+        assert!(bytes.len() > 2 * ChunkedBody::<std::io::Cursor<Vec<u8>>>::CHUNK_BYTES);
+        let back = crate::decode(&bytes).expect("a dump of several chunks decodes");
+        assert_eq!(back.stacks.len(), dump.stacks.len());
+        assert_eq!(back.stacks[2_999].frames, dump.stacks[2_999].frames);
     }
 }

@@ -132,6 +132,14 @@ pub fn use_libgcc(on: bool) {
     USE_LIBGCC.store(on, Relaxed);
 }
 
+/// Answer libgcc questions (the fallback walk, frames a JIT registered) with
+/// the process's own libgcc_s once it has one loaded: the copy linked into
+/// the shim does not see frames registered with the process's copy. Outside
+/// malloc (it walks the loaded objects and calls `dlsym`); cheap once found.
+pub fn use_process_libgcc() {
+    heapsample_unwind::use_process_libgcc();
+}
+
 /// Forget cached unwind rules (around `dlclose`).
 pub fn invalidate() {
     heapsample_unwind::invalidate_all_caches();

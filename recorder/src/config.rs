@@ -185,7 +185,7 @@ macro_rules! bool_option {
             default_note: "",
             on_error: "",
             set: |c, v| parse_bool(v).map(|value| c.$key = value),
-            get: |c| c.$key.to_string(),
+            get: |c| if c.$key { "true" } else { "false" }.to_string(),
         }
     };
 }
@@ -316,12 +316,19 @@ pub static OPTIONS: [OptionSpec; 17] = [
 
 impl Config {
     /// The options as `key:value,...`, recorded in every dump.
+    /// Built by appending (no `format!` per option: every exit dump of
+    /// every short-lived process writes it).
     pub fn describe(&self) -> String {
-        let items: Vec<String> = OPTIONS
-            .iter()
-            .map(|option| format!("{}:{}", option.key, option.value_in(self)))
-            .collect();
-        items.join(",")
+        let mut out = String::with_capacity(384);
+        for option in &OPTIONS {
+            if !out.is_empty() {
+                out.push(',');
+            }
+            out.push_str(option.key);
+            out.push(':');
+            out.push_str(&option.value_in(self));
+        }
+        out
     }
 }
 

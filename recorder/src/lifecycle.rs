@@ -42,9 +42,6 @@ pub fn on_library_load() {
 pub fn start_services() {
     process::draw_identity();
     dumper::set_dump_writer(write_background_dump);
-    // Detect the CPU's CRC instructions now, once: forked children inherit
-    // the answer instead of each paying for it in its exit dump.
-    let _ = std::is_x86_feature_detected!("pclmulqdq");
     {
         // The objects loaded with the program, while relative names still
         // mean what they meant at start-up; forked children inherit the map.
@@ -52,6 +49,7 @@ pub fn start_services() {
         modules::refresh();
         // dlsym may allocate: under the guard too.
         crate::sys::find_single_threaded_flag();
+        crate::backtrace::use_process_libgcc();
     }
     // SAFETY: registering handlers with the C ABI and no captured state.
     unsafe {
@@ -186,6 +184,11 @@ extern "C" fn fork_prepare() {
     // (never written pages map the zero page), so they inherit the mappings.
     STACKS.map_index_for_children();
     crate::backtrace::map_rules_for_children();
+    // The CPU's CRC instructions, which a dump of more than one chunk asks
+    // about (several `cpuid`s: tens of microseconds in a virtual machine),
+    // detected once in the parent so that children inherit the answer; a
+    // process that never forks asks only if it writes such a dump.
+    let _ = std::is_x86_feature_detected!("pclmulqdq");
     if take_locks {
         // Not the dump lock: a dump in progress must not delay fork.
         modules::lock_for_fork();

@@ -22,6 +22,8 @@ unsafe extern "C" fn before_dlopen(file: *const c_char) -> *mut c_void {
         let _guard = tls::Guard::enter();
         // SAFETY: dlopen's argument is a NUL-terminated string.
         modules::note_dlopen(unsafe { core::ffi::CStr::from_ptr(file) });
+        // A libgcc_s an earlier dlopen brought in (C++ plugins, JITs).
+        heapsample_recorder::backtrace::use_process_libgcc();
     }
     // Looked up like dlclose's, as the program's own call.
     NEXT_DLOPEN.get()

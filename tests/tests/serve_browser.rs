@@ -14,187 +14,25 @@
 //! reports' rule passes the same table). Last, a synthetic
 //! profile of 50,000 distinct stacks opens and draws (the time it took is
 //! printed; speed claims live in the benchmark).
+//!
+//! The front page of a process, on a C++ and a CPython service with a slow
+//! leak and a transient peak (`browser_common`): its timeline has a time
+//! axis, a mark per dump by trigger, the peak marked, hover showing a dump,
+//! a click opening it and a drag opening the diff of a range; finding the
+//! peak and the leak takes at most two clicks each, checked against the
+//! programs' own truth. With 2,000 dumps the list is paged and the
+//! timeline's points thinned.
 
+mod browser_common;
 mod serve_common;
 
-use fantoccini::{Client, ClientBuilder, Locator};
+use browser_common::*;
+use fantoccini::{Client, Locator};
 use heapsample_tests::*;
 use serde_json::{Value, json};
 use serve_common::*;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// chromedriver on a free port, killed when dropped.
-struct Driver {
-    child: Child,
-    url: String,
-    profile: TempDir,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = &self.profile;
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// chromedriver started; `None` (a skip) when chromium is not installed.
-fn start_driver() -> Option<Driver> {
-    let driver = "/usr/bin/chromedriver";
-    if !(Path::new(driver).exists() && Path::new("/usr/bin/chromium").exists()) {
-        skip(Missing::Software(
-            "the browser tests need Debian's chromium and chromium-driver \
-             (apt-get install chromium chromium-driver)",
-        ));
-        return None;
-    }
-    let port = free_port();
-    let child = Command::new(driver)
-        .arg(format!("--port={port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start chromedriver");
-    let url = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "chromedriver did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some(Driver {
-        child,
-        url,
-        profile: TempDir::new("chromium-profile"),
-    })
-}
-
-async fn connect(driver: &Driver) -> Client {
-    let args = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1400,1000",
-    ];
-    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    args.push(format!(
-        "--user-data-dir={}",
-        driver.profile.path().display()
-    ));
-    let capabilities = json!({
-        "goog:chromeOptions": { "binary": "/usr/bin/chromium", "args": args }
-    });
-    let serde_json::Value::Object(capabilities) = capabilities else {
-        unreachable!()
-    };
-    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-        .capabilities(capabilities)
-        .connect(&driver.url)
-        .await
-        .expect("a browser session")
-}
-
-/// Evaluate `expression` in the page until it is truthy; its value.
-async fn wait_for(client: &Client, expression: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let value = client
-            .execute(&format!("return ({expression});"), vec![])
-            .await
-            .unwrap_or(Value::Null);
-        let truthy = !matches!(&value, Value::Null | Value::Bool(false))
-            && value != json!(0)
-            && value != json!("");
-        if truthy {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {expression}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn eval(client: &Client, expression: &str) -> Value {
-    client
-        .execute(&format!("return ({expression});"), vec![])
-        .await
-        .unwrap_or_else(|e| panic!("{expression}: {e}"))
-}
-
-async fn element(client: &Client, css: &str) -> fantoccini::elements::Element {
-    client
-        .find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-}
-
-async fn click(client: &Client, css: &str) {
-    element(client, css).await.click().await.expect("click");
-}
-
-async fn clear(client: &Client, css: &str) {
-    element(client, css).await.clear().await.expect("clear");
-}
-
-async fn select(client: &Client, css: &str, value: &str) {
-    element(client, css)
-        .await
-        .select_by_value(value)
-        .await
-        .expect("select");
-}
-
-async fn type_into(client: &Client, css: &str, text: &str) {
-    element(client, css)
-        .await
-        .send_keys(text)
-        .await
-        .expect("type");
-}
-
-/// The function names of the table, in order.
-async fn table_names(client: &Client) -> Vec<String> {
-    let names = eval(
-        client,
-        "Array.from(document.querySelectorAll('#functions tbody td.name')).map(td => td.textContent)",
-    )
-    .await;
-    serde_json::from_value(names).expect("names")
-}
-
-async fn search(client: &Client, text: &str) -> f64 {
-    let input = client
-        .find(Locator::Id("search"))
-        .await
-        .expect("search box");
-    input.clear().await.expect("clear");
-    input
-        .send_keys(&format!("{text}\u{E007}"))
-        .await
-        .expect("type");
-    let percent = wait_for(client, "document.getElementById('matched').dataset.percent").await;
-    percent
-        .as_str()
-        .expect("percent")
-        .parse()
-        .expect("a number")
-}
+use std::time::Instant;
 
 /// The checks made on a single dump's viewer, served or from disk.
 async fn check_single_view(client: &Client, text_percent: f64) {
@@ -556,4 +394,293 @@ fn synthetic_dump(count: u64) -> Vec<u8> {
         live_samples: vec![],
         peak: None,
     })
+}
+
+/// The front page's section of the process `pid`, its key.
+async fn process_key(client: &Client, pid: u32) -> String {
+    let key = wait_for(
+        client,
+        &format!("(document.querySelector('section.process[data-pid=\"{pid}\"]') || {{}}).dataset && document.querySelector('section.process[data-pid=\"{pid}\"]').dataset.key"),
+    )
+    .await;
+    key.as_str().expect("key").to_string()
+}
+
+/// Send a mouse event of `kind` to the process's timeline at dump `id`.
+fn timeline_event(key: &str, id: &str, kind: &str) -> String {
+    format!(
+        "(() => {{ const p = heapdiffIndex.pointOf({key:?}, {id:?});
+            const svg = document.querySelector('section.process[data-key={key:?}] svg.timeline');
+            svg.dispatchEvent(new MouseEvent({kind:?}, {{clientX: p.x, clientY: p.y, bubbles: true}}));
+            return true; }})()"
+    )
+}
+
+/// From the front page: the peak in one click (its dump opens and its
+/// largest function holds `peak_bytes`), the leak in at most two (the
+/// growing panel names it first; a click opens the diff of the series
+/// with it found, its growth ≈ `leak_bytes`).
+async fn leak_and_peak_in_two_clicks(
+    client: &Client,
+    server: &Server,
+    pid: u32,
+    peak_bytes: f64,
+    leak_bytes: f64,
+) -> String {
+    client.goto(&format!("{}/", server.url)).await.unwrap();
+    let key = process_key(client, pid).await;
+    let section = format!("section.process[data-key='{key}']");
+    // Click 1: the peak.
+    click(client, &format!("{section} .actions a.peak")).await;
+    viewer_ready(client).await;
+    let biggest: f64 = serde_json::from_value(
+        eval(client, "Math.max(...Array.from(document.querySelectorAll('#functions td.self')).map(td => parseFloat(td.dataset.value)))").await,
+    )
+    .unwrap();
+    assert!(
+        (biggest - peak_bytes).abs() < 0.1 * peak_bytes,
+        "the peak's largest function holds {biggest}, the program held {peak_bytes}"
+    );
+    // The leak: named by the growing panel (no click), opened by one.
+    client.goto(&format!("{}/", server.url)).await.unwrap();
+    wait_for(
+        client,
+        &format!("document.querySelectorAll(\"{section} tr.grows\").length > 0"),
+    )
+    .await;
+    let first = eval(
+        client,
+        &format!("document.querySelector(\"{section} tr.grows\").dataset.name"),
+    )
+    .await;
+    let leak = first.as_str().unwrap().to_string();
+    click(client, &format!("{section} tr.grows td.name a")).await;
+    // The table shows the functions found: it may be one row.
+    wait_for(
+        client,
+        "window.heapdiffViewer && document.querySelector('#functions tbody tr')",
+    )
+    .await;
+    wait_for(client, "document.getElementById('matched').dataset.percent").await;
+    let rows = table_names(client).await;
+    assert!(rows.contains(&leak), "{leak} found in the diff: {rows:?}");
+    let change = eval(
+        client,
+        &format!("(() => {{ const tr = Array.from(document.querySelectorAll('#functions tbody tr')).find(tr => tr.querySelector('td.name').textContent === {leak:?});
+            return [parseFloat(tr.querySelector('td.dself').dataset.value), tr.querySelector('td.dself').className]; }})()"),
+    )
+    .await;
+    let grown = change[0].as_f64().unwrap();
+    assert!(
+        (grown - leak_bytes).abs() < 0.35 * leak_bytes
+            && change[1].as_str().unwrap().contains("grew"),
+        "{leak} grew by {grown} ({change}), the program leaked {leak_bytes}"
+    );
+    leak
+}
+
+#[tokio::test]
+async fn the_front_page_finds_the_leak_and_the_peak() {
+    let cpp = run_cpp_service();
+    let python = run_python_service();
+    let server = Server::start(&[cpp.dir.path(), python.dir.path()]);
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let client = connect(&driver).await;
+
+    // The C++ service: the peak is build_report's 24 MiB; the leak
+    // Registry<Session>::add's 40 sessions a round, over the rounds between
+    // the first and the last round dump (the exit dump is left out).
+    let rounds = truth(&cpp, "rounds") - 1.0;
+    let leak = leak_and_peak_in_two_clicks(
+        &client,
+        &server,
+        cpp.pid,
+        truth(&cpp, "peak"),
+        rounds * truth(&cpp, "leak"),
+    )
+    .await;
+    assert_eq!(leak, "Registry<…>::add");
+    // The steady tables do not grow.
+    client.goto(&format!("{}/", server.url)).await.unwrap();
+    let key = process_key(&client, cpp.pid).await;
+    let section = format!("section.process[data-key='{key}']");
+    wait_for(
+        &client,
+        &format!("document.querySelectorAll(\"{section} tr.grows\").length > 0"),
+    )
+    .await;
+    let growing = eval(&client, &format!("Array.from(document.querySelectorAll(\"{section} tr.grows\")).map(tr => tr.dataset.name)")).await;
+    for steady in [
+        "Cache<int>::fill",
+        "Cache<double>::fill",
+        "descend",
+        "pool_work",
+    ] {
+        assert!(
+            !growing.as_array().unwrap().contains(&json!(steady)),
+            "{steady} in {growing}"
+        );
+    }
+
+    // Its timeline: a time axis, a mark per dump by trigger, the peak.
+    let names = prof_names(&cpp);
+    let marks = eval(
+        &client,
+        &format!("document.querySelectorAll(\"{section} svg.timeline .trigger\").length"),
+    )
+    .await;
+    assert_eq!(marks.as_u64(), Some(names.len() as u64));
+    let manual = eval(
+        &client,
+        &format!("document.querySelectorAll(\"{section} svg.timeline .trigger-manual\").length"),
+    )
+    .await;
+    assert_eq!(
+        manual.as_u64(),
+        Some(names.iter().filter(|n| n.contains(".m")).count() as u64)
+    );
+    let ticks = eval(&client, &format!("Array.from(document.querySelectorAll(\"{section} svg.timeline text.time-tick\")).map(t => t.textContent)")).await;
+    assert!(
+        ticks.as_array().unwrap().len() >= 2 && ticks[0] == json!("+0 ms"),
+        "{ticks}"
+    );
+    let peak_id = wait_for(
+        &client,
+        &format!("document.querySelector(\"{section} .peak-mark\").dataset.id"),
+    )
+    .await;
+    assert!(
+        peak_id.as_str().unwrap().ends_with(".m4.prof"),
+        "the dump at the top of the peak: {peak_id}"
+    );
+    // Hover shows a dump; a click opens it; a drag opens the diff of a range.
+    let id = |n: u32| {
+        format!(
+            "0/{}",
+            names
+                .iter()
+                .find(|x| x.ends_with(&format!(".m{n}.prof")))
+                .unwrap()
+        )
+    };
+    eval(&client, &timeline_event(&key, &id(2), "mousemove")).await;
+    let tip = eval(&client, "document.getElementById('tip').textContent").await;
+    assert!(
+        tip.as_str().unwrap().contains(&id(2)) && tip.as_str().unwrap().contains("usable"),
+        "{tip}"
+    );
+    eval(&client, &timeline_event(&key, &id(2), "mousedown")).await;
+    eval(&client, &timeline_event(&key, &id(2), "mouseup")).await;
+    viewer_ready(&client).await;
+    assert!(
+        url(&client)
+            .await
+            .ends_with(&format!("/view?dump={}", id(2).replace('/', "%2F"))),
+        "{}",
+        url(&client).await
+    );
+    client.back().await.unwrap();
+    wait_for(
+        &client,
+        &format!("heapdiffIndex.pointOf({key:?}, {:?})", id(1)),
+    )
+    .await;
+    eval(&client, &timeline_event(&key, &id(1), "mousedown")).await;
+    eval(&client, &timeline_event(&key, &id(6), "mousemove")).await;
+    eval(&client, &timeline_event(&key, &id(6), "mouseup")).await;
+    viewer_ready(&client).await;
+    let opened = url(&client).await;
+    assert!(
+        opened.contains(&format!("dump={}", id(6).replace('/', "%2F")))
+            && opened.contains(&format!("base={}", id(1).replace('/', "%2F"))),
+        "{opened}"
+    );
+    // The same range from the keyboard: arrows, Shift+arrows, Enter.
+    client.back().await.unwrap();
+    wait_for(
+        &client,
+        &format!("heapdiffIndex.pointOf({key:?}, {:?})", id(1)),
+    )
+    .await;
+    let timeline = element(&client, &format!("{section} svg.timeline")).await;
+    timeline.send_keys("\u{E011}").await.unwrap(); // Home: the first dump
+    timeline.send_keys(SHIFT_ARROW_RIGHT).await.unwrap();
+    timeline.send_keys(ENTER).await.unwrap();
+    viewer_ready(&client).await;
+    assert!(
+        url(&client).await.contains("base="),
+        "{}",
+        url(&client).await
+    );
+
+    // The CPython service: the peak is the 24 blocks of 1 MiB; the leak
+    // 200 strings of 2,000 characters a round (and their object headers).
+    let rounds = truth(&python, "rounds") - 1.0;
+    let strings = rounds * 200.0 * (truth(&python, "leak") / 200.0 + 49.0);
+    leak_and_peak_in_two_clicks(
+        &client,
+        &server,
+        python.pid,
+        truth(&python, "peak"),
+        strings,
+    )
+    .await;
+    client.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn two_thousand_dumps_are_paged_and_thinned() {
+    let program = compile_c(
+        "../../bench/workloads/serve_series.c",
+        &BuildOptions::no_pie(),
+    );
+    let outcome = Run::program(&program)
+        .arg("2000")
+        .with_shim()
+        .prof_conf("lg_prof_sample:14,prof_exact:true,prof_final:false")
+        .run();
+    outcome.assert_success();
+    let server = Server::start(&[outcome.dir.path()]);
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let client = connect(&driver).await;
+    client.goto(&format!("{}/", server.url)).await.unwrap();
+    let key = process_key(&client, outcome.pid).await;
+    wait_for(&client, "heapdiffIndex.firstPaintMs !== null").await;
+    // Collapsed, and paged once opened.
+    assert_eq!(
+        eval(&client, "document.querySelector('details.dump-list').open").await,
+        json!(false)
+    );
+    click(&client, "details.dump-list summary").await;
+    let rows = eval(&client, "document.querySelectorAll('tr.dump').length").await;
+    assert_eq!(rows, json!(50), "one page of the list");
+    let pager = eval(&client, "document.querySelector('.pager span').textContent").await;
+    assert_eq!(pager, json!("dumps 1951–2000 of 2000"));
+    click(&client, ".pager button.older").await;
+    let pager = eval(&client, "document.querySelector('.pager span').textContent").await;
+    assert_eq!(pager, json!("dumps 1901–1950 of 2000"));
+    let width = eval(
+        &client,
+        "document.querySelector('svg.timeline').getAttribute('width')",
+    )
+    .await;
+    let drawn = eval(&client, &format!("heapdiffIndex.drawnPoints({key:?})")).await;
+    assert!(
+        drawn.as_u64().unwrap() <= width.as_str().unwrap().parse::<u64>().unwrap(),
+        "{drawn} points on {width} px"
+    );
+    let page_height = eval(&client, "document.documentElement.scrollHeight").await;
+    assert!(
+        page_height.as_u64().unwrap() < 4000,
+        "a page, not 2,000 rows: {page_height} px"
+    );
+    eprintln!(
+        "2,000 dumps: first paint after {} ms (timings live in bench/serve_scale.py)",
+        eval(&client, "heapdiffIndex.firstPaintMs").await
+    );
+    client.close().await.unwrap();
 }

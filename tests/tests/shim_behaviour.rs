@@ -174,11 +174,12 @@ fn gcc_compiles_under_the_shim() {
     assert!(!dumps.is_empty(), "gcc left no dump\n{}", outcome.context());
 }
 
-/// The shim brings no library into a program beyond libc, the loader and
-/// libgcc_s (its fallback unwinder): every library it needed would be
-/// loaded, relocated, forked and finalized in every profiled process.
+/// The shim brings no library into a program beyond libc and the loader
+/// (libgcc's unwinder is linked in): every library it needed would be
+/// loaded, relocated, forked and finalized in every profiled process, and a
+/// C program such as `/bin/true` would load libgcc_s only for the profiler.
 #[test]
-fn the_shim_needs_no_library_beyond_libc_and_libgcc_s() {
+fn the_shim_needs_no_library_beyond_libc() {
     let out = std::process::Command::new("readelf")
         .arg("-d")
         .arg(shim_path())
@@ -194,10 +195,42 @@ fn the_shim_needs_no_library_beyond_libc_and_libgcc_s() {
     assert!(!needed.is_empty(), "no NEEDED entries found in:\n{text}");
     for library in &needed {
         assert!(
-            library.starts_with("libc.so")
-                || library.starts_with("ld-linux")
-                || library.starts_with("libgcc_s.so"),
+            library.starts_with("libc.so") || library.starts_with("ld-linux"),
             "the shim needs {library} (all: {needed:?})"
         );
     }
+}
+
+/// The unwinder linked into the shim stays private: a program (C++
+/// exceptions, a JIT registering its frames) keeps binding `_Unwind_*` and
+/// `__register_frame*` to its own libgcc_s, never to the shim's copy.
+#[test]
+fn the_shim_exports_no_unwinder_symbol() {
+    let out = std::process::Command::new("readelf")
+        .args(["--dyn-syms", "--wide"])
+        .arg(shim_path())
+        .output()
+        .expect("readelf (binutils)");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let defined: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains(" UND "))
+        .filter_map(|l| l.split_whitespace().nth(7))
+        .collect();
+    assert!(defined.contains(&"malloc"), "no malloc among {defined:?}");
+    let unwinder: Vec<&&str> = defined
+        .iter()
+        .filter(|name| {
+            [
+                "_Unwind_",
+                "__register_frame",
+                "__deregister_frame",
+                "__gcc_personality",
+            ]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+        })
+        .collect();
+    assert!(unwinder.is_empty(), "the shim exports {unwinder:?}");
 }

@@ -77,7 +77,9 @@
 //!
 //! # Requirements
 //!
-//! x86_64 Linux with glibc ≥ 2.35 (`_dl_find_object`) and libgcc_s.
+//! x86_64 Linux with glibc ≥ 2.35 (`_dl_find_object`) and libgcc (libgcc_s, or
+//! libgcc_eh linked statically: [`use_process_libgcc`] then answers with the process's
+//! own libgcc_s where it has one).
 
 #![cfg(all(target_arch = "x86_64", target_os = "linux"))]
 
@@ -90,6 +92,7 @@ mod walk;
 
 pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
 pub use cfi::ObjectKey;
+pub use libgcc::use_process_libgcc;
 pub use memo::{MemoCounts, StackMemo};
 pub use walk::FunctionEntry;
 

@@ -1,12 +1,17 @@
 //! The libgcc `_Unwind_Backtrace` binding: the reference unwinder and the fallback.
 //!
-//! Owns the ~20-line `extern "C"` declaration of libgcc_s's backtrace API and the
-//! callback that copies instruction pointers into a caller's slice.
+//! Owns the ~20-line `extern "C"` declaration of libgcc's backtrace API, the choice of
+//! which copy of libgcc answers (the process's own libgcc_s once [`use_process_libgcc`]
+//! found one, else the copy linked in, which `libheapsample.so` carries statically) and
+//! the callback that copies instruction pointers into a caller's slice.
 //!
 //! Runs inside malloc: it must never allocate or lock on its own. (libgcc itself finds
-//! FDEs through `_dl_find_object` on glibc ≥ 2.35 and does not allocate.)
+//! FDEs through `_dl_find_object` on glibc ≥ 2.35 and does not allocate.) Only
+//! [`use_process_libgcc`] runs outside malloc.
 
-use core::ffi::{c_int, c_void};
+use core::ffi::{CStr, c_char, c_int, c_void};
+use core::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
 /// Opaque `struct _Unwind_Context`.
 #[repr(C)]
@@ -36,6 +41,106 @@ unsafe extern "C" {
     fn _Unwind_Find_FDE(pc: *mut c_void, bases: *mut DwarfEhBases) -> *const c_void;
 }
 
+/// The entry points of one copy of libgcc (a context one copy made is only read by the
+/// same copy).
+struct Libgcc {
+    backtrace: BacktraceFn,
+    get_ip: ContextFn,
+    get_cfa: ContextFn,
+    find_fde: FindFdeFn,
+}
+
+type BacktraceFn = unsafe extern "C" fn(TraceFn, *mut c_void) -> c_int;
+type ContextFn = unsafe extern "C" fn(*mut UnwindContext) -> usize;
+type FindFdeFn = unsafe extern "C" fn(*mut c_void, *mut DwarfEhBases) -> *const c_void;
+
+/// The copy linked in.
+static LINKED: Libgcc = Libgcc {
+    backtrace: _Unwind_Backtrace,
+    get_ip: _Unwind_GetIP,
+    get_cfa: _Unwind_GetCFA,
+    find_fde: _Unwind_Find_FDE,
+};
+/// The process's own libgcc_s, once found.
+static PROCESS: OnceLock<Libgcc> = OnceLock::new();
+/// The copy in use: [`LINKED`] or [`PROCESS`].
+static IN_USE: AtomicPtr<Libgcc> = AtomicPtr::new((&raw const LINKED).cast_mut());
+
+fn libgcc() -> &'static Libgcc {
+    // SAFETY: IN_USE points to LINKED or to PROCESS's value, both static and never
+    // changed once published.
+    unsafe { &*IN_USE.load(Ordering::Acquire) }
+}
+
+/// Answer with the process's own libgcc_s where it has one loaded (C++ and Rust programs
+/// do), instead of the copy linked in: frames a JIT registered with `__register_frame*`
+/// are only in the list of the copy it called. Returns whether it does. Outside
+/// `malloc`: walks the loaded objects (`dl_iterate_phdr`, the loader lock) and looks the
+/// symbols up with `dlsym`, which may allocate.
+pub fn use_process_libgcc() -> bool {
+    if PROCESS.get().is_some() {
+        return true;
+    }
+    if !libgcc_s_loaded() {
+        return false;
+    }
+    let find = |name: &CStr| {
+        // SAFETY: dlsym with a NUL-terminated name in the global scope.
+        let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+        (!address.is_null()).then_some(address)
+    };
+    let (Some(backtrace), Some(get_ip), Some(get_cfa), Some(find_fde)) = (
+        find(c"_Unwind_Backtrace"),
+        find(c"_Unwind_GetIP"),
+        find(c"_Unwind_GetCFA"),
+        find(c"_Unwind_Find_FDE"),
+    ) else {
+        return false;
+    };
+    // SAFETY: the loaded libgcc's definitions of these functions, whose signatures are
+    // the ones declared above.
+    let found = unsafe {
+        Libgcc {
+            backtrace: core::mem::transmute::<*mut c_void, BacktraceFn>(backtrace),
+            get_ip: core::mem::transmute::<*mut c_void, ContextFn>(get_ip),
+            get_cfa: core::mem::transmute::<*mut c_void, ContextFn>(get_cfa),
+            find_fde: core::mem::transmute::<*mut c_void, FindFdeFn>(find_fde),
+        }
+    };
+    let process = PROCESS.get_or_init(|| found);
+    IN_USE.store((process as *const Libgcc).cast_mut(), Ordering::Release);
+    true
+}
+
+/// True if an object named `libgcc_s.so.1` is loaded (checked before any `dlsym`, whose
+/// failure allocates an error message).
+fn libgcc_s_loaded() -> bool {
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        found: *mut c_void,
+    ) -> c_int {
+        // SAFETY: the loader passes a valid entry for the duration of the call.
+        let name: *const c_char = unsafe { (*info).dlpi_name };
+        if name.is_null() {
+            return 0;
+        }
+        // SAFETY: the loader's NUL-terminated name of the object.
+        let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+        let is_libgcc_s = name
+            .rsplit(|&b| b == b'/')
+            .next()
+            .is_some_and(|file| file == b"libgcc_s.so.1");
+        // SAFETY: `found` is the `bool` passed below, alive for the walk.
+        unsafe { *found.cast::<bool>() |= is_libgcc_s };
+        c_int::from(is_libgcc_s)
+    }
+    let mut found = false;
+    // SAFETY: the callback only reads the entries it is given and writes `found`.
+    unsafe { libc::dl_iterate_phdr(Some(visit), (&raw mut found).cast()) };
+    found
+}
+
 /// True if libgcc knows an FDE for `address`: its own lookup, which also sees frames a
 /// JIT registered with `__register_frame*` (it takes libgcc's object mutex only if any
 /// were).
@@ -46,11 +151,13 @@ pub(crate) fn has_fde(address: u64) -> bool {
         func: core::ptr::null_mut(),
     };
     // SAFETY: libgcc only reads its own tables and writes `bases`.
-    !unsafe { _Unwind_Find_FDE(address as *mut c_void, &mut bases) }.is_null()
+    !unsafe { (libgcc().find_fde)(address as *mut c_void, &mut bases) }.is_null()
 }
 
 /// What the trace callback needs: where to write, and which frames to drop first.
 struct TraceState<'a> {
+    /// The copy of libgcc making the walk (its contexts are only read by itself).
+    libgcc: &'static Libgcc,
     frames: &'a mut [u64],
     written: usize,
     frames_to_skip: usize,
@@ -63,7 +170,7 @@ extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_i
     // `backtrace` below, alive and not otherwise borrowed for the whole call.
     let state = unsafe { &mut *arg.cast::<TraceState<'_>>() };
     // SAFETY: libgcc passes a valid context for the duration of the callback.
-    let ip = unsafe { _Unwind_GetIP(context) } as u64;
+    let ip = unsafe { (state.libgcc.get_ip)(context) } as u64;
     if ip == 0 {
         // libgcc's terminal pseudo-frame after the outermost one.
         return URC_NORMAL_STOP;
@@ -76,7 +183,7 @@ extern "C" fn record_frame(context: *mut UnwindContext, arg: *mut c_void) -> c_i
     // frame's stack pointer at the call.
     if state.start_at_rsp != 0 {
         // SAFETY: as above.
-        if unsafe { _Unwind_GetCFA(context) } as u64 != state.start_at_rsp {
+        if unsafe { (state.libgcc.get_cfa)(context) } as u64 != state.start_at_rsp {
             return URC_NO_REASON;
         }
         state.start_at_rsp = 0;
@@ -121,7 +228,9 @@ fn trace(frames: &mut [u64], frames_to_skip: usize, start_at_rsp: u64) -> usize 
     if frames.is_empty() {
         return 0;
     }
+    let libgcc = libgcc();
     let mut state = TraceState {
+        libgcc,
         frames,
         written: 0,
         frames_to_skip,
@@ -130,7 +239,42 @@ fn trace(frames: &mut [u64], frames_to_skip: usize, start_at_rsp: u64) -> usize 
     // SAFETY: `record_frame` only dereferences `arg` as the `TraceState` created above,
     // which outlives the call. The return code only says why the walk stopped.
     unsafe {
-        _Unwind_Backtrace(record_frame, (&raw mut state).cast::<c_void>());
+        (libgcc.backtrace)(record_frame, (&raw mut state).cast::<c_void>());
     }
     core::hint::black_box(state.written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn walk() -> Vec<u64> {
+        let mut frames = [0u64; 64];
+        let written = trace(&mut frames, 0, 0);
+        frames[..written].to_vec()
+    }
+
+    /// A test binary has libgcc_s loaded: the switch finds it, and walks and
+    /// FDE lookups through the functions it found answer as before.
+    #[test]
+    fn the_process_libgcc_is_found_and_answers_alike() {
+        let mut walks = Vec::new();
+        let mut fde_found = Vec::new();
+        for switch in [false, true] {
+            if switch {
+                assert!(use_process_libgcc(), "libgcc_s.so.1 is loaded here");
+                assert!(use_process_libgcc(), "a second call finds it again");
+            }
+            walks.push(walk());
+            fde_found.push(has_fde(walk as fn() -> Vec<u64> as usize as u64));
+        }
+        // The innermost frames are this test's two call sites (the loop may be
+        // unrolled); from the test's caller on the walks are the same.
+        assert!(walks[0].len() > 3, "{:x?}", walks[0]);
+        assert_eq!(walks[0].len(), walks[1].len());
+        assert_eq!(walks[0][2..], walks[1][2..]);
+        assert_eq!(fde_found, [true, true]);
+        assert!(libgcc_s_loaded());
+    }
 }

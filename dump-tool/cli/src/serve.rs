@@ -3,7 +3,7 @@
 use clap::Args;
 use heapdiff::model::BuildOptions;
 use heapdiff::pipeline::Settings;
-use heapdiff::symbols::SymbolizeOptions;
+use heapdiff::symbols::{NameStyle, SymbolizeOptions};
 use heapdiff_serve::Config;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -30,11 +30,16 @@ pub struct ServeArgs {
     /// Keep the allocator's own frames at the leaf of each stack.
     #[arg(long)]
     pub keep_allocator_frames: bool,
+    /// Show whole signatures first (the viewer switches between short and
+    /// full names either way).
+    #[arg(long)]
+    pub full_names: bool,
 }
 
 impl ServeArgs {
     /// The server's configuration: no progress bar (no terminal to draw
-    /// on), any two listed dumps may be compared (the page names both).
+    /// on); dumps of different programs are compared only when a page asks
+    /// to (`allow_mismatch=1`, its "compare anyway" link).
     pub fn config(&self) -> Config {
         let mut symbolize = SymbolizeOptions::with_debug_dirs(self.debug_dir.clone());
         symbolize.progress = false;
@@ -48,7 +53,12 @@ impl ServeArgs {
                 build: BuildOptions {
                     keep_allocator_frames: self.keep_allocator_frames,
                 },
-                allow_mismatch: true,
+                names: if self.full_names {
+                    NameStyle::Full
+                } else {
+                    NameStyle::Short
+                },
+                allow_mismatch: false,
                 ..Settings::default()
             },
         }

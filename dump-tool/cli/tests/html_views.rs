@@ -72,17 +72,22 @@ fn stacks(model: &Value) -> Vec<(String, f64)> {
     let frames = model["frames"].as_array().unwrap();
     let threads = model["threads"].as_array().unwrap();
     let values = model["new_values"].as_array().unwrap();
+    let mut previous: Vec<u64> = Vec::new();
     let mut stacks: Vec<(String, f64)> = model["stack_frames"]
         .as_array()
         .unwrap()
         .iter()
         .enumerate()
-        .map(|(i, list)| {
+        .map(|(i, tail)| {
+            // Each stack is the frames it shares with the one before, then
+            // its own.
+            let shared = model["stack_shared"][i].as_u64().unwrap() as usize;
+            let mut list = previous[..shared].to_vec();
+            list.extend(tail.as_array().unwrap().iter().map(|f| f.as_u64().unwrap()));
+            previous = list.clone();
             let names: Vec<&str> = list
-                .as_array()
-                .unwrap()
                 .iter()
-                .map(|f| frames[f.as_u64().unwrap() as usize][0].as_str().unwrap())
+                .map(|&f| frames[f as usize][0].as_str().unwrap())
                 .collect();
             let thread = &threads[model["stack_threads"][i].as_u64().unwrap() as usize];
             let key = format!("{}|{}", thread.as_str().unwrap(), names.join(";"));

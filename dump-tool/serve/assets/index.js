@@ -1,17 +1,17 @@
-// heapdiff serve's dump list: processes with their timelines and dumps,
-// refreshed every two seconds so new dumps appear while the program runs.
+// heapdiff serve's front page: per process its timeline (hdTimeline), the
+// peak one click away, the functions that grow (hdGrowth) and its dumps in
+// pages; refreshed every two seconds so new dumps appear while the program
+// runs. `#process=KEY` in the URL picks a process (the viewer's "timeline"
+// link).
 "use strict";
 (function () {
-  const selected = [];
-  let last = "";
+  const PAGE = 50;
+  const selected = [], times = new Map(), pages = new Map();
+  const timelines = new Map();
+  let last = "", data = null, firstPaintMs = null;
   const $ = (id) => document.getElementById(id);
+  const { bytes, duration, escapeText } = hdFormat;
 
-  function fmtBytes(v) {
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let i = 0, x = Math.abs(v);
-    while (x >= 1024 && i < units.length - 1) { x /= 1024; i++; }
-    return (v < 0 ? "-" : "") + (i === 0 ? x.toFixed(0) : x.toFixed(x < 10 ? 2 : 1)) + " " + units[i];
-  }
   function fmtTime(ns) { return new Date(ns / 1e6).toISOString().replace("T", " ").replace("Z", ""); }
   function text(tag, content, attrs) {
     const e = document.createElement(tag);
@@ -19,121 +19,149 @@
     for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
     return e;
   }
+  function link(label, href, cls) { return text("a", label, { href, class: cls }); }
   function viewUrl(id, base) {
     return "/view?dump=" + encodeURIComponent(id) + (base ? "&base=" + encodeURIComponent(base) : "");
   }
   function pprofUrl(id) { return "/pprof/" + id.split("/").map(encodeURIComponent).join("/"); }
+  const tip = $("tip");
+  function showTip(html, x, y) {
+    if (html === null) { tip.hidden = true; return; }
+    tip.innerHTML = html;
+    tip.hidden = false;
+    tip.style.left = Math.max(0, Math.min(x + 14, window.innerWidth - tip.offsetWidth - 6)) + "px";
+    tip.style.top = Math.max(0, Math.min(y + 14, window.innerHeight - tip.offsetHeight - 6)) + "px";
+  }
+  const chosen = () => new URLSearchParams(location.hash.slice(1)).get("process");
 
-  // A small line chart: series of [x, y] with an optional band [x, lo, hi].
-  const SVG = "http://www.w3.org/2000/svg";
-  function chart(title, dumps, series, format) {
-    const W = 320, H = 120, L = 56, B = 16, T = 14;
-    const svg = document.createElementNS(SVG, "svg");
-    svg.setAttribute("width", W); svg.setAttribute("height", H); svg.setAttribute("class", "chart");
-    const xs = dumps.map((d) => d.time_unix_ns);
-    const x0 = Math.min(...xs), x1 = Math.max(...xs);
-    let ymax = 0;
-    for (const s of series) for (const p of s.points) ymax = Math.max(ymax, p.hi !== undefined ? p.hi : p.y);
-    if (ymax <= 0) ymax = 1;
-    const X = (x) => L + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * (W - L - 8);
-    const Y = (y) => H - B - (y / ymax) * (H - B - T);
-    const add = (tag, attrs, content) => {
-      const e = document.createElementNS(SVG, tag);
-      for (const k in attrs) e.setAttribute(k, attrs[k]);
-      if (content !== undefined) e.textContent = content;
-      svg.appendChild(e); return e;
-    };
-    add("text", { x: 4, y: 11 }, title);
-    add("text", { x: 4, y: T + 8 }, format(ymax));
-    add("text", { x: 4, y: H - B }, format(0));
-    add("line", { x1: L, x2: W - 4, y1: H - B, y2: H - B, stroke: "#bbb" });
-    for (const s of series) {
-      const pts = s.points;
-      if (s.band && pts.length) {
-        const upper = pts.map((p) => X(p.x) + "," + Y(p.hi));
-        const lower = pts.slice().reverse().map((p) => X(p.x) + "," + Y(p.lo));
-        add("polygon", { points: upper.concat(lower).join(" "), fill: s.colour, "fill-opacity": 0.2, stroke: "none" });
-      }
-      add("polyline", { points: pts.map((p) => X(p.x) + "," + Y(p.y)).join(" "), fill: "none", stroke: s.colour, "stroke-width": 1.5 });
-      pts.forEach((p, i) => {
-        const c = add("circle", { cx: X(p.x), cy: Y(p.y), r: 3.5, fill: s.colour, "data-id": p.id, class: "point" });
-        const t = document.createElementNS(SVG, "title");
-        t.textContent = s.label + ": " + format(p.y) + (s.band ? " (95% " + format(p.lo) + " – " + format(p.hi) + ")" : "") + "\n" + p.id + "\nclick to open";
-        c.appendChild(t);
-        c.addEventListener("click", () => { location.href = viewUrl(p.id); });
-      });
+  // The exact counter beside the estimate in usable bytes (the server's
+  // verdict; the words are in each cell's title).
+  const AGREEMENT = {
+    "within": () => "agree",
+    "above": (d) => "exact " + bytes(d.live_gap) + " above: not in any sample",
+    "below": (d) => "exact " + bytes(d.live_gap) + " below the interval",
+    "no-live-sample": () => "exact: memory no sample caught",
+    "not-counted": () => "",
+  };
+  function liveText(d) {
+    if (d.live_exact_sampling) return bytes(d.live_estimate) + " (every allocation sampled)";
+    if (d.samples_live === 0) return "0 B (no live sample)";
+    return bytes(d.live_estimate) + " [" + bytes(d.live_low) + ", " + bytes(d.live_high) + "]";
+  }
+  function actions(p) {
+    const div = text("div", undefined, { class: "actions" });
+    const dumps = p.dumps, first = dumps[0], latest = dumps[dumps.length - 1];
+    const at = dumps.findIndex((d) => d.id === p.peak);
+    if (at >= 0) {
+      const peak = dumps[at];
+      const live = peak.live_exact !== null ? bytes(peak.live_exact) + " (exact)" : bytes(peak.live_estimate);
+      div.appendChild(link("peak: " + live + " live at +" + duration((peak.time_unix_ns - first.time_unix_ns) / 1e9),
+        viewUrl(peak.id), "peak"));
+      if (at > 0) div.appendChild(link("what made the peak (diff with the dump before)", viewUrl(peak.id, dumps[at - 1].id), "peak-diff"));
     }
-    return svg;
+    if (dumps.length > 1) div.appendChild(link("diff first → last", viewUrl(latest.id, first.id), "whole"));
+    div.appendChild(link("latest dump", viewUrl(latest.id), "latest"));
+    div.appendChild(link("latest as pprof (for scrapers)", "/debug/pprof/heap?pid=" + p.pid, "scrape"));
+    return div;
+  }
+  function dumpTable(p, section) {
+    const details = text("details", undefined, { class: "dump-list" });
+    details.open = p.dumps.length <= PAGE;
+    details.appendChild(text("summary", p.dumps.length + " dumps"));
+    const pager = text("div", undefined, { class: "pager" });
+    const table = text("table", undefined, { class: "dumps" });
+    details.append(pager, table);
+    const pageCount = Math.ceil(p.dumps.length / PAGE);
+    const show = (page) => {
+      pages.set(p.key, page);
+      pager.replaceChildren();
+      if (pageCount > 1) {
+        const older = text("button", "older", { class: "older" }), newer = text("button", "newer", { class: "newer" });
+        older.disabled = page === 0; newer.disabled = page === pageCount - 1;
+        older.onclick = () => show(page - 1); newer.onclick = () => show(page + 1);
+        pager.append(older, text("span", "dumps " + (page * PAGE + 1) + "–" + Math.min(p.dumps.length, (page + 1) * PAGE) +
+          " of " + p.dumps.length), newer);
+      }
+      table.replaceChildren(header());
+      for (const d of p.dumps.slice(page * PAGE, (page + 1) * PAGE)) table.appendChild(row(d));
+    };
+    show(Math.min(pages.has(p.key) ? pages.get(p.key) : pageCount - 1, pageCount - 1));
+    section.appendChild(details);
+  }
+  function header() {
+    const head = text("tr");
+    for (const h of ["", "dump", "trigger", "time", "live heap (estimate, requested bytes, 95 %)", "exact live (usable bytes)", "the two", "allocated", "samples", "stacks", ""]) {
+      head.appendChild(text("th", h));
+    }
+    return head;
+  }
+  function row(d) {
+    const tr = text("tr", undefined, { "data-id": d.id, class: "dump" });
+    const box = text("input", undefined, { type: "checkbox", class: "pick", "aria-label": "select " + d.id });
+    box.checked = selected.includes(d.id);
+    box.addEventListener("change", () => pick(d, box.checked));
+    const td0 = text("td"); td0.appendChild(box); tr.appendChild(td0);
+    const name = text("td"); name.appendChild(link(d.id, viewUrl(d.id), "open")); tr.appendChild(name);
+    tr.appendChild(text("td", d.trigger + " #" + d.trigger_seq));
+    tr.appendChild(text("td", fmtTime(d.time_unix_ns)));
+    tr.appendChild(text("td", liveText(d), { class: "live", title: d.live_note }));
+    tr.appendChild(text("td", d.live_exact === null ? "–" : bytes(d.live_exact), { class: "exact", title: d.live_note }));
+    tr.appendChild(text("td", AGREEMENT[d.live_agreement](d), { class: "agreement", title: d.live_note }));
+    tr.appendChild(text("td", bytes(d.allocated_exact)));
+    tr.appendChild(text("td", String(d.samples_taken)));
+    tr.appendChild(text("td", String(d.stacks)));
+    const links = text("td"); links.appendChild(link("pprof", pprofUrl(d.id), "pprof")); tr.appendChild(links);
+    return tr;
   }
 
-  function render(data) {
+  function render() {
     const root = $("processes");
-    root.innerHTML = "";
+    root.replaceChildren();
+    timelines.clear();
     let count = 0;
+    const wanted = chosen();
     for (const p of data.processes) {
       count += p.dumps.length;
-      const section = text("section", undefined, { class: "process", "data-pid": p.pid });
+      for (const d of p.dumps) times.set(d.id, [d.time_unix_ns, d.seq]);
+      const section = text("section", undefined, { class: "process" + (p.key === wanted ? " chosen" : ""), "data-pid": p.pid, "data-key": p.key, id: "process-" + p.key });
       section.appendChild(text("h2", "pid " + p.pid + " — " + (p.command_line || p.executable) +
         " — first dump " + fmtTime(p.first_time_unix_ns)));
-      const charts = text("div", undefined, { class: "charts" });
-      const live = [{ label: "live heap (estimate)", colour: "#c0392b", band: true,
-        points: p.dumps.map((d) => ({ x: d.time_unix_ns, y: d.live_estimate, lo: d.live_low, hi: d.live_high, id: d.id })) }];
-      const exact = p.dumps.filter((d) => d.live_exact !== null);
-      if (exact.length) live.push({ label: "live heap (exact)", colour: "#2c3e50",
-        points: exact.map((d) => ({ x: d.time_unix_ns, y: d.live_exact, id: d.id })) });
-      charts.appendChild(chart("live heap", p.dumps, live, fmtBytes));
-      charts.appendChild(chart("allocated (cumulative)", p.dumps, [{ label: "allocated", colour: "#8e44ad",
-        points: p.dumps.map((d) => ({ x: d.time_unix_ns, y: d.allocated_exact, id: d.id })) }], fmtBytes));
-      charts.appendChild(chart("samples taken", p.dumps, [{ label: "samples", colour: "#16a085",
-        points: p.dumps.map((d) => ({ x: d.time_unix_ns, y: d.samples_taken, id: d.id })) }], (v) => Math.round(v).toString()));
-      section.appendChild(charts);
-      const table = text("table", undefined, { class: "dumps" });
-      const head = text("tr");
-      for (const h of ["", "dump", "trigger", "time", "live heap (estimate, 95%)", "exact live", "allocated", "samples", "stacks", ""]) head.appendChild(text("th", h));
-      table.appendChild(head);
-      for (const d of p.dumps) {
-        const tr = text("tr", undefined, { "data-id": d.id, class: "dump" });
-        const box = text("input", undefined, { type: "checkbox", class: "pick" });
-        box.checked = selected.includes(d.id);
-        box.addEventListener("change", () => pick(d, box.checked));
-        const td0 = text("td"); td0.appendChild(box); tr.appendChild(td0);
-        const name = text("td"); name.appendChild(text("a", d.id, { href: viewUrl(d.id), class: "open" })); tr.appendChild(name);
-        tr.appendChild(text("td", d.trigger + " #" + d.trigger_seq));
-        tr.appendChild(text("td", fmtTime(d.time_unix_ns)));
-        tr.appendChild(text("td", fmtBytes(d.live_estimate) + (d.live_high > d.live_low ? " [" + fmtBytes(d.live_low) + ", " + fmtBytes(d.live_high) + "]" : " (exact)")));
-        tr.appendChild(text("td", d.live_exact === null ? "–" : fmtBytes(d.live_exact)));
-        tr.appendChild(text("td", fmtBytes(d.allocated_exact)));
-        tr.appendChild(text("td", String(d.samples_taken)));
-        tr.appendChild(text("td", String(d.stacks)));
-        const links = text("td"); links.appendChild(text("a", "pprof", { href: pprofUrl(d.id), class: "pprof" })); tr.appendChild(links);
-        table.appendChild(tr);
-      }
-      section.appendChild(table);
+      section.appendChild(actions(p));
+      const chart = text("div", undefined, { class: "timeline-box" });
+      section.appendChild(chart);
+      const growth = text("div", undefined, { class: "growth-panel" });
+      section.appendChild(growth);
+      dumpTable(p, section);
       root.appendChild(section);
+      timelines.set(p.key, hdTimeline.draw(chart, p.dumps, p.peak, {
+        open: (id) => { location.href = viewUrl(id); },
+        range: (base, id) => { location.href = viewUrl(id, base); },
+        tip: showTip,
+      }));
+      if (p.dumps.length > 1) hdGrowth.load(growth, p.key, p.dumps.length);
     }
     const errors = document.querySelector("#errors tbody");
-    errors.innerHTML = "";
+    errors.replaceChildren();
     $("errors-title").hidden = data.errors.length === 0;
     for (const e of data.errors) {
       const tr = text("tr", undefined, { class: "error", "data-id": e.id });
-      tr.appendChild(text("td", e.id));
-      tr.appendChild(text("td", e.error));
+      tr.append(text("td", e.id), text("td", e.error));
       errors.appendChild(tr);
     }
     $("count").textContent = count + " dumps, " + data.processes.length + " processes" +
       (data.errors.length ? ", " + data.errors.length + " unreadable" : "");
+    if (wanted && firstPaintMs === null) {
+      const section = document.getElementById("process-" + wanted);
+      if (section) section.scrollIntoView();
+    }
   }
 
-  const times = new Map();
   function pick(d, on) {
-    times.set(d.id, [d.time_unix_ns, d.seq]);
     const i = selected.indexOf(d.id);
     if (on && i < 0) selected.push(d.id);
     if (!on && i >= 0) selected.splice(i, 1);
     while (selected.length > 2) selected.shift();
-    document.querySelectorAll("input.pick").forEach((b) => {
-      b.checked = selected.includes(b.closest("tr").dataset.id);
-    });
+    document.querySelectorAll("input.pick").forEach((b) => { b.checked = selected.includes(b.closest("tr").dataset.id); });
     $("diff").disabled = selected.length !== 2;
   }
   $("diff").addEventListener("click", () => {
@@ -144,14 +172,28 @@
     });
     location.href = viewUrl(b, a);
   });
+  let width = window.innerWidth;
+  window.addEventListener("resize", () => {
+    if (data && Math.abs(window.innerWidth - width) > 40) { width = window.innerWidth; render(); }
+  });
 
   async function refresh() {
     try {
       const response = await fetch("/api/dumps");
       const body = await response.text();
-      if (body !== last) { last = body; render(JSON.parse(body)); }
+      if (body !== last) { last = body; data = JSON.parse(body); render(); }
+      if (firstPaintMs === null) {
+        await new Promise((r) => requestAnimationFrame(() => r()));
+        firstPaintMs = Math.round(performance.now());
+      }
     } catch (e) { $("count").textContent = "server unreachable"; }
   }
   refresh();
   setInterval(refresh, 2000);
+  // What tests and scripts may read.
+  window.heapdiffIndex = {
+    get firstPaintMs() { return firstPaintMs; },
+    pointOf: (key, id) => timelines.get(key) && timelines.get(key).pointOf(id),
+    drawnPoints: (key) => timelines.get(key) && timelines.get(key).drawnPoints,
+  };
 })();

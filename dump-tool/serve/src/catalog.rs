@@ -21,7 +21,8 @@ use crate::roots::{Refused, Root};
 use crate::scan::{Found, MAX_ENTRIES, Version, scan};
 use axum::body::Bytes;
 use heapdiff::input::{load_opened, trigger_name};
-use heapdiff::stats::{Estimate, Sampling, Unit};
+use heapdiff::model::live_heap::{Agreement, LiveHeap};
+use heapdiff::render::live_heap::words;
 use heapsample_format::Dump;
 use nix::fcntl::OFlag;
 use serde::Serialize;
@@ -42,12 +43,21 @@ pub struct Summary {
     pub seq: u64,
     pub trigger_seq: u64,
     pub sample_period: u64,
-    /// Estimated live bytes and its 95 % interval.
+    /// Estimated live bytes (requested) and its 95 % interval.
     pub live_estimate: f64,
     pub live_low: f64,
     pub live_high: f64,
+    /// Every allocation was sampled: the estimate is exact.
+    pub live_exact_sampling: bool,
     /// Exact live heap (usable bytes) under `prof_exact`.
     pub live_exact: Option<u64>,
+    /// The estimate and the exact counter reconciled, in words.
+    pub live_note: String,
+    /// How the exact counter relates to the estimate in usable bytes:
+    /// `within`, `above`, `below`, `no-live-sample` or `not-counted`.
+    pub live_agreement: &'static str,
+    /// By how many bytes it lies above or below (0 otherwise).
+    pub live_gap: f64,
     pub allocated_exact: u64,
     pub allocations: u64,
     pub samples_taken: u64,
@@ -68,6 +78,14 @@ pub struct Entry {
     version: Version,
     /// The summary, or why the file cannot be read as a dump.
     pub summary: std::result::Result<Summary, String>,
+}
+
+impl Entry {
+    /// What tells this version of its file from others (size, time,
+    /// identity), for keys of built pages.
+    pub fn version(&self) -> Version {
+        self.version
+    }
 }
 
 /// What one scan found, sorted by id; never changed once made.
@@ -221,20 +239,17 @@ impl Catalog {
 }
 
 /// The list's numbers: the live estimate with its interval from the
-/// samples, the exact counters beside it.
+/// samples, the exact counters beside it, and how they relate in words.
 pub fn summary_of(dump: &Dump) -> Summary {
-    let sampling = Sampling::of(dump.sample_period() as f64, Unit::Bytes);
-    let mut live = Estimate::zero(sampling);
-    for stack in &dump.stacks {
-        live = live.plus(&Estimate {
-            value: stack.live.bytes,
-            variance: stack.live.bytes_variance,
-            floor: stack.live_bytes as f64,
-            scale: 0.0,
-            sampling,
-        });
-    }
-    let interval = live.interval();
+    let live = LiveHeap::of(&[dump]);
+    let interval = live.requested;
+    let (agreement, gap) = match live.agreement() {
+        Agreement::NotCounted => ("not-counted", 0.0),
+        Agreement::NoLiveSample => ("no-live-sample", 0.0),
+        Agreement::Within => ("within", 0.0),
+        Agreement::ExactAbove(by) => ("above", by.round()),
+        Agreement::ExactBelow(by) => ("below", by.round()),
+    };
     Summary {
         pid: dump.pid,
         executable: dump.executable.clone(),
@@ -247,7 +262,11 @@ pub fn summary_of(dump: &Dump) -> Summary {
         live_estimate: interval.estimate.round(),
         live_low: interval.low.round(),
         live_high: interval.high.round(),
+        live_exact_sampling: live.every_allocation_sampled,
         live_exact: dump.totals.live_usable_bytes,
+        live_note: words(&live, dump.sample_period()),
+        live_agreement: agreement,
+        live_gap: gap,
         allocated_exact: dump.totals.bytes_allocated,
         allocations: dump.totals.allocations,
         samples_taken: dump.totals.samples_taken,

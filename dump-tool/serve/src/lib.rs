@@ -1,10 +1,14 @@
 //! `heapdiff serve [DIR|DUMP...]`: a local web server that lists the dumps
-//! under the given paths (grouped by process, with a timeline each), shows
-//! any dump or pair of dumps in the flamegraph viewer, and serves each as a
-//! pprof profile at a stable URL.
+//! under the given paths (grouped by process, with a timeline each and the
+//! functions that grow across it: [`growth`]), shows any dump or pair of
+//! dumps in the flamegraph viewer ([`views`]), and serves each as a pprof
+//! profile at a stable URL, the latest of each process in the shapes
+//! continuous profilers scrape, with the symbol service `go tool pprof`
+//! asks ([`profiles`], [`symbols`]).
 //!
-//! Owns the HTTP surface ([`routes`]): GET (and HEAD) only, every other
-//! method refused, requests naming another host refused ([`host`]),
+//! Owns the HTTP surface ([`routes`]): GET (and HEAD) only but the symbol
+//! service's POST, every other method refused, requests naming another
+//! host refused ([`host`]),
 //! connections bounded in number, header size and time ([`connections`]).
 //! The only files it reads are the catalog's dumps ([`catalog`] maps ids
 //! to files, opened below the directories given and never out of them:
@@ -13,22 +17,30 @@
 //! (`heapdiff::pipeline::Session`) in a symbol table shared by all requests
 //! ([`symbol_cache`]: an address is symbolized once, the table dropped when
 //! it grows too large); at most two views are built at a time
-//! ([`view_limit`]). It never writes a file. The web stack (axum, tokio)
+//! ([`view_limit`]); what was built is kept for the next visit within a
+//! bound ([`built_cache`]). It never writes a file. The web stack (axum, tokio)
 //! lives in this crate only: the `heapdiff` library builds without it.
 
+pub mod built_cache;
 pub mod catalog;
 pub mod connections;
+pub mod growth;
 pub mod host;
 pub mod listing;
+pub mod profiles;
 pub mod query;
 pub mod responses;
 pub mod roots;
 pub mod routes;
 pub mod scan;
 pub mod symbol_cache;
+pub mod symbols;
 pub mod urls;
 pub mod view_limit;
 pub mod views;
+pub mod work;
+
+use built_cache::BuiltCache;
 
 use catalog::Catalog;
 use heapdiff::pipeline::Settings;
@@ -38,6 +50,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use symbol_cache::SymbolCache;
+use symbols::SymbolMemory;
 use view_limit::ViewLimit;
 
 /// The shared symbol table is dropped and rebuilt past this many addresses,
@@ -45,6 +58,8 @@ use view_limit::ViewLimit;
 const MAX_CACHED_LOCATIONS: usize = 2_000_000;
 /// Views built at the same time (each holds its dumps in memory).
 const CONCURRENT_VIEWS: usize = 2;
+/// Bytes of built pages, profiles and reports kept for the next visit.
+const BUILT_BYTES: usize = 256 << 20;
 
 /// What to serve, where, and how views are built.
 #[derive(Clone, Debug)]
@@ -67,6 +82,10 @@ pub struct AppState {
     pub symbols: SymbolCache,
     pub settings: Settings,
     pub views: ViewLimit,
+    /// Built pages, profiles and growth reports, by the dumps they show.
+    pub pages: BuiltCache,
+    /// The names of the profiles served last, for `go tool pprof`.
+    pub symbolz: SymbolMemory,
 }
 
 /// Run the server until it is killed.
@@ -83,6 +102,8 @@ pub fn run(config: Config) -> Result<()> {
         symbols: SymbolCache::new(MAX_CACHED_LOCATIONS),
         settings: config.settings,
         views: ViewLimit::new(CONCURRENT_VIEWS),
+        pages: BuiltCache::new(BUILT_BYTES),
+        symbolz: SymbolMemory::default(),
     });
     let allowed = Arc::new(AllowedHosts::new(config.bind, &config.allow_hosts));
     let limit = connections::connection_limit();

@@ -3,7 +3,7 @@
 //! arrived (`Catalog::refresh`), built once per scan.
 
 use crate::AppState;
-use crate::catalog::{Snapshot, Summary};
+use crate::catalog::{Entry, Snapshot, Summary};
 use crate::responses::refuse;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -21,10 +21,15 @@ struct Listing<'a> {
 
 #[derive(Serialize)]
 struct Process<'a> {
+    /// Names the process in `/api/growth?process=KEY`: its first dump.
+    key: &'a str,
     pid: u32,
     executable: &'a str,
     command_line: &'a str,
     first_time_unix_ns: u64,
+    /// The dump with the largest live heap: by the exact counter where
+    /// every dump has one, else by the estimate.
+    peak: Option<&'a str>,
     dumps: Vec<DumpRow<'a>>,
 }
 
@@ -48,6 +53,43 @@ pub async fn list(State(state): State<Arc<AppState>>) -> Response {
         Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
         Err(_) => refuse(StatusCode::INTERNAL_SERVER_ERROR, "listing failed"),
     }
+}
+
+/// The id of the dump with the largest live heap (the first of equals).
+fn peak<'a>(dumps: &[DumpRow<'a>]) -> Option<&'a str> {
+    let exact = dumps.iter().all(|d| d.summary.live_exact.is_some());
+    let live = |d: &DumpRow<'_>| match d.summary.live_exact {
+        Some(bytes) if exact => bytes as f64,
+        _ => d.summary.live_estimate,
+    };
+    let mut best: Option<&DumpRow<'a>> = None;
+    for dump in dumps {
+        if best.is_none_or(|b| live(dump) > live(b)) {
+            best = Some(dump);
+        }
+    }
+    best.map(|d| d.id)
+}
+
+/// The dumps of the process that wrote dump `id`, in time order, with
+/// their entries, from the last scan (empty if `id` is not a listed dump).
+pub fn process_of(snapshot: &Snapshot, id: &str) -> Vec<(String, Arc<Entry>)> {
+    let Some(Ok(this)) = snapshot.get(id).map(|e| &e.summary) else {
+        return Vec::new();
+    };
+    let mut dumps: Vec<(String, Arc<Entry>)> = snapshot
+        .entries()
+        .iter()
+        .filter(|entry| matches!(&entry.summary, Ok(s) if same_process(s, this)))
+        .map(|entry| (entry.id.clone(), entry.clone()))
+        .collect();
+    dumps.sort_by_key(|(_, e)| e.summary.as_ref().map(|s| (s.time_unix_ns, s.seq)).ok());
+    dumps
+}
+
+/// The list groups dumps by pid, executable and command line.
+fn same_process(a: &Summary, b: &Summary) -> bool {
+    a.pid == b.pid && a.executable == b.executable && a.command_line == b.command_line
 }
 
 fn listing_json(snapshot: &Snapshot) -> String {
@@ -77,10 +119,12 @@ fn listing_json(snapshot: &Snapshot) -> String {
         .map(|((pid, executable, command_line), mut dumps)| {
             dumps.sort_by_key(|d| (d.summary.time_unix_ns, d.summary.seq));
             Process {
+                key: dumps.first().map_or("", |d| d.id),
                 pid,
                 executable,
                 command_line,
                 first_time_unix_ns: dumps.first().map_or(0, |d| d.summary.time_unix_ns),
+                peak: peak(&dumps),
                 dumps,
             }
         })

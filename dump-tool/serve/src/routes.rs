@@ -2,11 +2,15 @@
 //! response carries.
 
 use crate::AppState;
+use crate::growth::growth;
 use crate::host::{AllowedHosts, check_host};
 use crate::listing::list;
+use crate::profiles::{latest_allocs, latest_heap, pprof};
 use crate::responses::{asset, refuse};
-use crate::views::{pprof, view};
+use crate::symbols::{MAX_QUERY_BYTES, symbol_count, symbol_names};
+use crate::views::view;
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
@@ -14,24 +18,42 @@ use heapdiff::render::html;
 use std::sync::Arc;
 
 const INDEX_HTML: &str = include_str!("../assets/index.html");
-const INDEX_JS: &str = include_str!("../assets/index.js");
+/// The dump list's scripts, each served at `/NAME`: the viewer's number
+/// formats, then the page's own modules.
+const INDEX_SCRIPTS: [(&str, &str); 4] = [
+    ("/format.js", html::VIEWER_SCRIPTS[0].1),
+    ("/timeline.js", include_str!("../assets/timeline.js")),
+    ("/growth.js", include_str!("../assets/growth.js")),
+    ("/index.js", include_str!("../assets/index.js")),
+];
 
 /// Every route of the server over `state`, answering only requests to
 /// the `allowed` hosts.
 pub fn router(state: Arc<AppState>, allowed: Arc<AllowedHosts>) -> Router {
-    Router::new()
+    let mut router = Router::new();
+    for (path, script) in INDEX_SCRIPTS {
+        router = router.route(
+            path,
+            get(move || async move { asset(script, "text/javascript") }),
+        );
+    }
+    let symbol_service = get(symbol_count)
+        .post(symbol_names)
+        .layer(DefaultBodyLimit::max(MAX_QUERY_BYTES));
+    router
         .route("/", get(index))
-        .route(
-            "/index.js",
-            get(|| async { asset(INDEX_JS, "text/javascript") }),
-        )
         .route(
             "/style.css",
             get(|| async { asset(html::VIEWER_CSS, "text/css") }),
         )
         .route("/api/dumps", get(list))
+        .route("/api/growth", get(growth))
         .route("/view", get(view))
         .route("/pprof/{*id}", get(pprof))
+        .route("/debug/pprof/heap", get(latest_heap))
+        .route("/debug/pprof/allocs", get(latest_allocs))
+        .route("/symbolz", symbol_service.clone())
+        .route("/debug/pprof/symbol", symbol_service)
         .fallback(|| async { refuse(StatusCode::NOT_FOUND, "no such page") })
         .layer(axum::middleware::from_fn_with_state(allowed, check_host))
         .layer(axum::middleware::map_response(secure_headers))

@@ -21,7 +21,7 @@ const MAX_DEPTH: usize = 4;
 pub const MAX_ENTRIES: usize = 100_000;
 
 /// What tells two versions of a file apart: its identity, size and time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Version {
     device: u64,
     inode: u64,
@@ -30,6 +30,11 @@ pub struct Version {
 }
 
 impl Version {
+    /// The version of the open file `file`, if it can be told.
+    pub fn of_file(file: &std::fs::File) -> Option<Version> {
+        fstat(file).ok().map(|stat| Version::of(&stat))
+    }
+
     fn of(stat: &FileStat) -> Version {
         Version {
             device: stat.st_dev,

@@ -1,9 +1,11 @@
-//! One symbol table shared by every request: an address is symbolized once
-//! for the life of the server, and the table starts over when it grows past
-//! a bound, so a long-running server's memory stays bounded.
+//! One symbol table shared by every request (views and series alike): an
+//! address is symbolized once for the life of the server, and the table
+//! starts over when it grows past a bound, so a long-running server's
+//! memory stays bounded.
 
 use heapdiff::Result;
-use heapdiff::pipeline::{Loaded, Session, Settings};
+use heapdiff::input::Input;
+use heapdiff::pipeline::{Loaded, Series, Session, Settings};
 use heapdiff::symbols::LocationTable;
 use std::sync::Mutex;
 
@@ -31,6 +33,16 @@ impl SymbolCache {
             .len()
     }
 
+    /// The shared table, locked for one session or series, started over
+    /// first if it grew past the bound.
+    fn bounded(&self) -> std::sync::MutexGuard<'_, LocationTable> {
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if table.locations.len() > self.max_locations {
+            *table = LocationTable::default();
+        }
+        table
+    }
+
     /// Open the session of `new` (and `base`) in the shared table and run
     /// `f` on it; one session at a time. Notices go to stderr.
     pub fn with_session<T>(
@@ -40,10 +52,7 @@ impl SymbolCache {
         settings: &Settings,
         f: impl FnOnce(&Session) -> T,
     ) -> Result<T> {
-        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        if table.locations.len() > self.max_locations {
-            *table = LocationTable::default();
-        }
+        let mut table = self.bounded();
         let session = Session::open(
             std::mem::take(&mut *table),
             new,
@@ -54,6 +63,26 @@ impl SymbolCache {
         let result = f(&session);
         *table = session.into_table();
         Ok(result)
+    }
+
+    /// Build the series of `inputs` (oldest first) in the shared table and
+    /// run `f` on it; one session or series at a time.
+    pub fn with_series<T>(
+        &self,
+        inputs: Vec<Input>,
+        settings: &Settings,
+        f: impl FnOnce(&Series) -> T,
+    ) -> T {
+        let mut table = self.bounded();
+        let series = Series::open(
+            std::mem::take(&mut *table),
+            inputs,
+            settings,
+            &mut |notice| eprintln!("heapdiff: {notice}"),
+        );
+        let result = f(&series);
+        *table = series.into_table();
+        result
     }
 }
 

@@ -1,190 +1,211 @@
-//! The viewer page (`/view?dump=ID[&base=ID]`) and the pprof profile
-//! (`/pprof/ID[?base=ID]`) of one dump or a pair: opened through the
-//! catalog (below their roots, never out of them), built by the one
-//! pipeline in the shared symbol table, a few at a time (`view_limit`);
-//! the work stops before symbolizing when its client left. Errors name
-//! dumps by their ids, never by a path on the server.
+//! The viewer page (`/view?dump=ID[&base=ID][&allow_mismatch=1]`) of one
+//! dump or a pair: opened through the catalog (below their roots, never
+//! out of them), built by the one pipeline in the shared symbol table, a
+//! few at a time (`view_limit`), kept for the next visit (`built_cache`);
+//! the work stops before symbolizing when its client left. Its links walk
+//! the dump's process: previous and next dump, the diff with the previous
+//! and with the first, the process's timeline. A comparison of two
+//! different programs is refused, as the command line refuses it, with a
+//! link that compares anyway. Errors name dumps by their ids, never by a
+//! path on the server.
 
 use crate::AppState;
+use crate::catalog::Entry;
+use crate::listing::process_of;
 use crate::query::{Pick, checked_query};
 use crate::responses::refuse;
-use crate::roots::Refused;
 use crate::urls::{url_component, url_path};
-use crate::view_limit::{Presence, Unfinished};
+use crate::view_limit::Presence;
+use crate::work::{Failure, built, cache_key, kept, listed, read_entry};
+use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path as UrlPath, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use heapdiff::input::load_opened;
-use heapdiff::pipeline::{Loaded, Session};
-use heapdiff::render;
+use heapdiff::input::check_comparable;
+use heapdiff::pipeline::Loaded;
 use heapdiff::render::html::{self, Link};
-use heapdiff::render::pprof::PprofOptions;
-use std::path::Path;
+use heapdiff::render::xml::escape_html;
 use std::sync::Arc;
 
-/// `/view?dump=ID[&base=ID]`: the viewer page.
+/// `/view?dump=ID[&base=ID][&allow_mismatch=1]`: the viewer page.
 pub async fn view(
     State(state): State<Arc<AppState>>,
     uri: Uri,
     query: Result<Query<Pick>, QueryRejection>,
 ) -> Response {
-    let (id, base) = match checked_query(&uri, query) {
-        Ok(Pick {
-            dump: Some(id),
-            base,
-        }) => (id, base),
+    let pick = match checked_query(&uri, query) {
+        Ok(pick) if pick.dump.is_some() => pick,
         Ok(_) => return refuse(StatusCode::BAD_REQUEST, "name a dump: ?dump=ID"),
         Err((status, why)) => return refuse(status, why),
     };
-    let page = built(&state, "the view failed", move |state, presence| {
-        render_view(state, presence, &id, base.as_deref())
-    })
-    .await;
-    page.map(|page| ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response())
-        .unwrap_or_else(|refusal| refusal)
-}
-
-/// `/pprof/ID[?base=ID]`: the gzipped profile.
-pub async fn pprof(
-    State(state): State<Arc<AppState>>,
-    UrlPath(id): UrlPath<String>,
-    uri: Uri,
-    query: Result<Query<Pick>, QueryRejection>,
-) -> Response {
-    let base = match checked_query(&uri, query) {
-        Ok(pick) => pick.base,
-        Err((status, why)) => return refuse(status, why),
+    let allow_mismatch = pick.allow_mismatch.as_deref() == Some("1");
+    let (id, base) = (pick.dump.unwrap_or_default(), pick.base);
+    let entries = match view_entries(&state, &id, base.as_deref()) {
+        Ok(entries) => entries,
+        Err((status, why)) => return refuse(status, &why),
     };
-    let bytes = built(&state, "the profile failed", move |state, presence| {
-        render_pprof(state, presence, &id, base.as_deref())
+    let html_page =
+        |page: Bytes| ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
+    let key = cache_key(&format!("view {allow_mismatch}"), &entries);
+    match kept(&state, &key, &entries) {
+        Ok(Some(page)) => return html_page(page),
+        Ok(None) => {}
+        Err((status, why)) => return refuse(status, &why),
+    }
+    let page = built(&state, "the view failed", move |state, presence| {
+        render_view(state, presence, &entries, allow_mismatch)
     })
     .await;
-    let attachment = [
-        (header::CONTENT_TYPE, "application/octet-stream"),
-        (
-            header::CONTENT_DISPOSITION,
-            "attachment; filename=\"profile.pb.gz\"",
-        ),
-    ];
-    bytes
-        .map(|bytes| (attachment, bytes).into_response())
-        .unwrap_or_else(|refusal| refusal)
-}
-
-/// `build` run within the limit on views built at once; its failure, or
-/// the work's (`failed` says what failed), as the refusal to send.
-async fn built<T: Send + 'static>(
-    state: &Arc<AppState>,
-    failed: &'static str,
-    build: impl FnOnce(&AppState, &Presence) -> Result<T, Failure> + Send + 'static,
-) -> Result<T, Response> {
-    let task_state = state.clone();
-    match state
-        .views
-        .run(move |presence| build(&task_state, presence))
-        .await
-    {
-        Ok(Ok(built)) => Ok(built),
-        Ok(Err((status, why))) => Err(refuse(status, &why)),
-        Err(Unfinished::Closed) => Err(refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down")),
-        Err(Unfinished::Failed) => Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, failed)),
+    match page {
+        Ok(Ok(page)) => {
+            let page = Bytes::from(page);
+            state.pages.put(key, page.clone());
+            html_page(page)
+        }
+        Ok(Err(mismatch)) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            mismatch,
+        )
+            .into_response(),
+        Err(refusal) => refusal,
     }
 }
 
-type Failure = (StatusCode, String);
-
-/// The dump the catalog knows under `id`, read from below its root.
-fn load_entry(state: &AppState, id: &str) -> Result<Loaded, Failure> {
-    let entry = state
-        .catalog
-        .snapshot()
-        .get(id)
-        .cloned()
-        .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no dump {id:?} here")))?;
-    let file = state.catalog.open(&entry).map_err(|refused| {
-        let status = match refused {
-            Refused::Missing => StatusCode::NOT_FOUND,
-            Refused::Outside => StatusCode::FORBIDDEN,
-            Refused::Failed(_) => StatusCode::UNPROCESSABLE_ENTITY,
-        };
-        (status, format!("{id}: {refused}"))
-    })?;
-    let input = load_opened(file, Path::new(id))
-        .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-    Ok(Loaded::one(id.to_string(), input))
-}
-
-/// Run `f` on the session of dump `id` (compared with `base`), built in the
-/// shared symbol table, unless the client left before the dumps were read.
-fn with_session<T>(
+/// The listed entries of a view: the dump, then the base.
+fn view_entries(
     state: &AppState,
-    presence: &Presence,
     id: &str,
     base: Option<&str>,
-    f: impl FnOnce(&Session) -> T,
-) -> Result<T, Failure> {
-    let new = load_entry(state, id)?;
-    let base = base.map(|base| load_entry(state, base)).transpose()?;
-    if presence.left() {
-        return Err((StatusCode::REQUEST_TIMEOUT, "the client left".to_string()));
-    }
-    state
-        .symbols
-        .with_session(new, base, &state.settings, f)
-        .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
+) -> Result<Vec<Arc<Entry>>, Failure> {
+    std::iter::once(id)
+        .chain(base)
+        .map(|id| listed(state, id))
+        .collect()
 }
 
+/// The page of `entries` (the dump, then the base), or the page refusing a
+/// comparison of two programs.
 fn render_view(
     state: &AppState,
     presence: &Presence,
-    id: &str,
-    base_id: Option<&str>,
-) -> Result<String, Failure> {
-    with_session(state, presence, id, base_id, |session| {
-        let mut model = html::model(&session.view());
-        model.links = view_links(id, base_id);
-        html::page(&model)
-    })
+    entries: &[Arc<Entry>],
+    allow_mismatch: bool,
+) -> Result<Result<String, String>, Failure> {
+    let new = read_entry(state, &entries[0])?;
+    let base = entries.get(1).map(|e| read_entry(state, e)).transpose()?;
+    if let Some(base) = &base
+        && let Some(error) = check_comparable(&base.dump, &new.dump, allow_mismatch).error
+    {
+        return Ok(Err(mismatch_page(&entries[0].id, &entries[1].id, &error)));
+    }
+    if presence.left() {
+        return Err((StatusCode::REQUEST_TIMEOUT, "the client left".to_string()));
+    }
+    let id = entries[0].id.clone();
+    let base_id = entries.get(1).map(|e| e.id.clone());
+    let new = Loaded::one(id.clone(), new);
+    let base = base
+        .zip(base_id.clone())
+        .map(|(b, name)| Loaded::one(name, b));
+    let mut settings = state.settings.clone();
+    settings.allow_mismatch = allow_mismatch;
+    let links = view_links(state, &id, base_id.as_deref(), allow_mismatch);
+    state
+        .symbols
+        .with_session(new, base, &settings, |session| {
+            let mut model = html::model(&session.view());
+            model.links = links;
+            Ok(html::page(&model))
+        })
+        .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
 }
 
-fn view_links(id: &str, base: Option<&str>) -> Vec<Link> {
+/// `/view?dump=ID[&base=BASE]`.
+fn view_href(id: &str, base: Option<&str>) -> String {
+    let mut href = format!("/view?dump={}", url_component(id));
+    if let Some(base) = base {
+        href.push_str(&format!("&base={}", url_component(base)));
+    }
+    href
+}
+
+fn link(label: &str, href: String, rel: Option<&'static str>) -> Link {
+    Link {
+        label: label.to_string(),
+        href,
+        rel,
+    }
+}
+
+/// The links of a view: the list, the process's timeline, previous and
+/// next (of the new side; a comparison keeps its base), the diffs with the
+/// previous and the first dump, the pprof profile.
+fn view_links(state: &AppState, id: &str, base: Option<&str>, allow_mismatch: bool) -> Vec<Link> {
+    let mut links = vec![link("all dumps", "/".into(), None)];
+    let dumps = process_of(&state.catalog.snapshot(), id);
+    let at = dumps.iter().position(|(d, _)| d == id);
+    if let (Some(at), Some((first, _))) = (at, dumps.first()) {
+        links.push(link(
+            "timeline",
+            format!("/#process={}", url_component(first)),
+            None,
+        ));
+        let base_kept = base.filter(|b| {
+            // A base later than the new dump would make the walk confusing.
+            dumps.iter().position(|(d, _)| d == b).is_some()
+        });
+        if let Some((previous, _)) = at.checked_sub(1).and_then(|p| dumps.get(p)) {
+            let keep = base_kept.filter(|b| b != previous);
+            links.push(link("← previous", view_href(previous, keep), Some("prev")));
+        }
+        if let Some((next, _)) = dumps.get(at + 1) {
+            links.push(link("next →", view_href(next, base_kept), Some("next")));
+        }
+        if let Some((previous, _)) = at.checked_sub(1).and_then(|p| dumps.get(p)) {
+            links.push(link(
+                "diff with previous",
+                view_href(id, Some(previous)),
+                None,
+            ));
+        }
+        if at > 0 {
+            links.push(link("diff with first", view_href(id, Some(first)), None));
+        }
+    }
+    if let Some(base) = base {
+        links.push(link("this dump alone", view_href(id, None), None));
+        links.push(link("base alone", view_href(base, None), None));
+    }
     let mut pprof = format!("/pprof/{}", url_path(id));
     if let Some(base) = base {
         pprof.push_str(&format!("?base={}", url_component(base)));
     }
-    vec![
-        Link {
-            label: "all dumps".into(),
-            href: "/".into(),
-        },
-        Link {
-            label: "download pprof".into(),
-            href: pprof,
-        },
-    ]
+    links.push(link("download pprof", pprof, None));
+    if allow_mismatch {
+        links.push(link(
+            "(different programs compared)",
+            view_href(id, base),
+            None,
+        ));
+    }
+    links
 }
 
-fn render_pprof(
-    state: &AppState,
-    presence: &Presence,
-    id: &str,
-    base_id: Option<&str>,
-) -> Result<Vec<u8>, Failure> {
-    with_session(state, presence, id, base_id, |session| {
-        let view = session.view();
-        let new = view.new.first_dump();
-        let mut comments = vec![format!("heapdiff serve: {id}")];
-        if let Some(base) = base_id {
-            comments.push(format!("minus base {base} (negated samples)"));
-        }
-        comments.extend(new.attach_note());
-        let options = PprofOptions {
-            executable: new.executable.clone(),
-            time_unix_ns: new.time_unix_ns,
-            comments,
-        };
-        render::pprof::render(&view, &options)
-            .map_err(|why| (StatusCode::INTERNAL_SERVER_ERROR, why))
-    })?
+/// The refusal of a comparison of two programs, with a link that compares
+/// anyway.
+fn mismatch_page(id: &str, base: &str, error: &str) -> String {
+    let anyway = format!("{}&allow_mismatch=1", view_href(id, Some(base)));
+    format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>not comparable</title>\
+         <link rel=\"stylesheet\" href=\"/style.css\"></head><body><main style=\"padding:10px\">\
+         <h1 style=\"font-size:15px\">{} and {} are not comparable</h1><p id=\"refusal\">{}</p>\
+         <p><a id=\"compare-anyway\" href=\"{}\">compare anyway</a> · <a href=\"/\">all dumps</a></p>\
+         </main></body></html>",
+        escape_html(base),
+        escape_html(id),
+        escape_html(error),
+        escape_html(&anyway)
+    )
 }

@@ -1,12 +1,16 @@
 //! Frames of a stack: locations expanded into function frames, the
 //! allocator's own frames dropped at the leaf, and the names frames show.
 //!
-//! Owns [`FrameRef`] and the rule for dropping allocator frames (the names
-//! are in [`super::allocator`]). Reads the symbolized [`LocationTable`];
-//! never changes it.
+//! Owns [`FrameRef`], the rule for dropping allocator frames (the names
+//! are in [`super::allocator`]) and the labels that keep two functions
+//! apart where their short names are the same ([`FunctionNames`],
+//! [`distinct_labels`]). Reads the symbolized [`LocationTable`]; never
+//! changes it.
 
 use super::allocator::is_allocator_function;
+use crate::symbols::names::{Language, short_name_with_templates};
 use crate::symbols::{Line, LocationId, LocationTable};
+use std::collections::{HashMap, HashSet};
 
 /// One function frame of a stack: line `line` of location `location`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -61,4 +65,120 @@ pub fn is_allocator_frame(table: &LocationTable, frame: FrameRef) -> bool {
 /// name (see [`LocationTable::assign_display_names`]).
 pub fn function_name(table: &LocationTable, frame: FrameRef) -> &str {
     line_of(table, frame).map_or("??", |line| line.display.as_str())
+}
+
+/// A function's names, each followed by ` [module]` where two modules
+/// define a function of that name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FunctionNames {
+    /// The short name (`Pool<…>::take`).
+    pub short: String,
+    /// The whole signature, as far as the symbols give it (an inlined
+    /// frame's DWARF name has no parameters).
+    pub full: String,
+    /// The short name with its template arguments (`Pool<Blob>::take`):
+    /// what tells functions apart (two instantiations of a template), and
+    /// the same for an inlined and an out-of-line frame of one function.
+    pub templates: String,
+}
+
+impl FunctionNames {
+    /// The names of the function of `line`.
+    pub fn of(line: &Line) -> FunctionNames {
+        let qualified = |name: &str| match &line.qualifier {
+            Some(qualifier) => format!("{name} [{qualifier}]"),
+            None => name.to_string(),
+        };
+        // Only C++ names are shortened: a short name that differs is C++.
+        let templates = if line.short == line.function {
+            line.function.clone()
+        } else {
+            short_name_with_templates(&line.function, Language::Cxx)
+        };
+        FunctionNames {
+            short: qualified(&line.short),
+            full: qualified(&line.function),
+            templates: qualified(&templates),
+        }
+    }
+
+    /// A name that stands for itself (`??`, a synthetic frame).
+    pub fn plain(name: &str) -> FunctionNames {
+        FunctionNames {
+            short: name.to_string(),
+            full: name.to_string(),
+            templates: name.to_string(),
+        }
+    }
+}
+
+/// Short labels that never merge two functions (told apart by
+/// [`FunctionNames::templates`]): each function's short name, except where
+/// several share one (two instantiations of a template): those are
+/// labelled by their names with template arguments.
+pub fn distinct_labels(functions: &[FunctionNames]) -> Vec<String> {
+    let mut by_short: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for names in functions {
+        by_short
+            .entry(names.short.as_str())
+            .or_default()
+            .insert(names.templates.as_str());
+    }
+    functions
+        .iter()
+        .map(|names| {
+            if by_short[names.short.as_str()].len() == 1 {
+                names.short.clone()
+            } else {
+                names.templates.clone()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(short: &str, full: &str, templates: &str) -> FunctionNames {
+        FunctionNames {
+            short: short.into(),
+            full: full.into(),
+            templates: templates.into(),
+        }
+    }
+
+    #[test]
+    fn labels_stay_short_unless_two_functions_share_one() {
+        let functions = [
+            names(
+                "Cache<…>::fill",
+                "Cache<int>::fill(unsigned long)",
+                "Cache<int>::fill",
+            ),
+            names(
+                "Cache<…>::fill",
+                "Cache<double>::fill(unsigned long)",
+                "Cache<double>::fill",
+            ),
+            // Overloads share their name with template arguments (an
+            // inlined frame's name has no parameters): one function, one
+            // label.
+            names("f", "f(int)", "f"),
+            names("f", "f(double)", "f"),
+            names("main", "main", "main"),
+            names("main", "main", "main"),
+        ];
+        assert_eq!(
+            distinct_labels(&functions),
+            [
+                "Cache<int>::fill",
+                "Cache<double>::fill",
+                "f",
+                "f",
+                "main",
+                "main"
+            ]
+        );
+    }
 }

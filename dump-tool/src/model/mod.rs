@@ -4,20 +4,22 @@
 //! with its estimates, variances and raw counts), the [`Metric`]s
 //! ([`metric`]), frames and the allocator frames dropped at the leaf
 //! ([`frames`], [`allocator`]), folded stacks ([`folding`]), the views
-//! (`--focus`, `--hide`, threads, size classes: [`transform`]) and the
-//! merge of many profiles ([`merge`]). Reads dumps and the symbolized
-//! location table; never reads files, never formats output.
+//! (`--focus`, `--hide`, threads, size classes: [`transform`]), the
+//! merge of many profiles ([`merge`]) and the live heap three ways
+//! ([`live_heap`]: estimated, in usable bytes, exact). Reads dumps and the
+//! symbolized location table; never reads files, never formats output.
 
 pub mod allocator;
 pub mod folding;
 pub mod frames;
+pub mod live_heap;
 pub mod merge;
 pub mod metric;
 pub mod profile;
 pub mod size_class;
 pub mod transform;
 
-pub use frames::{FrameRef, function_name, line_of};
+pub use frames::{FrameRef, FunctionNames, distinct_labels, function_name, line_of};
 pub use metric::{Metric, RawCounts, Values};
 pub use profile::{BuildOptions, Origin, Profile, Sample};
 pub use transform::Transforms;

@@ -4,15 +4,18 @@
 //! the renderers as one [`View`].
 //!
 //! Owns [`Session`] (the steps, in order, and what they report on the
-//! way), [`Settings`] (everything that shapes a view) and [`View`]. The
+//! way), [`Series`] (the same steps for many dumps of one process),
+//! [`Settings`] (everything that shapes a view) and [`View`]. The
 //! command line, `heapdiff merge` and `heapdiff serve` all build their
 //! outputs through a [`Session`], so every view option works in every
 //! format. Reads dump and symbol files; never writes.
 
+pub mod series;
 pub mod session;
 pub mod settings;
 pub mod view;
 
+pub use series::Series;
 pub use session::{Loaded, Notice, Session};
 pub use settings::Settings;
 pub use view::{Side, View};

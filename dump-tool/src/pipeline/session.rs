@@ -19,7 +19,7 @@ use crate::input::{Input, check_comparable, legacy_note, load, merge_warnings};
 use crate::model::merge::merged;
 use crate::model::transform::apply;
 use crate::model::{Metric, Profile};
-use crate::symbols::{LocationId, LocationTable};
+use crate::symbols::{LocationId, LocationTable, NameStyle};
 use std::path::PathBuf;
 
 /// Something a step says that does not stop the session.
@@ -80,6 +80,7 @@ pub struct Session {
     new: Side,
     base: Option<Side>,
     metric: Metric,
+    names: NameStyle,
 }
 
 impl Session {
@@ -107,6 +108,7 @@ impl Session {
             new,
             base,
             metric: settings.metric,
+            names: settings.names,
         })
     }
 
@@ -117,6 +119,7 @@ impl Session {
             new: &self.new,
             base: self.base.as_ref(),
             metric: self.metric,
+            names: self.names,
         }
     }
 
@@ -163,7 +166,7 @@ fn check(
 }
 
 /// Every dump's stacks as interned locations.
-fn intern(table: &mut LocationTable, inputs: &[Input]) -> Vec<Vec<Vec<LocationId>>> {
+pub(super) fn intern(table: &mut LocationTable, inputs: &[Input]) -> Vec<Vec<Vec<LocationId>>> {
     inputs
         .iter()
         .map(|input| table.intern_dump(&input.dump))
@@ -172,7 +175,7 @@ fn intern(table: &mut LocationTable, inputs: &[Input]) -> Vec<Vec<Vec<LocationId
 
 /// The side as the view shows it: each dump corrected on its own, merged
 /// when several, then transformed.
-fn side(
+pub(super) fn side(
     table: &mut LocationTable,
     loaded: Loaded,
     stacks: &[Vec<Vec<LocationId>>],

@@ -4,7 +4,7 @@
 
 use crate::input::Input;
 use crate::model::{Metric, Profile};
-use crate::symbols::LocationTable;
+use crate::symbols::{LocationTable, NameStyle};
 use heapsample_format::Dump;
 
 /// One side of a view.
@@ -43,4 +43,6 @@ pub struct View<'a> {
     pub new: &'a Side,
     pub base: Option<&'a Side>,
     pub metric: Metric,
+    /// The names the frames show (`LocationTable::assign_display_names`).
+    pub names: NameStyle,
 }

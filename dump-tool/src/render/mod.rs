@@ -7,6 +7,7 @@ pub mod folded;
 pub mod gate;
 pub mod html;
 pub mod json;
+pub mod live_heap;
 pub mod pprof;
 pub mod svg;
 pub mod svg_intervals;

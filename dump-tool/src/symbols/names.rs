@@ -173,6 +173,21 @@ fn expand_standard_abbreviations(text: &str) -> String {
 /// `std::vector<…>::push_back`), as pprof and heaptrack show them. Other
 /// languages are returned as they are.
 pub fn short_name(full: &str, language: Language) -> String {
+    without_signature(full, language, true)
+}
+
+/// The short form with its template arguments kept
+/// (`Pool<Blob>::take` where [`short_name`] says `Pool<…>::take`): what
+/// tells two instantiations of one template apart without their whole
+/// signatures.
+pub fn short_name_with_templates(full: &str, language: Language) -> String {
+    without_signature(full, language, false)
+}
+
+/// A C++ name without return type, parameters, qualifiers and clone
+/// suffixes, template argument lists collapsed to `<…>` if
+/// `collapse_templates`; other languages as they are.
+fn without_signature(full: &str, language: Language, collapse_templates: bool) -> String {
     if language != Language::Cxx {
         return full.to_string();
     }
@@ -182,7 +197,7 @@ pub fn short_name(full: &str, language: Language) -> String {
     let mut out = String::new();
     for token in tokens {
         match token {
-            Token::Group('<', _) => out.push_str("<…>"),
+            Token::Group('<', _) if collapse_templates => out.push_str("<…>"),
             Token::Group(_, text) | Token::Text(text) => out.push_str(text),
             Token::Space => out.push(' '),
         }
@@ -443,6 +458,13 @@ mod tests {
         ] {
             assert_eq!(short(full), expected, "{full}");
         }
+        assert_eq!(
+            short_name_with_templates(
+                "std::unique_ptr<Blob, std::default_delete<Blob> > Pool<Blob>::take()",
+                Language::Cxx
+            ),
+            "Pool<Blob>::take"
+        );
         assert_eq!(
             short_name("<alloc::vec::Vec<u8>>::push", Language::Rust),
             "<alloc::vec::Vec<u8>>::push"

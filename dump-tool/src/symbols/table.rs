@@ -19,6 +19,7 @@ use super::options::SymbolizeOptions;
 use super::progress::Progress;
 use super::resolve::resolve;
 use addr2line::Loader;
+use ahash::AHashMap;
 use heapsample_format::{Dump, Module};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -28,7 +29,9 @@ use std::time::{Duration, Instant};
 pub struct LocationTable {
     pub locations: Vec<Location>,
     pub modules: Vec<ModuleRecord>,
-    location_index: HashMap<(Option<ModuleId>, u64), LocationId>,
+    /// (ahash: interning hashes every frame of every stack, and SipHash
+    /// was a third of building a large view.)
+    location_index: AHashMap<(Option<ModuleId>, u64), LocationId>,
     module_index: HashMap<(String, Vec<u8>), ModuleId>,
     synthetic_names: HashMap<String, LocationId>,
 }
@@ -45,24 +48,34 @@ impl LocationTable {
     /// Intern every frame of every stack of `dump`; returns, per stack, its
     /// locations innermost first.
     pub fn intern_dump(&mut self, dump: &Dump) -> Vec<Vec<LocationId>> {
+        // Each module a frame falls in is interned once, not once per frame.
+        let mut modules: Vec<Option<ModuleId>> = vec![None; dump.modules.len()];
         dump.stacks
             .iter()
             .map(|stack| {
                 stack
                     .frames
                     .iter()
-                    .map(|&address| self.intern(dump, address, stack.epoch))
+                    .map(|&address| self.intern(dump, &mut modules, address, stack.epoch))
                     .collect()
             })
             .collect()
     }
 
-    fn intern(&mut self, dump: &Dump, address: u64, epoch: u32) -> LocationId {
+    fn intern(
+        &mut self,
+        dump: &Dump,
+        modules: &mut [Option<ModuleId>],
+        address: u64,
+        epoch: u32,
+    ) -> LocationId {
         // The file address uses this dump's load bias: the same library sits
         // elsewhere in another process (ASLR), yet maps to the same location.
-        let found = dump.module_for(address, epoch);
-        let file_address = found.map_or(address, |m| address.wrapping_sub(m.load_bias));
-        let module = found.map(|m| self.intern_module(m));
+        let found = dump.modules.iter().position(|m| m.contains(address, epoch));
+        let file_address =
+            found.map_or(address, |m| address.wrapping_sub(dump.modules[m].load_bias));
+        let module =
+            found.map(|m| *modules[m].get_or_insert_with(|| self.intern_module(&dump.modules[m])));
         let next_id = self.locations.len();
         let id = *self
             .location_index

@@ -6,7 +6,8 @@
 //! The model is built from the pipeline's view like every other format's
 //! output, so the view options (`--focus`, `--hide`, `--by-thread`, …)
 //! shape it too; the viewer's own transforms, search, zoom and functions
-//! table run in the browser on top.
+//! table run in the browser on top. The script is split into modules
+//! (`assets/viewer/*.js`, see [`VIEWER_SCRIPTS`]) joined into the page.
 
 pub mod model;
 
@@ -14,10 +15,25 @@ pub use model::{Link, Model, model};
 
 use super::xml::escape_html;
 
-/// The viewer script, the estimator's rule for it, style and page
-/// skeleton, compiled in.
-const VIEWER_JS: &str = include_str!("../../../assets/viewer.js");
-const STATS_JS: &str = include_str!("../../../assets/stats.js");
+/// The viewer's scripts in load order (each defines one `hd…` module the
+/// later ones use; `main.js` wires them to the page), compiled in.
+pub const VIEWER_SCRIPTS: [(&str, &str); 6] = [
+    (
+        "format.js",
+        include_str!("../../../assets/viewer/format.js"),
+    ),
+    ("state.js", include_str!("../../../assets/viewer/state.js")),
+    ("tree.js", include_str!("../../../assets/viewer/tree.js")),
+    ("flame.js", include_str!("../../../assets/viewer/flame.js")),
+    ("table.js", include_str!("../../../assets/viewer/table.js")),
+    (
+        "sandwich.js",
+        include_str!("../../../assets/viewer/sandwich.js"),
+    ),
+];
+const VIEWER_MAIN: &str = include_str!("../../../assets/viewer/main.js");
+/// The estimator's rule for a change, for the browser.
+pub const STATS_JS: &str = include_str!("../../../assets/stats.js");
 const VIEWER_HTML: &str = include_str!("../../../assets/viewer.html");
 /// The style of the viewer (the dump list of `heapdiff serve` uses it too).
 pub const VIEWER_CSS: &str = include_str!("../../../assets/viewer.css");
@@ -29,8 +45,19 @@ pub fn page(model: &Model) -> String {
         .replace("{{TITLE}}", &escape_html(&model.title))
         .replace("{{CSS}}", VIEWER_CSS)
         .replace("{{STATS_JS}}", &script_safe(STATS_JS))
-        .replace("{{JS}}", &script_safe(VIEWER_JS))
+        .replace("{{JS}}", &script_safe(&viewer_script()))
         .replace("{{DATA}}", &script_safe(&json))
+}
+
+/// The viewer's modules and its wiring, as one script.
+fn viewer_script() -> String {
+    let mut script = String::new();
+    for (_, text) in VIEWER_SCRIPTS {
+        script.push_str(text);
+        script.push('\n');
+    }
+    script.push_str(VIEWER_MAIN);
+    script
 }
 
 /// Inline script text that cannot close its `<script>` element early.

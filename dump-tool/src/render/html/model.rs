@@ -4,26 +4,42 @@
 //! estimated metrics of the new side and, for a comparison, of the base
 //! side, with the variance of each (the dumps' Horvitz–Thompson variance
 //! sums), what its samples add up to and their weight scale (the largest of
-//! the stacks merged into it), each side's sampling per metric,
-//! the pairing and each metric's accumulation that [`crate::stats`]' rules
-//! for an interval and a change need (the viewer applies the same rules,
-//! `assets/stats.js`, to every frame), plus the frame, module and thread
-//! tables. Stacks are the view's samples: a frame the view hid is gone, a
-//! thread or size-class frame the view added is there.
+//! the stacks merged into it), each side's sampling per metric, the pairing
+//! and each metric's accumulation that [`crate::stats`]' rules for an
+//! interval and a change need (the viewer applies the same rules,
+//! `assets/stats.js`, to every frame and every row of its table), plus the
+//! frame, module and thread tables and the live heap in words. Stacks are
+//! the view's samples: a frame the view hid is gone, a thread or size-class
+//! frame the view added is there.
+//!
+//! Frames are functions by their names with template arguments and their
+//! module, so two instantiations of one template stay apart (and an
+//! inlined frame of a function is that function); each carries a short
+//! label that tells it from the others (`Pool<Blob>::take` where the short
+//! name `Pool<…>::take` is shared) and its full name, and the page switches
+//! between them. Threads are grouped by name, and by thread id where one
+//! dump has several threads of that name (every CPython thread is
+//! `python3`).
 
 use crate::compare::pairing;
-use crate::model::{FrameRef, Metric, Profile, Values, function_name};
-use crate::pipeline::View;
+use crate::model::live_heap::LiveHeap;
+use crate::model::{FrameRef, FunctionNames, Metric, Profile, Values, distinct_labels, line_of};
+use crate::pipeline::{Side, View};
+use crate::render::live_heap::words;
 use crate::stats::Sampling;
-use crate::symbols::LocationTable;
+use crate::symbols::{LocationTable, NameStyle};
+use ahash::AHashMap;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A download or navigation link shown in the viewer's header.
 #[derive(Clone, Debug, Serialize)]
 pub struct Link {
     pub label: String,
     pub href: String,
+    /// `prev` or `next`: the keys `[` and `]` follow it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rel: Option<&'static str>,
 }
 
 /// What the viewer draws, serialized into the page.
@@ -37,14 +53,23 @@ pub struct Model {
     /// Per metric, `in-use` or `cumulative` (see `stats::Accumulation`).
     pub accumulations: [&'static str; 4],
     pub period: u64,
-    /// `[shown name, module index or -1, "file:line" or "", full name]`.
+    /// `short` or `full`: which of a frame's names the page shows first.
+    pub names: &'static str,
+    /// `[short label, module index or -1, "file:line" or "", full name]`;
+    /// distinct frames never share a short label (see the module docs).
     pub frames: Vec<(String, i64, String, String)>,
     /// `[short name, kind]`, kind one of `program`, `runtime`, `library`.
     pub modules: Vec<(String, &'static str)>,
+    /// Thread labels: the name, followed by ` tid N` where one dump has
+    /// several threads of that name.
     pub threads: Vec<String>,
     /// Per stack: thread index.
     pub stack_threads: Vec<u32>,
-    /// Per stack: frame indices, root first.
+    /// Per stack: how many frames (from the root) it shares with the stack
+    /// before it. Stacks are sorted frame by frame, so most share a long
+    /// prefix: the page stays small and the viewer's tree needs no sort.
+    pub stack_shared: Vec<u32>,
+    /// Per stack: its frame indices after the shared ones, root first.
     pub stack_frames: Vec<Vec<u32>>,
     /// Per stack, 4 values (see `metrics`): new side.
     pub new_values: Vec<f64>,
@@ -70,6 +95,9 @@ pub struct Model {
     pub base_sampling: Option<[Sampling; 4]>,
     /// Exact counters of the new side, then the base side.
     pub totals: Vec<heapsample_format::Totals>,
+    /// The live heap of the new side, then the base side, in words: the
+    /// estimate and how the exact counter (usable bytes) relates to it.
+    pub live: Vec<String>,
     pub links: Vec<Link>,
 }
 
@@ -77,12 +105,16 @@ pub struct Model {
 /// links (a server adds its own).
 pub fn model(view: &View<'_>) -> Model {
     let mut builder = ModelBuilder::new(view.table);
-    builder.add_side(&view.new.profile, false);
+    builder.add_side(view.new, false);
     let mut totals = vec![view.new.profile.totals.clone()];
     if let Some(base) = view.base {
-        builder.add_side(&base.profile, true);
+        builder.add_side(base, true);
         totals.push(base.profile.totals.clone());
     }
+    let live = std::iter::once(view.new)
+        .chain(view.base)
+        .map(live_words)
+        .collect();
     let pairing = view
         .base
         .map(|base| pairing(&base.profile, &view.new.profile).name());
@@ -105,11 +137,16 @@ pub fn model(view: &View<'_>) -> Model {
         metrics: Metric::ALL.map(|metric| metric.name()),
         accumulations: Metric::ALL.map(|metric| metric.accumulation().name()),
         period: view.new.profile.period,
+        names: match view.names {
+            NameStyle::Short => "short",
+            NameStyle::Full => "full",
+        },
         pairing,
         frames: Vec::new(),
         modules: Vec::new(),
         threads: Vec::new(),
         stack_threads: Vec::new(),
+        stack_shared: Vec::new(),
         stack_frames: Vec::new(),
         new_values: Vec::new(),
         new_variances: Vec::new(),
@@ -122,6 +159,7 @@ pub fn model(view: &View<'_>) -> Model {
         base_scales: Vec::new(),
         base_sampling: view.base.map(|base| sampling(&base.profile)),
         totals,
+        live,
         links: Vec::new(),
     })
 }
@@ -130,6 +168,12 @@ pub fn model(view: &View<'_>) -> Model {
 /// [`Model::metrics`].
 fn sampling(profile: &Profile) -> [Sampling; 4] {
     Metric::ALL.map(|metric| profile.sampling(metric))
+}
+
+/// The live heap of a side's dumps in words.
+fn live_words(side: &Side) -> String {
+    let dumps: Vec<_> = side.inputs().iter().map(|input| &input.dump).collect();
+    words(&LiveHeap::of(&dumps), side.profile.period)
 }
 
 /// The four metrics of `values`, in the order of [`Model::metrics`].
@@ -142,11 +186,17 @@ struct ModelBuilder<'a> {
     table: &'a LocationTable,
     frames: Vec<(String, i64, String, String)>,
     frame_ids: HashMap<(String, i64), u32>,
+    /// Per location of the table, the frame of each of its lines once
+    /// seen (`u32::MAX` before): most frames repeat, and a lookup here
+    /// costs no hashing.
+    frame_refs: Vec<Vec<u32>>,
+    /// Per frame: its function's names (the labels are made from them).
+    names: Vec<FunctionNames>,
     module_ids: HashMap<usize, i64>,
     modules: Vec<(String, &'static str)>,
     threads: Vec<String>,
     thread_ids: HashMap<String, u32>,
-    stack_ids: HashMap<(u32, Vec<u32>), usize>,
+    stack_ids: AHashMap<(u32, Vec<u32>), usize>,
     stacks: Vec<(u32, Vec<u32>)>,
     new_values: Vec<[f64; 4]>,
     new_variances: Vec<[f64; 4]>,
@@ -165,11 +215,13 @@ impl<'a> ModelBuilder<'a> {
             table,
             frames: Vec::new(),
             frame_ids: HashMap::new(),
+            frame_refs: Vec::new(),
+            names: Vec::new(),
             module_ids: HashMap::new(),
             modules: Vec::new(),
             threads: Vec::new(),
             thread_ids: HashMap::new(),
-            stack_ids: HashMap::new(),
+            stack_ids: AHashMap::new(),
             stacks: Vec::new(),
             new_values: Vec::new(),
             new_variances: Vec::new(),
@@ -183,10 +235,12 @@ impl<'a> ModelBuilder<'a> {
         }
     }
 
-    /// Add every sample of `profile`, split by thread as the profile is.
-    fn add_side(&mut self, profile: &Profile, is_base: bool) {
+    /// Add every sample of `side`'s profile, split by thread.
+    fn add_side(&mut self, side: &Side, is_base: bool) {
+        let profile = &side.profile;
+        let shared = shared_thread_names(side);
         for sample in &profile.samples {
-            let thread = self.thread(&thread_name(profile, sample.thread));
+            let thread = self.thread(&thread_label(profile, sample.thread, &shared));
             let frames = self.frame_list(&sample.frames);
             let id = self.stack(thread, frames);
             let (values, variances, sampled, scales) = if is_base {
@@ -218,13 +272,13 @@ impl<'a> ModelBuilder<'a> {
         }
     }
 
-    fn thread(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.thread_ids.get(name) {
+    fn thread(&mut self, label: &str) -> u32 {
+        if let Some(&id) = self.thread_ids.get(label) {
             return id;
         }
         let id = self.threads.len() as u32;
-        self.threads.push(name.to_string());
-        self.thread_ids.insert(name.to_string(), id);
+        self.threads.push(label.to_string());
+        self.thread_ids.insert(label.to_string(), id);
         id
     }
 
@@ -233,27 +287,47 @@ impl<'a> ModelBuilder<'a> {
         frames.iter().rev().map(|&f| self.frame(f)).collect()
     }
 
+    /// A frame per function (its name with template arguments) and
+    /// module: the short labels are set once every frame is known
+    /// ([`distinct_labels`]).
     fn frame(&mut self, frame: FrameRef) -> u32 {
-        let name = function_name(self.table, frame).to_string();
+        if let Some(&id) = self
+            .frame_refs
+            .get(frame.location)
+            .and_then(|lines| lines.get(frame.line))
+            .filter(|&&id| id != u32::MAX)
+        {
+            return id;
+        }
+        let id = self.new_frame(frame);
+        let locations = &self.table.locations;
+        if self.frame_refs.len() < locations.len() {
+            self.frame_refs.resize(locations.len(), Vec::new());
+        }
+        if let Some(lines) = self.frame_refs.get_mut(frame.location) {
+            let count = locations[frame.location].lines.len().max(frame.line + 1);
+            lines.resize(count, u32::MAX);
+            lines[frame.line] = id;
+        }
+        id
+    }
+
+    fn new_frame(&mut self, frame: FrameRef) -> u32 {
         let location = self.table.locations.get(frame.location);
         let module = location
             .and_then(|l| l.module)
             .map_or(-1, |m| self.module(m));
-        if let Some(&id) = self.frame_ids.get(&(name.clone(), module)) {
+        let line = line_of(self.table, frame);
+        let names = line.map_or_else(|| FunctionNames::plain("??"), FunctionNames::of);
+        if let Some(&id) = self.frame_ids.get(&(names.templates.clone(), module)) {
             return id;
         }
-        let line = location.and_then(|l| l.lines.get(frame.line));
-        let place = line
-            .and_then(|line| {
-                line.file
-                    .as_ref()
-                    .map(|file| format!("{file}:{}", line.line))
-            })
-            .unwrap_or_default();
-        let full = line.map_or_else(String::new, |line| line.function.clone());
+        let place = line.and_then(|l| l.source()).unwrap_or_default();
         let id = self.frames.len() as u32;
-        self.frames.push((name.clone(), module, place, full));
-        self.frame_ids.insert((name, module), id);
+        self.frame_ids.insert((names.templates.clone(), module), id);
+        self.frames
+            .push((names.short.clone(), module, place, names.full.clone()));
+        self.names.push(names);
         id
     }
 
@@ -270,24 +344,22 @@ impl<'a> ModelBuilder<'a> {
     }
 
     fn stack(&mut self, thread: u32, frames: Vec<u32>) -> usize {
-        let key = (thread, frames);
-        if let Some(&id) = self.stack_ids.get(&key) {
-            return id;
-        }
-        let id = self.stacks.len();
-        self.stacks.push(key.clone());
-        self.stack_ids.insert(key, id);
-        for column in [
-            &mut self.new_values,
-            &mut self.new_variances,
-            &mut self.new_sampled,
-            &mut self.new_scales,
-            &mut self.base_values,
-            &mut self.base_variances,
-            &mut self.base_sampled,
-            &mut self.base_scales,
-        ] {
-            column.push([0.0; 4]);
+        let next = self.stacks.len();
+        let id = *self.stack_ids.entry((thread, frames)).or_insert(next);
+        if id == next {
+            self.stacks.push((thread, Vec::new()));
+            for column in [
+                &mut self.new_values,
+                &mut self.new_variances,
+                &mut self.new_sampled,
+                &mut self.new_scales,
+                &mut self.base_values,
+                &mut self.base_variances,
+                &mut self.base_sampled,
+                &mut self.base_scales,
+            ] {
+                column.push([0.0; 4]);
+            }
         }
         id
     }
@@ -305,19 +377,47 @@ impl<'a> ModelBuilder<'a> {
             }
         }
         let has_base = model.base_name.is_some();
+        for (frame, label) in self.frames.iter_mut().zip(distinct_labels(&self.names)) {
+            frame.0 = label;
+        }
         model.frames = self.frames;
         model.modules = self.modules;
         model.threads = self.threads;
-        (model.stack_threads, model.stack_frames) = self.stacks.into_iter().unzip();
-        model.new_values = rounded(&self.new_values);
-        model.new_variances = single_precision(&self.new_variances);
-        model.new_sampled = rounded(&self.new_sampled);
-        model.new_scales = single_precision(&self.new_scales);
+        // The frame lists live in the index until now (one copy, not two).
+        let mut stacks = self.stacks;
+        for ((thread, frames), id) in self.stack_ids {
+            stacks[id] = (thread, frames);
+        }
+        let mut order: Vec<usize> = (0..stacks.len()).collect();
+        order.sort_by(|&a, &b| {
+            stacks[a]
+                .1
+                .cmp(&stacks[b].1)
+                .then(stacks[a].0.cmp(&stacks[b].0))
+        });
+        let mut previous: &[u32] = &[];
+        for &id in &order {
+            let (thread, frames) = &stacks[id];
+            let shared = frames
+                .iter()
+                .zip(previous)
+                .take_while(|(a, b)| a == b)
+                .count();
+            model.stack_threads.push(*thread);
+            model.stack_shared.push(shared as u32);
+            model.stack_frames.push(frames[shared..].to_vec());
+            previous = frames;
+        }
+        let sorted = |rows: &[[f64; 4]]| order.iter().map(|&id| rows[id]).collect::<Vec<_>>();
+        model.new_values = rounded(&sorted(&self.new_values));
+        model.new_variances = single_precision(&sorted(&self.new_variances));
+        model.new_sampled = rounded(&sorted(&self.new_sampled));
+        model.new_scales = single_precision(&sorted(&self.new_scales));
         if has_base {
-            model.base_values = rounded(&self.base_values);
-            model.base_variances = single_precision(&self.base_variances);
-            model.base_sampled = rounded(&self.base_sampled);
-            model.base_scales = single_precision(&self.base_scales);
+            model.base_values = rounded(&sorted(&self.base_values));
+            model.base_variances = single_precision(&sorted(&self.base_variances));
+            model.base_sampled = rounded(&sorted(&self.base_sampled));
+            model.base_scales = single_precision(&sorted(&self.base_scales));
         }
         model
     }
@@ -344,11 +444,29 @@ fn single_precision(rows: &[[f64; 4]]) -> Vec<f32> {
         .collect()
 }
 
-/// A thread's name, `tid N` without one, `?` when the dump does not know.
-fn thread_name(profile: &Profile, serial: u32) -> String {
+/// The thread names a side must split by thread id: those that name
+/// several threads of one dump (a pool of `python3` threads). Names shared
+/// only across dumps (two processes' `main`) still group.
+fn shared_thread_names(side: &Side) -> HashSet<String> {
+    let mut shared = HashSet::new();
+    for input in side.inputs() {
+        let mut seen = HashSet::new();
+        for thread in &input.dump.threads {
+            if !thread.name.is_empty() && !seen.insert(thread.name.as_str()) {
+                shared.insert(thread.name.clone());
+            }
+        }
+    }
+    shared
+}
+
+/// A thread's label: its name, followed by ` tid N` when the name is
+/// `shared`; `tid N` without a name; `?` when the dump does not know.
+fn thread_label(profile: &Profile, serial: u32, shared: &HashSet<String>) -> String {
     match profile.thread(serial) {
-        Some(t) if !t.name.is_empty() => t.name.clone(),
-        Some(t) => format!("tid {}", t.tid),
+        Some(t) if t.name.is_empty() => format!("tid {}", t.tid),
+        Some(t) if shared.contains(&t.name) => format!("{} tid {}", t.name, t.tid),
+        Some(t) => t.name.clone(),
         None => "?".to_string(),
     }
 }

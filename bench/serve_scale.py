@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""How long a user waits for `heapdiff serve` in a real browser at scale.
+
+    python3 bench/serve_scale.py             # 5 rounds (about 2 minutes)
+    python3 bench/serve_scale.py --rounds 1 --stacks-depth 12 --dumps 200   # quick
+
+Two real programs run under the shim (bench/workloads):
+- serve_stacks: one live block at each of 65,536 distinct stacks
+  (lg_prof_sample:0), one exit dump;
+- serve_series: 2,000 manual dumps of one process.
+Then, per round, a fresh `heapdiff serve` over both (nothing built yet) and
+a headless chromium (Debian's, through chromedriver: bench/tools/webdriver.py):
+- first visit: the viewer page of the 65,536-stack dump, from the request to
+  the viewer's first drawing (the page loaded, parsed and drawn);
+- second visit: the same page again (the server keeps built pages);
+- the front page with 2,000 dumps: from navigation start to the first
+  paint after the list arrived (the page's own `heapdiffIndex.firstPaintMs`),
+  with the timeline's drawn points and the dump rows on the page.
+Medians with min-max; the machine's load before and after is printed (the
+machine is shared: wall-clock numbers are noisy). Targets: first visit
+< 1.5 s, second < 0.5 s, front page first paint < 0.5 s.
+Results: bench/out/serve_scale.json. Python 3.11 standard library only.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+OUT = BENCH / "out"
+sys.path.insert(0, str(BENCH / "tools"))
+from webdriver import Browser  # noqa: E402
+
+SHIM = ROOT / "target" / "release" / "libheapsample.so"
+HEAPDIFF = ROOT / "target" / "release" / "heapdiff"
+TARGETS = {"first_visit_s": 1.5, "second_visit_s": 0.5, "front_page_first_paint_s": 0.5}
+
+
+def build(name: str, work: Path) -> Path:
+    binary = work / name
+    subprocess.run(["gcc", "-O1", "-g", "-fno-optimize-sibling-calls",
+                    str(BENCH / "workloads" / f"{name}.c"), "-o", str(binary), "-ldl"],
+                   check=True)
+    return binary
+
+
+def run_under_shim(binary: Path, args: list[str], directory: Path, conf: str):
+    directory.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, LD_PRELOAD=str(SHIM),
+               PROF_CONF=f"{conf},prof_prefix:{directory}/hs")
+    subprocess.run([str(binary), *args], env=env, check=True, stdout=subprocess.DEVNULL)
+
+
+def start_server(paths: list[Path]):
+    server = subprocess.Popen([str(HEAPDIFF), "serve", *map(str, paths), "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = server.stdout.readline()
+    url = next(w for w in line.split() if w.startswith("http://")).rstrip("/")
+    return server, url
+
+
+def load() -> str:
+    return open("/proc/loadavg").read().split()[:3].__str__()
+
+
+def summary(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "runs": len(values)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--stacks-depth", type=int, default=16, help="2^DEPTH stacks (16: 65,536)")
+    parser.add_argument("--dumps", type=int, default=2000)
+    args = parser.parse_args()
+    for need in (SHIM, HEAPDIFF):
+        if not need.exists():
+            sys.exit(f"{need} missing: cargo build --release --workspace first")
+    work = OUT / f"serve-scale-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    load_before = load()
+    stacks_dir, series_dir = work / "stacks", work / "series"
+    run_under_shim(build("serve_stacks", work), [str(args.stacks_depth)], stacks_dir,
+                   "lg_prof_sample:0,prof_final:true")
+    run_under_shim(build("serve_series", work), [str(args.dumps)], series_dir,
+                   "lg_prof_sample:14,prof_exact:true,prof_final:false")
+    big = next(stacks_dir.glob("*.prof"))
+    dumps = len(list(series_dir.glob("*.prof")))
+    print(f"{2 ** args.stacks_depth} stacks in {big.name} ({big.stat().st_size} bytes); "
+          f"{dumps} dumps of one process; load before {load_before}")
+    first, second, paint, points, rows = [], [], [], [], []
+    with Browser(1400, 1000) as browser:
+        for round_number in range(args.rounds):
+            server, url = start_server([stacks_dir, series_dir])
+            try:
+                page = f"{url}/view?dump=0%2F{big.name}"
+                for visits in (first, second):
+                    started = time.monotonic()
+                    browser.goto(page)
+                    browser.wait("window.heapdiffViewer && heapdiffViewer.firstDrawMs")
+                    visits.append(time.monotonic() - started)
+                browser.goto("about:blank")
+                browser.goto(url + "/")
+                browser.wait("window.heapdiffIndex && heapdiffIndex.firstPaintMs !== null")
+                paint.append(browser.run("return heapdiffIndex.firstPaintMs;") / 1000)
+                points.append(browser.run(
+                    "return Math.max(...Array.from(document.querySelectorAll('section.process'))"
+                    ".map(s => heapdiffIndex.drawnPoints(s.dataset.key)));"))
+                rows.append(browser.run("return document.querySelectorAll('tr.dump').length;"))
+            finally:
+                server.kill()
+                server.wait()
+            print(f"round {round_number + 1}: first visit {first[-1]:.3f} s, second {second[-1]:.3f} s, "
+                  f"front page first paint {paint[-1]:.3f} s ({points[-1]} chart points, {rows[-1]} rows)")
+    results = {
+        "stacks": 2 ** args.stacks_depth, "dumps": dumps, "dump_bytes": big.stat().st_size,
+        "first_visit_s": summary(first), "second_visit_s": summary(second),
+        "front_page_first_paint_s": summary(paint),
+        "timeline_points_drawn": max(points), "dump_rows_on_page": max(rows),
+        "load_before": load_before, "load_after": load(), "cores": os.cpu_count(),
+    }
+    OUT.mkdir(exist_ok=True)
+    (OUT / "serve_scale.json").write_text(json.dumps(results, indent=2))
+    print("\n| measure | median | min–max | target |\n|---|---|---|---|")
+    failed = False
+    for key, target in TARGETS.items():
+        s = results[key]
+        failed |= s["median"] >= target
+        print(f"| {key} | {s['median']:.3f} s | {s['min']:.3f}–{s['max']:.3f} s | < {target} s |")
+    print(f"\nload before {results['load_before']}, after {results['load_after']}, {os.cpu_count()} cores")
+    shutil.rmtree(work, ignore_errors=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+// The "growing" panel of a process: the functions whose live memory grows
+// significantly from its first dump to its last (the server measures them
+// with the reports' rule: /api/growth), each with a sparkline of its value
+// across the series, its change with the 95 % interval, and whether it
+// still grows in the second half or levelled off. A name opens the diff
+// of the first and last dumps with that function searched for.
+"use strict";
+const hdGrowth = (function () {
+  const SVG = "http://www.w3.org/2000/svg";
+  const { bytes, signed, escapeText } = hdFormat;
+  const loaded = new Map();
+
+  function sparkline(values, lows, highs) {
+    const W = 120, H = 26, max = Math.max(1, ...highs);
+    const X = (i) => 2 + (values.length > 1 ? i / (values.length - 1) : 0.5) * (W - 4);
+    const Y = (v) => H - 2 - (H - 4) * v / max;
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("width", W); svg.setAttribute("height", H); svg.setAttribute("class", "sparkline");
+    const band = values.map((_, i) => X(i) + "," + Y(highs[i])).concat(values.map((_, i) => i).reverse().map((i) => X(i) + "," + Y(lows[i])));
+    svg.innerHTML = '<polygon class="band" points="' + band.join(" ") + '"></polygon><polyline class="estimate" points="' +
+      values.map((v, i) => X(i) + "," + Y(v)).join(" ") + '"></polyline>';
+    return svg;
+  }
+  function viewUrl(id, base, search) {
+    return "/view?dump=" + encodeURIComponent(id) + (base ? "&base=" + encodeURIComponent(base) : "") +
+      (search ? "#q=" + encodeURIComponent(search) : "");
+  }
+  function render(panel, report) {
+    const first = report.dumps[0], last = report.dumps[report.dumps.length - 1];
+    const head = '<h3>Growing across the series</h3><p class="hint">Functions (where memory was allocated) whose live memory grew ' +
+      "significantly from the first dump to the last (95 %), measured on " + report.dumps.length + " dumps" +
+      (report.without_exit_dump ? " (the exit dump left out: programs often free everything on the way out)" : "") + ".</p>";
+    if (!report.functions.length) {
+      panel.innerHTML = head + '<p class="none">No function grows significantly from the first dump to the last.</p>';
+      return;
+    }
+    panel.innerHTML = head + '<table class="growing"><thead><tr><th>function</th><th>over time</th><th>first → last</th>' +
+      "<th>change (95 %)</th><th>trend</th></tr></thead><tbody></tbody></table>";
+    const body = panel.querySelector("tbody");
+    for (const f of report.functions) {
+      const tr = document.createElement("tr");
+      tr.className = "grows";
+      tr.dataset.name = f.label;
+      tr.innerHTML = '<td class="name"><a href="' + escapeText(viewUrl(last, first, f.label)) + '" title="' + escapeText(f.full) + '">' +
+        escapeText(f.label) + '</a></td><td class="spark"></td><td>' + bytes(f.values[0]) + " → " + bytes(f.values[f.values.length - 1]) +
+        "</td><td>" + signed(f.change, "bytes") + " [" + signed(f.change_low, "bytes") + ", " + signed(f.change_high, "bytes") + "]</td>" +
+        '<td class="trend">' + (f.still_growing ? "still growing" : "levelled off") + "</td>";
+      tr.querySelector(".spark").appendChild(sparkline(f.values, f.lows, f.highs));
+      body.appendChild(tr);
+    }
+  }
+  // Fill `panel` with the report of the process whose first dump is `key`
+  // and that has `count` dumps (fetched again only when that changes).
+  async function load(panel, key, count) {
+    const known = loaded.get(key);
+    if (known && known.count === count) { render(panel, known.report); return; }
+    panel.innerHTML = '<h3>Growing across the series</h3><p class="hint">measuring…</p>';
+    try {
+      const response = await fetch("/api/growth?process=" + encodeURIComponent(key));
+      if (!response.ok) throw new Error(await response.text());
+      const report = await response.json();
+      loaded.set(key, { count, report });
+      render(panel, report);
+    } catch (e) {
+      panel.innerHTML = '<h3>Growing across the series</h3><p class="error">' + escapeText(String(e.message || e)) + "</p>";
+    }
+  }
+  return { load };
+})();

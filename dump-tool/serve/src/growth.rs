@@ -1,0 +1,189 @@
+//! `/api/growth?process=KEY`: the functions whose live memory grows across
+//! the dumps of one process (KEY: its first dump's id), for the "growing"
+//! panel of the process's timeline: each with its value in every dump of
+//! the series (the sparkline), its change from the first dump to the last
+//! with the 95 % interval, and whether it still grows in the second half
+//! (`heapdiff::compare::growth`, the reports' rule for a change).
+//!
+//! The exit dump is left out when there are at least two others: many
+//! programs free everything on the way out (CPython, Rust), which says
+//! nothing about what grew while they ran. A long series is measured on at
+//! most [`MAX_SERIES`] dumps spread evenly over it (the first and the last
+//! always among them); the answer is kept for the next request while the
+//! dumps stay the same (`built_cache`).
+
+use crate::AppState;
+use crate::catalog::Entry;
+use crate::listing::process_of;
+use crate::query::checked;
+use crate::responses::refuse;
+use crate::work::{Failure, built, cache_key, kept, read_entry};
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use heapdiff::compare::growth::{Growth, growing};
+use heapdiff::model::Metric;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Dumps a series is measured on at most.
+pub const MAX_SERIES: usize = 12;
+/// Functions listed at most.
+const MAX_FUNCTIONS: usize = 20;
+
+#[derive(Deserialize)]
+pub struct Wanted {
+    process: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    metric: &'static str,
+    /// The exit dump was left out.
+    without_exit_dump: bool,
+    /// The dumps measured, oldest first.
+    dumps: Vec<String>,
+    times_unix_ns: Vec<u64>,
+    functions: Vec<Row>,
+}
+
+#[derive(Serialize)]
+struct Row {
+    label: String,
+    full: String,
+    values: Vec<f64>,
+    lows: Vec<f64>,
+    highs: Vec<f64>,
+    change: f64,
+    change_low: f64,
+    change_high: f64,
+    still_growing: bool,
+}
+
+impl Row {
+    fn of(growth: Growth) -> Row {
+        let intervals: Vec<_> = growth.values.iter().map(|e| e.interval()).collect();
+        let change = growth.change.interval();
+        Row {
+            still_growing: growth.still_growing(),
+            label: growth.label,
+            full: growth.full,
+            values: intervals.iter().map(|i| i.estimate.round()).collect(),
+            lows: intervals.iter().map(|i| i.low.round()).collect(),
+            highs: intervals.iter().map(|i| i.high.round()).collect(),
+            change: change.estimate.round(),
+            change_low: change.low.round(),
+            change_high: change.high.round(),
+        }
+    }
+}
+
+pub async fn growth(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+    query: Result<Query<Wanted>, QueryRejection>,
+) -> Response {
+    let named = "name a process: ?process=FIRST-DUMP-ID";
+    let key = match checked(&uri, query, named) {
+        Ok(Wanted { process: Some(key) }) => key,
+        Ok(_) => return refuse(StatusCode::BAD_REQUEST, named),
+        Err((status, why)) => return refuse(status, why),
+    };
+    let dumps = process_of(&state.catalog.snapshot(), &key);
+    if dumps.first().is_none_or(|(first, _)| *first != key) {
+        return refuse(StatusCode::NOT_FOUND, &format!("no process {key:?} here"));
+    }
+    let all = dumps.len();
+    let running = while_running(dumps.into_iter().map(|(_, e)| e).collect());
+    let without_exit = running.len() < all;
+    let series = spread(running);
+    let key = cache_key("growth", &series);
+    let json = |body: Bytes| ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    match kept(&state, &key, &series) {
+        Ok(Some(body)) => return json(body),
+        Ok(None) => {}
+        Err((status, why)) => return refuse(status, &why),
+    }
+    let report = built(&state, "the growth report failed", move |state, _| {
+        report(state, &series, without_exit)
+    })
+    .await;
+    match report {
+        Ok(body) => {
+            let body = Bytes::from(body);
+            state.pages.put(key, body.clone());
+            json(body)
+        }
+        Err(refusal) => refusal,
+    }
+}
+
+/// The dumps but the exit dump, when at least two others remain.
+fn while_running(dumps: Vec<Arc<Entry>>) -> Vec<Arc<Entry>> {
+    let is_exit = |e: &Arc<Entry>| matches!(&e.summary, Ok(s) if s.trigger == "final");
+    if dumps.iter().filter(|e| !is_exit(e)).count() >= 2 {
+        dumps.into_iter().filter(|e| !is_exit(e)).collect()
+    } else {
+        dumps
+    }
+}
+
+/// At most [`MAX_SERIES`] of `dumps`, evenly spread, first and last kept.
+fn spread<T>(dumps: Vec<T>) -> Vec<T> {
+    let n = dumps.len();
+    if n <= MAX_SERIES {
+        return dumps;
+    }
+    let picked: Vec<usize> = (0..MAX_SERIES)
+        .map(|i| i * (n - 1) / (MAX_SERIES - 1))
+        .collect();
+    dumps
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| picked.contains(i))
+        .map(|(_, d)| d)
+        .collect()
+}
+
+fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result<String, Failure> {
+    let inputs = series
+        .iter()
+        .map(|entry| read_entry(state, entry))
+        .collect::<Result<Vec<_>, _>>()?;
+    let times_unix_ns = inputs.iter().map(|i| i.dump.time_unix_ns).collect();
+    let metric = Metric::InuseSpace;
+    let mut settings = state.settings.clone();
+    settings.metric = metric;
+    let functions = state.symbols.with_series(inputs, &settings, |series| {
+        let profiles: Vec<_> = series.sides().iter().map(|side| &side.profile).collect();
+        growing(&profiles, series.table(), metric)
+    });
+    let report = Report {
+        metric: metric.name(),
+        without_exit_dump: without_exit,
+        dumps: series.iter().map(|e| e.id.clone()).collect(),
+        times_unix_ns,
+        functions: functions
+            .into_iter()
+            .take(MAX_FUNCTIONS)
+            .map(Row::of)
+            .collect(),
+    };
+    serde_json::to_string(&report).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_series_is_spread_evenly_with_both_ends() {
+        let picked = spread((0..2000).collect::<Vec<_>>());
+        assert_eq!(picked.len(), MAX_SERIES);
+        assert_eq!(picked[0], 0);
+        assert_eq!(*picked.last().unwrap(), 1999);
+        assert_eq!(spread(vec![1, 2, 3]), [1, 2, 3]);
+    }
+}
