@@ -43,7 +43,7 @@ use heapdiff::pipeline::time::{
     self, allocated_between_and_live, leaks, lifetimes, live_ages, peak, require, series_peak,
 };
 use heapdiff::pipeline::{Loaded, Session, Settings};
-use heapdiff::stats::{Class, Estimate};
+use heapdiff::stats::{Class, Estimate, Sampling, Unit};
 use heapdiff::symbols::LocationTable;
 use heapsample_format::{Dump, LIFETIME_BUCKETS, Peak, SamplingLaw, VERSION, lifetime_bucket};
 use std::collections::BTreeMap;
@@ -431,11 +431,12 @@ fn at_a_sparse_period_every_cell_is_unbiased_and_its_interval_calibrated() {
         let dump = sampled_dump(&objects, LG, RUN_NS, &mut rng);
         let (cells, classes) = estimates(&dump);
         for (name, truth) in &truth {
-            let zero = Estimate {
-                value: 0.0,
-                variance: 0.0,
-                floor: 0.0,
+            let unit = if name.ends_with("objects") {
+                Unit::Objects
+            } else {
+                Unit::Bytes
             };
+            let zero = Estimate::zero(Sampling::of(f64::from(1u32 << LG), unit));
             let estimate = cells.get(name).copied().unwrap_or(zero);
             let interval = estimate.interval();
             let entry = sums.entry(name.clone()).or_default();

@@ -832,6 +832,105 @@ fn jemalloc_heap_v2_profile_matches_jeprof() {
     }
 }
 
+/// A jemalloc profile of `program` at `lg_prof_sample:lg` (None: a skip).
+fn jemalloc_profile(program: &Program, lg: u32, dir: &TempDir) -> Option<(Outcome, PathBuf)> {
+    let jemalloc = foreign_allocator("libjemalloc.so.2", "jeprof", "libjemalloc2 libjemalloc-dev")?;
+    let prefix = dir.path().join(format!("lg{lg}"));
+    let outcome = Run::program(program)
+        .env("LD_PRELOAD", &jemalloc)
+        .env(
+            "MALLOC_CONF",
+            format!(
+                "prof:true,prof_accum:true,prof_final:true,lg_prof_sample:{lg},prof_prefix:{}",
+                prefix.display()
+            ),
+        )
+        .run();
+    outcome.assert_success();
+    let profile = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.extension().is_some_and(|x| x == "heap")
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("lg{lg}.")))
+        })
+        .expect("jemalloc wrote a .heap file");
+    Some((outcome, profile))
+}
+
+/// One call stack of eight threads with different object sizes: jeprof
+/// corrects the stack's `t*` line with its average size, and heapdiff's
+/// value of the site agrees with it in every metric (to jeprof's rounding)
+/// at a sparse period and at `lg_prof_sample:0`, where both object counts
+/// are also the program's exact truth (jemalloc samples everything there
+/// and writes its counts for jeprof's correction; its bytes are its size
+/// classes', not the requested sizes).
+#[test]
+fn jemalloc_multi_threaded_stacks_match_jeprof() {
+    let program = compile_c("jemalloc_threads.c", &BuildOptions::no_pie());
+    let dir = TempDir::new("names-jemalloc-threads");
+    for lg in [10, 0] {
+        let Some((outcome, profile)) = jemalloc_profile(&program, lg, &dir) else {
+            return;
+        };
+        let text = std::fs::read_to_string(&profile).expect("read");
+        let site_lines = text
+            .split("\n@ ")
+            .filter(|stack| stack.matches("\n  t").count() > 2)
+            .count();
+        assert!(site_lines > 0, "no stack with several thread lines\n{text}");
+        for (metric, flag, truth_key) in [
+            ("inuse-space", "--inuse_space", "inuse_space"),
+            ("inuse-objects", "--inuse_objects", "inuse_objects"),
+            ("alloc-space", "--alloc_space", "alloc_space"),
+            ("alloc-objects", "--alloc_objects", "alloc_objects"),
+        ] {
+            let report = heapdiff_ok(&[
+                "-f",
+                "text",
+                "-m",
+                metric,
+                "--top",
+                "50",
+                path_str(&profile),
+            ]);
+            let jeprof = perl_pprof_flat("jeprof", &program.path, &profile, &[flag]);
+            for site in ["shared_site", "tiny_site"] {
+                let ours = text_self(&report, site).unwrap_or(0);
+                let theirs = jeprof.get(site).copied().unwrap_or(0);
+                assert!(theirs > 0, "lg {lg} {metric}: jeprof shows no {site}");
+                // jeprof rounds its value once, heapdiff sums the threads'
+                // shares.
+                assert!(
+                    (ours - theirs).abs() <= 2,
+                    "lg {lg} {metric} {site}: jeprof {theirs}, heapdiff {ours}"
+                );
+                if lg == 0 && metric.ends_with("objects") {
+                    let truth = site_truth(&outcome.stdout, site, truth_key);
+                    assert!(
+                        (ours - truth).abs() <= 2,
+                        "lg 0 {metric} {site}: heapdiff {ours}, truth {truth}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `key=N` of the program's `truth SITE ...` line.
+fn site_truth(stdout: &str, site: &str, key: &str) -> i64 {
+    stdout
+        .lines()
+        .find(|line| line.starts_with(&format!("truth {site} ")))
+        .and_then(|line| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no truth for {site} {key} in {stdout}"))
+}
+
 #[test]
 fn gperftools_heap_profile_matches_google_pprof() {
     let Some(tcmalloc) = foreign_allocator(

@@ -276,9 +276,9 @@ async fn serve_and_exported_html_in_chromium() {
     client.close().await.unwrap();
 }
 
-/// The viewer's rule for a change, evaluated in the page on every vector of
-/// the table the Rust reports' rule is tested on: the same variance,
-/// interval and verdict.
+/// The viewer's rules for an interval and for a change, evaluated in the
+/// page on every vector of the table the Rust reports' rules are tested
+/// on: the same interval, verdict and confidence.
 async fn check_change_vectors(client: &Client) {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../dump-tool/src/stats/change_vectors.json");
@@ -286,25 +286,56 @@ async fn check_change_vectors(client: &Client) {
         serde_json::from_str(&std::fs::read_to_string(&path).expect("the vectors")).unwrap();
     let results = client
         .execute(
-            "return arguments[0].map(v => heapdiffViewer.stats.change(v.base, v.new, v.base_variance, v.new_variance, v.pairing, v.accumulation));",
+            "const s = heapdiffViewer.stats, v = arguments[0]; \
+             return [v.estimates.map(e => s.interval(e.estimate)), \
+                     v.changes.map(c => s.change(c.base, c.new, c.pairing, c.accumulation))];",
             vec![vectors.clone()],
         )
         .await
         .expect("evaluate the vectors");
-    let vectors = vectors.as_array().unwrap();
-    let results = results.as_array().expect("one result per vector");
-    assert_eq!(results.len(), vectors.len());
-    assert!(vectors.len() >= 15, "only {} vectors", vectors.len());
-    for (vector, result) in vectors.iter().zip(results) {
-        let note = &vector["note"];
-        for key in ["variance", "low", "high"] {
-            let (ours, theirs) = (result[key].as_f64().unwrap(), vector[key].as_f64().unwrap());
-            assert!(
-                (ours - theirs).abs() <= 1e-12 * ours.abs().max(theirs.abs()).max(1.0),
-                "{note}: {key} {ours} in the browser, {theirs} in the table"
-            );
+    // Another implementation of the gamma point: equal to 1e-9.
+    let close = |ours: f64, theirs: f64| {
+        (ours - theirs).abs() <= 1e-9 * ours.abs().max(theirs.abs()).max(1.0)
+    };
+    for (index, (table, keys, flags)) in [
+        (
+            "estimates",
+            &["low", "high"][..],
+            &[("lowConfidence", "low_confidence")][..],
+        ),
+        (
+            "changes",
+            &["value", "variance", "low", "high"][..],
+            &[
+                ("significant", "significant"),
+                ("lowConfidence", "low_confidence"),
+            ][..],
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let vectors = vectors[table].as_array().unwrap();
+        let results = results[index].as_array().expect("one result per vector");
+        assert_eq!(results.len(), vectors.len());
+        assert!(
+            vectors.len() >= 10,
+            "only {} {table} vectors",
+            vectors.len()
+        );
+        for (vector, result) in vectors.iter().zip(results) {
+            let note = &vector["note"];
+            for key in keys {
+                let (ours, theirs) = (result[key].as_f64().unwrap(), vector[key].as_f64().unwrap());
+                assert!(
+                    close(ours, theirs),
+                    "{note}: {key} {ours} in the browser, {theirs} in the table"
+                );
+            }
+            for (ours, theirs) in flags {
+                assert_eq!(result[ours], vector[theirs], "{note}: {theirs}");
+            }
         }
-        assert_eq!(result["significant"], vector["significant"], "{note}");
     }
 }
 

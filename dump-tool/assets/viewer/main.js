@@ -115,16 +115,31 @@
   }
 
   // ---- values and the rule for a change ---------------------------------------
-  const data = { nv: M.new_values, nvar: M.new_variances, bv: DIFF ? M.base_values : null, bvar: DIFF ? M.base_variances : null };
+  const data = { nv: M.new_values, nvar: M.new_variances, ns: M.new_sampled, nw: M.new_scales,
+    bv: DIFF ? M.base_values : null, bvar: DIFF ? M.base_variances : null,
+    bs: DIFF ? M.base_sampled : null, bw: DIFF ? M.base_scales : null };
   let baseScale = 1;
+  // A side's sums of metric k ({value, variance, floor, scale}) as an
+  // estimate of stats.js; `times` multiplies everything counted (a
+  // normalised base).
+  function estimate(sums, sampling, k, times) {
+    const s = sampling[k];
+    return { value: sums.value * times, variance: sums.variance * times * times,
+      floor: sums.floor * times, scale: sums.scale * times,
+      sampling: { unit: s.unit, unseen_bytes: s.unseen_bytes * times, low_confidence_below: s.low_confidence_below * times } };
+  }
+  const newEstimate = (sums, k) => estimate(sums, M.new_sampling, k, 1);
+  const baseEstimate = (sums, k) => estimate(sums, M.base_sampling, k, baseScale);
   // A normalised (scaled) base is no longer the earlier dump's own
   // samples: its changes are judged as between independent dumps.
-  function judge(b, n, vb, vn, k) {
+  function judge(base, next, k) {
     const pairing = baseScale === 1 ? M.pairing : "independent";
-    return heapdiffStats.change(b, n, vb, vn, pairing, M.accumulations[k]);
+    return heapdiffStats.change(baseEstimate(base, k), newEstimate(next, k), pairing, M.accumulations[k]);
   }
+  const sumsOf = (t, v, vv, s, w, id, k) =>
+    ({ value: val(t[v], id, k), variance: val(t[vv], id, k), floor: val(t[s], id, k), scale: val(t[w], id, k) });
   function change(t, id, k) {
-    return judge(val(t.b, id, k) * baseScale, val(t.n, id, k), val(t.vb, id, k) * baseScale * baseScale, val(t.vn, id, k), k);
+    return judge(sumsOf(t, "b", "vb", "sb", "wb", id, k), sumsOf(t, "n", "vn", "sn", "wn", id, k), k);
   }
   function widths(t, k) {
     const w = new Float64Array(t.count);
@@ -184,15 +199,20 @@
       if (f.place) lines.push("at " + f.place);
     }
     const whole = val(tree.n, 0, k), nk = val(t.n, id, k);
-    const ci = (v) => (v > 0 ? " ± " + fmt(heapdiffStats.Z95 * Math.sqrt(v), unit) + " (95%)" : "");
+    // The 95 % interval when it is not the value itself.
+    const ci = (i) => (i.low === i.high ? "" : " [" + fmt(i.low, unit) + ", " + fmt(i.high, unit) + "] (95%)");
+    const LOW_CONFIDENCE = "low confidence: objects too small to be sampled may dominate it";
     if (DIFF) {
       const b = val(t.b, id, k) * baseScale, ch = change(t, id, k);
       lines.push("base: " + fmt(b, unit) + (state.normalise ? " (normalised)" : ""));
       lines.push("new: " + fmt(nk, unit) + " (" + pct(nk, whole) + ")");
-      lines.push("delta: " + signed(ch.value, unit) + (b > 0 ? " (" + signed(100 * ch.value / b, "") + "%)" : "") + ci(ch.variance));
+      lines.push("delta: " + signed(ch.value, unit) + (b > 0 ? " (" + signed(100 * ch.value / b, "") + "%)" : "") + ci(ch));
       lines.push(ch.significant ? (ch.value > 0 ? "growth" : "shrink") : "within sampling noise");
+      if (ch.lowConfidence) lines.push(LOW_CONFIDENCE);
     } else {
-      lines.push(M.metrics[k] + ": " + fmt(nk, unit) + ci(val(t.vn, id, k)) + ", " + pct(nk, whole) + " of total");
+      const i = heapdiffStats.interval(newEstimate(sumsOf(t, "n", "vn", "sn", "wn", id, k), k));
+      lines.push(M.metrics[k] + ": " + fmt(nk, unit) + ci(i) + ", " + pct(nk, whole) + " of total");
+      if (i.lowConfidence) lines.push(LOW_CONFIDENCE);
       lines.push(M.metrics[c] + ": " + fmt(val(t.n, id, c), UNITS[c]));
       const self = hdTree.selfValue(t, t.n, id, k);
       if (self > 0) lines.push("self: " + fmt(self, unit) + " (" + pct(self, whole) + ")");
@@ -311,7 +331,7 @@
     }
     state.sort = hdTable.render($("functions"), {
       stacks: rows, labelOf: label, data, k, baseScale, diff: DIFF, searchTest,
-      change: (b, n, vb, vn) => judge(b, n, vb, vn, k),
+      change: (base, next) => judge(base, next, k),
       sort: state.sort, desc: state.desc, unit: UNITS[k], whole: val(tree.n, 0, k), caption,
       href: (name) => hdState.encode(Object.assign({}, state, { view: "sandwich", fn: name, zoom: [] }), BASE),
     });

@@ -1,7 +1,7 @@
 // The functions table: per function (by the label the graph shows) its
 // self value (stacks whose leaf it is) and total (stacks containing it,
 // each stack once), with, in a comparison, the change of each judged by the
-// reports' one rule (stats.js) on the summed variances: a change is
+// reports' one rule (stats.js) on the summed sums: a change is
 // coloured only where it is significant. Sorted by any column; the headers
 // are buttons. Each name links to the function's callers and callees.
 "use strict";
@@ -10,8 +10,10 @@ const hdTable = (function () {
   const SINGLE = [["name", "function"], ["self", "self"], ["selfp", "self %"], ["total", "total"], ["totalp", "total %"]];
   const DIFF = [["name", "function"], ["self", "self (new)"], ["dself", "self Δ"], ["total", "total (new)"], ["dtotal", "total Δ"], ["btotal", "total (base)"]];
 
-  // o: { stacks, labelOf(frame id), data {nv, nvar, bv, bvar}, k, baseScale,
-  //      diff, change(b, n, vb, vn), searchTest, limit }
+  // o: { stacks, labelOf(frame id), data {nv, nvar, ns, nw, bv, bvar, bs,
+  //      bw}, k, baseScale, diff, change(base, new) of two sides' sums
+  //      {value, variance, floor, scale} (the base's unscaled), searchTest,
+  //      limit }
   function entries(o) {
     const byLabel = new Map(), list = [];
     const entryOf = new Map();
@@ -21,7 +23,8 @@ const hdTable = (function () {
         const name = o.labelOf(frame);
         e = byLabel.get(name);
         if (e === undefined) {
-          e = { name, self: 0, total: 0, bself: 0, btotal: 0, vself: 0, vtotal: 0, bvself: 0, bvtotal: 0, stamp: -1 };
+          const sums = () => ({ value: 0, variance: 0, floor: 0, scale: 0 });
+          e = { name, self: 0, total: 0, nself: sums(), ntotal: sums(), bself: sums(), btotal: sums(), stamp: -1 };
           byLabel.set(name, e);
           list.push(e);
         }
@@ -29,28 +32,36 @@ const hdTable = (function () {
       }
       return e;
     };
-    const { nv, nvar, bv, bvar } = o.data, k = o.k, s2 = o.baseScale * o.baseScale;
+    const d = o.data, k = o.k;
+    // Stack sums add; the weight scale is the largest.
+    const add = (to, v, vv, s, w, at) => {
+      to.value += v[at]; to.variance += vv[at]; to.floor += s[at]; to.scale = Math.max(to.scale, w[at]);
+    };
     for (const [i, f] of o.stacks) {
       if (!f.length) continue;
       const at = 4 * i + k;
-      const v = nv[at], vv = nvar[at];
-      const b = o.diff ? bv[at] * o.baseScale : 0, vb = o.diff ? bvar[at] * s2 : 0;
       const leaf = entry(f[f.length - 1]);
-      leaf.self += v; leaf.vself += vv; leaf.bself += b; leaf.bvself += vb;
+      const sides = (e, which) => {
+        add(e["n" + which], d.nv, d.nvar, d.ns, d.nw, at);
+        if (o.diff) add(e["b" + which], d.bv, d.bvar, d.bs, d.bw, at);
+      };
+      sides(leaf, "self");
       for (const frame of f) {
         const e = entry(frame);
         if (e.stamp === i) continue;
         e.stamp = i;
-        e.total += v; e.vtotal += vv; e.btotal += b; e.bvtotal += vb;
+        sides(e, "total");
       }
     }
     for (const e of list) {
+      e.self = e.nself.value; e.total = e.ntotal.value;
       e.selfp = e.self; e.totalp = e.total;
       if (o.diff) {
-        e.cself = o.change(e.bself, e.self, e.bvself, e.vself);
-        e.ctotal = o.change(e.btotal, e.total, e.bvtotal, e.vtotal);
+        e.cself = o.change(e.bself, e.nself);
+        e.ctotal = o.change(e.btotal, e.ntotal);
         e.dself = e.cself.value; e.dtotal = e.ctotal.value;
       }
+      e.bself = e.bself.value * o.baseScale; e.btotal = e.btotal.value * o.baseScale;
     }
     return list.filter((e) => e.total !== 0 || e.btotal !== 0);
   }

@@ -3,9 +3,11 @@
 //
 // Nodes are integers in depth-first order (0 is the root), so a subtree is
 // the id range [id, end[id]). Flat typed arrays hold 4 values per node (one
-// per metric) for new (n), base (b) and their variances (vn, vb): far faster
-// to build than an object per node. Sums over disjoint stacks: values add,
-// and so do their variances.
+// per metric) for new (n), base (b), their variances (vn, vb), what their
+// samples add up to (sn, sb) and the largest weight scale of their stacks
+// (wn, wb): far faster to build than an object per node. Sums over disjoint
+// stacks: values add, and so do their variances and floors; the weight
+// scale is the largest.
 "use strict";
 const hdTree = (function () {
   // Stacks sorted frame by frame share their prefix with the previous one,
@@ -28,7 +30,8 @@ const hdTree = (function () {
     return same;
   }
   // stacks: [stack index, frame ids root first]; data: per-stack values
-  // {nv, nvar, bv, bvar} (4 per stack; bv and bvar null without a base);
+  // {nv, nvar, ns, nw, bv, bvar, bs, bw} (4 per stack; the base's null
+  // without a base);
   // `presorted`: the stacks are in frame order already (the model's), each
   // sharing presorted[j] frames with the one before.
   function build(stacks, data, presorted) {
@@ -39,7 +42,8 @@ const hdTree = (function () {
     const diff = !!data.bv;
     const values = () => new Float64Array(4 * count);
     const t = { count: 0, parent: new Int32Array(count), frame: new Int32Array(count), end: new Int32Array(count),
-      n: values(), vn: values(), b: diff ? values() : null, vb: diff ? values() : null };
+      n: values(), vn: values(), sn: values(), wn: values(),
+      b: diff ? values() : null, vb: diff ? values() : null, sb: diff ? values() : null, wb: diff ? values() : null };
     const add = (parent, frame) => { const id = t.count++; t.parent[id] = parent; t.frame[id] = frame; return id; };
     add(-1, -1);
     const path = [0];
@@ -57,21 +61,18 @@ const hdTree = (function () {
     for (let id = t.count - 1; id > 0; id--) addNode(t, t.parent[id], id);
     return t;
   }
+  // [node column, data column]: summed, and the largest kept.
+  const SUMS = [["n", "nv"], ["vn", "nvar"], ["sn", "ns"], ["b", "bv"], ["vb", "bvar"], ["sb", "bs"]];
+  const LARGEST = [["wn", "nw"], ["wb", "bw"]];
   function addNode(t, to, from) {
     const a = 4 * to, o = 4 * from;
-    for (let k = 0; k < 4; k++) {
-      t.n[a + k] += t.n[o + k];
-      t.vn[a + k] += t.vn[o + k];
-      if (t.b) { t.b[a + k] += t.b[o + k]; t.vb[a + k] += t.vb[o + k]; }
-    }
+    for (const [c] of SUMS) if (t[c]) for (let k = 0; k < 4; k++) t[c][a + k] += t[c][o + k];
+    for (const [c] of LARGEST) if (t[c]) for (let k = 0; k < 4; k++) t[c][a + k] = Math.max(t[c][a + k], t[c][o + k]);
   }
   function addValues(t, id, data, o) {
     const at = 4 * id;
-    for (let k = 0; k < 4; k++) {
-      t.n[at + k] += data.nv[o + k];
-      t.vn[at + k] += data.nvar[o + k];
-      if (t.b) { t.b[at + k] += data.bv[o + k]; t.vb[at + k] += data.bvar[o + k]; }
-    }
+    for (const [c, d] of SUMS) if (t[c]) for (let k = 0; k < 4; k++) t[c][at + k] += data[d][o + k];
+    for (const [c, d] of LARGEST) if (t[c]) for (let k = 0; k < 4; k++) t[c][at + k] = Math.max(t[c][at + k], data[d][o + k]);
   }
   function kids(t, id) {
     const list = [];

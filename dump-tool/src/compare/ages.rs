@@ -9,7 +9,7 @@
 //! [`super::lifetimes`]. No I/O.
 
 use super::growth::growing;
-use super::lifetimes::{Amount, estimate};
+use super::lifetimes::Amount;
 use crate::model::folding::folded_key;
 use crate::model::{Birth, Metric, Profile, Sample, function_name};
 use crate::stats::births::STARTUP_SHARE;
@@ -90,7 +90,7 @@ fn ages_by(profile: &Profile, slices: usize, key: impl Fn(&Sample) -> String) ->
         .into_iter()
         .filter(|(_, b)| !b.is_empty())
         .map(|(name, births)| {
-            let within = |low: u64, high: u64| amount_born(&births, low, high);
+            let within = |low: u64, high: u64| amount_born(&births, low, high, profile.period);
             let windows = Windows {
                 startup: within(0, startup_end).bytes,
                 older: within(startup_end, middle).bytes,
@@ -140,17 +140,15 @@ fn latest_birth(profile: &Profile) -> u64 {
 }
 
 /// The live memory among `births` born in `[low, high)`.
-pub fn amount_born(births: &[Birth], low: u64, high: u64) -> Amount {
-    let mut amount = Amount::default();
+pub fn amount_born(births: &[Birth], low: u64, high: u64, period: u64) -> Amount {
+    let mut amount = Amount::zero(period);
     for birth in births
         .iter()
         .filter(|b| b.birth_ns >= low && b.birth_ns < high)
     {
         let w = &birth.weights;
-        amount = amount.plus(&Amount {
-            objects: estimate(w.objects, w.objects_variance, 1.0),
-            bytes: estimate(w.bytes, w.bytes_variance, birth.size as f64),
-        });
+        let one = Amount::of(w, 1, birth.size, period);
+        amount = amount.plus(&one);
     }
     amount
 }
@@ -161,8 +159,8 @@ pub fn live_born_between(profile: &Profile, low: u64, high: u64) -> Amount {
     profile
         .samples
         .iter()
-        .map(|s| amount_born(&s.births, low, high))
-        .fold(Amount::default(), |sum, a| sum.plus(&a))
+        .map(|s| amount_born(&s.births, low, high, profile.period))
+        .fold(Amount::zero(profile.period), |sum, a| sum.plus(&a))
 }
 
 /// What a series says of a function that grew from its first dump to its

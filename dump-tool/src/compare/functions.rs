@@ -7,12 +7,12 @@
 
 use super::pairing::pairing;
 use crate::model::{Metric, Profile, function_name};
-use crate::stats::{Delta, Estimate};
+use crate::stats::{Delta, Estimate, Sampling};
 use crate::symbols::LocationTable;
 use std::collections::{BTreeSet, HashMap};
 
 /// Self and total value of one function.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FunctionValue {
     /// Value of stacks whose leaf is this function.
     pub self_value: f64,
@@ -22,6 +22,18 @@ pub struct FunctionValue {
     pub self_estimate: Estimate,
     /// `total` with its variance and floor.
     pub total_estimate: Estimate,
+}
+
+impl FunctionValue {
+    /// Nothing sampled.
+    pub fn zero(sampling: Sampling) -> FunctionValue {
+        FunctionValue {
+            self_value: 0.0,
+            total: 0.0,
+            self_estimate: Estimate::zero(sampling),
+            total_estimate: Estimate::zero(sampling),
+        }
+    }
 }
 
 /// Self and total value per function name.
@@ -36,7 +48,9 @@ pub fn function_values(
         let mut seen: Vec<&str> = Vec::new();
         for (depth, &frame) in sample.frames.iter().enumerate() {
             let name = function_name(table, frame);
-            let entry = functions.entry(name.to_string()).or_default();
+            let entry = functions
+                .entry(name.to_string())
+                .or_insert_with(|| FunctionValue::zero(estimate.sampling));
             if depth == 0 {
                 entry.self_estimate = entry.self_estimate.plus(&estimate);
                 entry.self_value = entry.self_estimate.value;
@@ -73,14 +87,20 @@ pub fn function_changes(
     let base_functions = function_values(base, table, metric);
     let new_functions = function_values(new, table, metric);
     let names: BTreeSet<&String> = base_functions.keys().chain(new_functions.keys()).collect();
-    let side = |functions: &HashMap<String, FunctionValue>, name: &str| {
-        functions.get(name).copied().unwrap_or_default()
+    let side = |functions: &HashMap<String, FunctionValue>, profile: &Profile, name: &str| {
+        functions
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| FunctionValue::zero(profile.sampling(metric)))
     };
     let change = |b: Estimate, n: Estimate| Delta::between(b, n, accumulation, pairing);
     names
         .into_iter()
         .map(|name| {
-            let (b, n) = (side(&base_functions, name), side(&new_functions, name));
+            let (b, n) = (
+                side(&base_functions, base, name),
+                side(&new_functions, new, name),
+            );
             FunctionChange {
                 name: name.clone(),
                 self_change: change(b.self_estimate, n.self_estimate),

@@ -96,7 +96,12 @@ fn self_values(
                 line_of(table, leaf).map_or_else(|| FunctionNames::plain("??"), FunctionNames::of);
             let id = *index.entry(function.templates.clone()).or_insert_with(|| {
                 names.push(function);
-                values.push(vec![Estimate::default(); series.len()]);
+                values.push(
+                    series
+                        .iter()
+                        .map(|p| Estimate::zero(p.sampling(metric)))
+                        .collect(),
+                );
                 values.len() - 1
             });
             values[id][at] = values[id][at].plus(&sample.estimate(metric));

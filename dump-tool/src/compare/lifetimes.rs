@@ -11,26 +11,45 @@
 use crate::model::folding::folded_key;
 use crate::model::time::temporary_buckets;
 use crate::model::{Profile, Sample, function_name};
-use crate::stats::Estimate;
+use crate::stats::{Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
 use heapsample_format::{LifetimeBucket, Weights, bucket_bounds_ns};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 /// An objects and a bytes estimate.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Amount {
     pub objects: Estimate,
     pub bytes: Estimate,
 }
 
 impl Amount {
-    /// The estimates of `weights` over `samples` sampled objects of
-    /// `sampled_bytes` bytes (their floors).
-    pub fn of(weights: &Weights, samples: u64, sampled_bytes: u64) -> Amount {
+    /// Nothing, sampled with a mean period of `period` bytes.
+    pub fn zero(period: u64) -> Amount {
         Amount {
-            objects: estimate(weights.objects, weights.objects_variance, samples as f64),
-            bytes: estimate(weights.bytes, weights.bytes_variance, sampled_bytes as f64),
+            objects: Estimate::zero(sampling(period, Unit::Objects)),
+            bytes: Estimate::zero(sampling(period, Unit::Bytes)),
+        }
+    }
+
+    /// The estimates of `weights` over `samples` sampled objects of
+    /// `sampled_bytes` bytes (their floors), sampled with a mean period of
+    /// `period` bytes.
+    pub fn of(weights: &Weights, samples: u64, sampled_bytes: u64, period: u64) -> Amount {
+        Amount {
+            objects: estimate(
+                weights.objects,
+                weights.objects_variance,
+                samples as f64,
+                sampling(period, Unit::Objects),
+            ),
+            bytes: estimate(
+                weights.bytes,
+                weights.bytes_variance,
+                sampled_bytes as f64,
+                sampling(period, Unit::Bytes),
+            ),
         }
     }
 
@@ -44,12 +63,18 @@ impl Amount {
 }
 
 /// An estimate of `value` with `variance` of which `floor` was sampled.
-pub fn estimate(value: f64, variance: f64, floor: f64) -> Estimate {
+pub fn estimate(value: f64, variance: f64, floor: f64, sampling: Sampling) -> Estimate {
     Estimate {
         value,
         variance,
         floor,
+        scale: 0.0,
+        sampling,
     }
+}
+
+fn sampling(period: u64, unit: Unit) -> Sampling {
+    Sampling::of(period as f64, unit)
 }
 
 /// The freed objects of one lifetime bucket.
@@ -101,7 +126,7 @@ fn rows(profile: &Profile, key: impl Fn(&Sample) -> String) -> Vec<LifetimeRow> 
     let temporary = temporary_buckets(profile.time.temporary_ns);
     let mut rows: Vec<LifetimeRow> = sums
         .into_iter()
-        .map(|(name, buckets)| row(name, &buckets, temporary))
+        .map(|(name, buckets)| row(name, &buckets, temporary, profile.period))
         .collect();
     rows.sort_by(|a, b| {
         b.freed
@@ -114,10 +139,10 @@ fn rows(profile: &Profile, key: impl Fn(&Sample) -> String) -> Vec<LifetimeRow> 
     rows
 }
 
-fn row(name: String, buckets: &[LifetimeBucket], temporary: usize) -> LifetimeRow {
-    let amount = |b: &LifetimeBucket| Amount::of(&b.weights, b.samples, b.sampled_bytes);
-    let mut freed = Amount::default();
-    let mut temp = Amount::default();
+fn row(name: String, buckets: &[LifetimeBucket], temporary: usize, period: u64) -> LifetimeRow {
+    let amount = |b: &LifetimeBucket| Amount::of(&b.weights, b.samples, b.sampled_bytes, period);
+    let mut freed = Amount::zero(period);
+    let mut temp = Amount::zero(period);
     let mut amounts = Vec::with_capacity(buckets.len());
     for bucket in buckets {
         let (low_ns, high_ns) = bucket_bounds_ns(usize::from(bucket.bucket)).unwrap_or((0, None));

@@ -10,7 +10,7 @@
 //! by live memory no sample accounts for. Owns that reconciliation as data;
 //! its words are `render::live_heap`'s. Reads dumps; no I/O.
 
-use crate::stats::{Estimate, Interval};
+use crate::stats::{Estimate, Interval, Sampling, Unit};
 use heapsample_format::Dump;
 
 /// The live heap of one dump or of several summed.
@@ -49,7 +49,8 @@ pub enum Agreement {
 impl LiveHeap {
     /// The live heap of `dumps` (summed: merged sides).
     pub fn of(dumps: &[&Dump]) -> LiveHeap {
-        let mut estimate = Estimate::default();
+        let period = dumps.iter().map(|d| d.sample_period()).max().unwrap_or(1);
+        let mut estimate = Estimate::zero(Sampling::of(period as f64, Unit::Bytes));
         let (mut requested, mut usable, mut objects) = (0u64, 0u64, 0u64);
         let mut exact = Some(0u64);
         for dump in dumps {
@@ -58,6 +59,8 @@ impl LiveHeap {
                     value: stack.live.bytes,
                     variance: stack.live.bytes_variance,
                     floor: stack.live_bytes as f64,
+                    scale: 0.0,
+                    sampling: Sampling::of(dump.sample_period() as f64, Unit::Bytes),
                 });
                 requested = requested.saturating_add(stack.live_bytes);
                 usable = usable.saturating_add(stack.live_usable_bytes);

@@ -14,7 +14,9 @@ use super::time::TimeInfo;
 use heapsample_format::{ThreadInfo, Totals};
 
 /// The profiles pooled into one; the first one's origin and period stand
-/// for the whole (an empty list gives an empty profile of period 1).
+/// for the whole (an empty list gives an empty profile of period 1), except
+/// its process id: a pool of several is no one process, and is compared
+/// with any dump as independent.
 pub fn merged(mut profiles: Vec<Profile>) -> Profile {
     let (mut estimated, mut variance, mut sampled) =
         (Values::default(), Values::default(), Values::default());
@@ -25,15 +27,19 @@ pub fn merged(mut profiles: Vec<Profile>) -> Profile {
     }
     let threads = renumber_threads(&mut profiles);
     let time = merged_time(&profiles);
+    let mut origin = profiles
+        .first()
+        .map(|p| p.origin.clone())
+        .unwrap_or_default();
+    if profiles.len() > 1 {
+        origin.process_id = None;
+    }
     Profile {
         time,
         threads,
         period: profiles.first().map_or(1, |p| p.period),
         totals: sum_totals(profiles.iter().map(|p| &p.totals)),
-        origin: profiles
-            .first()
-            .map(|p| p.origin.clone())
-            .unwrap_or_default(),
+        origin,
         samples: profiles.into_iter().flat_map(|p| p.samples).collect(),
         estimated,
         variance,
@@ -166,7 +172,8 @@ pub(crate) mod tests {
 
     #[test]
     fn estimates_and_variances_of_independent_processes_add() {
-        let parts = profiles(&two_processes());
+        let mut parts = profiles(&two_processes());
+        parts[0].origin.process_id = Some(7);
         let pooled = merged(parts.clone());
         let mut estimated = Values::default();
         let mut variance = Values::default();
@@ -178,6 +185,7 @@ pub(crate) mod tests {
         assert_eq!(pooled.variance, variance);
         assert!(variance.inuse_space > 0.0, "sampled, not exact");
         assert_eq!(pooled.samples.len(), 4, "every sample kept");
+        assert_eq!(pooled.origin.process_id, None, "no one process");
         let whole = pooled.estimate(crate::model::Metric::InuseSpace);
         let sum: f64 = pooled.samples.iter().map(|s| s.variance.inuse_space).sum();
         assert_eq!(whole.variance, sum);

@@ -4,7 +4,7 @@
 //! Owns the metric names and units and the mapping from a stack's recorded
 //! weights to values. Plain data; no I/O.
 
-use crate::stats::Accumulation;
+use crate::stats::{Accumulation, Unit};
 use heapsample_format::Weights;
 
 /// What a flamegraph's widths and a report's numbers measure.
@@ -66,6 +66,14 @@ impl Metric {
         match self {
             Metric::InuseSpace | Metric::AllocSpace | Metric::TempSpace => "bytes",
             Metric::InuseObjects | Metric::AllocObjects | Metric::TempObjects => "objects",
+        }
+    }
+
+    /// What it counts, for the estimator.
+    pub fn counted(self) -> Unit {
+        match self {
+            Metric::InuseSpace | Metric::AllocSpace | Metric::TempSpace => Unit::Bytes,
+            Metric::InuseObjects | Metric::AllocObjects | Metric::TempObjects => Unit::Objects,
         }
     }
 

@@ -20,7 +20,8 @@ use super::time::{
     BirthRange, DEFAULT_TEMPORARY_NS, TimeInfo, add_lifetimes, births_by_stack, temporary_buckets,
     temporary_edge_ns, temporary_weights,
 };
-use crate::stats::Estimate;
+use crate::stats::residue::whole_if_residue;
+use crate::stats::{Estimate, Sampling};
 use crate::symbols::{LocationId, LocationTable};
 use heapsample_format::{Dump, LifetimeBucket, ThreadInfo, Totals, Weights};
 use std::collections::BTreeMap;
@@ -72,8 +73,24 @@ impl StackSums {
                 }
                 self.births.extend_from_slice(births);
             }
-            None => self.live = self.live.plus(&stack.live),
+            None => self.live = self.live.plus(&live_without_residue(stack)),
         }
+    }
+}
+
+/// The stack's live sums with the rounding residue of their additions and
+/// subtractions removed ([`whole_if_residue`]): each sample was added once
+/// and subtracted at most once, and no running total exceeded the
+/// cumulative sum.
+fn live_without_residue(stack: &heapsample_format::Stack) -> Weights {
+    let operations = 2.0 * stack.alloc_objects as f64;
+    let (live, alloc) = (&stack.live, &stack.alloc);
+    let whole = |sum: f64, largest: f64| whole_if_residue(sum, largest, operations);
+    Weights {
+        objects: whole(live.objects, alloc.objects),
+        bytes: whole(live.bytes, alloc.bytes),
+        objects_variance: whole(live.objects_variance, alloc.objects_variance).max(0.0),
+        bytes_variance: whole(live.bytes_variance, alloc.bytes_variance).max(0.0),
     }
 }
 
@@ -96,6 +113,8 @@ pub struct Sample {
     /// Its live samples' births (empty without births), in the birth range
     /// of the build.
     pub births: Vec<Birth>,
+    /// The mean sampling period of its dump, in bytes.
+    pub period: u64,
 }
 
 impl Sample {
@@ -105,6 +124,8 @@ impl Sample {
             value: metric.of(&self.values),
             variance: metric.of(&self.variance),
             floor: metric.of(&self.sampled),
+            scale: 0.0,
+            sampling: Sampling::of(self.period as f64, metric.counted()),
         }
     }
 }
@@ -135,6 +156,10 @@ pub struct Profile {
 /// process, in order (see `crate::compare::pairing`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Origin {
+    /// The random id the process drew at start-up, unique to it (a forked
+    /// child draws its own); `None` in dumps whose format does not carry
+    /// one (versions 2 and 3, foreign profiles).
+    pub process_id: Option<u128>,
     pub pid: u32,
     pub executable: String,
     pub seq: u64,
@@ -156,7 +181,24 @@ impl Profile {
             value: metric.of(&self.estimated),
             variance: metric.of(&self.variance),
             floor: metric.of(&self.sampled),
+            scale: self
+                .samples
+                .iter()
+                .map(|s| s.estimate(metric).weight_scale())
+                .fold(0.0, f64::max),
+            sampling: self.sampling(metric),
         }
+    }
+
+    /// How `metric` was sampled: by the longest period of the dumps behind
+    /// the profile (a merge may pool several).
+    pub fn sampling(&self, metric: Metric) -> Sampling {
+        let period = self
+            .samples
+            .iter()
+            .map(|s| s.period)
+            .fold(self.period, u64::max);
+        Sampling::of(period as f64, metric.counted())
     }
 }
 
@@ -220,6 +262,7 @@ impl Profile {
                 thread,
                 lifetimes: sums.lifetimes,
                 births: sums.births,
+                period: dump.sample_period(),
             };
             Values::add(&mut estimated, &sample.values);
             Values::add(&mut variance, &sample.variance);
@@ -234,6 +277,7 @@ impl Profile {
             sampled,
             totals: dump.totals.clone(),
             origin: Origin {
+                process_id: (dump.process.id != 0).then_some(dump.process.id),
                 pid: dump.pid,
                 executable: dump.executable.clone(),
                 seq: dump.seq,

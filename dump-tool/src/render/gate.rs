@@ -1,17 +1,20 @@
 //! The CI gate's verdict in words, for the terminal.
 
-use super::text::bracket;
+use super::bounds::bracket;
 use crate::compare::gate::Verdict;
 use std::fmt::Write;
 
-/// The live-heap change with its interval, the threshold, pass or FAIL,
-/// and (when failing) the top growing functions; ends with a newline.
+/// The live-heap change with its interval, the threshold, pass (with the
+/// most growth the interval leaves possible: "no growth detected" means
+/// none above it) or FAIL, and (when failing) the top growing functions;
+/// ends with a newline.
 pub fn message(verdict: &Verdict) -> String {
     let change = &verdict.change;
+    let interval = change.interval();
     let mut message = format!(
         "live heap changed by {:+.0} bytes, 95 % interval {} ({}), threshold {:.0} bytes: {}\n",
         change.value(),
-        bracket(&change.interval()),
+        bracket(&interval),
         if change.significant() {
             "significant"
         } else {
@@ -19,9 +22,9 @@ pub fn message(verdict: &Verdict) -> String {
         },
         verdict.limit,
         if verdict.failed {
-            "FAIL (the growth's lower bound exceeds the threshold)"
+            "FAIL (the growth's lower bound exceeds the threshold)".to_string()
         } else {
-            "pass"
+            format!("pass (no growth above {:.0} bytes)", interval.high.max(0.0))
         }
     );
     if verdict.failed {

@@ -11,7 +11,8 @@ use crate::compare::{FunctionChange, function_changes, function_values, pairing,
 use crate::input::{Input, trigger_name};
 use crate::model::{Metric, Profile, TimeInfo, function_name};
 use crate::pipeline::View;
-use crate::stats::{Delta, Estimate};
+use crate::stats::sampling::SMALL_OBJECT_BYTES;
+use crate::stats::{Delta, Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
 use heapsample_format::{LEGACY_VERSION, Peak, Totals};
 use serde::Serialize;
@@ -151,6 +152,9 @@ pub(super) struct Bound {
     high: f64,
     /// What the samples themselves add up to (a certain lower bound).
     sampled: f64,
+    /// The value may be dominated by objects too small to be sampled: the
+    /// interval does not hold for it.
+    low_confidence: bool,
 }
 
 impl Bound {
@@ -161,6 +165,30 @@ impl Bound {
             low: interval.low,
             high: interval.high,
             sampled: estimate.floor,
+            low_confidence: estimate.low_confidence(),
+        }
+    }
+}
+
+/// How large a value can be and still be absent from the dump (with
+/// probability 5 %).
+#[derive(Serialize)]
+struct DetectionLimit {
+    /// In the metric's unit (objects: of `object_size` bytes).
+    value: f64,
+    /// In bytes (objects of `s` bytes: `bytes / s` of them).
+    bytes: f64,
+    /// For object counts: the object size `value` is stated for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object_size: Option<f64>,
+}
+
+impl DetectionLimit {
+    fn of(sampling: &Sampling) -> DetectionLimit {
+        DetectionLimit {
+            value: sampling.detection_limit(),
+            bytes: sampling.detection_limit_bytes(),
+            object_size: (sampling.unit == Unit::Objects).then_some(SMALL_OBJECT_BYTES),
         }
     }
 }
@@ -172,6 +200,8 @@ pub(super) struct DeltaBound {
     high: f64,
     /// The interval excludes 0: not explained by sampling noise.
     significant: bool,
+    /// Either side is low-confidence (see `Bound`).
+    low_confidence: bool,
 }
 
 impl DeltaBound {
@@ -182,6 +212,7 @@ impl DeltaBound {
             low: interval.low,
             high: interval.high,
             significant: delta.significant(),
+            low_confidence: delta.low_confidence(),
         }
     }
 }
@@ -248,6 +279,13 @@ impl ChangeReport {
 #[derive(Serialize)]
 struct MetricReport {
     unit: &'static str,
+    /// The new (or only) dump's detection limit.
+    detection_limit: DetectionLimit,
+    /// Object counts under this are low-confidence (0 for bytes and exact
+    /// dumps).
+    low_confidence_below: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base_detection_limit: Option<DetectionLimit>,
     /// The new (or only) dump's whole-profile estimate.
     total: Bound,
     /// Its functions, largest total first.
@@ -259,7 +297,8 @@ struct MetricReport {
     /// new − base for the whole profile.
     #[serde(skip_serializing_if = "Option::is_none")]
     delta: Option<DeltaBound>,
-    /// Every function of either dump that changed, largest |total delta| first.
+    /// Every function of either dump whose change is not known to be exactly
+    /// 0, largest |total delta| first.
     #[serde(skip_serializing_if = "Option::is_none")]
     changes: Option<Vec<ChangeReport>>,
 }
@@ -267,8 +306,12 @@ struct MetricReport {
 impl MetricReport {
     fn of(view: &View<'_>, metric: Metric) -> MetricReport {
         let base = view.base.map(|b| &b.profile);
+        let sampling = view.new.profile.sampling(metric);
         MetricReport {
             unit: metric.unit(),
+            detection_limit: DetectionLimit::of(&sampling),
+            low_confidence_below: sampling.low_confidence_below,
+            base_detection_limit: base.map(|b| DetectionLimit::of(&b.sampling(metric))),
             total: Bound::of(&view.new.profile.estimate(metric)),
             functions: functions(&view.new.profile, view.table, metric),
             stacks: stacks(&view.new.profile, view.table, metric),
@@ -333,9 +376,16 @@ fn changes(
 ) -> Vec<ChangeReport> {
     let mut rows: Vec<&FunctionChange> = Vec::new();
     let all = function_changes(base, new, table, metric);
+    // A function whose estimates are equal on both sides may still have
+    // changed (within its interval): only a change known to be exactly 0 is
+    // left out.
+    let known_unchanged = |delta: &Delta| {
+        let interval = delta.interval();
+        interval.low == 0.0 && interval.high == 0.0
+    };
     rows.extend(
         all.iter()
-            .filter(|c| c.total_change.value() != 0.0 || c.self_change.value() != 0.0),
+            .filter(|c| !known_unchanged(&c.total_change) || !known_unchanged(&c.self_change)),
     );
     rows.sort_by(|a, b| {
         by_size_then_name(

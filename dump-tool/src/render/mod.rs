@@ -2,6 +2,7 @@
 //! output format. They never touch files; the caller writes what they
 //! return.
 
+pub mod bounds;
 pub mod folded;
 pub mod gate;
 pub mod html;

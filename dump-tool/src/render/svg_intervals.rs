@@ -13,7 +13,7 @@
 //! before the value, which stays last (inferno's script strips that last
 //! parenthesised group). Frames whose path is not found are left as they are.
 
-use super::text::bracket;
+use super::bounds::bracket;
 use super::xml::{escape, unescape};
 use crate::compare::pairing;
 use crate::model::folding::folded_frame;
@@ -145,14 +145,20 @@ struct StackTrie {
     children: HashMap<(usize, String), usize>,
     /// Per node: (base, new).
     values: Vec<(Estimate, Estimate)>,
+    /// Nothing sampled, on either side.
+    zero: (Estimate, Estimate),
     metric: Metric,
 }
 
 impl StackTrie {
     fn of(view: &View<'_>) -> StackTrie {
+        let zero = |profile: &Profile| Estimate::zero(profile.sampling(view.metric));
+        let new_zero = zero(&view.new.profile);
+        let base_zero = view.base.map_or(new_zero, |base| zero(&base.profile));
         let mut trie = StackTrie {
             children: HashMap::new(),
-            values: vec![Default::default()],
+            values: vec![(base_zero, new_zero)],
+            zero: (base_zero, new_zero),
             metric: view.metric,
         };
         if let Some(base) = &view.base {
@@ -177,7 +183,7 @@ impl StackTrie {
                 let next = self.values.len();
                 node = *self.children.entry((node, name)).or_insert(next);
                 if node == next {
-                    self.values.push(Default::default());
+                    self.values.push(self.zero);
                 }
                 self.credit(node, &estimate, new);
             }
@@ -201,7 +207,11 @@ impl StackTrie {
         let unit = self.metric.unit();
         let Some(base_view) = &view.base else {
             return Some(Note {
-                text: format!("95 %: {} {unit}", bracket(&new.interval())),
+                text: format!(
+                    "95 %: {} {unit}{}",
+                    bracket(&new.interval()),
+                    confidence(new.low_confidence())
+                ),
                 muted: false,
             });
         };
@@ -210,17 +220,27 @@ impl StackTrie {
         let significant = delta.significant();
         Some(Note {
             text: format!(
-                "changed {:+.0} {unit}, 95 %: {}, {}",
+                "changed {:+.0} {unit}, 95 %: {}, {}{}",
                 delta.value(),
                 bracket(&delta.interval()),
                 if significant {
                     "significant"
                 } else {
                     "within sampling noise"
-                }
+                },
+                confidence(delta.low_confidence())
             ),
             muted: !significant,
         })
+    }
+}
+
+/// The words after a low-confidence value's interval.
+fn confidence(low: bool) -> &'static str {
+    if low {
+        " (low confidence: objects too small to be sampled may dominate it)"
+    } else {
+        ""
     }
 }
 

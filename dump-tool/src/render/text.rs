@@ -3,6 +3,7 @@
 //! change and whether it is significant, and totals lines that put the
 //! dump's exact counters beside the estimate from the samples.
 
+use super::bounds::{change_bracket, estimate_bracket, limits_sentence};
 use super::round;
 use crate::compare::{
     FunctionChange, FunctionValue, function_changes, function_values, total_change,
@@ -10,7 +11,7 @@ use crate::compare::{
 use crate::input::foreign::is_foreign;
 use crate::model::Metric;
 use crate::pipeline::{Side, View};
-use crate::stats::{Delta, Estimate, Interval};
+use crate::stats::{Delta, Estimate};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -50,6 +51,14 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
             super::duration(low)
         );
     }
+    let _ = writeln!(
+        out,
+        "{}",
+        limits_sentence(
+            &view.new.profile.sampling(view.metric),
+            "a function absent from this report allocated"
+        )
+    );
     for (title, key) in [
         (
             "self",
@@ -76,8 +85,8 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
                 percent(value.self_value, whole),
                 round(value.total),
                 percent(value.total, whole),
-                bracket(&value.self_estimate.interval()),
-                bracket(&value.total_estimate.interval()),
+                estimate_bracket(&value.self_estimate),
+                estimate_bracket(&value.total_estimate),
             );
         }
     }
@@ -94,6 +103,14 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
         view.metric.name(),
         base_name,
         view.new.name
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        limits_sentence(
+            &view.new.profile.sampling(view.metric),
+            "a function absent from the new dump grew by"
+        )
     );
     for (title, pick) in [
         (
@@ -121,7 +138,7 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
                 round(delta.base.value),
                 round(delta.new.value),
                 round(delta.new.value) - round(delta.base.value),
-                bracket(&delta.interval()),
+                change_bracket(&delta),
                 significance(&delta),
             );
         }
@@ -134,7 +151,7 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
         view.metric.unit(),
         round(whole.base.value),
         round(whole.new.value),
-        bracket(&whole.interval()),
+        change_bracket(&whole),
         if whole.significant() {
             "significant"
         } else {
@@ -143,11 +160,6 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
     );
     totals_lines(out, "base ", base_side);
     totals_lines(out, "new  ", view.new);
-}
-
-/// `[low,high]`, rounded.
-pub fn bracket(interval: &Interval) -> String {
-    format!("[{},{}]", round(interval.low), round(interval.high))
 }
 
 fn significance(delta: &Delta) -> &'static str {
@@ -239,7 +251,7 @@ fn totals_lines(out: &mut String, label: &str, side: &Side) {
         round(estimated.alloc_space),
         round(estimated.alloc_objects)
     );
-    let interval = |metric: Metric| bracket(&profile.estimate(metric).interval());
+    let interval = |metric: Metric| estimate_bracket(&profile.estimate(metric));
     let _ = writeln!(
         out,
         "{label}totals: 95 % intervals:   in use {} bytes in {} objects, allocated {} bytes in {} objects",

@@ -2,7 +2,7 @@
 //! estimates with their 95 % intervals as `[low,high]`, rounded like the
 //! main text report.
 
-use super::text::bracket;
+use super::bounds::bracket;
 use super::{duration, round};
 use crate::compare::ages::{Ages, LeakRow};
 use crate::compare::lifetimes::Amount;

@@ -98,6 +98,7 @@ pub fn per_second(estimate: &Estimate, seconds: f64) -> Estimate {
     rate.value *= scale;
     rate.variance *= scale * scale;
     rate.floor *= scale;
+    rate.scale *= scale;
     rate
 }
 
@@ -110,6 +111,8 @@ mod tests {
             value,
             variance: value,
             floor: value.min(1.0),
+            scale: 0.0,
+            sampling: crate::stats::Sampling::of(4096.0, crate::stats::Unit::Bytes),
         }
     }
 

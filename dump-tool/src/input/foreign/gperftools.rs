@@ -4,7 +4,9 @@
 //! profile type, then one `a: b [c: d] @ addresses` line per stack. Never
 //! reads files, never panics on bad input.
 
-use super::records::{Records, bad, parse_addresses, parse_counts, parse_period, stack};
+use super::records::{
+    Correction, Records, bad, parse_addresses, parse_counts, parse_period, stack,
+};
 
 /// gperftools: `heap profile: a: b [c: d] @ heapprofile` (or
 /// `@ heap_v2/<period>`), then `a: b [c: d] @ addresses` per stack.
@@ -15,15 +17,19 @@ pub fn parse_gperftools(text: &str) -> Result<Records, String> {
     let (counts, kind) = header
         .split_once('@')
         .ok_or_else(|| bad(1, "no `@ heapprofile` in the header"))?;
-    let period = match kind.trim() {
-        "heapprofile" => 1,
+    let (period, correction) = match kind.trim() {
+        "heapprofile" => (1, Correction::None),
         other => match other.strip_prefix("heap_v2/") {
-            Some(period) => parse_period(period, 1)?,
+            Some(period) => {
+                let period = parse_period(period, 1)?;
+                (period, Correction::AverageSize(period))
+            }
             None => return Err(bad(1, format!("unsupported heap profile type `{other}`"))),
         },
     };
     let mut records = Records {
         period,
+        unsampled: correction == Correction::None,
         header: parse_counts(counts, 1)?,
         ..Records::default()
     };
@@ -42,7 +48,7 @@ pub fn parse_gperftools(text: &str) -> Result<Records, String> {
             parse_addresses(addresses, number)?,
             0,
             counts,
-            period,
+            correction,
         ));
     }
     Ok(records)

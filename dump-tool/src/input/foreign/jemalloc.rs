@@ -4,7 +4,10 @@
 //! thread names, then per stack an `@ addresses` line and its count lines.
 //! Never reads files, never panics on bad input.
 
-use super::records::{Counts, Records, bad, parse_addresses, parse_counts, parse_period, stack};
+use super::records::{
+    Correction, Counts, Records, bad, parse_addresses, parse_counts, parse_period, stack,
+    thread_stacks,
+};
 use heapsample_format::ThreadInfo;
 
 /// jemalloc `heap_v2/<period>`: per-thread totals with optional names, then
@@ -70,8 +73,9 @@ fn split_thread_name(text: &str) -> (&str, &str) {
     }
 }
 
-/// One stack per thread line (the sum of the threads is the `t*` line);
-/// without thread lines, the `t*` line under thread 0.
+/// One stack per thread line, corrected as jeprof corrects the `t*` line
+/// (see [`thread_stacks`]); without thread lines, the `t*` line under
+/// thread 0.
 fn flush_jemalloc_stack(
     records: &mut Records,
     frames: Option<Vec<u64>>,
@@ -79,20 +83,38 @@ fn flush_jemalloc_stack(
     all_threads: Option<Counts>,
 ) {
     let Some(frames) = frames else { return };
-    if per_thread.len() == 1 || (per_thread.is_empty() && all_threads.is_some()) {
-        let (uid, counts) = per_thread
-            .first()
-            .map(|&(uid, _)| (Some(uid), all_threads.unwrap_or(per_thread[0].1)))
-            .unwrap_or((None, all_threads.unwrap_or_default()));
-        let thread = uid.map_or(0, |u| u.saturating_add(1));
-        let period = records.period;
-        records.stacks.push(stack(frames, thread, counts, period));
-        return;
+    let correction = Correction::AverageSize(records.period);
+    let threads: Vec<(u32, Counts)> = per_thread
+        .iter()
+        .map(|&(uid, counts)| (uid.saturating_add(1), counts))
+        .collect();
+    match (threads.as_slice(), all_threads) {
+        ([], total) => {
+            let total = total.unwrap_or_default();
+            records.stacks.push(stack(frames, 0, total, correction));
+        }
+        (&[(thread, counts)], total) => {
+            let total = total.unwrap_or(counts);
+            records
+                .stacks
+                .push(stack(frames, thread, total, correction));
+        }
+        (threads, total) => {
+            let total = total.unwrap_or_else(|| sum_counts(threads));
+            records
+                .stacks
+                .extend(thread_stacks(&frames, total, threads, correction));
+        }
     }
-    for &(uid, counts) in per_thread {
-        let period = records.period;
-        records
-            .stacks
-            .push(stack(frames.clone(), uid.saturating_add(1), counts, period));
-    }
+}
+
+fn sum_counts(threads: &[(u32, Counts)]) -> Counts {
+    threads
+        .iter()
+        .fold(Counts::default(), |sum, (_, c)| Counts {
+            live_objects: sum.live_objects + c.live_objects,
+            live_bytes: sum.live_bytes + c.live_bytes,
+            alloc_objects: sum.alloc_objects + c.alloc_objects,
+            alloc_bytes: sum.alloc_bytes + c.alloc_bytes,
+        })
 }

@@ -6,9 +6,11 @@
 //! rest of heapdiff (symbolization, correction, every format, `--base` on
 //! either side) treats it like one of ours:
 //! - counts are the raw sampled counts, weighted with the average-size
-//!   correction jeprof and pprof apply (`legacy_weights`; jemalloc 5.3's
-//!   `prof_unbias` writes counts meant for that correction);
-//!   an unsampled gperftools profile (`@ heapprofile`) has period 1, exact;
+//!   correction jeprof and pprof apply (`records::stack`; jemalloc 5.3's
+//!   `prof_unbias` writes counts meant for that correction, at every
+//!   period, `lg_prof_sample:0` included); a stack of several threads is
+//!   corrected as a whole, as jeprof does (`records::thread_stacks`);
+//!   an unsampled gperftools profile (`@ heapprofile`) is exact;
 //! - the module map comes from the `MAPPED_LIBRARIES:` section (the
 //!   process's `/proc/self/maps`): executable mappings become modules, their
 //!   load bias and build-id are read from the file when it exists;
@@ -143,7 +145,7 @@ fn into_dump(
         .unwrap_or_default();
     let (writer, exact) = match kind {
         ForeignKind::Jemalloc => (JEMALLOC_WRITER, false),
-        ForeignKind::Gperftools => (GPERFTOOLS_WRITER, records.period == 1),
+        ForeignKind::Gperftools => (GPERFTOOLS_WRITER, records.unsampled),
     };
     let totals = if exact {
         Totals {
@@ -226,6 +228,55 @@ MAPPED_LIBRARIES:
         assert_eq!(dump.stacks[0].frames, vec![0x401234, 0x401300]);
         assert_eq!(dump.stacks[0].live_bytes + dump.stacks[1].live_bytes, 3072);
         assert_eq!(dump.modules[0].ranges, vec![(0x401000, 0x402000)]);
+    }
+
+    fn jemalloc(body: &str) -> Dump {
+        let text = format!(
+            "{body}\nMAPPED_LIBRARIES:\n00401000-00402000 r-xp 00001000 08:01 1 /nonexistent/prog\n"
+        );
+        parse(text.as_bytes(), ForeignKind::Jemalloc, Path::new("x"), None).unwrap()
+    }
+
+    /// jeprof's `AdjustSamples`: `n / (1 − exp(−(b/n)/R))`.
+    fn adjusted(n: f64, b: f64, period: f64) -> f64 {
+        n / (1.0 - (-(b / n) / period).exp())
+    }
+
+    #[test]
+    fn threads_add_up_to_the_stack_as_jeprof_corrects_it() {
+        // Two threads of very different average sizes on one stack.
+        let dump = jemalloc(
+            "heap_v2/16384
+  t*: 4: 63000 [4: 63000]
+@ 0x401234
+  t*: 4: 63000 [4: 63000]
+  t0: 3: 3000 [3: 3000]
+  t1: 1: 60000 [1: 60000]
+",
+        );
+        assert_eq!(dump.stacks.len(), 2);
+        let sum = |f: fn(&Stack) -> f64| dump.stacks.iter().map(f).sum::<f64>();
+        let objects = sum(|s| s.live.objects);
+        let bytes = sum(|s| s.alloc.bytes);
+        assert!(
+            (objects - adjusted(4.0, 63000.0, 16384.0)).abs() < 1e-9,
+            "{objects}"
+        );
+        assert!((bytes - adjusted(63000.0, 63000.0 * 63000.0 / 4.0, 16384.0)).abs() < 1e-6);
+        // Each thread keeps its own share: the small objects' thread has
+        // most of the objects.
+        assert!(dump.stacks[0].live.objects > 3.0 * dump.stacks[1].live.objects);
+    }
+
+    #[test]
+    fn lg_prof_sample_0_files_are_corrected_and_exact() {
+        // jemalloc samples every allocation at lg 0 but writes its counts
+        // divided by 1 − exp(−size): 1000 objects of 8 bytes read 1000.3.
+        let dump = jemalloc("heap_v2/1\n@ 0x401234\n  t*: 1000: 8000 [1000: 8000]\n");
+        let live = dump.stacks[0].live;
+        assert!((live.objects - adjusted(1000.0, 8000.0, 1.0)).abs() < 1e-9);
+        assert!(live.objects > 1000.3 && live.objects < 1000.4);
+        assert_eq!(live.objects_variance, 0.0);
     }
 
     #[test]

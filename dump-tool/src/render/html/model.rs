@@ -3,8 +3,10 @@
 //! Owns the viewer's JSON: per (thread, call stack) of the view the four
 //! estimated metrics of the new side and, for a comparison, of the base
 //! side, with the variance of each (the dumps' Horvitz–Thompson variance
-//! sums), the pairing and each metric's accumulation that
-//! [`crate::stats::change`]'s rule needs (the viewer applies the same rule,
+//! sums), what its samples add up to and their weight scale (the largest of
+//! the stacks merged into it), each side's sampling per metric, the pairing
+//! and each metric's accumulation that [`crate::stats`]' rules for an
+//! interval and a change need (the viewer applies the same rules,
 //! `assets/stats.js`, to every frame and every row of its table), plus the
 //! frame, module and thread tables and the live heap in words. Stacks are
 //! the view's samples: a frame the view hid is gone, a thread or size-class
@@ -24,6 +26,7 @@ use crate::model::live_heap::LiveHeap;
 use crate::model::{FrameRef, FunctionNames, Metric, Profile, Values, distinct_labels, line_of};
 use crate::pipeline::{Side, View};
 use crate::render::live_heap::words;
+use crate::stats::Sampling;
 use crate::symbols::{LocationTable, NameStyle};
 use ahash::AHashMap;
 use serde::Serialize;
@@ -76,9 +79,20 @@ pub struct Model {
     /// Per stack, 4 variances of the new side's estimates (single
     /// precision: the JSON stays compact, the intervals unchanged).
     pub new_variances: Vec<f32>,
+    /// Per stack, what the new side's samples add up to (the least the
+    /// truth can be), 4 values.
+    pub new_sampled: Vec<f64>,
+    /// Per stack, 4 weight scales of the new side's estimates
+    /// (`Estimate::weight_scale`; a frame takes the largest of its stacks').
+    pub new_scales: Vec<f32>,
+    /// Per metric, how the new side was sampled.
+    pub new_sampling: [Sampling; 4],
     /// Same for the base side (empty without a base).
     pub base_values: Vec<f64>,
     pub base_variances: Vec<f32>,
+    pub base_sampled: Vec<f64>,
+    pub base_scales: Vec<f32>,
+    pub base_sampling: Option<[Sampling; 4]>,
     /// Exact counters of the new side, then the base side.
     pub totals: Vec<heapsample_format::Totals>,
     /// The live heap of the new side, then the base side, in words: the
@@ -136,12 +150,24 @@ pub fn model(view: &View<'_>) -> Model {
         stack_frames: Vec::new(),
         new_values: Vec::new(),
         new_variances: Vec::new(),
+        new_sampled: Vec::new(),
+        new_scales: Vec::new(),
+        new_sampling: sampling(&view.new.profile),
         base_values: Vec::new(),
         base_variances: Vec::new(),
+        base_sampled: Vec::new(),
+        base_scales: Vec::new(),
+        base_sampling: view.base.map(|base| sampling(&base.profile)),
         totals,
         live,
         links: Vec::new(),
     })
+}
+
+/// How each metric of `profile` was sampled, in the order of
+/// [`Model::metrics`].
+fn sampling(profile: &Profile) -> [Sampling; 4] {
+    Metric::ALL.map(|metric| profile.sampling(metric))
 }
 
 /// The live heap of a side's dumps in words.
@@ -174,8 +200,12 @@ struct ModelBuilder<'a> {
     stacks: Vec<(u32, Vec<u32>)>,
     new_values: Vec<[f64; 4]>,
     new_variances: Vec<[f64; 4]>,
+    new_sampled: Vec<[f64; 4]>,
+    new_scales: Vec<[f64; 4]>,
     base_values: Vec<[f64; 4]>,
     base_variances: Vec<[f64; 4]>,
+    base_sampled: Vec<[f64; 4]>,
+    base_scales: Vec<[f64; 4]>,
     executables: Vec<String>,
 }
 
@@ -195,8 +225,12 @@ impl<'a> ModelBuilder<'a> {
             stacks: Vec::new(),
             new_values: Vec::new(),
             new_variances: Vec::new(),
+            new_sampled: Vec::new(),
+            new_scales: Vec::new(),
             base_values: Vec::new(),
             base_variances: Vec::new(),
+            base_sampled: Vec::new(),
+            base_scales: Vec::new(),
             executables: Vec::new(),
         }
     }
@@ -209,16 +243,31 @@ impl<'a> ModelBuilder<'a> {
             let thread = self.thread(&thread_label(profile, sample.thread, &shared));
             let frames = self.frame_list(&sample.frames);
             let id = self.stack(thread, frames);
-            let (values, variances) = if is_base {
-                (&mut self.base_values, &mut self.base_variances)
+            let (values, variances, sampled, scales) = if is_base {
+                (
+                    &mut self.base_values,
+                    &mut self.base_variances,
+                    &mut self.base_sampled,
+                    &mut self.base_scales,
+                )
             } else {
-                (&mut self.new_values, &mut self.new_variances)
+                (
+                    &mut self.new_values,
+                    &mut self.new_variances,
+                    &mut self.new_sampled,
+                    &mut self.new_scales,
+                )
             };
             let sample_variances = four(&sample.variance);
+            let sample_sampled = four(&sample.sampled);
+            let sample_scales = Metric::ALL.map(|m| sample.estimate(m).weight_scale());
             for (i, value) in four(&sample.values).into_iter().enumerate() {
                 values[id][i] += value;
-                // Variances of disjoint samples add.
+                // Variances of disjoint samples add, and so do their floors;
+                // a sum's scale is the largest of its parts'.
                 variances[id][i] += sample_variances[i];
+                sampled[id][i] += sample_sampled[i];
+                scales[id][i] = scales[id][i].max(sample_scales[i]);
             }
         }
     }
@@ -302,8 +351,12 @@ impl<'a> ModelBuilder<'a> {
             for column in [
                 &mut self.new_values,
                 &mut self.new_variances,
+                &mut self.new_sampled,
+                &mut self.new_scales,
                 &mut self.base_values,
                 &mut self.base_variances,
+                &mut self.base_sampled,
+                &mut self.base_scales,
             ] {
                 column.push([0.0; 4]);
             }
@@ -358,9 +411,13 @@ impl<'a> ModelBuilder<'a> {
         let sorted = |rows: &[[f64; 4]]| order.iter().map(|&id| rows[id]).collect::<Vec<_>>();
         model.new_values = rounded(&sorted(&self.new_values));
         model.new_variances = single_precision(&sorted(&self.new_variances));
+        model.new_sampled = rounded(&sorted(&self.new_sampled));
+        model.new_scales = single_precision(&sorted(&self.new_scales));
         if has_base {
             model.base_values = rounded(&sorted(&self.base_values));
             model.base_variances = single_precision(&sorted(&self.base_variances));
+            model.base_sampled = rounded(&sorted(&self.base_sampled));
+            model.base_scales = single_precision(&sorted(&self.base_scales));
         }
         model
     }
