@@ -1,7 +1,8 @@
 //! Running a command with or without the shim, in a fresh directory, with a
 //! timeout: [`Run`] and its result [`Outcome`] (output, status, pid, and the
 //! dump files left behind), and the comparison of a run with and without
-//! the shim ([`assert_same_behaviour`]).
+//! the shim ([`assert_same_behaviour`]), and many runs on the two cores
+//! ([`in_parallel`]).
 
 use crate::dump_files::{DumpFile, dump_files_in};
 use crate::locate::shim_path;
@@ -445,4 +446,26 @@ pub fn first_difference(expected: &str, actual: &str) -> String {
         }
     }
     "texts differ only in line endings".to_string()
+}
+
+/// `jobs` calls of `work` (given the job's number) on two threads, the
+/// machine's two cores; the results in no particular order.
+pub fn in_parallel<T: Send>(jobs: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                loop {
+                    let job = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if job >= jobs {
+                        break;
+                    }
+                    let result = work(job);
+                    results.lock().unwrap().push(result);
+                }
+            });
+        }
+    });
+    results.into_inner().unwrap()
 }

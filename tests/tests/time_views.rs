@@ -31,13 +31,18 @@
 //! or s), computed here from the program's sizes. Over K = 300 runs the
 //! mean deviation from each run's truth (age slices move with the
 //! scheduler) must lie within 4 standard errors, √(Σσ²)/K (a false failure
-//! 6·10⁻⁵ per cell), and each cell's interval must cover the truth in
-//! ≥ 90 % of the runs where it rests on ≥ 10 expected samples (the normal
-//! approximation's regime; fewer is the estimator's known edge): there the
-//! coverage is 93–96 %, and P(Bin(300, 0.06) > 30) ≈ 2·10⁻³ per cell. The leak must be classified
-//! accumulating and the cache not in ≥ 95 % of runs (the leak's older half
-//! holds ~100 samples against ~80 in the newer; the cache keeps nothing
-//! older than ~12 ms of a ~250 ms run).
+//! 6·10⁻⁵ per cell, ~10⁻³ over the ~18 cells). Coverage is judged where a
+//! cell rests on ≥ 10 expected samples (the normal approximation's regime;
+//! fewer is the estimator's known edge), for cells judged in at least half
+//! of the runs: the 95 % intervals must cover the truth in ≥ 90 % of all
+//! judged cell-runs together (~5,000: at the measured 94 % a false failure
+//! is far below 10⁻⁶) and in ≥ 85 % of each cell's runs (at 93 %,
+//! P(Bin(300, 0.07) > 45) ≈ 5·10⁻⁷ per cell). Measured: 92–96 % per cell.
+//! The leak must be classified accumulating and the cache not in ≥ 95 % of
+//! runs (the leak's older half holds ~100 samples against ~80 in the newer;
+//! the cache keeps nothing older than ~12 ms of a ~250 ms run). CPU time
+//! about 65 s, so ~35 s on an idle two-core machine (150–220 s measured at
+//! a load of 12–14).
 
 use heapsample_tests::*;
 use serde_json::Value;
@@ -566,27 +571,6 @@ fn leaks_across_interval_dumps_tell_the_leak_from_the_cache() {
     );
 }
 
-/// `jobs` calls of `work` on two threads (the machine has two cores).
-fn in_parallel<T: Send>(jobs: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..2 {
-            scope.spawn(|| {
-                loop {
-                    let job = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if job >= jobs {
-                        break;
-                    }
-                    let result = work(job);
-                    results.lock().unwrap().push(result);
-                }
-            });
-        }
-    });
-    results.into_inner().unwrap()
-}
-
 #[test]
 fn sparse_period_times_are_unbiased_and_their_intervals_cover() {
     let program = program();
@@ -607,6 +591,7 @@ fn sparse_period_times_are_unbiased_and_their_intervals_cover() {
     }
     let mut report = String::new();
     let mut failures = Vec::new();
+    let (mut all_judged, mut all_covered) = (0usize, 0usize);
     for (name, (deviation, variance, judged, covered)) in &table {
         let k = RUNS as f64;
         // The mean deviation has variance (Σ σ²)/K².
@@ -623,9 +608,20 @@ fn sparse_period_times_are_unbiased_and_their_intervals_cover() {
         if z.abs() > 4.0 || (*variance == 0.0 && *deviation != 0.0) {
             failures.push(format!("{name}: biased, z {z:.2}"));
         }
-        if *judged >= RUNS / 2 && coverage < 0.90 {
-            failures.push(format!("{name}: coverage {coverage:.3}"));
+        if *judged >= RUNS / 2 {
+            all_judged += judged;
+            all_covered += covered;
+            if coverage < 0.85 {
+                failures.push(format!("{name}: coverage {coverage:.3}"));
+            }
         }
+    }
+    let pooled = all_covered as f64 / all_judged.max(1) as f64;
+    report.push_str(&format!(
+        "coverage of all judged cells {pooled:.3} of {all_judged}\n"
+    ));
+    if pooled < 0.90 {
+        failures.push(format!("coverage of all cells {pooled:.3}"));
     }
     let share = |site: &str, wanted: bool| {
         runs.iter()

@@ -41,12 +41,14 @@ pub struct StackSums {
 }
 
 impl StackSums {
-    /// Add `stack`; with `births` (its live samples in the birth range),
-    /// the live values are theirs.
+    /// Add `stack` with `births` (its live samples in the birth range, if
+    /// the dump has them); with `ranged`, the live values are those births'
+    /// (else the recorder's own live sums).
     fn add(
         &mut self,
         stack: &heapsample_format::Stack,
         births: Option<&[Birth]>,
+        ranged: bool,
         temporary: usize,
     ) {
         self.raw.add(stack);
@@ -62,7 +64,10 @@ impl StackSums {
             self.raw.temp_objects = self.raw.temp_objects.saturating_add(bucket.samples);
             self.raw.temp_bytes = self.raw.temp_bytes.saturating_add(bucket.sampled_bytes);
         }
-        match births {
+        if let Some(births) = births {
+            self.births.extend_from_slice(births);
+        }
+        match births.filter(|_| ranged) {
             Some(births) => {
                 self.raw.live_objects = self.raw.live_objects.saturating_sub(stack.live_objects);
                 self.raw.live_bytes = self.raw.live_bytes.saturating_sub(stack.live_bytes);
@@ -71,7 +76,6 @@ impl StackSums {
                     self.raw.live_objects += 1;
                     self.raw.live_bytes += birth.size;
                 }
-                self.births.extend_from_slice(births);
             }
             None => self.live = self.live.plus(&live_without_residue(stack)),
         }
@@ -252,7 +256,9 @@ impl Profile {
             0
         };
         time.births &= births.is_some();
-        for ((locations, thread), sums) in sum_by_stack(dump, stacks, births.as_deref(), temporary)
+        let ranged = !options.born.is_all();
+        for ((locations, thread), sums) in
+            sum_by_stack(dump, stacks, births.as_deref(), ranged, temporary)
         {
             let sample = Sample {
                 frames: frames_of(&locations, table, options.keep_allocator_frames),
@@ -297,6 +303,7 @@ fn sum_by_stack(
     dump: &Dump,
     stacks: &[Vec<LocationId>],
     births: Option<&[Vec<Birth>]>,
+    ranged: bool,
     temporary: usize,
 ) -> BTreeMap<(Vec<LocationId>, u32), StackSums> {
     let mut sums: BTreeMap<(Vec<LocationId>, u32), StackSums> = BTreeMap::new();
@@ -304,7 +311,7 @@ fn sum_by_stack(
         let stack_births = births.and_then(|b| b.get(index)).map(Vec::as_slice);
         sums.entry((locations.clone(), stack.thread))
             .or_default()
-            .add(stack, stack_births, temporary);
+            .add(stack, stack_births, ranged, temporary);
     }
     sums
 }
