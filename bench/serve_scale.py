@@ -3,6 +3,7 @@
 
     python3 bench/serve_scale.py             # 5 rounds (about 2 minutes)
     python3 bench/serve_scale.py --rounds 1 --stacks-depth 12 --dumps 200   # quick
+    python3 bench/serve_scale.py --heapdiff OTHER/heapdiff   # another build, same dumps, rounds interleaved
 
 Two real programs run under the shim (bench/workloads):
 - serve_stacks: one live block at each of 65,536 distinct stacks
@@ -57,12 +58,36 @@ def run_under_shim(binary: Path, args: list[str], directory: Path, conf: str):
     subprocess.run([str(binary), *args], env=env, check=True, stdout=subprocess.DEVNULL)
 
 
-def start_server(paths: list[Path]):
-    server = subprocess.Popen([str(HEAPDIFF), "serve", *map(str, paths), "--port", "0"],
+def start_server(heapdiff: Path, paths: list[Path]):
+    server = subprocess.Popen([str(heapdiff), "serve", *map(str, paths), "--port", "0"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = server.stdout.readline()
     url = next(w for w in line.split() if w.startswith("http://")).rstrip("/")
     return server, url
+
+
+def visit(browser, heapdiff: Path, dirs: list[Path], big: str, m: dict):
+    """One round of one build: a fresh server, the large view twice, the
+    front page once."""
+    server, url = start_server(heapdiff, dirs)
+    try:
+        page = f"{url}/view?dump=0%2F{big}"
+        for visits in (m["first"], m["second"]):
+            started = time.monotonic()
+            browser.goto(page)
+            browser.wait("window.heapdiffViewer && heapdiffViewer.firstDrawMs")
+            visits.append(time.monotonic() - started)
+        browser.goto("about:blank")
+        browser.goto(url + "/")
+        browser.wait("window.heapdiffIndex && heapdiffIndex.firstPaintMs !== null")
+        m["paint"].append(browser.run("return heapdiffIndex.firstPaintMs;") / 1000)
+        m["points"].append(browser.run(
+            "return Math.max(...Array.from(document.querySelectorAll('section.process'))"
+            ".map(s => heapdiffIndex.drawnPoints(s.dataset.key)));"))
+        m["rows"].append(browser.run("return document.querySelectorAll('tr.dump').length;"))
+    finally:
+        server.kill()
+        server.wait()
 
 
 def load() -> str:
@@ -79,8 +104,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--stacks-depth", type=int, default=16, help="2^DEPTH stacks (16: 65,536)")
     parser.add_argument("--dumps", type=int, default=2000)
+    parser.add_argument("--heapdiff", type=Path, action="append", default=[],
+                        help="another heapdiff build to time beside this tree's (repeatable); "
+                             "each round runs every build once, in turn")
     args = parser.parse_args()
-    for need in (SHIM, HEAPDIFF):
+    builds = [HEAPDIFF, *args.heapdiff]
+    for need in (SHIM, *builds):
         if not need.exists():
             sys.exit(f"{need} missing: cargo build --release --workspace first")
     work = OUT / f"serve-scale-{os.getpid()}"
@@ -96,45 +125,36 @@ def main():
     dumps = len(list(series_dir.glob("*.prof")))
     print(f"{2 ** args.stacks_depth} stacks in {big.name} ({big.stat().st_size} bytes); "
           f"{dumps} dumps of one process; load before {load_before}")
-    first, second, paint, points, rows = [], [], [], [], []
+    measured = {heapdiff: {"first": [], "second": [], "paint": [], "points": [], "rows": []}
+                for heapdiff in builds}
     with Browser(1400, 1000) as browser:
         for round_number in range(args.rounds):
-            server, url = start_server([stacks_dir, series_dir])
-            try:
-                page = f"{url}/view?dump=0%2F{big.name}"
-                for visits in (first, second):
-                    started = time.monotonic()
-                    browser.goto(page)
-                    browser.wait("window.heapdiffViewer && heapdiffViewer.firstDrawMs")
-                    visits.append(time.monotonic() - started)
-                browser.goto("about:blank")
-                browser.goto(url + "/")
-                browser.wait("window.heapdiffIndex && heapdiffIndex.firstPaintMs !== null")
-                paint.append(browser.run("return heapdiffIndex.firstPaintMs;") / 1000)
-                points.append(browser.run(
-                    "return Math.max(...Array.from(document.querySelectorAll('section.process'))"
-                    ".map(s => heapdiffIndex.drawnPoints(s.dataset.key)));"))
-                rows.append(browser.run("return document.querySelectorAll('tr.dump').length;"))
-            finally:
-                server.kill()
-                server.wait()
-            print(f"round {round_number + 1}: first visit {first[-1]:.3f} s, second {second[-1]:.3f} s, "
-                  f"front page first paint {paint[-1]:.3f} s ({points[-1]} chart points, {rows[-1]} rows)")
+            for heapdiff in builds:
+                m = measured[heapdiff]
+                visit(browser, heapdiff, [stacks_dir, series_dir], big.name, m)
+                print(f"round {round_number + 1} ({heapdiff}): first visit {m['first'][-1]:.3f} s, "
+                      f"second {m['second'][-1]:.3f} s, front page first paint {m['paint'][-1]:.3f} s "
+                      f"({m['points'][-1]} chart points, {m['rows'][-1]} rows)")
+    load_after = load()
     results = {
         "stacks": 2 ** args.stacks_depth, "dumps": dumps, "dump_bytes": big.stat().st_size,
-        "first_visit_s": summary(first), "second_visit_s": summary(second),
-        "front_page_first_paint_s": summary(paint),
-        "timeline_points_drawn": max(points), "dump_rows_on_page": max(rows),
-        "load_before": load_before, "load_after": load(), "cores": os.cpu_count(),
+        "load_before": load_before, "load_after": load_after, "cores": os.cpu_count(),
+        "builds": {str(heapdiff): {
+            "first_visit_s": summary(m["first"]), "second_visit_s": summary(m["second"]),
+            "front_page_first_paint_s": summary(m["paint"]),
+            "timeline_points_drawn": max(m["points"]), "dump_rows_on_page": max(m["rows"]),
+        } for heapdiff, m in measured.items()},
     }
     OUT.mkdir(exist_ok=True)
     (OUT / "serve_scale.json").write_text(json.dumps(results, indent=2))
-    print("\n| measure | median | min–max | target |\n|---|---|---|---|")
     failed = False
-    for key, target in TARGETS.items():
-        s = results[key]
-        failed |= s["median"] >= target
-        print(f"| {key} | {s['median']:.3f} s | {s['min']:.3f}–{s['max']:.3f} s | < {target} s |")
+    for heapdiff in builds:
+        r = results["builds"][str(heapdiff)]
+        print(f"\n{heapdiff}\n| measure | median | min–max | target |\n|---|---|---|---|")
+        for key, target in TARGETS.items():
+            s = r[key]
+            failed |= heapdiff == HEAPDIFF and s["median"] >= target
+            print(f"| {key} | {s['median']:.3f} s | {s['min']:.3f}–{s['max']:.3f} s | < {target} s |")
     print(f"\nload before {results['load_before']}, after {results['load_after']}, {os.cpu_count()} cores")
     shutil.rmtree(work, ignore_errors=True)
     sys.exit(1 if failed else 0)
