@@ -380,6 +380,13 @@ async fn the_functions_table_names_zoom_and_keys_on_a_cpp_service() {
     // colours a change only where the reports find it significant.
     client.goto(&page(&exit, Some(&first))).await.unwrap();
     viewer_ready(&client).await;
+    // A comparison opens sorted by self change: the leak on the first row.
+    wait_for(&client, "document.querySelector('#functions th[data-column=dself]').getAttribute('aria-sort') === 'descending'").await;
+    assert_eq!(
+        table_names(&client).await.first().map(String::as_str),
+        Some("Registry<…>::add"),
+        "the leak first"
+    );
     for width in [1280, 1600] {
         columns_fit(&client, width).await;
     }
