@@ -2,8 +2,11 @@
 // significantly from its first dump to its last (the server measures them
 // with the reports' rule: /api/growth), each with a sparkline of its value
 // across the series, its change with the 95 % interval, and whether it
-// still grows in the second half or levelled off. A name opens the diff
-// of the first and last dumps with that function searched for.
+// still grows in the second half or levelled off, and where the dumps carry
+// births its class from the births of its live memory in the last dump:
+// accumulating (a leak candidate), recent only (a cache or working set that
+// turns over) or start-up. A name opens the diff of the first and last
+// dumps with that function searched for.
 "use strict";
 const hdGrowth = (function () {
   const SVG = "http://www.w3.org/2000/svg";
@@ -25,6 +28,17 @@ const hdGrowth = (function () {
     return "/view?dump=" + encodeURIComponent(id) + (base ? "&base=" + encodeURIComponent(base) : "") +
       (search ? "#q=" + encodeURIComponent(search) : "");
   }
+  const KINDS = { accumulating: "leak candidate (accumulating)", "recent-only": "cache or working set (recent only)",
+    "start-up": "start-up state", empty: "nothing live" };
+  // The class cell: the words, and the births behind them on hover.
+  function kind(f) {
+    if (!f.class) return '<td class="kind"></td>';
+    const [startup, older, newer] = f.born;
+    const why = "live bytes in the last dump born in the start-up window: " + bytes(startup) +
+      ", in the older half of the rest: " + bytes(older) + ", in the newer half: " + bytes(newer);
+    return '<td class="kind kind-' + escapeText(f.class) + '" data-class="' + escapeText(f.class) + '" title="' + escapeText(why) + '">' +
+      escapeText(KINDS[f.class] || f.class) + "</td>";
+  }
   function render(panel, report) {
     const first = report.dumps[0], last = report.dumps[report.dumps.length - 1];
     const head = '<h3>Growing across the series</h3><p class="hint">Functions (where memory was allocated) whose live memory grew ' +
@@ -34,8 +48,9 @@ const hdGrowth = (function () {
       panel.innerHTML = head + '<p class="none">No function grows significantly from the first dump to the last.</p>';
       return;
     }
+    const classified = report.functions.some((f) => f.class);
     panel.innerHTML = head + '<table class="growing"><thead><tr><th>function</th><th>over time</th><th>first → last</th>' +
-      "<th>change (95 %)</th><th>trend</th></tr></thead><tbody></tbody></table>";
+      "<th>change (95 %)</th><th>trend</th>" + (classified ? "<th>kind</th>" : "") + "</tr></thead><tbody></tbody></table>";
     const body = panel.querySelector("tbody");
     for (const f of report.functions) {
       const tr = document.createElement("tr");
@@ -44,7 +59,7 @@ const hdGrowth = (function () {
       tr.innerHTML = '<td class="name"><a href="' + escapeText(viewUrl(last, first, f.label)) + '" title="' + escapeText(f.full) + '">' +
         escapeText(f.label) + '</a></td><td class="spark"></td><td>' + bytes(f.values[0]) + " → " + bytes(f.values[f.values.length - 1]) +
         "</td><td>" + signed(f.change, "bytes") + " [" + signed(f.change_low, "bytes") + ", " + signed(f.change_high, "bytes") + "]</td>" +
-        '<td class="trend">' + (f.still_growing ? "still growing" : "levelled off") + "</td>";
+        '<td class="trend">' + (f.still_growing ? "still growing" : "levelled off") + "</td>" + (classified ? kind(f) : "");
       tr.querySelector(".spark").appendChild(sparkline(f.values, f.lows, f.highs));
       body.appendChild(tr);
     }

@@ -48,6 +48,30 @@
     if (d.samples_live === 0) return "0 B (no live sample)";
     return bytes(d.live_estimate) + " [" + bytes(d.live_low) + ", " + bytes(d.live_high) + "]";
   }
+  // The processes whose ranges open what they allocated (kept across
+  // refreshes of the list).
+  const bornRanges = new Set();
+  // Where the dumps of a process carry births, what a range of its
+  // timeline opens: the diff of its ends, or what it allocated that is
+  // still live at its end. None otherwise (a range is a diff).
+  function rangeMode(p) {
+    if (p.dumps.length < 2 || !p.dumps.every((d) => d.births)) return null;
+    const element = text("fieldset", undefined, { class: "range-mode" });
+    element.appendChild(text("legend", "a range dragged on the timeline opens"));
+    const choice = (value, label, checked) => {
+      const l = text("label");
+      const input = text("input", undefined, { type: "radio", name: "range-" + p.key, value, class: "range-" + value });
+      input.checked = checked;
+      l.append(input, " " + label);
+      element.appendChild(l);
+      return input;
+    };
+    const wasBorn = bornRanges.has(p.key);
+    choice("diff", "the diff of its ends", !wasBorn);
+    const born = choice("born", "what it allocated that is still live at its end", wasBorn);
+    element.addEventListener("change", () => { if (born.checked) bornRanges.add(p.key); else bornRanges.delete(p.key); });
+    return { element, born: () => born.checked };
+  }
   function actions(p) {
     const div = text("div", undefined, { class: "actions" });
     const dumps = p.dumps, first = dumps[0], latest = dumps[dumps.length - 1];
@@ -127,6 +151,8 @@
       section.appendChild(text("h2", "pid " + p.pid + " — " + (p.command_line || p.executable) +
         " — first dump " + fmtTime(p.first_time_unix_ns)));
       section.appendChild(actions(p));
+      const mode = rangeMode(p);
+      if (mode) section.appendChild(mode.element);
       const chart = text("div", undefined, { class: "timeline-box" });
       section.appendChild(chart);
       const growth = text("div", undefined, { class: "growth-panel" });
@@ -135,7 +161,9 @@
       root.appendChild(section);
       timelines.set(p.key, hdTimeline.draw(chart, p.dumps, p.peak, {
         open: (id) => { location.href = viewUrl(id); },
-        range: (base, id) => { location.href = viewUrl(id, base); },
+        range: (base, id) => {
+          location.href = mode && mode.born() ? viewUrl(id) + "&born_since=" + encodeURIComponent(base) : viewUrl(id, base);
+        },
         tip: showTip,
       }));
       if (p.dumps.length > 1) hdGrowth.load(growth, p.key, p.dumps.length);

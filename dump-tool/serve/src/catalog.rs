@@ -21,7 +21,9 @@ use crate::roots::{Refused, Root};
 use crate::scan::{Found, MAX_ENTRIES, Version, scan};
 use axum::body::Bytes;
 use heapdiff::input::{load_opened, trigger_name};
+use heapdiff::model::TimeInfo;
 use heapdiff::model::live_heap::{Agreement, LiveHeap};
+use heapdiff::model::time::DEFAULT_TEMPORARY_NS;
 use heapdiff::render::live_heap::words;
 use heapsample_format::Dump;
 use nix::fcntl::OFlag;
@@ -63,6 +65,17 @@ pub struct Summary {
     pub samples_taken: u64,
     pub samples_live: u64,
     pub stacks: usize,
+    /// The live samples carry their births (dump format 4): the dump can
+    /// tell what was allocated in a range and is still live.
+    pub births: bool,
+    /// The stacks carry the lifetimes of freed samples: temporary
+    /// allocations can be told.
+    pub lifetimes: bool,
+    /// The dump's moment, ns since the profiler's start (0: not known).
+    pub since_start_ns: u64,
+    /// The profiler's start on the wall clock (0: not known): dumps with
+    /// the same start (and pid) share their clock.
+    pub start_unix_ns: u64,
 }
 
 /// One dump file found below a root.
@@ -242,6 +255,7 @@ impl Catalog {
 /// samples, the exact counters beside it, and how they relate in words.
 pub fn summary_of(dump: &Dump) -> Summary {
     let live = LiveHeap::of(&[dump]);
+    let time = TimeInfo::of(dump, DEFAULT_TEMPORARY_NS);
     let interval = live.requested;
     let (agreement, gap) = match live.agreement() {
         Agreement::NotCounted => ("not-counted", 0.0),
@@ -272,5 +286,9 @@ pub fn summary_of(dump: &Dump) -> Summary {
         samples_taken: dump.totals.samples_taken,
         samples_live: dump.totals.samples_live,
         stacks: dump.stacks.len(),
+        births: time.births,
+        lifetimes: time.lifetimes,
+        since_start_ns: time.dump_ns,
+        start_unix_ns: time.start_unix_ns,
     }
 }

@@ -3,7 +3,9 @@
 //! panel of the process's timeline: each with its value in every dump of
 //! the series (the sparkline), its change from the first dump to the last
 //! with the 95 % interval, and whether it still grows in the second half
-//! (`heapdiff::compare::growth`, the reports' rule for a change).
+//! (`heapdiff::compare::growth`, the reports' rule for a change); where
+//! the dumps carry births, its class from the births of its live memory in
+//! the last dump (leak, cache or start-up: `heapdiff::compare::ages`).
 //!
 //! The exit dump is left out when there are at least two others: many
 //! programs free everything on the way out (CPython, Rust), which says
@@ -23,6 +25,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use heapdiff::compare::ages::{Ages, ages};
 use heapdiff::compare::growth::{Growth, growing};
 use heapdiff::model::Metric;
 use serde::{Deserialize, Serialize};
@@ -32,6 +35,9 @@ use std::sync::Arc;
 pub const MAX_SERIES: usize = 12;
 /// Functions listed at most.
 const MAX_FUNCTIONS: usize = 20;
+/// Slices of the run the ages of the last dump are measured in (the class
+/// uses its own windows; the slices are not shown).
+const AGE_SLICES: usize = 4;
 
 #[derive(Deserialize)]
 pub struct Wanted {
@@ -60,6 +66,12 @@ struct Row {
     change_low: f64,
     change_high: f64,
     still_growing: bool,
+    /// From the births of its live memory in the last dump (where the
+    /// dumps carry them): `accumulating`, `start-up` or `recent-only`.
+    class: Option<&'static str>,
+    /// The class's evidence: its live bytes in the last dump born in the
+    /// start-up window, the older and the newer half of the rest.
+    born: Option<[f64; 3]>,
 }
 
 impl Row {
@@ -76,7 +88,19 @@ impl Row {
             change: change.estimate.round(),
             change_low: change.low.round(),
             change_high: change.high.round(),
+            class: None,
+            born: None,
         }
+    }
+
+    /// This row with the class `ages` gives its function, if any.
+    fn classified(mut self, ages: Option<&Ages>) -> Row {
+        if let Some(row) = ages.and_then(|a| a.rows.iter().find(|r| r.name == self.label)) {
+            let w = &row.windows;
+            self.class = Some(row.class.name());
+            self.born = Some([w.startup.value, w.older.value, w.newer.value].map(f64::round));
+        }
+        self
     }
 }
 
@@ -156,9 +180,19 @@ fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result
     let metric = Metric::InuseSpace;
     let mut settings = state.settings.clone();
     settings.metric = metric;
-    let functions = state.symbols.with_series(inputs, &settings, |series| {
+    let births = series
+        .last()
+        .is_some_and(|e| matches!(&e.summary, Ok(s) if s.births));
+    let (functions, ages) = state.symbols.with_series(inputs, &settings, |series| {
         let profiles: Vec<_> = series.sides().iter().map(|side| &side.profile).collect();
-        growing(&profiles, series.table(), metric)
+        let ages = births
+            .then(|| {
+                profiles
+                    .last()
+                    .map(|last| ages(last, series.table(), AGE_SLICES))
+            })
+            .flatten();
+        (growing(&profiles, series.table(), metric), ages)
     });
     let report = Report {
         metric: metric.name(),
@@ -168,7 +202,7 @@ fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result
         functions: functions
             .into_iter()
             .take(MAX_FUNCTIONS)
-            .map(Row::of)
+            .map(|growth| Row::of(growth).classified(ages.as_ref()))
             .collect(),
     };
     serde_json::to_string(&report).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))

@@ -35,6 +35,7 @@ pub mod routes;
 pub mod scan;
 pub mod symbol_cache;
 pub mod symbols;
+pub mod time_views;
 pub mod urls;
 pub mod view_limit;
 pub mod views;

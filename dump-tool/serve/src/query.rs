@@ -9,13 +9,17 @@ use serde::Deserialize;
 /// Longest query string accepted (longer: 414 URI Too Long).
 pub const MAX_QUERY_LEN: usize = 2048;
 
-/// `?dump=ID[&base=ID][&allow_mismatch=1]`.
+/// `?dump=ID[&base=ID][&allow_mismatch=1]`, or a time view of one dump:
+/// `&born_since=ID` (its live memory allocated since that dump of its
+/// process) or `&view=temporary` (its temporary allocations).
 #[derive(Deserialize)]
 pub struct Pick {
     pub dump: Option<String>,
     pub base: Option<String>,
     /// `1`: compare dumps of different programs anyway.
     pub allow_mismatch: Option<String>,
+    pub born_since: Option<String>,
+    pub view: Option<String>,
 }
 
 /// The ids of a query, or the status and reason of its refusal.

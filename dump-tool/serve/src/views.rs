@@ -14,6 +14,7 @@ use crate::catalog::Entry;
 use crate::listing::process_of;
 use crate::query::{Pick, checked_query};
 use crate::responses::refuse;
+use crate::time_views::TimeView;
 use crate::urls::{url_component, url_path};
 use crate::view_limit::Presence;
 use crate::work::{Failure, built, cache_key, kept, listed, read_entry};
@@ -40,21 +41,37 @@ pub async fn view(
         Err((status, why)) => return refuse(status, why),
     };
     let allow_mismatch = pick.allow_mismatch.as_deref() == Some("1");
-    let (id, base) = (pick.dump.unwrap_or_default(), pick.base);
+    let (id, base) = (pick.dump.clone().unwrap_or_default(), pick.base.clone());
     let entries = match view_entries(&state, &id, base.as_deref()) {
         Ok(entries) => entries,
         Err((status, why)) => return refuse(status, &why),
     };
+    let time_view = match TimeView::of(&state, &pick, &entries) {
+        Ok(time_view) => time_view,
+        Err((status, why)) => return refuse(status, &why),
+    };
     let html_page =
         |page: Bytes| ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response();
-    let key = cache_key(&format!("view {allow_mismatch}"), &entries);
-    match kept(&state, &key, &entries) {
+    let read: Vec<Arc<Entry>> = entries
+        .iter()
+        .cloned()
+        .chain(TimeView::entries(&time_view))
+        .collect();
+    let what = format!("view {allow_mismatch}{}", TimeView::key(&time_view));
+    let key = cache_key(&what, &read);
+    match kept(&state, &key, &read) {
         Ok(Some(page)) => return html_page(page),
         Ok(None) => {}
         Err((status, why)) => return refuse(status, &why),
     }
     let page = built(&state, "the view failed", move |state, presence| {
-        render_view(state, presence, &entries, allow_mismatch)
+        render_view(
+            state,
+            presence,
+            &entries,
+            allow_mismatch,
+            time_view.as_ref(),
+        )
     })
     .await;
     match page {
@@ -92,6 +109,7 @@ fn render_view(
     presence: &Presence,
     entries: &[Arc<Entry>],
     allow_mismatch: bool,
+    time_view: Option<&TimeView>,
 ) -> Result<Result<String, String>, Failure> {
     let new = read_entry(state, &entries[0])?;
     let base = entries.get(1).map(|e| read_entry(state, e)).transpose()?;
@@ -111,11 +129,17 @@ fn render_view(
         .map(|(b, name)| Loaded::one(name, b));
     let mut settings = state.settings.clone();
     settings.allow_mismatch = allow_mismatch;
-    let links = view_links(state, &id, base_id.as_deref(), allow_mismatch);
+    if let Some(time_view) = time_view {
+        time_view.settings(&mut settings);
+    }
+    let links = view_links(state, &id, base_id.as_deref(), allow_mismatch, time_view);
     state
         .symbols
         .with_session(new, base, &settings, |session| {
             let mut model = html::model(&session.view());
+            if let Some(time_view) = time_view {
+                model.title.push_str(&time_view.title());
+            }
             model.links = links;
             Ok(html::page(&model))
         })
@@ -142,10 +166,19 @@ fn link(label: &str, href: String, rel: Option<&'static str>) -> Link {
 /// The links of a view: the list, the process's timeline, previous and
 /// next (of the new side; a comparison keeps its base), the diffs with the
 /// previous and the first dump, the pprof profile.
-fn view_links(state: &AppState, id: &str, base: Option<&str>, allow_mismatch: bool) -> Vec<Link> {
+fn view_links(
+    state: &AppState,
+    id: &str,
+    base: Option<&str>,
+    allow_mismatch: bool,
+    time_view: Option<&TimeView>,
+) -> Vec<Link> {
     let mut links = vec![link("all dumps", "/".into(), None)];
     let dumps = process_of(&state.catalog.snapshot(), id);
     let at = dumps.iter().position(|(d, _)| d == id);
+    if time_view.is_some() {
+        links.push(link("this dump", view_href(id, None), None));
+    }
     if let (Some(at), Some((first, _))) = (at, dumps.first()) {
         links.push(link(
             "timeline",
@@ -173,6 +206,9 @@ fn view_links(state: &AppState, id: &str, base: Option<&str>, allow_mismatch: bo
         if at > 0 {
             links.push(link("diff with first", view_href(id, Some(first)), None));
         }
+        if base.is_none() {
+            links.extend(time_links(id, &dumps, at));
+        }
     }
     if let Some(base) = base {
         links.push(link("this dump alone", view_href(id, None), None));
@@ -187,6 +223,46 @@ fn view_links(state: &AppState, id: &str, base: Option<&str>, allow_mismatch: bo
         links.push(link(
             "(different programs compared)",
             view_href(id, base),
+            None,
+        ));
+    }
+    links
+}
+
+/// The time views of dump `at` of its process `dumps`, where its dump
+/// carries their data: what it allocated since the previous and the first
+/// dump that is still live, and its temporary allocations.
+fn time_links(id: &str, dumps: &[(String, Arc<Entry>)], at: usize) -> Vec<Link> {
+    let Some(Ok(summary)) = dumps.get(at).map(|(_, e)| &e.summary) else {
+        return Vec::new();
+    };
+    let mut links = Vec::new();
+    let born_since = |since: &str| {
+        format!(
+            "{}&born_since={}",
+            view_href(id, None),
+            url_component(since)
+        )
+    };
+    if summary.births && at > 0 {
+        let (previous, first) = (&dumps[at - 1].0, &dumps[0].0);
+        links.push(link(
+            "allocated since previous, still live",
+            born_since(previous),
+            None,
+        ));
+        if at > 1 {
+            links.push(link(
+                "allocated since first, still live",
+                born_since(first),
+                None,
+            ));
+        }
+    }
+    if summary.lifetimes {
+        links.push(link(
+            "temporary allocations",
+            format!("{}&view=temporary", view_href(id, None)),
             None,
         ));
     }

@@ -104,7 +104,8 @@ pub struct Model {
 /// Build the model of `view`: its title names both sides, it has no
 /// links (a server adds its own).
 pub fn model(view: &View<'_>) -> Model {
-    let mut builder = ModelBuilder::new(view.table);
+    let metrics = metrics_of(view.metric);
+    let mut builder = ModelBuilder::new(view.table, metrics);
     builder.add_side(view.new, false);
     let mut totals = vec![view.new.profile.totals.clone()];
     if let Some(base) = view.base {
@@ -134,8 +135,8 @@ pub fn model(view: &View<'_>) -> Model {
         title,
         new_name: view.new.name.clone(),
         base_name: view.base.map(|b| b.name.clone()),
-        metrics: Metric::ALL.map(|metric| metric.name()),
-        accumulations: Metric::ALL.map(|metric| metric.accumulation().name()),
+        metrics: metrics.map(|metric| metric.name()),
+        accumulations: metrics.map(|metric| metric.accumulation().name()),
         period: view.new.profile.period,
         names: match view.names {
             NameStyle::Short => "short",
@@ -152,12 +153,12 @@ pub fn model(view: &View<'_>) -> Model {
         new_variances: Vec::new(),
         new_sampled: Vec::new(),
         new_scales: Vec::new(),
-        new_sampling: sampling(&view.new.profile),
+        new_sampling: sampling(&view.new.profile, metrics),
         base_values: Vec::new(),
         base_variances: Vec::new(),
         base_sampled: Vec::new(),
         base_scales: Vec::new(),
-        base_sampling: view.base.map(|base| sampling(&base.profile)),
+        base_sampling: view.base.map(|base| sampling(&base.profile, metrics)),
         totals,
         live,
         links: Vec::new(),
@@ -166,8 +167,8 @@ pub fn model(view: &View<'_>) -> Model {
 
 /// How each metric of `profile` was sampled, in the order of
 /// [`Model::metrics`].
-fn sampling(profile: &Profile) -> [Sampling; 4] {
-    Metric::ALL.map(|metric| profile.sampling(metric))
+fn sampling(profile: &Profile, metrics: [Metric; 4]) -> [Sampling; 4] {
+    metrics.map(|metric| profile.sampling(metric))
 }
 
 /// The live heap of a side's dumps in words.
@@ -176,14 +177,32 @@ fn live_words(side: &Side) -> String {
     words(&LiveHeap::of(&dumps), side.profile.period)
 }
 
+/// The page's four metrics for a view measuring `metric`: live and
+/// allocated space and objects, or, for a temporary metric, temporary
+/// space and objects in place of the live ones.
+pub fn metrics_of(metric: Metric) -> [Metric; 4] {
+    if Metric::TEMPORARY.contains(&metric) {
+        [
+            Metric::TempSpace,
+            Metric::TempObjects,
+            Metric::AllocSpace,
+            Metric::AllocObjects,
+        ]
+    } else {
+        Metric::ALL
+    }
+}
+
 /// The four metrics of `values`, in the order of [`Model::metrics`].
-fn four(values: &Values) -> [f64; 4] {
-    Metric::ALL.map(|metric| metric.of(values))
+fn four(metrics: [Metric; 4], values: &Values) -> [f64; 4] {
+    metrics.map(|metric| metric.of(values))
 }
 
 /// Interns frames, modules, threads and (thread, frames) stacks.
 struct ModelBuilder<'a> {
     table: &'a LocationTable,
+    /// The page's metrics ([`metrics_of`]).
+    metrics: [Metric; 4],
     frames: Vec<(String, i64, String, String)>,
     frame_ids: HashMap<(String, i64), u32>,
     /// Per location of the table, the frame of each of its lines once
@@ -210,9 +229,10 @@ struct ModelBuilder<'a> {
 }
 
 impl<'a> ModelBuilder<'a> {
-    fn new(table: &'a LocationTable) -> Self {
+    fn new(table: &'a LocationTable, metrics: [Metric; 4]) -> Self {
         ModelBuilder {
             table,
+            metrics,
             frames: Vec::new(),
             frame_ids: HashMap::new(),
             frame_refs: Vec::new(),
@@ -258,10 +278,10 @@ impl<'a> ModelBuilder<'a> {
                     &mut self.new_scales,
                 )
             };
-            let sample_variances = four(&sample.variance);
-            let sample_sampled = four(&sample.sampled);
-            let sample_scales = Metric::ALL.map(|m| sample.estimate(m).weight_scale());
-            for (i, value) in four(&sample.values).into_iter().enumerate() {
+            let sample_variances = four(self.metrics, &sample.variance);
+            let sample_sampled = four(self.metrics, &sample.sampled);
+            let sample_scales = self.metrics.map(|m| sample.estimate(m).weight_scale());
+            for (i, value) in four(self.metrics, &sample.values).into_iter().enumerate() {
                 values[id][i] += value;
                 // Variances of disjoint samples add, and so do their floors;
                 // a sum's scale is the largest of its parts'.
