@@ -26,6 +26,7 @@ pub mod catalog;
 pub mod connections;
 pub mod growth;
 pub mod host;
+pub mod lifetimes;
 pub mod listing;
 pub mod profiles;
 pub mod query;

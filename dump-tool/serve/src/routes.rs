@@ -4,6 +4,7 @@
 use crate::AppState;
 use crate::growth::growth;
 use crate::host::{AllowedHosts, check_host};
+use crate::lifetimes::lifetimes;
 use crate::listing::list;
 use crate::profiles::{latest_allocs, latest_heap, pprof};
 use crate::responses::{asset, refuse};
@@ -18,13 +19,15 @@ use heapdiff::render::html;
 use std::sync::Arc;
 
 const INDEX_HTML: &str = include_str!("../assets/index.html");
-/// The dump list's scripts, each served at `/NAME`: the viewer's number
-/// formats, then the page's own modules.
-const INDEX_SCRIPTS: [(&str, &str); 4] = [
+const LIFETIMES_HTML: &str = include_str!("../assets/lifetimes.html");
+/// The scripts of the dump list and the lifetimes page, each served at
+/// `/NAME`: the viewer's number formats, then the pages' own modules.
+const INDEX_SCRIPTS: [(&str, &str); 5] = [
     ("/format.js", html::VIEWER_SCRIPTS[0].1),
     ("/timeline.js", include_str!("../assets/timeline.js")),
     ("/growth.js", include_str!("../assets/growth.js")),
     ("/index.js", include_str!("../assets/index.js")),
+    ("/lifetimes.js", include_str!("../assets/lifetimes.js")),
 ];
 
 /// Every route of the server over `state`, answering only requests to
@@ -48,6 +51,11 @@ pub fn router(state: Arc<AppState>, allowed: Arc<AllowedHosts>) -> Router {
         )
         .route("/api/dumps", get(list))
         .route("/api/growth", get(growth))
+        .route("/api/lifetimes", get(lifetimes))
+        .route(
+            "/lifetimes",
+            get(|| async { asset(LIFETIMES_HTML, "text/html; charset=utf-8") }),
+        )
         .route("/view", get(view))
         .route("/pprof/{*id}", get(pprof))
         .route("/debug/pprof/heap", get(latest_heap))

@@ -231,7 +231,7 @@ fn view_links(
 
 /// The time views of dump `at` of its process `dumps`, where its dump
 /// carries their data: what it allocated since the previous and the first
-/// dump that is still live, and its temporary allocations.
+/// dump that is still live, its temporary allocations and lifetimes.
 fn time_links(id: &str, dumps: &[(String, Arc<Entry>)], at: usize) -> Vec<Link> {
     let Some(Ok(summary)) = dumps.get(at).map(|(_, e)| &e.summary) else {
         return Vec::new();
@@ -263,6 +263,11 @@ fn time_links(id: &str, dumps: &[(String, Arc<Entry>)], at: usize) -> Vec<Link> 
         links.push(link(
             "temporary allocations",
             format!("{}&view=temporary", view_href(id, None)),
+            None,
+        ));
+        links.push(link(
+            "lifetimes",
+            format!("/lifetimes?dump={}", url_component(id)),
             None,
         ));
     }
