@@ -7,6 +7,9 @@
 //!
 //! - the growing panel classifies the leak as accumulating (from the
 //!   births of its live memory in the last dump);
+//! - the exact peak (counted between dumps) is at least the program's
+//!   24 MiB and every dump's exact live heap, and is marked on the
+//!   timeline with the dump nearest to it;
 //! - a range dragged on the timeline, with "what it allocated that is
 //!   still live" chosen, opens the memory allocated between its ends and
 //!   still live at its end: the leak of those rounds and nothing of the
@@ -105,6 +108,31 @@ async fn ranges_temporaries_and_classes_on_a_cpp_service() {
     )
     .await;
     assert_eq!(class, json!("accumulating"));
+
+    // The exact peak, counted between dumps: at least the program's 24 MiB
+    // and every dump's exact live heap, marked on the timeline, and one
+    // click from the dump nearest to it (the one written at the top of the
+    // peak, or the high-water dump right after it).
+    let peak = &listing["processes"][0]["exact_peak"];
+    let peak_bytes = peak["bytes"].as_f64().expect("an exact peak");
+    let highest_dump = rows
+        .iter()
+        .filter_map(|d| d["live_exact"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(
+        peak_bytes >= truth(&cpp, "peak") && peak_bytes >= highest_dump,
+        "{peak}"
+    );
+    let nearest = peak["nearest"].as_str().unwrap();
+    assert!(
+        nearest.ends_with(".m4.prof") || nearest.contains(".u"),
+        "{nearest}"
+    );
+    wait_for(
+        &client,
+        &format!("document.querySelector(\"{section} svg.timeline .exact-peak-mark\").dataset.nearest === {nearest:?}"),
+    )
+    .await;
 
     // A range: what rounds 2..9 allocated that is still live at m10.
     click(&client, &format!("{section} input.range-born")).await;

@@ -83,6 +83,11 @@
         viewUrl(peak.id), "peak"));
       if (at > 0) div.appendChild(link("what made the peak (diff with the dump before)", viewUrl(peak.id, dumps[at - 1].id), "peak-diff"));
     }
+    const exact = p.exact_peak;
+    if (exact) {
+      div.appendChild(link("exact peak: " + bytes(exact.bytes) + " at +" + duration((exact.at_unix_ns - first.time_unix_ns) / 1e9) +
+        " (the dump nearest to it)", viewUrl(exact.nearest), "exact-peak"));
+    }
     if (dumps.length > 1) div.appendChild(link("diff first → last", viewUrl(latest.id, first.id), "whole"));
     div.appendChild(link("latest dump", viewUrl(latest.id), "latest"));
     div.appendChild(link("latest as pprof (for scrapers)", "/debug/pprof/heap?pid=" + p.pid, "scrape"));
@@ -165,7 +170,7 @@
           location.href = mode && mode.born() ? viewUrl(id) + "&born_since=" + encodeURIComponent(base) : viewUrl(id, base);
         },
         tip: showTip,
-      }));
+      }, p.exact_peak));
       if (p.dumps.length > 1) hdGrowth.load(growth, p.key, p.dumps.length);
     }
     const errors = document.querySelector("#errors tbody");

@@ -4,7 +4,9 @@
 // by trigger, and a time axis. Hovering shows a dump, a click opens it, a
 // drag over a range opens the diff between the dumps at its ends, and the
 // keyboard does the same (arrows move between dumps, Enter opens, Shift+
-// arrows stretch a range). The peak is marked. With thousands of dumps the
+// arrows stretch a range). The peak is marked: the highest dump, and where
+// the dumps counted it the exact peak at its own moment (a click opens the
+// dump nearest to it). With thousands of dumps the
 // lines keep the lowest and highest point per pixel column, so spikes stay
 // visible; hovering still reaches every dump. Numbers judged here come from
 // the server (estimates, intervals, the peak); this module only draws.
@@ -67,8 +69,10 @@ const hdTimeline = (function () {
   }
 
   // dumps: the process's rows (oldest first); peakId: the server's peak;
-  // hooks: open(id), range(baseId, newId), tip(html or null, x, y).
-  function draw(container, dumps, peakId, hooks) {
+  // hooks: open(id), range(baseId, newId), tip(html or null, x, y);
+  // exactPeak: the exact peak where the dumps counted it ({bytes,
+  // at_unix_ns, margin_bytes, nearest}), marked at its own moment.
+  function draw(container, dumps, peakId, hooks, exactPeak) {
     const width = Math.max(560, container.clientWidth || 900);
     const plotW = width - LEFT - RIGHT;
     const height = LIVE_H + GAP + RATE_H + MARKS_H + AXIS_H + 8;
@@ -84,6 +88,7 @@ const hdTimeline = (function () {
     // ---- live heap -----------------------------------------------------------
     let liveMax = 0;
     for (const d of dumps) liveMax = Math.max(liveMax, d.live_high, d.live_exact || 0);
+    if (exactPeak) liveMax = Math.max(liveMax, exactPeak.bytes);
     const yTicks = byteTicks(liveMax || 1), top = yTicks[yTicks.length - 1] || 1;
     const Y = (v) => 22 + (LIVE_H - 22) * (1 - v / top);
     el("text", { x: 4, y: 10, class: "title" }, svg, "live heap");
@@ -118,6 +123,18 @@ const hdTimeline = (function () {
       el("text", { x: Math.min(px + 8, width - RIGHT - 8 * label.length), y: Math.max(10, py - 8), class: "peak-label" }, mark, label);
       mark.addEventListener("mousedown", (e) => e.stopPropagation());
       mark.addEventListener("click", (e) => { e.stopPropagation(); hooks.open(p.id); });
+    }
+
+    if (exactPeak) {
+      // Between dumps the heap may have been higher than any dump saw.
+      const px = Math.max(LEFT, Math.min(width - RIGHT, X((exactPeak.at_unix_ns - t0) / 1e9))), py = Y(exactPeak.bytes);
+      const mark = el("g", { class: "exact-peak-mark", "data-nearest": exactPeak.nearest }, svg);
+      el("line", { x1: px, x2: px, y1: py, y2: Y(0), class: "exact-peak-line" }, mark);
+      shape(mark, "diamond", px, py, 4, "#2c3e50");
+      const label = "exact peak " + bytes(exactPeak.bytes);
+      el("text", { x: Math.min(px + 8, width - RIGHT - 7 * label.length), y: Math.max(10, py + 4), class: "exact-peak-label" }, mark, label);
+      mark.addEventListener("mousedown", (e) => e.stopPropagation());
+      mark.addEventListener("click", (e) => { e.stopPropagation(); hooks.open(exactPeak.nearest); });
     }
 
     // ---- allocation rate ---------------------------------------------------------
@@ -243,7 +260,8 @@ const hdTimeline = (function () {
       item("key-exact", "exact live heap (usable bytes: what the allocator reserved)") +
       item("key-rate", "allocation rate") +
       Object.keys(TRIGGERS).map((t) => '<span><span class="key" style="background:' + TRIGGERS[t][0] + '"></span>' + t + "</span>").join("") +
-      '<span><span class="key key-peak"></span>peak</span>';
+      '<span><span class="key key-peak"></span>peak</span>' +
+      '<span><span class="key key-exact-peak"></span>exact peak (between dumps too)</span>';
     return div;
   }
   return { draw };

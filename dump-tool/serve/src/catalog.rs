@@ -76,6 +76,12 @@ pub struct Summary {
     /// The profiler's start on the wall clock (0: not known): dumps with
     /// the same start (and pid) share their clock.
     pub start_unix_ns: u64,
+    /// The exact peak of the live heap so far (usable bytes), where
+    /// counted (`prof_exact`, format 4), and when the heap first came
+    /// within `exact_peak_margin` bytes of it, ns since the start.
+    pub exact_peak: Option<u64>,
+    pub exact_peak_at_ns: u64,
+    pub exact_peak_margin: u64,
 }
 
 /// One dump file found below a root.
@@ -290,5 +296,8 @@ pub fn summary_of(dump: &Dump) -> Summary {
         lifetimes: time.lifetimes,
         since_start_ns: time.dump_ns,
         start_unix_ns: time.start_unix_ns,
+        exact_peak: time.peak.map(|p| p.live_usable_bytes),
+        exact_peak_at_ns: time.peak.map_or(0, |p| p.at_ns),
+        exact_peak_margin: time.peak.map_or(0, |p| p.time_margin_bytes),
     }
 }

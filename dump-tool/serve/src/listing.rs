@@ -30,7 +30,23 @@ struct Process<'a> {
     /// The dump with the largest live heap: by the exact counter where
     /// every dump has one, else by the estimate.
     peak: Option<&'a str>,
+    /// The exact peak of the live heap, where the dumps counted it.
+    exact_peak: Option<ExactPeak<'a>>,
     dumps: Vec<DumpRow<'a>>,
+}
+
+/// The highest exact peak the dumps of a process know (the latest knows
+/// the highest) and the dump nearest to it in time.
+#[derive(Serialize)]
+struct ExactPeak<'a> {
+    /// Usable bytes.
+    bytes: u64,
+    /// When, on the wall clock (the process's start plus the peak's
+    /// moment since it).
+    at_unix_ns: u64,
+    /// The heap was within this many bytes of the peak at that moment.
+    margin_bytes: u64,
+    nearest: &'a str,
 }
 
 #[derive(Serialize)]
@@ -69,6 +85,26 @@ fn peak<'a>(dumps: &[DumpRow<'a>]) -> Option<&'a str> {
         }
     }
     best.map(|d| d.id)
+}
+
+/// The exact peak of `dumps` (one process, one clock): the highest any
+/// dump counted, and the dump written nearest to its moment.
+fn exact_peak<'a>(dumps: &[DumpRow<'a>]) -> Option<ExactPeak<'a>> {
+    let owner = dumps
+        .iter()
+        .filter(|d| d.summary.exact_peak.is_some() && d.summary.start_unix_ns != 0)
+        .max_by_key(|d| d.summary.exact_peak)?;
+    let (start, at) = (owner.summary.start_unix_ns, owner.summary.exact_peak_at_ns);
+    let nearest = dumps
+        .iter()
+        .filter(|d| d.summary.start_unix_ns == start)
+        .min_by_key(|d| d.summary.since_start_ns.abs_diff(at))?;
+    Some(ExactPeak {
+        bytes: owner.summary.exact_peak?,
+        at_unix_ns: start.saturating_add(at),
+        margin_bytes: owner.summary.exact_peak_margin,
+        nearest: nearest.id,
+    })
 }
 
 /// The dumps of the process that wrote dump `id`, in time order, with
@@ -125,6 +161,7 @@ fn listing_json(snapshot: &Snapshot) -> String {
                 command_line,
                 first_time_unix_ns: dumps.first().map_or(0, |d| d.summary.time_unix_ns),
                 peak: peak(&dumps),
+                exact_peak: exact_peak(&dumps),
                 dumps,
             }
         })
