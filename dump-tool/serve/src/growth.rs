@@ -19,12 +19,11 @@ use crate::catalog::Entry;
 use crate::listing::process_of;
 use crate::query::checked;
 use crate::responses::refuse;
-use crate::work::{Failure, built, cache_key, kept, read_entry};
-use axum::body::Bytes;
+use crate::work::{Failure, cache_key, json_kept_or_built, read_entry};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{StatusCode, Uri};
+use axum::response::Response;
 use heapdiff::compare::ages::{Ages, ages};
 use heapdiff::compare::growth::{Growth, growing};
 use heapdiff::model::Metric;
@@ -124,24 +123,15 @@ pub async fn growth(
     let without_exit = running.len() < all;
     let series = spread(running);
     let key = cache_key("growth", &series);
-    let json = |body: Bytes| ([(header::CONTENT_TYPE, "application/json")], body).into_response();
-    match kept(&state, &key, &series) {
-        Ok(Some(body)) => return json(body),
-        Ok(None) => {}
-        Err((status, why)) => return refuse(status, &why),
-    }
-    let report = built(&state, "the growth report failed", move |state, _| {
-        report(state, &series, without_exit)
-    })
-    .await;
-    match report {
-        Ok(body) => {
-            let body = Bytes::from(body);
-            state.pages.put(key, body.clone());
-            json(body)
-        }
-        Err(refusal) => refusal,
-    }
+    let entries = series.clone();
+    json_kept_or_built(
+        &state,
+        key,
+        &entries,
+        "the growth report failed",
+        move |state, _| report(state, &series, without_exit),
+    )
+    .await
 }
 
 /// The dumps but the exit dump, when at least two others remain.

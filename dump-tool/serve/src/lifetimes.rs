@@ -9,12 +9,11 @@
 use crate::AppState;
 use crate::query::{Pick, checked_query};
 use crate::responses::refuse;
-use crate::work::{Failure, built, cache_key, kept, listed, read_entry};
-use axum::body::Bytes;
+use crate::work::{Failure, cache_key, json_kept_or_built, listed, read_entry};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{StatusCode, Uri};
+use axum::response::Response;
 use heapdiff::pipeline::Loaded;
 use heapdiff::pipeline::time::{lifetimes as lifetime_rows, require};
 use heapdiff::render::time_json;
@@ -39,30 +38,23 @@ pub async fn lifetimes(
         Ok(entry) => entry,
         Err((status, why)) => return refuse(status, &why),
     };
-    let json = |body: Bytes| ([(header::CONTENT_TYPE, "application/json")], body).into_response();
     let entries = vec![entry];
     let key = cache_key("lifetimes", &entries);
-    match kept(&state, &key, &entries) {
-        Ok(Some(body)) => return json(body),
-        Ok(None) => {}
-        Err((status, why)) => return refuse(status, &why),
-    }
-    let report = built(&state, "the lifetimes failed", move |state, presence| {
-        let input = read_entry(state, &entries[0])?;
-        if presence.left() {
-            return Err((StatusCode::REQUEST_TIMEOUT, "the client left".to_string()));
-        }
-        report(state, Loaded::one(id.clone(), input), &id)
-    })
-    .await;
-    match report {
-        Ok(body) => {
-            let body = Bytes::from(body);
-            state.pages.put(key, body.clone());
-            json(body)
-        }
-        Err(refusal) => refusal,
-    }
+    let read = entries.clone();
+    json_kept_or_built(
+        &state,
+        key,
+        &entries,
+        "the lifetimes failed",
+        move |state, presence| {
+            let input = read_entry(state, &read[0])?;
+            if presence.left() {
+                return Err((StatusCode::REQUEST_TIMEOUT, "the client left".to_string()));
+            }
+            report(state, Loaded::one(id.clone(), input), &id)
+        },
+    )
+    .await
 }
 
 fn report(state: &AppState, new: Loaded, id: &str) -> Result<String, Failure> {

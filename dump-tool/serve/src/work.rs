@@ -13,8 +13,8 @@ use crate::roots::Refused;
 use crate::scan::Version;
 use crate::view_limit::{Presence, Unfinished};
 use axum::body::Bytes;
-use axum::http::StatusCode;
-use axum::response::Response;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use heapdiff::input::{Input, load_opened};
 use std::path::Path;
 use std::sync::Arc;
@@ -39,6 +39,31 @@ pub async fn built<T: Send + 'static>(
         Ok(Err((status, why))) => Err(refuse(status, &why)),
         Err(Unfinished::Closed) => Err(refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down")),
         Err(Unfinished::Failed) => Err(refuse(StatusCode::INTERNAL_SERVER_ERROR, failed)),
+    }
+}
+
+/// The JSON kept under `key` for `entries`, or else `build`'s, built as
+/// [`built`] builds and kept for the next request.
+pub async fn json_kept_or_built(
+    state: &Arc<AppState>,
+    key: String,
+    entries: &[Arc<Entry>],
+    failed: &'static str,
+    build: impl FnOnce(&AppState, &Presence) -> Result<String, Failure> + Send + 'static,
+) -> Response {
+    let json = |body: Bytes| ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    match kept(state, &key, entries) {
+        Ok(Some(body)) => return json(body),
+        Ok(None) => {}
+        Err((status, why)) => return refuse(status, &why),
+    }
+    match built(state, failed, build).await {
+        Ok(body) => {
+            let body = Bytes::from(body);
+            state.pages.put(key, body.clone());
+            json(body)
+        }
+        Err(refusal) => refusal,
     }
 }
 
