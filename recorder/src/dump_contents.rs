@@ -7,6 +7,14 @@
 //! the clocks' origin, the attach time).
 //! Naming, numbering and writing the file are `writer`'s and `dump_file`'s.
 //!
+//! A dump is consistent within itself while the program runs on: the live
+//! table is walked once, first, and both the list of live samples and each
+//! stack's live counts and sums come from that one walk (a sample is
+//! counted in its record before it enters the live table, and leaves the
+//! table before its record lets it go, so the records' own live counters
+//! and the table disagree while a sample is in flight). The stack table is
+//! read after the walk, so it holds every record a walked sample names.
+//!
 //! Never runs inside malloc: it allocates, takes the module map's and the
 //! thread registry's locks for copies, and reads `/proc`.
 
@@ -16,8 +24,9 @@ use std::collections::HashMap;
 
 use heapsample_format::{Dump, LiveSample, Peak, Process, ThreadInfo, Totals, Trigger};
 
-use crate::live_table::{LIVE, USABLE_UNKNOWN};
-use crate::stack_table::{OTHER_THREADS, STACKS};
+use crate::counters::certain_weights;
+use crate::live_table::{self, LIVE, USABLE_UNKNOWN};
+use crate::stack_table::{LiveCounts, OTHER_THREADS, STACKS};
 use crate::{modules, process, state, sys, threads};
 
 /// The name in the dump's thread list of the samples whose thread the stack
@@ -30,13 +39,17 @@ pub fn assemble(trigger: Trigger) -> Dump {
     let config = state::config();
     let exact = threads::exact_counts();
     let mut contexts = modules::Contexts::new();
+    let walked = walk_live();
+    let counts_are_weights = crate::sampling::samples_every_allocation();
+    let live_counts = live_counts(&walked, counts_are_weights);
     let (stacks, records) = STACKS.snapshot(
         config.prof_accum,
-        crate::sampling::samples_every_allocation(),
+        counts_are_weights,
+        &|record| live_counts.get(&record).copied().unwrap_or_default(),
         &mut |objects| contexts.number(objects),
     );
     let (start_monotonic_ns, start_unix_ns) = state::start_time();
-    let live_samples = live_samples(&records, start_monotonic_ns);
+    let live_samples = live_samples(walked, &records, start_monotonic_ns);
     let mut thread_list = threads::thread_infos();
     if stacks.iter().any(|stack| stack.thread == OTHER_THREADS) {
         thread_list.push(ThreadInfo {
@@ -68,7 +81,7 @@ pub fn assemble(trigger: Trigger) -> Dump {
                 .then_some(exact.live_usable_bytes.max(0) as u64),
             samples_taken: state::samples_taken(),
             samples_dropped: state::samples_dropped(),
-            samples_live: LIVE.live_count(),
+            samples_live: live_samples.len() as u64,
             threads_seen: exact.threads_seen,
             profiler_bytes: sys::MAPPED_BYTES.load(Relaxed),
             resets: state::resets(),
@@ -98,20 +111,62 @@ pub fn assemble(trigger: Trigger) -> Dump {
     }
 }
 
-/// Every live sample now, each naming its record's place in the dump's
-/// stacks (`records`, as the snapshot returned them), born relative to the
-/// profiler's start, in birth order. A sample whose record the snapshot did
-/// not carry (recorded after it) is left out.
-fn live_samples(records: &[u32], start_monotonic_ns: u64) -> Vec<LiveSample> {
+/// Every live sample now: one walk of the live table.
+fn walk_live() -> Vec<live_table::LiveSample> {
+    let mut walked = Vec::with_capacity(LIVE.live_count() as usize);
+    LIVE.for_each(&mut |sample| walked.push(sample));
+    walked
+}
+
+/// Each record's live counts and Horvitz–Thompson sums, as the walked
+/// samples make them up (a sample's weights are a function of its size, as
+/// its allocation added them; with `counts_are_weights` the sums are the
+/// counts). A sample whose usable size the table did not keep counts its
+/// request, the least it can be.
+fn live_counts(
+    walked: &[live_table::LiveSample],
+    counts_are_weights: bool,
+) -> HashMap<u32, LiveCounts> {
+    let mut counts = HashMap::<u32, LiveCounts>::new();
+    for sample in walked {
+        let record = counts.entry(sample.record).or_default();
+        record.objects += 1;
+        record.bytes += sample.size;
+        record.usable_bytes += if sample.usable == USABLE_UNKNOWN {
+            sample.size
+        } else {
+            sample.usable
+        };
+        if let Some(weights) = crate::sample::sample_weights(sample.size) {
+            record.weights = record.weights.plus(&weights);
+        }
+    }
+    if counts_are_weights {
+        for record in counts.values_mut() {
+            record.weights = certain_weights(record.objects, record.bytes);
+        }
+    }
+    counts
+}
+
+/// The walked samples, each naming its record's place in the dump's stacks
+/// (`records`, as the snapshot returned them), born relative to the
+/// profiler's start, in birth order.
+fn live_samples(
+    walked: Vec<live_table::LiveSample>,
+    records: &[u32],
+    start_monotonic_ns: u64,
+) -> Vec<LiveSample> {
     let index: HashMap<u32, u32> = records
         .iter()
         .enumerate()
         .map(|(at, &record)| (record, at as u32))
         .collect();
-    let mut samples = Vec::with_capacity(LIVE.live_count() as usize);
-    LIVE.for_each(&mut |sample| {
-        if let Some(&stack) = index.get(&sample.record) {
-            samples.push(LiveSample {
+    let mut samples: Vec<LiveSample> = walked
+        .into_iter()
+        .filter_map(|sample| {
+            let &stack = index.get(&sample.record)?;
+            Some(LiveSample {
                 stack,
                 thread: sample.thread,
                 birth_ns: sample.birth.saturating_sub(start_monotonic_ns),
@@ -121,9 +176,9 @@ fn live_samples(records: &[u32], start_monotonic_ns: u64) -> Vec<LiveSample> {
                 } else {
                     sample.usable
                 },
-            });
-        }
-    });
+            })
+        })
+        .collect();
     samples.sort_by_key(|s| (s.birth_ns, s.thread, s.stack));
     samples
 }

@@ -268,7 +268,7 @@ fn drop_sample(why: &str, size: u64) {
 /// so its free removes exactly what its allocation added. None when every
 /// allocation is sampled: each weight is then 1 and the stack's counts are
 /// its sums, so none are kept.
-fn sample_weights(size: u64) -> Option<heapsample_format::Weights> {
+pub fn sample_weights(size: u64) -> Option<heapsample_format::Weights> {
     if sampling::samples_every_allocation() {
         return None;
     }

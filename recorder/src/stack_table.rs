@@ -149,6 +149,17 @@ pub struct Recorded {
     pub without_frames: bool,
 }
 
+/// A record's live samples as a dump counts them: what one walk of the live
+/// table found of them, so that a dump's stacks count exactly the samples it
+/// lists (the records' own live counters move while the walk runs).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LiveCounts {
+    pub objects: u64,
+    pub bytes: u64,
+    pub usable_bytes: u64,
+    pub weights: Weights,
+}
+
 /// The process's stack table.
 pub struct StackTable {
     entries: Chunks<StackEntry, ENTRIES_PER_CHUNK, MAX_CHUNKS>,
@@ -533,9 +544,10 @@ impl StackTable {
         Some(destination)
     }
 
-    /// Copy every record that has live objects, or (with `include_freed`)
-    /// any allocations at all, as a dump's stacks: one per stack and thread
-    /// the table tells apart (its frames, the record's thread, its counts),
+    /// Copy every record that has live objects (as `live` counts them), or
+    /// (with `include_freed`) any allocations at all, as a dump's stacks: one
+    /// per stack and thread the table tells apart (its frames, the record's
+    /// thread, its live counts from `live` and its cumulative ones),
     /// a stack's lifetime distribution on its own record's (with
     /// `include_freed`, or while it has live objects). `context` names the
     /// module context of a stack's objects (the dump's epoch). With
@@ -547,13 +559,15 @@ impl StackTable {
         &self,
         include_freed: bool,
         counts_are_weights: bool,
+        live: &dyn Fn(u32) -> LiveCounts,
         context: &mut dyn FnMut(&[u64]) -> u32,
     ) -> (Vec<Stack>, Vec<u32>) {
         let mut out = Vec::new();
         let mut records = Vec::new();
         let mut push = |entry: &StackEntry, record: u32, thread: u32, counters: &Counters| {
             let counts = counters.read(counts_are_weights);
-            if counts.live_objects == 0 && !(include_freed && counts.alloc_objects > 0) {
+            let live = live(record);
+            if live.objects == 0 && !(include_freed && counts.alloc_objects > 0) {
                 return;
             }
             let lifetimes = if record & THREAD_RECORD == 0 {
@@ -566,12 +580,12 @@ impl StackTable {
                 frames: entry.frames().to_vec(),
                 thread,
                 epoch: context(entry.objects()),
-                live_objects: counts.live_objects,
-                live_bytes: counts.live_bytes,
-                live_usable_bytes: counts.live_usable_bytes,
+                live_objects: live.objects,
+                live_bytes: live.bytes,
+                live_usable_bytes: live.usable_bytes,
                 alloc_objects: counts.alloc_objects,
                 alloc_bytes: counts.alloc_bytes,
-                live: counts.live,
+                live: live.weights,
                 alloc: counts.alloc,
                 lifetimes,
             });
@@ -659,6 +673,22 @@ mod tests {
         table
     }
 
+    /// Live counts as the records' own counters hold them (these tests keep
+    /// no live table to walk).
+    fn counted(table: &StackTable, counts_are_weights: bool) -> impl Fn(u32) -> LiveCounts + '_ {
+        move |record| {
+            let Some(read) = table.counters(record).map(|c| c.read(counts_are_weights)) else {
+                return LiveCounts::default();
+            };
+            LiveCounts {
+                objects: read.live_objects,
+                bytes: read.live_bytes,
+                usable_bytes: read.live_usable_bytes,
+                weights: read.live,
+            }
+        }
+    }
+
     fn record(table: &StackTable, frames: &[u64], mut objects: &[u32], thread: u32) -> Recorded {
         table
             .record_for(frames, &mut objects, thread, EntryPlace::Main)
@@ -712,10 +742,11 @@ mod tests {
             counters.add_sample(10, 16, Some(&weights));
         }
         let mut contexts = Vec::new();
-        let (snapshot, records) = table.snapshot(false, false, &mut |objects| {
-            contexts.push(objects.to_vec());
-            9
-        });
+        let (snapshot, records) =
+            table.snapshot(false, false, &counted(&table, false), &mut |objects| {
+                contexts.push(objects.to_vec());
+                9
+            });
         assert_eq!(records.len(), snapshot.len());
         assert_eq!(contexts, [vec![7], vec![7]]);
         let threads: Vec<(u32, u64, u32)> = snapshot
@@ -726,7 +757,12 @@ mod tests {
         assert!(snapshot.iter().all(|s| s.frames == [1, 2, 3]));
         assert_eq!(snapshot[1].live, weights.plus(&weights));
         table.zero_counts();
-        assert!(table.snapshot(true, false, &mut |_| 0).0.is_empty());
+        assert!(
+            table
+                .snapshot(true, false, &counted(&table, false), &mut |_| 0)
+                .0
+                .is_empty()
+        );
     }
 
     /// A stack's freed samples, whichever thread allocated them, fill one
@@ -744,7 +780,7 @@ mod tests {
         table.release_sample(own, 10, 16, None, Some(4));
         table.release_sample(other, 10, 16, None, Some(4));
         table.release_sample(own, 10, 16, None, Some(0));
-        let (snapshot, records) = table.snapshot(true, true, &mut |_| 0);
+        let (snapshot, records) = table.snapshot(true, true, &counted(&table, true), &mut |_| 0);
         assert_eq!(records, [own, other]);
         let buckets: Vec<(u8, u64)> = snapshot[0]
             .lifetimes
@@ -759,7 +795,7 @@ mod tests {
             .collect();
         assert_eq!(counts, [(0, 2), (0, 1)], "released from their own records");
         table.zero_counts();
-        let (snapshot, _) = table.snapshot(true, true, &mut |_| 0);
+        let (snapshot, _) = table.snapshot(true, true, &counted(&table, true), &mut |_| 0);
         assert!(snapshot.is_empty());
     }
 
@@ -778,7 +814,7 @@ mod tests {
         table.counters(late.record).unwrap().add_sample(8, 8, None);
         let owner = record(&table, &[1], &[], 1);
         assert_eq!((owner.record, owner.labelled), (late.record, false));
-        let (snapshot, _) = table.snapshot(false, true, &mut |_| 0);
+        let (snapshot, _) = table.snapshot(false, true, &counted(&table, true), &mut |_| 0);
         assert_eq!(snapshot.len(), 1);
         assert_eq!(
             (snapshot[0].thread, snapshot[0].live_objects),
@@ -837,7 +873,7 @@ mod tests {
             .counters(overflow.record)
             .unwrap()
             .add_sample(8, 8, None);
-        let (snapshot, _) = table.snapshot(false, true, &mut |_| 0);
+        let (snapshot, _) = table.snapshot(false, true, &counted(&table, true), &mut |_| 0);
         assert_eq!(snapshot.len(), 1);
         assert!(snapshot[0].frames.is_empty());
     }

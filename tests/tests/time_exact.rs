@@ -9,7 +9,7 @@
 //! before malloc and just after free: a lifetime the profiler measures is
 //! never longer than the program's, and a birth never earlier.
 
-use heapsample_format::{Dump, LIFETIME_BUCKETS, Stack};
+use heapsample_format::{Dump, LIFETIME_BUCKETS, Stack, Weights};
 use heapsample_tests::*;
 use std::collections::BTreeMap;
 
@@ -488,4 +488,102 @@ fn a_forked_child_has_its_own_peak() {
          block before the fork {parent_own})",
         child.live_usable_bytes
     );
+}
+
+/// Every dump of `outcome` lists, per stack, exactly the live samples the
+/// stack counts: their number, requested bytes, usable bytes (where each
+/// kept its usable size) and Horvitz–Thompson sums, and the totals count the
+/// list. A dump taken while the program allocates and frees, on the thread
+/// that allocates or beside other threads, is one moment. Returns how many
+/// interval dumps there were.
+fn assert_dumps_list_what_their_stacks_count(outcome: &Outcome) -> usize {
+    let dumps = outcome.dumps();
+    for (file, dump) in &dumps {
+        let law = heapsample_format::SamplingLaw::with_bytes_per_call(
+            1 << dump.lg_sample_period,
+            u64::from(dump.bytes_per_call),
+        );
+        // Per stack: samples, bytes, usable bytes (None once one is not
+        // kept), and the sums of their weights.
+        let mut listed = vec![(0u64, 0u64, Some(0u64), Weights::default()); dump.stacks.len()];
+        for sample in &dump.live_samples {
+            let cell = listed
+                .get_mut(sample.stack as usize)
+                .unwrap_or_else(|| panic!("{}: a sample of no stack: {sample:?}", file.name));
+            cell.0 += 1;
+            cell.1 += sample.size;
+            cell.2 = cell
+                .2
+                .filter(|_| sample.usable != 0)
+                .map(|u| u + sample.usable);
+            cell.3 = cell.3.plus(&law.weights(sample.size));
+        }
+        for (at, (stack, cell)) in dump.stacks.iter().zip(&listed).enumerate() {
+            assert_eq!(
+                (stack.live_objects, stack.live_bytes),
+                (cell.0, cell.1),
+                "{}: stack {at} counts (live objects, bytes) but lists other live samples",
+                file.name
+            );
+            if let Some(usable) = cell.2 {
+                assert_eq!(stack.live_usable_bytes, usable, "{}: stack {at}", file.name);
+            }
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+            let (sums, weights) = (stack.live.as_array(), cell.3.as_array());
+            assert!(
+                sums.iter().zip(&weights).all(|(&a, &b)| close(a, b)),
+                "{}: stack {at}: live sums {sums:?}, its samples' weights {weights:?}",
+                file.name
+            );
+        }
+        assert_eq!(
+            dump.totals.samples_live,
+            dump.live_samples.len() as u64,
+            "{}",
+            file.name
+        );
+    }
+    dumps.iter().filter(|(file, _)| file.trigger == "i").count()
+}
+
+/// Interval dumps are written by the dumper thread while the program goes
+/// on allocating and freeing (and from the sample event that crosses the
+/// interval): every one lists exactly what its stacks count, at `lg 0` and
+/// at a sparse period, for `time_sites.c` and for four threads that pass
+/// blocks to each other (`threads.c`).
+#[test]
+fn interval_dumps_list_the_live_samples_their_stacks_count() {
+    let time_sites = compile_c("time_sites.c", &BuildOptions::no_pie());
+    let threads = compile_c("threads.c", &BuildOptions::no_pie());
+    for (program, args, conf) in [
+        (&time_sites, &[][..], "lg_prof_sample:0,lg_prof_interval:19"),
+        (
+            &time_sites,
+            &[][..],
+            "lg_prof_sample:10,lg_prof_interval:18",
+        ),
+        (
+            &threads,
+            &["4", "20000"][..],
+            "lg_prof_sample:0,lg_prof_interval:20",
+        ),
+        (
+            &threads,
+            &["4", "20000"][..],
+            "lg_prof_sample:8,lg_prof_interval:19",
+        ),
+    ] {
+        let outcome = Run::program(program)
+            .args(args)
+            .with_shim()
+            .prof_conf(&format!("prof:true,{conf}"))
+            .run();
+        outcome.assert_success();
+        let intervals = assert_dumps_list_what_their_stacks_count(&outcome);
+        assert!(
+            intervals >= 5,
+            "{conf}: {intervals} interval dumps, too few to show anything\n{}",
+            outcome.context()
+        );
+    }
 }

@@ -16,11 +16,6 @@ use heapsample_format::{Dump, LIFETIME_BUCKETS, LifetimeBucket, Peak, Weights, b
 /// (counted to the bucket edge at or above it, 1.024 ms).
 pub const DEFAULT_TEMPORARY_NS: u64 = 1_000_000;
 
-/// How many live samples a dump's list may differ by from its stacks'
-/// count and still be read as carrying births: the samples being recorded
-/// by other threads while the dump was taken.
-pub const BIRTHS_SLACK: u64 = 4;
-
 /// A moment given on the command line: since the profiler's start, or on
 /// the wall clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,19 +135,36 @@ pub struct TimeInfo {
     pub born_ns: Option<(u64, u64)>,
 }
 
+/// True if `dump` lists, for every stack, as many live samples as the stack
+/// counts live objects.
+fn births_agree_with_counts(dump: &Dump) -> bool {
+    let mut listed = vec![0u64; dump.stacks.len()];
+    for sample in &dump.live_samples {
+        match listed.get_mut(sample.stack as usize) {
+            Some(count) => *count += 1,
+            None => return false,
+        }
+    }
+    dump.stacks
+        .iter()
+        .zip(&listed)
+        .all(|(stack, &count)| stack.live_objects == count)
+}
+
 impl TimeInfo {
     /// What `dump` carries. Births are there when the live samples listed
-    /// are the ones the stacks count, up to [`BIRTHS_SLACK`] (a dump taken
-    /// while another sample was being recorded may list it on one side
-    /// only); lifetimes when some stack has them or no sample was freed yet
-    /// (formats 2 and 3 carry neither: no clocks).
+    /// are, stack by stack, as many as the stacks count (the shim lists and
+    /// counts them from one walk of its live table, so a dump where they
+    /// disagree was written wrong: its births are not used); lifetimes when
+    /// some stack has them or no sample was freed yet (formats 2 and 3 carry
+    /// neither: no clocks).
     pub fn of(dump: &Dump, temporary_ns: u64) -> TimeInfo {
         let clocks = dump.process.start_monotonic_ns != 0 || dump.process.dump_monotonic_ns != 0;
         let live: u64 = dump.stacks.iter().map(|s| s.live_objects).sum();
         let allocated: u64 = dump.stacks.iter().map(|s| s.alloc_objects).sum();
         let any_lifetimes = dump.stacks.iter().any(|s| !s.lifetimes.is_empty());
         TimeInfo {
-            births: clocks && (dump.live_samples.len() as u64).abs_diff(live) <= BIRTHS_SLACK,
+            births: clocks && births_agree_with_counts(dump),
             lifetimes: clocks && (any_lifetimes || allocated <= live),
             start_unix_ns: dump.process.start_unix_ns,
             dump_ns: dump.process.dump_time_ns(),
@@ -201,6 +213,7 @@ pub fn births_by_stack(dump: &Dump, low: u64, high: u64) -> Vec<Vec<Birth>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use heapsample_format::{LiveSample, Stack};
 
     #[test]
     fn the_threshold_is_rounded_up_to_a_bucket_edge() {
@@ -212,6 +225,33 @@ mod tests {
         assert_eq!(temporary_buckets(0), 1);
         assert_eq!(temporary_buckets(u64::MAX), LIFETIME_BUCKETS);
         assert_eq!(temporary_edge_ns(u64::MAX), None);
+    }
+
+    /// Births are read only from a dump that lists, stack by stack, the
+    /// live samples its stacks count.
+    #[test]
+    fn births_only_where_the_list_agrees_with_the_counts() {
+        let stack = |live_objects| Stack {
+            live_objects,
+            ..Stack::default()
+        };
+        let sample = |stack| LiveSample {
+            stack,
+            ..LiveSample::default()
+        };
+        let mut dump = crate::model::profile::tests::unmapped_dump(vec![stack(2), stack(1)]);
+        dump.process.start_monotonic_ns = 1;
+        dump.live_samples = vec![sample(0), sample(1), sample(0)];
+        assert!(TimeInfo::of(&dump, DEFAULT_TEMPORARY_NS).births);
+        for wrong in [
+            vec![sample(0), sample(1)],
+            vec![sample(0), sample(1), sample(0), sample(1)],
+            vec![sample(0), sample(1), sample(1)],
+            vec![sample(0), sample(1), sample(2)],
+        ] {
+            dump.live_samples = wrong;
+            assert!(!TimeInfo::of(&dump, DEFAULT_TEMPORARY_NS).births);
+        }
     }
 
     #[test]
