@@ -576,7 +576,7 @@ fn interval_dumps_list_the_live_samples_their_stacks_count() {
         let outcome = Run::program(program)
             .args(args)
             .with_shim()
-            .prof_conf(&format!("prof:true,{conf}"))
+            .prof_conf(format!("prof:true,{conf}"))
             .run();
         outcome.assert_success();
         let intervals = assert_dumps_list_what_their_stacks_count(&outcome);
