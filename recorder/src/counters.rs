@@ -1,16 +1,18 @@
-//! The counters of one record of sampled allocations: raw counts and
-//! Horvitz–Thompson weight sums, live and cumulative.
+//! The counters of one record of sampled allocations: cumulative raw counts
+//! and Horvitz–Thompson weight sums of every sample counted in it.
 //!
 //! Owns the block's layout and its arithmetic; the stack table decides what
 //! a block stands for (a stack of one thread, or of the threads it no longer
-//! tells apart). Counters are signed so that a decrement racing with a reset
-//! never wraps to a huge number. When every allocation is sampled (period 1,
-//! all inclusion probabilities 1) the weight sums are not kept: they equal
-//! the object and byte counts (variances 0), and [`Counters::read`] derives
-//! them from those.
+//! tells apart). What is live is not counted here: the live table owns the
+//! live samples, and a dump counts them from its walk of that table
+//! (`dump_contents`). Counters are signed so that an addition racing with a
+//! reset never wraps to a huge number. When every allocation is sampled
+//! (period 1, all inclusion probabilities 1) the weight sums are not kept:
+//! they equal the object and byte counts (variances 0), and
+//! [`Counters::read`] derives them from those.
 //!
-//! Runs inside malloc (sample events, frees of sampled objects): atomics
-//! only, no allocation, no lock, no call.
+//! Runs inside malloc (sample events): atomics only, no allocation, no
+//! lock, no call.
 
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -19,13 +21,8 @@ use heapsample_format::Weights;
 /// The counts and weight sums of the samples counted in one record.
 #[repr(C)]
 pub struct Counters {
-    live_objects: AtomicI64,
-    live_bytes: AtomicI64,
-    live_usable_bytes: AtomicI64,
     alloc_objects: AtomicI64,
     alloc_bytes: AtomicI64,
-    /// Horvitz–Thompson sums of the live samples.
-    live: WeightCells,
     /// Horvitz–Thompson sums of every sample (cumulative).
     alloc: WeightCells,
 }
@@ -33,65 +30,36 @@ pub struct Counters {
 /// What [`Counters::read`] found.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CountsRead {
-    pub live_objects: u64,
-    pub live_bytes: u64,
-    pub live_usable_bytes: u64,
     pub alloc_objects: u64,
     pub alloc_bytes: u64,
-    pub live: Weights,
     pub alloc: Weights,
 }
 
 impl Counters {
-    /// Count a sampled allocation of `size` requested and `usable` bytes,
-    /// whose Horvitz–Thompson contribution is `weights` (None when every
-    /// allocation is sampled: the counts are the sums).
-    pub fn add_sample(&self, size: u64, usable: u64, weights: Option<&Weights>) {
+    /// Count a sampled allocation of `size` bytes, whose Horvitz–Thompson
+    /// contribution is `weights` (None when every allocation is sampled:
+    /// the counts are the sums).
+    pub fn add_sample(&self, size: u64, weights: Option<&Weights>) {
         if let Some(weights) = weights {
             self.alloc.add(weights, 1.0);
-            self.live.add(weights, 1.0);
         }
         self.alloc_objects.fetch_add(1, Ordering::Relaxed);
         self.alloc_bytes.fetch_add(size as i64, Ordering::Relaxed);
-        self.live_objects.fetch_add(1, Ordering::Relaxed);
-        self.live_bytes.fetch_add(size as i64, Ordering::Relaxed);
-        self.live_usable_bytes
-            .fetch_add(usable as i64, Ordering::Relaxed);
-    }
-
-    /// Count the free of a sampled object: `weights` are the ones its
-    /// allocation added (None if it added none).
-    pub fn release_sample(&self, size: u64, usable: u64, weights: Option<&Weights>) {
-        if let Some(weights) = weights {
-            self.live.add(weights, -1.0);
-        }
-        self.live_objects.fetch_sub(1, Ordering::Relaxed);
-        self.live_bytes.fetch_sub(size as i64, Ordering::Relaxed);
-        self.live_usable_bytes
-            .fetch_sub(usable as i64, Ordering::Relaxed);
     }
 
     /// The counts and sums now. With `counts_are_weights` (every allocation
     /// sampled, so no sums were kept) the sums are the counts.
     pub fn read(&self, counts_are_weights: bool) -> CountsRead {
         let read = |counter: &AtomicI64| counter.load(Ordering::Relaxed).max(0) as u64;
-        let (live_objects, live_bytes) = (read(&self.live_objects), read(&self.live_bytes));
         let (alloc_objects, alloc_bytes) = (read(&self.alloc_objects), read(&self.alloc_bytes));
-        let (live, alloc) = if counts_are_weights {
-            (
-                certain_weights(live_objects, live_bytes),
-                certain_weights(alloc_objects, alloc_bytes),
-            )
+        let alloc = if counts_are_weights {
+            certain_weights(alloc_objects, alloc_bytes)
         } else {
-            (self.live.read(live_objects), self.alloc.read(alloc_objects))
+            self.alloc.read(alloc_objects)
         };
         CountsRead {
-            live_objects,
-            live_bytes,
-            live_usable_bytes: read(&self.live_usable_bytes),
             alloc_objects,
             alloc_bytes,
-            live,
             alloc,
         }
     }
@@ -103,16 +71,9 @@ impl Counters {
 
     /// Zero every counter (for `heapsample_reset`).
     pub fn zero(&self) {
-        for counter in [
-            &self.live_objects,
-            &self.live_bytes,
-            &self.live_usable_bytes,
-            &self.alloc_objects,
-            &self.alloc_bytes,
-        ] {
+        for counter in [&self.alloc_objects, &self.alloc_bytes] {
             counter.store(0, Ordering::Relaxed);
         }
-        self.live.zero();
         self.alloc.zero();
     }
 }
@@ -193,35 +154,27 @@ mod tests {
     }
 
     #[test]
-    fn sums_follow_samples_and_frees() {
+    fn sums_follow_samples() {
         let counters = zeroed();
         let weights = heapsample_format::sample_weights(10, 1 << 19);
-        counters.add_sample(10, 16, Some(&weights));
+        counters.add_sample(10, Some(&weights));
+        counters.add_sample(10, Some(&weights));
         let read = counters.read(false);
-        assert_eq!((read.live_objects, read.live_bytes), (1, 10));
-        assert_eq!((read.live, read.alloc), (weights, weights));
-        counters.release_sample(10, 16, Some(&weights));
-        let read = counters.read(false);
-        assert_eq!((read.live_objects, read.alloc_objects), (0, 1));
-        assert_eq!((read.live, read.alloc), (Weights::default(), weights));
+        assert_eq!((read.alloc_objects, read.alloc_bytes), (2, 20));
+        assert_eq!(read.alloc, weights.plus(&weights));
         counters.zero();
         assert!(!counters.any_alloc());
+        assert_eq!(counters.read(false), CountsRead::default());
     }
 
     #[test]
     fn without_kept_sums_the_counts_are_the_weights_of_certain_samples() {
         let counters = zeroed();
         for size in [10, 0, 4096] {
-            counters.add_sample(size, size + 8, None);
+            counters.add_sample(size, None);
         }
-        counters.release_sample(4096, 4104, None);
-        let (live, alloc) = (certain_sums(&[10, 0]), certain_sums(&[10, 0, 4096]));
         let read = counters.read(true);
-        assert_eq!((read.live, read.alloc), (live, alloc));
-        counters.release_sample(10, 18, None);
-        counters.release_sample(0, 8, None);
-        let read = counters.read(true);
-        assert_eq!((read.live, read.alloc), (Weights::default(), alloc));
+        assert_eq!(read.alloc, certain_sums(&[10, 0, 4096]));
     }
 
     /// The weight sums of samples of `sizes` taken at period 1.

@@ -9,11 +9,11 @@
 //!
 //! A dump is consistent within itself while the program runs on: the live
 //! table is walked once, first, and both the list of live samples and each
-//! stack's live counts and sums come from that one walk (a sample is
-//! counted in its record before it enters the live table, and leaves the
-//! table before its record lets it go, so the records' own live counters
-//! and the table disagree while a sample is in flight). The stack table is
-//! read after the walk, so it holds every record a walked sample names.
+//! stack's live counts and sums come from that one walk (the records keep
+//! only cumulative counts; counters of their own for the live ones moved
+//! while the walk ran, and a sample being recorded or freed was on one side
+//! only). The stack table is read after the walk, so it holds every record
+//! a walked sample names, and its cumulative counts include them.
 //!
 //! Never runs inside malloc: it allocates, takes the module map's and the
 //! thread registry's locks for copies, and reads `/proc`.

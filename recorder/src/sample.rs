@@ -7,8 +7,9 @@
 //! weights there (not when every allocation is sampled: the counts are then
 //! the weight sums), remember the address in the live table with its
 //! thread and birth (the monotonic clock, read here and at the sampled
-//! free only), feed the triggers; and at the free of a sampled object, take
-//! it out of its record and count its lifetime in its stack's distribution.
+//! free only), feed the triggers; and at the free of a sampled object
+//! (gone from the live table, which alone says what is live), count its
+//! lifetime in its stack's distribution.
 //!
 //! Runs inside malloc, under the thread's guard, and preserves errno. It
 //! allocates only through the shim's own heap (never the profiled
@@ -221,24 +222,12 @@ fn record_stack_sample(
         birth,
     };
     let weights = sample_weights(sample.size);
-    counters.add_sample(size, usable, weights.as_ref());
+    counters.add_sample(size, weights.as_ref());
     match LIVE.insert(pointer as usize, sample, state.entry_place()) {
         Ok(None) => {}
-        // An entry whose free was never seen: its object's usable size, if
-        // the entry did not keep it, is taken to be the new one's; when it
-        // died is not known.
-        Ok(Some(stale)) => release_unseen(LiveSample {
-            usable: if stale.usable == USABLE_UNKNOWN {
-                usable
-            } else {
-                stale.usable
-            },
-            ..stale
-        }),
-        Err(_) => {
-            counters.release_sample(size, usable, weights.as_ref());
-            return drop_sample("the live-sample table is full", size);
-        }
+        // An entry whose free was never seen: when it died is not known.
+        Ok(Some(stale)) => release_unseen(stale),
+        Err(_) => return drop_sample("the live-sample table is full", size),
     }
     triggers::on_live_sample(size, 1);
     state::note_sample_taken();
@@ -265,7 +254,8 @@ fn drop_sample(why: &str, size: u64) {
 
 /// The Horvitz–Thompson weights of a live sample: a function of its size
 /// (kept in the live table) and the period (fixed for the process's life),
-/// so its free removes exactly what its allocation added. None when every
+/// so a dump adds up a stack's live samples to exactly what their allocations
+/// added, and a lifetime counts what its allocation did. None when every
 /// allocation is sampled: each weight is then 1 and the stack's counts are
 /// its sums, so none are kept.
 pub fn sample_weights(size: u64) -> Option<heapsample_format::Weights> {
@@ -287,22 +277,19 @@ pub fn release(sample: LiveSample) {
 }
 
 /// A live sample whose free the profiler never saw (its address was
-/// handed out again): its counts are released, its lifetime is not known.
+/// handed out again): it is no longer live; its lifetime is not known.
 fn release_unseen(sample: LiveSample) {
     release_with(sample, None);
 }
 
-/// Take a live sample out of its record's counts, and count its lifetime
-/// in bucket `lifetime` if known.
+/// A live sample left the live table: the triggers stop counting it, and
+/// its lifetime goes into its stack's distribution in bucket `lifetime` if
+/// known.
 fn release_with(sample: LiveSample, lifetime: Option<usize>) {
-    let weights = sample_weights(sample.size);
-    STACKS.release_sample(
-        sample.record,
-        sample.size,
-        sample.usable,
-        weights.as_ref(),
-        lifetime,
-    );
+    if let Some(bucket) = lifetime {
+        let weights = sample_weights(sample.size);
+        STACKS.count_lifetime(sample.record, sample.size, weights.as_ref(), bucket);
+    }
     triggers::on_live_sample(sample.size, -1);
 }
 

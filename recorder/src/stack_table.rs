@@ -8,9 +8,10 @@
 //! is found without looking them up ([`Objects`]). Only inserting a stack
 //! never seen before takes a spin lock.
 //!
-//! Samples are counted in *records* ([`Counters`]: counts and
-//! Horvitz–Thompson weight sums, updated at sample events and at frees of
-//! sampled objects, never on the allocation fast path). A stack's own
+//! Samples are counted in *records* ([`Counters`]: cumulative counts and
+//! Horvitz–Thompson weight sums, updated at sample events, never on the
+//! allocation fast path; which samples are live is the live table's, and a
+//! dump passes their counts in, [`LiveCounts`]). A stack's own
 //! record belongs to its owner, the thread that first sampled it; other
 //! threads' samples of it go to their records in the bounded side table
 //! (`stack_threads`). When that is full, a stack whose record a thread
@@ -151,7 +152,7 @@ pub struct Recorded {
 
 /// A record's live samples as a dump counts them: what one walk of the live
 /// table found of them, so that a dump's stacks count exactly the samples it
-/// lists (the records' own live counters move while the walk runs).
+/// lists.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LiveCounts {
     pub objects: u64,
@@ -275,36 +276,23 @@ impl StackTable {
             .is_some_and(|entry| entry.frames() == frames)
     }
 
-    /// Take a sample of `size` requested and `usable` bytes out of
-    /// `record`'s live counts (`weights`: what its allocation added, None
-    /// when every allocation is sampled) and, when its free was seen, count
-    /// its lifetime in bucket `lifetime` of its stack's distribution (the
-    /// stack's first freed sample takes the insert lock for its block;
-    /// without memory the lifetime is not counted).
-    pub fn release_sample(
+    /// A sample of `record` of `size` bytes (`weights`: what its allocation
+    /// added, None when every allocation is sampled) was freed after living
+    /// for a time in bucket `lifetime`: count it in its stack's lifetime
+    /// distribution (the stack's first freed sample takes the insert lock
+    /// for its block; without memory the lifetime is not counted).
+    pub fn count_lifetime(
         &self,
         record: u32,
         size: u64,
-        usable: u64,
         weights: Option<&Weights>,
-        lifetime: Option<usize>,
+        lifetime: usize,
     ) {
-        let (counters, entry) = if record & THREAD_RECORD != 0 {
-            let Some(side) = self.threads.get(record & !THREAD_RECORD) else {
-                return;
-            };
-            (&side.counters, self.entry(side.stack()))
-        } else {
-            let Some(entry) = self.entry(record) else {
-                return;
-            };
-            (&entry.counters, Some(entry))
+        let Some(entry) = self.stack_of(record).and_then(|stack| self.entry(stack)) else {
+            return;
         };
-        counters.release_sample(size, usable, weights);
-        if let (Some(bucket), Some(entry)) = (lifetime, entry)
-            && let Some(block) = self.lifetime_block(entry)
-        {
-            block.add(bucket, size, weights);
+        if let Some(block) = self.lifetime_block(entry) {
+            block.add(lifetime, size, weights);
         }
     }
 
@@ -673,19 +661,18 @@ mod tests {
         table
     }
 
-    /// Live counts as the records' own counters hold them (these tests keep
-    /// no live table to walk).
-    fn counted(table: &StackTable, counts_are_weights: bool) -> impl Fn(u32) -> LiveCounts + '_ {
+    /// Live counts per record as a walk of the live table would find them
+    /// for `samples` (record, bytes, weights).
+    fn walked(samples: &[(u32, u64, Weights)]) -> impl Fn(u32) -> LiveCounts + '_ {
         move |record| {
-            let Some(read) = table.counters(record).map(|c| c.read(counts_are_weights)) else {
-                return LiveCounts::default();
-            };
-            LiveCounts {
-                objects: read.live_objects,
-                bytes: read.live_bytes,
-                usable_bytes: read.live_usable_bytes,
-                weights: read.live,
+            let mut counts = LiveCounts::default();
+            for &(_, size, weights) in samples.iter().filter(|s| s.0 == record) {
+                counts.objects += 1;
+                counts.bytes += size;
+                counts.usable_bytes += size;
+                counts.weights = counts.weights.plus(&weights);
             }
+            counts
         }
     }
 
@@ -736,30 +723,46 @@ mod tests {
     fn snapshot_has_a_stack_per_thread_with_its_counts() {
         let table = table(8);
         let weights = heapsample_format::sample_weights(10, 1 << 19);
+        let mut live = Vec::new();
         for thread in [1, 2, 2] {
             let recorded = record(&table, &[1, 2, 3], &[7], thread);
             let counters = table.counters(recorded.record).unwrap();
-            counters.add_sample(10, 16, Some(&weights));
+            counters.add_sample(10, Some(&weights));
+            live.push((recorded.record, 10, weights));
         }
         let mut contexts = Vec::new();
-        let (snapshot, records) =
-            table.snapshot(false, false, &counted(&table, false), &mut |objects| {
-                contexts.push(objects.to_vec());
-                9
-            });
+        let (snapshot, records) = table.snapshot(false, false, &walked(&live), &mut |objects| {
+            contexts.push(objects.to_vec());
+            9
+        });
         assert_eq!(records.len(), snapshot.len());
         assert_eq!(contexts, [vec![7], vec![7]]);
-        let threads: Vec<(u32, u64, u32)> = snapshot
+        let threads: Vec<(u32, u64, u64, u32)> = snapshot
             .iter()
-            .map(|s| (s.thread, s.live_objects, s.epoch))
+            .map(|s| (s.thread, s.live_objects, s.alloc_objects, s.epoch))
             .collect();
-        assert_eq!(threads, [(1, 1, 9), (2, 2, 9)]);
+        assert_eq!(threads, [(1, 1, 1, 9), (2, 2, 2, 9)]);
         assert!(snapshot.iter().all(|s| s.frames == [1, 2, 3]));
         assert_eq!(snapshot[1].live, weights.plus(&weights));
+        assert_eq!(snapshot[1].alloc, weights.plus(&weights));
+        // Records with allocations but nothing live: only with include_freed.
+        assert!(
+            table
+                .snapshot(false, false, &walked(&[]), &mut |_| 0)
+                .0
+                .is_empty()
+        );
+        assert_eq!(
+            table
+                .snapshot(true, false, &walked(&[]), &mut |_| 0)
+                .0
+                .len(),
+            2
+        );
         table.zero_counts();
         assert!(
             table
-                .snapshot(true, false, &counted(&table, false), &mut |_| 0)
+                .snapshot(true, false, &walked(&[]), &mut |_| 0)
                 .0
                 .is_empty()
         );
@@ -775,12 +778,12 @@ mod tests {
         assert_ne!(own, other);
         for recorded in [own, own, other] {
             let counters = table.counters(recorded).unwrap();
-            counters.add_sample(10, 16, None);
+            counters.add_sample(10, None);
         }
-        table.release_sample(own, 10, 16, None, Some(4));
-        table.release_sample(other, 10, 16, None, Some(4));
-        table.release_sample(own, 10, 16, None, Some(0));
-        let (snapshot, records) = table.snapshot(true, true, &counted(&table, true), &mut |_| 0);
+        table.count_lifetime(own, 10, None, 4);
+        table.count_lifetime(other, 10, None, 4);
+        table.count_lifetime(own, 10, None, 0);
+        let (snapshot, records) = table.snapshot(true, true, &walked(&[]), &mut |_| 0);
         assert_eq!(records, [own, other]);
         let buckets: Vec<(u8, u64)> = snapshot[0]
             .lifetimes
@@ -793,9 +796,9 @@ mod tests {
             .iter()
             .map(|s| (s.live_objects, s.alloc_objects))
             .collect();
-        assert_eq!(counts, [(0, 2), (0, 1)], "released from their own records");
+        assert_eq!(counts, [(0, 2), (0, 1)], "counted in their own records");
         table.zero_counts();
-        let (snapshot, _) = table.snapshot(true, true, &counted(&table, true), &mut |_| 0);
+        let (snapshot, _) = table.snapshot(true, true, &walked(&[]), &mut |_| 0);
         assert!(snapshot.is_empty());
     }
 
@@ -811,10 +814,11 @@ mod tests {
         }
         let late = record(&table, &[1], &[], 1_000_000);
         assert_eq!((late.record & THREAD_RECORD, late.labelled), (0, false));
-        table.counters(late.record).unwrap().add_sample(8, 8, None);
+        table.counters(late.record).unwrap().add_sample(8, None);
         let owner = record(&table, &[1], &[], 1);
         assert_eq!((owner.record, owner.labelled), (late.record, false));
-        let (snapshot, _) = table.snapshot(false, true, &counted(&table, true), &mut |_| 0);
+        let live = [(late.record, 8, heapsample_format::sample_weights(8, 1))];
+        let (snapshot, _) = table.snapshot(false, true, &walked(&live), &mut |_| 0);
         assert_eq!(snapshot.len(), 1);
         assert_eq!(
             (snapshot[0].thread, snapshot[0].live_objects),
@@ -869,11 +873,9 @@ mod tests {
         assert!(other.without_frames);
         assert_eq!(table.stack_of(other.record), Some(7));
         assert_eq!(record(&table, &[3], &[], 1).record, 3);
-        table
-            .counters(overflow.record)
-            .unwrap()
-            .add_sample(8, 8, None);
-        let (snapshot, _) = table.snapshot(false, true, &counted(&table, true), &mut |_| 0);
+        table.counters(overflow.record).unwrap().add_sample(8, None);
+        let live = [(overflow.record, 8, heapsample_format::sample_weights(8, 1))];
+        let (snapshot, _) = table.snapshot(false, true, &walked(&live), &mut |_| 0);
         assert_eq!(snapshot.len(), 1);
         assert!(snapshot[0].frames.is_empty());
     }
