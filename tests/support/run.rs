@@ -449,7 +449,7 @@ pub fn first_difference(expected: &str, actual: &str) -> String {
 }
 
 /// `jobs` calls of `work` (given the job's number) on two threads, the
-/// machine's two cores; the results in no particular order.
+/// machine's two cores; the results in the order of the jobs.
 pub fn in_parallel<T: Send>(jobs: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results = std::sync::Mutex::new(Vec::new());
@@ -462,10 +462,12 @@ pub fn in_parallel<T: Send>(jobs: usize, work: impl Fn(usize) -> T + Sync) -> Ve
                         break;
                     }
                     let result = work(job);
-                    results.lock().unwrap().push(result);
+                    results.lock().unwrap().push((job, result));
                 }
             });
         }
     });
-    results.into_inner().unwrap()
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|(job, _)| *job);
+    results.into_iter().map(|(_, r)| r).collect()
 }

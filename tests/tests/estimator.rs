@@ -276,29 +276,6 @@ fn sites_run(program: &Program, lg: u32, new: bool) -> (String, Value, Outcome) 
     (outcome.stdout.clone(), report, outcome)
 }
 
-/// `jobs` calls of `work` on two threads (the machine has two cores).
-fn in_parallel<T: Send>(jobs: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..2 {
-            scope.spawn(|| {
-                loop {
-                    let job = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if job >= jobs {
-                        break;
-                    }
-                    let result = work(job);
-                    results.lock().unwrap().push((job, result));
-                }
-            });
-        }
-    });
-    let mut results = results.into_inner().unwrap();
-    results.sort_by_key(|(job, _)| *job);
-    results.into_iter().map(|(_, r)| r).collect()
-}
-
 #[test]
 fn every_allocation_sampled_is_exact() {
     let program = program();

@@ -38,13 +38,13 @@ impl Amount {
     /// `period` bytes.
     pub fn of(weights: &Weights, samples: u64, sampled_bytes: u64, period: u64) -> Amount {
         Amount {
-            objects: estimate(
+            objects: Estimate::of_part(
                 weights.objects,
                 weights.objects_variance,
                 samples as f64,
                 sampling(period, Unit::Objects),
             ),
-            bytes: estimate(
+            bytes: Estimate::of_part(
                 weights.bytes,
                 weights.bytes_variance,
                 sampled_bytes as f64,
@@ -59,17 +59,6 @@ impl Amount {
             objects: self.objects.plus(&other.objects),
             bytes: self.bytes.plus(&other.bytes),
         }
-    }
-}
-
-/// An estimate of `value` with `variance` of which `floor` was sampled.
-pub fn estimate(value: f64, variance: f64, floor: f64, sampling: Sampling) -> Estimate {
-    Estimate {
-        value,
-        variance,
-        floor,
-        scale: 0.0,
-        sampling,
     }
 }
 

@@ -71,6 +71,18 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// The estimate of one part (its weight scale its own): `value` with
+    /// `variance`, of which `floor` was sampled.
+    pub fn of_part(value: f64, variance: f64, floor: f64, sampling: Sampling) -> Estimate {
+        Estimate {
+            value,
+            variance,
+            floor,
+            scale: 0.0,
+            sampling,
+        }
+    }
+
     /// Nothing sampled.
     pub fn zero(sampling: Sampling) -> Estimate {
         Estimate {

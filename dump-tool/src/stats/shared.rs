@@ -72,13 +72,7 @@ fn one(sample: &LiveSample, sampling: Sampling) -> Estimate {
         Unit::Objects => (w.objects, w.objects_variance, 1.0),
         Unit::Bytes => (w.bytes, w.bytes_variance, sample.size as f64),
     };
-    Estimate {
-        value,
-        variance,
-        floor,
-        scale: 0.0,
-        sampling,
-    }
+    Estimate::of_part(value, variance, floor, sampling)
 }
 
 #[cfg(test)]
