@@ -15,7 +15,6 @@ use crate::model::{Birth, Metric, Profile, Sample, function_name};
 use crate::stats::births::STARTUP_SHARE;
 use crate::stats::{Class, Delta, Estimate, Interval, Windows, per_second};
 use crate::symbols::LocationTable;
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 /// The live memory of one function by birth.
@@ -110,14 +109,7 @@ fn ages_by(profile: &Profile, slices: usize, key: impl Fn(&Sample) -> String) ->
             }
         })
         .collect();
-    rows.sort_by(|a, b| {
-        b.live
-            .bytes
-            .value
-            .partial_cmp(&a.live.bytes.value)
-            .unwrap_or(Ordering::Equal)
-            .then_with(|| a.name.cmp(&b.name))
-    });
+    super::largest_first(&mut rows, |r| r.live.bytes.value, |r| &r.name);
     Ages {
         run_ns,
         slices: edges,

@@ -14,7 +14,6 @@ use crate::model::{Profile, Sample, function_name};
 use crate::stats::{Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
 use heapsample_format::{LifetimeBucket, Weights, bucket_bounds_ns};
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 /// An objects and a bytes estimate.
@@ -117,14 +116,7 @@ fn rows(profile: &Profile, key: impl Fn(&Sample) -> String) -> Vec<LifetimeRow> 
         .into_iter()
         .map(|(name, buckets)| row(name, &buckets, temporary, profile.period))
         .collect();
-    rows.sort_by(|a, b| {
-        b.freed
-            .objects
-            .value
-            .partial_cmp(&a.freed.objects.value)
-            .unwrap_or(Ordering::Equal)
-            .then_with(|| a.name.cmp(&b.name))
-    });
+    super::largest_first(&mut rows, |r| r.freed.objects.value, |r| &r.name);
     rows
 }
 

@@ -21,3 +21,14 @@ pub use functions::{
     FunctionChange, FunctionValue, function_changes, function_values, total_change,
 };
 pub use pairing::pairing;
+
+/// Sorts `rows` largest `value` first, ties by `name` (a value that is not
+/// a number ties).
+fn largest_first<T>(rows: &mut [T], value: impl Fn(&T) -> f64, name: impl Fn(&T) -> &str) {
+    rows.sort_by(|a, b| {
+        value(b)
+            .partial_cmp(&value(a))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| name(a).cmp(name(b)))
+    });
+}
