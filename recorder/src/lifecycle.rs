@@ -69,13 +69,18 @@ pub fn start_services() {
 }
 
 /// What the dumper thread does for each request. After a high-water dump
-/// the trigger re-arms a step above the high the dump recorded (or where it
-/// was, if the heap fell below the last high before the dump was written).
+/// the trigger re-arms a step above the high the dump recorded (the heap
+/// when the dumper began, if the write failed), or stays where it was if
+/// the heap fell below the last high before the dump was assembled.
 fn write_background_dump(trigger: Trigger) {
     let live_before = triggers::live_heap();
     let written = writer::write_dump(trigger, None);
     if trigger == Trigger::HighWater {
-        triggers::high_water_dumped(live_before, !matches!(written, Err(writer::NOT_DUE)));
+        triggers::high_water_dumped(match &written {
+            Ok((_, dump)) => Some(triggers::dump_live_heap(dump)),
+            Err(writer::NOT_DUE) => None,
+            Err(_) => Some(live_before),
+        });
     }
 }
 

@@ -130,19 +130,22 @@ fn check_high_water() {
 }
 
 /// The dumper wrote (or failed to write, or found not due) the requested
-/// high-water dump; `live_before` is [`live_heap`] when it began. After a
-/// dump (`written`, even if the write failed) the next one is due a step
-/// above the high that dump recorded, whatever the dumper's delay. That high
-/// is taken as the larger of the heap before and after the write: at least
-/// the dump's snapshot if the heap only grew, or only shrank, meanwhile.
-/// A dump found not due leaves the next one where it was.
-pub fn high_water_dumped(live_before: u64, written: bool) {
-    if written {
-        let high = live_before.max(live_heap());
+/// high-water dump. `recorded` is the live heap the written dump recorded
+/// (for a write that failed, the heap when the dumper began), `None` if the
+/// dump was found not due. After a dump, the next one is due a step above
+/// the high that dump recorded, whatever the dumper's delay: the heap the
+/// program reached while the dump was being written is a new high only if
+/// it lies a step above. A dump found not due leaves the next one where it
+/// was. The trigger is checked again at once: a crossing made while this
+/// request was pending asked for nothing, and a program that stopped
+/// allocating makes no sample event that would ask later.
+pub fn high_water_dumped(recorded: Option<u64>) {
+    if let Some(high) = recorded {
         let step = state::config().prof_gdump_step;
         NEXT_HIGH_WATER.store(high.saturating_add(step.step_over(high)), Relaxed);
     }
     HIGH_WATER_REQUESTED.store(false, Release);
+    check_high_water();
 }
 
 /// Exact bytes allocated in the last interval dump written.
@@ -152,7 +155,7 @@ static HIGH_WATER_DUMPED: AtomicU64 = AtomicU64::new(0);
 
 /// The live heap a dump records, as the high-water trigger measures it: the
 /// exact usable bytes under `prof_exact`, else the sampled estimate.
-fn dump_live_heap(dump: &heapsample_format::Dump) -> u64 {
+pub fn dump_live_heap(dump: &heapsample_format::Dump) -> u64 {
     dump.totals.live_usable_bytes.unwrap_or_else(|| {
         let estimate: f64 = dump.stacks.iter().map(|stack| stack.live.bytes).sum();
         estimate as u64
