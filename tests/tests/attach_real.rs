@@ -119,7 +119,7 @@ fn redis_under_benchmark_load() {
     }
     let pid = server.id().to_string();
     // Load: 400,000 SETs of 256-byte values on up to 200,000 keys.
-    let benchmark = Command::new("redis-benchmark")
+    let mut benchmark = Command::new("redis-benchmark")
         .args([
             "-p",
             &port.to_string(),
@@ -163,7 +163,15 @@ fn redis_under_benchmark_load() {
         "16",
     ]);
     let at_attach = used_memory(port);
-    std::thread::sleep(Duration::from_millis(1500));
+    // Let the benchmark grow the heap by some 16 MB under the profiler,
+    // however fast or loaded the machine (it ends some 70 MB above empty).
+    let growing = Instant::now();
+    while used_memory(port) - at_attach < 16e6
+        && growing.elapsed() < Duration::from_secs(60)
+        && benchmark.try_wait().is_ok_and(|ended| ended.is_none())
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (_, dump) = dump_now(&pid);
     let at_dump = used_memory(port);
     heapsample_ok(&["detach", &pid]);
