@@ -75,7 +75,7 @@ type SharedRules = heapsample_unwind::SharedRuleCache;
 /// private view of a shared memory file ([`crate::sys::SharedViews`], so
 /// that forked children inherit its mapped pages) and written through the
 /// shared one; where memory files cannot be made, one `MAP_SHARED` mapping
-/// (children then fault on each page they read). Made at start-up (256 KiB,
+/// (children then fault on each page they read). Made at the first sample (256 KiB,
 /// touched as used); null before, and for good if it cannot be made (stacks
 /// are then captured by libgcc).
 static RULES: AtomicPtr<SharedRules> = AtomicPtr::new(core::ptr::null_mut());
@@ -95,13 +95,15 @@ fn fast_rules() -> Option<&'static SharedRules> {
 }
 
 fn shared_rules() -> Option<&'static SharedRules> {
-    // SAFETY: null, or set once by `share_rules` to a zeroed mapping of the
+    // SAFETY: null, or set once by `make_rule_cache` to a zeroed mapping of the
     // cache's size that is never unmapped; all-zero memory is an empty cache.
     unsafe { RULES.load(Acquire).as_ref() }
 }
 
-/// Put the rule cache where forked children will share it.
-fn share_rules() -> bool {
+/// Make the rule cache, where forked children will share it (at the first
+/// sample: `table_setup`). False if it cannot be mapped: stacks are then
+/// captured by libgcc.
+pub fn make_rule_cache() -> bool {
     let bytes = SharedRules::size_in_bytes();
     if let Some(views) = crate::sys::map_shared_views(bytes) {
         let (read, write) = (
@@ -132,6 +134,11 @@ pub fn use_libgcc(on: bool) {
     USE_LIBGCC.store(on, Relaxed);
 }
 
+/// True when stacks are captured with libgcc's unwinder.
+pub fn uses_libgcc() -> bool {
+    USE_LIBGCC.load(Relaxed)
+}
+
 /// Answer libgcc questions (the fallback walk, frames a JIT registered) with
 /// the process's own libgcc_s once it has one loaded: the copy linked into
 /// the shim does not see frames registered with the process's copy. Called
@@ -151,15 +158,13 @@ pub fn invalidate() {
 static OWN_START: AtomicUsize = AtomicUsize::new(0);
 static OWN_END: AtomicUsize = AtomicUsize::new(0);
 
-/// Find the unwinder's glibc entry point, map the shared rule cache and
-/// learn the profiler's own address range, so its frames can be dropped.
+/// Find the unwinder's glibc entry point and learn the profiler's own
+/// address range, so its frames can be dropped (the shared rule cache is
+/// made at the first sample: [`make_rule_cache`]).
 /// Returns why the cached unwinder cannot work here (then use libgcc's).
 pub fn init() -> Result<(), &'static str> {
     if !heapsample_unwind::init() {
         return Err("this glibc has no _dl_find_object (2.35+)");
-    }
-    if !share_rules() {
-        return Err("cannot map the unwind rule cache");
     }
     if let Some((start, end)) = object_range(init as fn() -> Result<(), &'static str> as usize) {
         OWN_START.store(start, Relaxed);

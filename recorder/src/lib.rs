@@ -27,7 +27,8 @@
 //! 6. events: [`sample`] (the sample event), [`threads`] (set-up, registry,
 //!    exit flush), [`triggers`] (when a dump is due), [`memory_limit`]
 //!    (the cgroup's use against its limit), [`dumper`] (the request queue
-//!    and the thread; what it writes is registered from layer 9).
+//!    and the thread; what it writes is registered from layer 9),
+//!    [`table_setup`] (the tables, made at the first sample).
 //! 7. dispatch: [`startup`], [`counting`], [`routes`].
 //! 8. hooks: [`contracts`] (the rest of the malloc family), [`fast_path`]
 //!    (malloc's and free's assembly), [`cxx`] (C++ operator accounting).
@@ -74,6 +75,7 @@ pub mod stack_threads;
 pub mod startup;
 pub mod state;
 pub mod sys;
+pub mod table_setup;
 pub mod takeover;
 pub mod threads;
 pub mod tls;

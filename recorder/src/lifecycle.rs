@@ -19,7 +19,9 @@ use crate::config::{Config, FORK_FINAL_MIN_LIFE_NS, ForkFinal};
 
 use crate::process::{self, FORK_RECORD};
 use crate::stack_table::STACKS;
-use crate::{dumper, modules, own_heap, routes, state, threads, tls, triggers, writer};
+use crate::{
+    dumper, modules, own_heap, routes, state, table_setup, threads, tls, triggers, writer,
+};
 
 /// The shim's constructor: start, then register the exit dump and the fork
 /// handlers (here, not in a hook, so the exit dump runs after the program's
@@ -185,8 +187,13 @@ extern "C" fn fork_prepare() {
     state
         .fork_called_ns
         .store(crate::sys::clock_ns(libc::CLOCK_MONOTONIC), Relaxed);
-    // Once per process, before its first fork: map what children read
-    // (never written pages map the zero page), so they inherit the mappings.
+    // Once per process, before its first fork: make the tables (children
+    // inherit them, and the rule cache is shared with them; not once
+    // detached) and map what children read (never written pages map the
+    // zero page), so they inherit the mappings.
+    if crate::attachment::state() != crate::attachment::DETACHED {
+        table_setup::ensure();
+    }
     STACKS.map_index_for_children();
     crate::backtrace::map_rules_for_children();
     // The CPU's CRC instructions, which a dump of more than one chunk asks
@@ -199,6 +206,7 @@ extern "C" fn fork_prepare() {
         modules::lock_for_fork();
         threads::lock_for_fork();
         STACKS.lock_for_fork();
+        table_setup::lock_for_fork();
         own_heap::lock_for_fork();
     }
 }
@@ -209,6 +217,7 @@ extern "C" fn fork_parent() {
         // SAFETY: each lock was taken by fork_prepare on this thread.
         unsafe {
             own_heap::unlock_after_fork();
+            table_setup::unlock_after_fork();
             STACKS.unlock_after_fork();
             threads::unlock_in_parent();
             modules::unlock_after_fork();
@@ -234,6 +243,7 @@ extern "C" fn fork_child() {
         // this thread exists in the child.
         unsafe {
             own_heap::unlock_after_fork();
+            table_setup::unlock_after_fork();
             STACKS.unlock_after_fork();
             threads::reset_in_child();
             modules::unlock_after_fork();

@@ -15,12 +15,13 @@
 //! allocates only through the shim's own heap (never the profiled
 //! allocator), and only when a thread is set up or first listed. Locks it
 //! may take (see `spin_lock::LOCK_ORDER`; each waits with priority
-//! inheritance): the thread registry (thread set-up, the first sample of a
+//! inheritance): the table set-up lock (the process's first sample, which
+//! makes the tables: `table_setup`), the thread registry (thread set-up, the first sample of a
 //! thread in a record of its own, allocations after the exit flush), the
 //! stack table's insert lock (a stack, or a thread's record of one, never
 //! seen before; at a sampled free, a stack's first freed sample) and the
-//! own heap's lock (through those allocations). Syscalls: mmap when a table
-//! grows, gettid/prctl at a thread's first sample, write for a one-time
+//! own heap's lock (through those allocations). Syscalls: the tables'
+//! creation at the process's first sample, mmap when a table grows, gettid/prctl at a thread's first sample, write for a one-time
 //! warning; the monotonic clock is read through the vDSO. The triggers it
 //! feeds only post requests to the dumper, which may start the dumper
 //! thread (see `dumper`).
@@ -35,7 +36,7 @@ use crate::state;
 use crate::sys::{self, ErrnoGuard};
 use crate::tls::{self, RecentKey, ThreadState};
 use crate::warn::Kind;
-use crate::{backtrace, modules, next_alloc, sampling, threads, triggers};
+use crate::{backtrace, modules, next_alloc, sampling, table_setup, threads, triggers};
 
 /// The countdown of `state` reached zero with the allocation `pointer` of
 /// `size` bytes, made by the hook entered at `entry`: set the thread up if
@@ -73,6 +74,7 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
     }
     let _errno = ErrnoGuard::save();
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH != 0 {
+        table_setup::ensure();
         if threads::after_final_flush(state, size) && state::active() {
             record_sample(state, pointer, size as u64, entry);
         }
@@ -82,6 +84,7 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
         return;
     }
     rearm(state, 0);
+    table_setup::ensure();
     record_and_feed(state, pointer, size, entry);
 }
 
@@ -100,7 +103,13 @@ fn record_and_feed(state: &ThreadState, pointer: *mut c_void, size: usize, entry
 
 /// Set up a new thread and start its first countdown with the current
 /// allocation already counted. Returns true if that allocation crossed it.
+/// When every allocation is a sample, the tables are made here: a thread's
+/// later samples skip the path that makes them (the process's first
+/// sample, below, at longer periods).
 fn first_interval_crossed(state: &'static ThreadState) -> bool {
+    if sampling::samples_every_allocation() {
+        table_setup::ensure();
+    }
     threads::setup_current(state);
     let seed = sampling::seed(
         state as *const ThreadState as usize,
@@ -157,6 +166,10 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
 #[inline(never)]
 fn new_record(state: &ThreadState, frames: &[u64], size: u64) -> Option<u32> {
     let _errno = ErrnoGuard::save();
+    if !table_setup::made() {
+        drop_sample("the profiler has no tables", size);
+        return None;
+    }
     let mut objects = modules::LazyObjectIds::new(frames);
     let thread = state.serial.load(Relaxed);
     let place = state.entry_place();

@@ -42,8 +42,10 @@ pub enum LockClass {
     Threads = 2,
     /// `stack_table`: inserting a stack never seen before.
     StackInsert = 3,
+    /// `table_setup`: making the tables at the first sample.
+    TableSetup = 4,
     /// `own_heap`: the profiler's own allocations.
-    OwnHeap = 4,
+    OwnHeap = 5,
 }
 
 /// One row of the lock-order table.
@@ -62,7 +64,7 @@ pub struct LockInfo {
 
 /// Every lock, in rank order: while holding a lock, a thread may only take
 /// locks further down this list.
-pub const LOCK_ORDER: [LockInfo; 5] = [
+pub const LOCK_ORDER: [LockInfo; 6] = [
     LockInfo {
         class: LockClass::Dump,
         name: "writer::DUMP_LOCK",
@@ -90,6 +92,13 @@ pub const LOCK_ORDER: [LockInfo; 5] = [
         class: LockClass::StackInsert,
         name: "stack_table::StackTable::insert_lock",
         taken_by: "the sample event, for a stack never seen before; the fork handlers",
+        inside_malloc: true,
+    },
+    LockInfo {
+        class: LockClass::TableSetup,
+        name: "table_setup::SETUP",
+        taken_by: "the first sample event of the process (making the tables, \
+                   inside malloc); the fork handlers",
         inside_malloc: true,
     },
     LockInfo {

@@ -1,5 +1,5 @@
-//! Start-up: resolve the next allocator, read `PROF_CONF`, map the tables,
-//! choose the mode.
+//! Start-up: resolve the next allocator, read `PROF_CONF`, choose the mode
+//! (the tables are made at the first sample, by `table_setup`).
 //!
 //! Owns the start-up state machine. Start-up runs inside the first hook call
 //! (which may come before the shim's constructor: libstdc++ allocates
@@ -15,7 +15,6 @@ use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
 use crate::config::{self, Config};
 use crate::live_table::LIVE;
-use crate::stack_table::STACKS;
 use crate::state::{
     self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_PROFILING_EXACT,
 };
@@ -28,7 +27,7 @@ const STARTED: u8 = 2;
 static START: AtomicU8 = AtomicU8::new(0);
 
 /// Start the profiler if nobody has: resolve the next allocator, read
-/// PROF_CONF, map the tables, set the mode. Returns false when the calling
+/// PROF_CONF, set the mode. Returns false when the calling
 /// thread is inside the resolution itself (its request must be served from
 /// the bootstrap arena).
 pub fn start(install_routes: fn(u8)) -> bool {
@@ -110,14 +109,7 @@ fn configure() -> u8 {
     state::set_start_time();
     triggers::configure(config);
     state::set_active(config.prof_active);
-    let (live_bits, stack_bits) = table_sizes(config.lg_prof_sample);
-    if !LIVE.init(live_bits) || !STACKS.init(stack_bits) {
-        crate::warn!(
-            Kind::Other,
-            "cannot map the profiler's tables; profiling is off"
-        );
-        return MODE_PASS_THROUGH;
-    }
+    // The tables are made at the first sample (`table_setup`).
     if config.prof_exact {
         // Every free must reach the exact path.
         LIVE.pin_all();
@@ -138,15 +130,4 @@ fn configure() -> u8 {
     } else {
         MODE_PROFILING
     }
-}
-
-/// log2 of the live-table and stack-index sizes for a sampling period: a
-/// shorter period keeps more samples live. Hashing spreads entries over the
-/// whole table, so its size is resident memory once enough samples are
-/// live: 2^16 slots (1 MiB) at the default period holds samples for a
-/// ~16 GiB heap before probes lengthen; 2^18 (4 MiB) at lg 14 for ~2 GiB.
-fn table_sizes(lg_sample: u32) -> (u32, u32) {
-    let live_bits = (32u32.saturating_sub(lg_sample)).clamp(16, 22);
-    let stack_bits = (34u32.saturating_sub(lg_sample)).clamp(16, 22);
-    (live_bits, stack_bits)
 }

@@ -36,7 +36,14 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("state", &["state", "attachment"]),
     (
         "events",
-        &["sample", "threads", "triggers", "dumper", "memory_limit"],
+        &[
+            "sample",
+            "threads",
+            "triggers",
+            "dumper",
+            "memory_limit",
+            "table_setup",
+        ],
     ),
     ("dispatch", &["startup", "counting", "routes"]),
     ("hooks", &["contracts", "fast_path", "cxx"]),

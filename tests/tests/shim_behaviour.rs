@@ -234,3 +234,48 @@ fn the_shim_exports_no_unwinder_symbol() {
         .collect();
     assert!(unwinder.is_empty(), "the shim exports {unwinder:?}");
 }
+
+/// The profiler makes its tables (the live table, the stack index, the
+/// shared unwind rule cache) at the first sample: a process that never
+/// samples maps none of them and still writes its exit dump; one that
+/// samples maps them and keeps every sample.
+#[test]
+fn tables_are_made_at_the_first_sample() {
+    let program = compile_c("tables_mapped.c", &BuildOptions::no_pie());
+    // A mean period of 2^40 bytes: the chance that the few kilobytes this
+    // run allocates (stdio's buffers) take a sample is below 1e-8.
+    let (_, quiet) = check(
+        Run::program(&program)
+            .args(["0", "64"])
+            .with_shim()
+            .prof_conf("lg_prof_sample:40"),
+    );
+    assert_eq!(
+        quiet.stdout,
+        "rule cache: not mapped\n",
+        "{}",
+        quiet.context()
+    );
+    let (_, dump) = quiet.final_dump();
+    assert_eq!(dump.totals.samples_dropped, 0, "{}", quiet.context());
+    let sampled = Run::program(&program)
+        .args(["100", "64"])
+        .with_shim()
+        .prof_conf("lg_prof_sample:0")
+        .run();
+    assert!(sampled.status.success(), "{}", sampled.context());
+    assert_eq!(
+        sampled.stdout,
+        "rule cache: mapped\n",
+        "{}",
+        sampled.context()
+    );
+    let (_, dump) = sampled.final_dump();
+    let live: u64 = dump.stacks.iter().map(|s| s.live_objects).sum();
+    assert!(
+        live >= 100,
+        "{live} live samples for 100 kept blocks\n{}",
+        sampled.context()
+    );
+    assert_eq!(dump.totals.samples_dropped, 0, "{}", sampled.context());
+}
