@@ -196,7 +196,7 @@ fn command_line() -> Vec<String> {
 fn read_proc_file(path: &core::ffi::CStr) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(4096);
     // SAFETY: a valid NUL-terminated path.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = unsafe { crate::syscalls::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
     if fd < 0 {
         return bytes;
     }

@@ -29,8 +29,8 @@ use std::sync::OnceLock;
 
 use heapsample_format::Dump;
 
-use crate::sys;
 use crate::warn::Kind;
+use crate::{sys, syscalls};
 
 /// Why a dump was not written, as an errno value.
 pub type Errno = i32;
@@ -149,7 +149,7 @@ impl Temporary {
         let flags =
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: a valid NUL-terminated path.
-        let fd = unsafe { libc::open(path.as_ptr(), flags, 0o600) };
+        let fd = unsafe { syscalls::open(path.as_ptr(), flags, 0o600) };
         if fd < 0 {
             return Err(sys::errno());
         }
@@ -157,7 +157,7 @@ impl Temporary {
         // the file unlocked, taken it for stale and removed it: holding the
         // lock with the name still ours, nobody removes it any more.
         // SAFETY: fd is ours and open.
-        let locked = unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        let locked = unsafe { syscalls::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0;
         if locked && names(path, fd) {
             return Ok(Some(fd));
         }
@@ -171,7 +171,7 @@ impl Temporary {
     fn finish(self, placed: bool) {
         if !placed {
             // SAFETY: a valid path; unlink removes the name, never follows it.
-            unsafe { libc::unlink(self.path.as_ptr()) };
+            unsafe { syscalls::unlink(self.path.as_ptr()) };
         }
         // SAFETY: fd is ours and open.
         unsafe { libc::close(self.fd) };
@@ -191,19 +191,19 @@ fn names(path: &CStr, fd: i32) -> bool {
 fn remove_if_stale(path: &CStr) -> bool {
     let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
     // SAFETY: a valid NUL-terminated path.
-    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    let fd = unsafe { syscalls::open(path.as_ptr(), flags, 0) };
     if fd < 0 {
         return sys::errno() == libc::ENOENT;
     }
     let regular = fstat(fd).is_some_and(|status| status.st_mode & libc::S_IFMT == libc::S_IFREG);
     // SAFETY: fd is ours and open.
-    let unlocked = regular && unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    let unlocked = regular && unsafe { syscalls::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0;
     // Holding its lock, and the name still the file's: nobody else removes
     // or writes it. (Another remover could still unlink it and a writer
     // create a new file there between this check and the unlink; the
     // writer would then fail to rename, warn and retry at its next dump.)
     // SAFETY: a valid path; unlink removes the name, never follows it.
-    let removed = unlocked && names(path, fd) && unsafe { libc::unlink(path.as_ptr()) } == 0;
+    let removed = unlocked && names(path, fd) && unsafe { syscalls::unlink(path.as_ptr()) } == 0;
     // SAFETY: fd is ours and open.
     unsafe { libc::close(fd) };
     removed
@@ -213,7 +213,7 @@ fn lstat(path: &CStr) -> Option<libc::stat> {
     // SAFETY: a valid path and a valid out pointer.
     unsafe {
         let mut status: libc::stat = core::mem::zeroed();
-        (libc::lstat(path.as_ptr(), &mut status) == 0).then_some(status)
+        (syscalls::lstat(path.as_ptr(), &mut status) == 0).then_some(status)
     }
 }
 
@@ -221,7 +221,7 @@ fn fstat(fd: i32) -> Option<libc::stat> {
     // SAFETY: a valid descriptor and out pointer.
     unsafe {
         let mut status: libc::stat = core::mem::zeroed();
-        (libc::fstat(fd, &mut status) == 0).then_some(status)
+        (syscalls::fstat(fd, &mut status) == 0).then_some(status)
     }
 }
 
@@ -237,14 +237,14 @@ fn replaceable(target: &CStr) -> bool {
 fn place(temporary: &CStr, target: &CStr, placement: Placement) -> Result<(), Failure> {
     if placement == Placement::Replace {
         // SAFETY: valid NUL-terminated paths.
-        return match unsafe { libc::rename(temporary.as_ptr(), target.as_ptr()) } {
+        return match unsafe { syscalls::rename(temporary.as_ptr(), target.as_ptr()) } {
             0 => Ok(()),
             _ => Err((RENAME_STAGE, sys::errno())),
         };
     }
     // SAFETY: valid NUL-terminated paths, relative to the working directory.
     let renamed = unsafe {
-        libc::renameat2(
+        syscalls::renameat2(
             libc::AT_FDCWD,
             temporary.as_ptr(),
             libc::AT_FDCWD,
@@ -259,10 +259,10 @@ fn place(temporary: &CStr, target: &CStr, placement: Placement) -> Result<(), Fa
         // fails on an existing name as well; then the temporary name goes.
         (_, libc::EINVAL | libc::ENOSYS) => {
             // SAFETY: valid NUL-terminated paths.
-            match unsafe { libc::link(temporary.as_ptr(), target.as_ptr()) } {
+            match unsafe { syscalls::link(temporary.as_ptr(), target.as_ptr()) } {
                 0 => {
                     // SAFETY: a valid path, still ours (its lock is held).
-                    unsafe { libc::unlink(temporary.as_ptr()) };
+                    unsafe { syscalls::unlink(temporary.as_ptr()) };
                     Ok(())
                 }
                 _ if sys::errno() == libc::EEXIST => Err((EXISTS_STAGE, libc::EEXIST)),
@@ -289,7 +289,7 @@ fn pause_point(temporary: &CStr) {
     let _ = std::fs::write(marker, temporary.to_bytes());
     loop {
         // SAFETY: waits for a signal; nothing else.
-        unsafe { libc::pause() };
+        unsafe { syscalls::pause() };
     }
 }
 
@@ -322,7 +322,7 @@ impl std::io::Seek for Descriptor {
             std::io::SeekFrom::Current(offset) => (offset, libc::SEEK_CUR),
         };
         // SAFETY: repositions our own open descriptor.
-        match unsafe { libc::lseek(self.0, offset, whence) } {
+        match unsafe { syscalls::lseek(self.0, offset, whence) } {
             -1 => Err(std::io::Error::from_raw_os_error(sys::errno())),
             at => Ok(at as u64),
         }

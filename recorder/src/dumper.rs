@@ -368,7 +368,7 @@ fn pthread_create_error(errno: i32) -> &'static str {
 
 extern "C" fn thread_main(_: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: naming the calling thread with a NUL-terminated name.
-    unsafe { libc::pthread_setname_np(libc::pthread_self(), c"heapsample-dump".as_ptr()) };
+    unsafe { crate::syscalls::set_thread_name(c"heapsample-dump".as_ptr()) };
     run();
     core::ptr::null_mut()
 }

@@ -52,7 +52,7 @@ fn own_path() -> Option<Vec<u8>> {
 /// profiler, preloaded or attached).
 fn parent_runs_the_profiler() -> bool {
     // SAFETY: getppid has no preconditions.
-    let parent = unsafe { libc::getppid() };
+    let parent = unsafe { crate::syscalls::getppid() };
     let (Some(path), Ok(maps)) = (own_path(), std::fs::read(format!("/proc/{parent}/maps"))) else {
         return false;
     };

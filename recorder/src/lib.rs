@@ -10,7 +10,8 @@
 //! that runs inside malloc lives in layers 0–8 and never imports layer 9,
 //! which does I/O.
 //!
-//! 0. leaves: [`sys`] (mmap, errno), [`warn`](mod@warn), [`config`] (PROF_CONF),
+//! 0. leaves: [`sys`] (mmap, errno), [`syscalls`] (system calls made
+//!    without their libc wrappers), [`warn`](mod@warn), [`config`] (PROF_CONF),
 //!    [`sampling`] (the law of the countdown), [`sampler`] (one thread's
 //!    countdown), [`nursery`] (a table's page for a forked child's entries),
 //!    [`chunks`] (table entries that never move), [`counters`] (one record
@@ -75,6 +76,7 @@ pub mod stack_threads;
 pub mod startup;
 pub mod state;
 pub mod sys;
+pub mod syscalls;
 pub mod table_setup;
 pub mod takeover;
 pub mod threads;

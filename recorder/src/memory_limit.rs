@@ -161,7 +161,7 @@ fn nearest_limit(
 /// The cgroup's memory use now, read without allocating.
 fn usage_now(file: &CString) -> Option<u64> {
     // SAFETY: a valid NUL-terminated path.
-    let fd = unsafe { libc::open(file.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = unsafe { crate::syscalls::open(file.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
     if fd < 0 {
         return None;
     }

@@ -96,8 +96,9 @@ pub fn identity() -> (u128, u128) {
 fn random_id() -> u128 {
     let mut bytes = [0u8; 16];
     // SAFETY: writes at most 16 bytes into `bytes`.
-    let got =
-        unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), libc::GRND_NONBLOCK) };
+    let got = unsafe {
+        crate::syscalls::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), libc::GRND_NONBLOCK)
+    };
     if got == bytes.len() as isize {
         return u128::from_le_bytes(bytes) | 1;
     }

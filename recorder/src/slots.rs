@@ -618,9 +618,12 @@ impl Protections {
         };
         let page = (slot & !(PAGE - 1)) as *mut c_void;
         let writable = protection & libc::PROT_WRITE != 0;
-        // SAFETY: the page is mapped (it is in the maps); only its
-        // protection changes, and it is given back below.
-        if !writable && unsafe { libc::mprotect(page, PAGE, protection | libc::PROT_WRITE) } != 0 {
+        let set_protection = |protection| {
+            // SAFETY: the page is mapped (it is in the maps); only its
+            // protection changes, and it is given back below.
+            unsafe { crate::syscalls::mprotect(page, PAGE, protection) }
+        };
+        if !writable && set_protection(protection | libc::PROT_WRITE) != 0 {
             return false;
         }
         // SAFETY: a mapped, aligned, now writable word; atomic, since other
@@ -630,8 +633,7 @@ impl Protections {
                 .store(value, core::sync::atomic::Ordering::Release)
         };
         if !writable {
-            // SAFETY: as above: the page's own protection, given back.
-            unsafe { libc::mprotect(page, PAGE, protection) };
+            set_protection(protection);
         }
         true
     }

@@ -237,7 +237,7 @@ impl<T> SpinLock<T> {
         }
         while !self.try_take(me) {
             // SAFETY: sched_yield has no preconditions.
-            unsafe { libc::sched_yield() };
+            unsafe { crate::syscalls::sched_yield() };
         }
     }
 

@@ -48,7 +48,8 @@ const PAGE: usize = 4096;
 /// See [`SharedViews`]; `bytes` is a multiple of the page size.
 pub fn map_shared_views(bytes: usize) -> Option<SharedViews> {
     // SAFETY: a valid NUL-terminated name; the flags are defined.
-    let fd = unsafe { libc::memfd_create(c"heapsample-shared".as_ptr(), libc::MFD_CLOEXEC) };
+    let fd =
+        unsafe { crate::syscalls::memfd_create(c"heapsample-shared".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
         return None;
     }
@@ -60,7 +61,7 @@ pub fn map_shared_views(bytes: usize) -> Option<SharedViews> {
 
 fn map_both_views(fd: c_int, bytes: usize) -> Option<SharedViews> {
     // SAFETY: sizing our own memory file.
-    if unsafe { libc::ftruncate(fd, (bytes + PAGE) as libc::off_t) } != 0 {
+    if unsafe { crate::syscalls::ftruncate(fd, (bytes + PAGE) as libc::off_t) } != 0 {
         return None;
     }
     let write = map_read_write(bytes, libc::MAP_SHARED, fd)?;
@@ -84,7 +85,7 @@ fn map_both_views(fd: c_int, bytes: usize) -> Option<SharedViews> {
 pub fn map_pages_for_children(start: *mut u8, bytes: usize) {
     // SAFETY: advice on our own mapping; MADV_POPULATE_READ only maps pages
     // and fails harmlessly where unsupported.
-    unsafe { libc::madvise(start.cast(), bytes, libc::MADV_POPULATE_READ) };
+    unsafe { crate::syscalls::madvise(start.cast(), bytes, libc::MADV_POPULATE_READ) };
 }
 
 /// Whether a table's pages were mapped for forked children
@@ -130,16 +131,8 @@ fn map_anonymous(bytes: usize, sharing: c_int) -> *mut u8 {
 fn map_read_write(bytes: usize, flags: c_int, fd: c_int) -> Option<*mut u8> {
     // SAFETY: no address hint; `fd` is -1 for anonymous memory or the
     // caller's open file.
-    let address = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            fd,
-            0,
-        )
-    };
+    let address =
+        unsafe { crate::syscalls::mmap(bytes, libc::PROT_READ | libc::PROT_WRITE, flags, fd) };
     if address == libc::MAP_FAILED {
         return None;
     }

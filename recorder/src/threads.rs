@@ -128,7 +128,7 @@ fn list_new(state: &ThreadState) {
 fn current_name() -> String {
     let mut name = [0u8; 16];
     // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL-terminated.
-    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    unsafe { crate::syscalls::thread_name(&mut name) };
     let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
     String::from_utf8_lossy(&name[..len]).into_owned()
 }

@@ -67,7 +67,7 @@ fn identify_stderr() -> Option<(u64, u64)> {
     // SAFETY: fstat with a valid out pointer; fd 2 may be closed (error).
     unsafe {
         let mut status: libc::stat = core::mem::zeroed();
-        (libc::fstat(2, &mut status) == 0).then_some((status.st_dev, status.st_ino))
+        (crate::syscalls::fstat(2, &mut status) == 0).then_some((status.st_dev, status.st_ino))
     }
 }
 

@@ -13,7 +13,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaves",
         &[
-            "sys", "warn", "config", "sampling", "sampler", "nursery", "chunks", "counters",
+            "sys", "syscalls", "warn", "config", "sampling", "sampler", "nursery", "chunks",
+            "counters",
         ],
     ),
     ("thread block", &["tls"]),
