@@ -3,13 +3,14 @@
 //!
 //! Owns the rule that a function's self value is that of the stacks whose
 //! leaf it is and its total that of the stacks containing it (counted once
-//! per stack); the intervals come from [`crate::stats`]. No I/O.
+//! per stack); the changes are [`super::comparison`]'s, the intervals
+//! [`crate::stats`]'. No I/O.
 
-use super::pairing::pairing;
+use super::comparison::{ChangeSums, Comparison};
 use crate::model::{Metric, Profile, function_name};
 use crate::stats::{Delta, Estimate, Sampling};
 use crate::symbols::LocationTable;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 /// Self and total value of one function.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -77,45 +78,31 @@ pub struct FunctionChange {
 
 /// Every function of either profile with its changes of `metric`, by name.
 pub fn function_changes(
-    base: &Profile,
-    new: &Profile,
+    comparison: &Comparison<'_>,
     table: &LocationTable,
     metric: Metric,
 ) -> Vec<FunctionChange> {
-    let pairing = pairing(base, new);
-    let accumulation = metric.accumulation();
-    let base_functions = function_values(base, table, metric);
-    let new_functions = function_values(new, table, metric);
-    let names: BTreeSet<&String> = base_functions.keys().chain(new_functions.keys()).collect();
-    let side = |functions: &HashMap<String, FunctionValue>, profile: &Profile, name: &str| {
-        functions
-            .get(name)
-            .copied()
-            .unwrap_or_else(|| FunctionValue::zero(profile.sampling(metric)))
-    };
-    let change = |b: Estimate, n: Estimate| Delta::between(b, n, accumulation, pairing);
-    names
-        .into_iter()
-        .map(|name| {
-            let (b, n) = (
-                side(&base_functions, base, name),
-                side(&new_functions, new, name),
-            );
-            FunctionChange {
-                name: name.clone(),
-                self_change: change(b.self_estimate, n.self_estimate),
-                total_change: change(b.total_estimate, n.total_estimate),
+    let zero = comparison.zero(metric);
+    let mut sums: BTreeMap<&str, (ChangeSums, ChangeSums)> = BTreeMap::new();
+    for (sample, contribution) in comparison.contributions(metric) {
+        let mut seen: Vec<&str> = Vec::new();
+        for (depth, &frame) in sample.frames.iter().enumerate() {
+            let name = function_name(table, frame);
+            let (self_sums, total) = sums.entry(name).or_insert((zero, zero));
+            if depth == 0 {
+                *self_sums = self_sums.plus(&contribution);
             }
+            if !seen.contains(&name) {
+                seen.push(name);
+                *total = total.plus(&contribution);
+            }
+        }
+    }
+    sums.into_iter()
+        .map(|(name, (self_sums, total))| FunctionChange {
+            name: name.to_string(),
+            self_change: comparison.delta(&self_sums, metric),
+            total_change: comparison.delta(&total, metric),
         })
         .collect()
-}
-
-/// The change of the whole profile's `metric`.
-pub fn total_change(base: &Profile, new: &Profile, metric: Metric) -> Delta {
-    Delta::between(
-        base.estimate(metric),
-        new.estimate(metric),
-        metric.accumulation(),
-        pairing(base, new),
-    )
 }

@@ -5,10 +5,14 @@
 //! excludes 0, *and* the interval's lower end exceeds the threshold: a
 //! size in bytes (`5MB`, `512KiB`, `1048576`) or a percentage of the base's
 //! estimated live heap (`10%`). So sampling noise alone fails it in at most
-//! 2.5 % of runs, and only if the threshold is 0. Never touches files;
+//! 2.5 % of runs, and only if the threshold is 0. The change's variance is
+//! [`super::comparison`]'s: for two dumps of one process that list their
+//! live samples, that of the samples live in only one of them. Never
+//! touches files;
 //! the verdict is data (`render::gate` puts it in words).
 
-use super::functions::{FunctionChange, function_changes, total_change};
+use super::comparison::{Comparison, VarianceRule};
+use super::functions::{FunctionChange, function_changes};
 use crate::model::{Metric, Profile};
 use crate::stats::Delta;
 use crate::symbols::LocationTable;
@@ -67,6 +71,10 @@ pub struct Verdict {
     pub failed: bool,
     /// The change of the whole live heap (in-use bytes).
     pub change: Delta,
+    /// The rule that gave the change its variance.
+    pub rule: VarianceRule,
+    /// For two dumps of one process judged by the conservative rule, why.
+    pub fallback: Option<&'static str>,
     /// The threshold in bytes.
     pub limit: f64,
     /// When failing, the functions whose total in-use bytes grew most,
@@ -83,20 +91,23 @@ pub fn judge(
     threshold: Threshold,
     top: usize,
 ) -> Verdict {
-    let change = total_change(base, new, Metric::InuseSpace);
+    let comparison = Comparison::of(base, new);
+    let change = comparison.total(Metric::InuseSpace);
     let limit = match threshold {
         Threshold::Bytes(bytes) => bytes,
         Threshold::Percent(percent) => change.base.value * percent / 100.0,
     };
     let failed = change.significant() && change.interval().low > limit;
     let top_growing = if failed {
-        top_growing(base, new, table, top)
+        top_growing(&comparison, table, top)
     } else {
         Vec::new()
     };
     Verdict {
         failed,
         change,
+        rule: comparison.rule(Metric::InuseSpace),
+        fallback: comparison.in_use_fallback(),
         limit,
         top_growing,
     }
@@ -104,12 +115,11 @@ pub fn judge(
 
 /// The functions whose total in-use bytes grew most, largest first.
 fn top_growing(
-    base: &Profile,
-    new: &Profile,
+    comparison: &Comparison<'_>,
     table: &LocationTable,
     top: usize,
 ) -> Vec<(String, Delta)> {
-    let mut rows: Vec<(String, Delta)> = function_changes(base, new, table, Metric::InuseSpace)
+    let mut rows: Vec<(String, Delta)> = function_changes(comparison, table, Metric::InuseSpace)
         .into_iter()
         .map(
             |FunctionChange {

@@ -4,15 +4,16 @@
 //! A function is measured by its self value (the stacks whose leaf it is:
 //! where the memory was allocated). It *grows* when its change from the
 //! first dump of the series to the last is significant and positive by
-//! [`crate::stats::change`]'s rule (the pairing of the two dumps from
-//! [`super::pairing()`]); it *still grows* when its change from the middle
+//! [`super::comparison`]'s rule (for two dumps of one process that list
+//! their live samples, the in-use change's variance is that of the samples
+//! live in only one of them); it *still grows* when its change from the middle
 //! dump to the last is significant and positive too, and *levelled off*
 //! otherwise (a cache that filled, or start-up state). Functions are told
 //! apart and labelled as the viewer does ([`crate::model::FunctionNames`],
 //! [`crate::model::distinct_labels`]). No I/O.
 
-use super::pairing::pairing;
-use crate::model::{FunctionNames, Metric, Profile, distinct_labels, line_of};
+use super::comparison::{ChangeSums, Comparison};
+use crate::model::{FunctionNames, Metric, Profile, Sample, distinct_labels, line_of};
 use crate::stats::{Delta, Estimate};
 use crate::symbols::LocationTable;
 use std::collections::HashMap;
@@ -52,17 +53,18 @@ pub fn growing(series: &[&Profile], table: &LocationTable, metric: Metric) -> Ve
     let middle = series[series.len() / 2];
     let (names, values) = self_values(series, table, metric);
     let labels = distinct_labels(&names);
-    let between = |base: &Profile, new: &Profile, b: Estimate, n: Estimate| {
-        Delta::between(b, n, metric.accumulation(), pairing(base, new))
-    };
-    let middle_index = series.len() / 2;
+    let (whole, late) = (Comparison::of(first, last), Comparison::of(middle, last));
+    let (whole, late) = (
+        leaf_changes(&whole, table, metric),
+        leaf_changes(&late, table, metric),
+    );
     let mut grown: Vec<Growth> = names
         .into_iter()
         .zip(labels)
         .zip(values)
         .map(|((names, label), values)| Growth {
-            change: between(first, last, values[0], values[values.len() - 1]),
-            late_change: between(middle, last, values[middle_index], values[values.len() - 1]),
+            change: whole(&names.templates),
+            late_change: late(&names.templates),
             label,
             full: names.full,
             values,
@@ -78,6 +80,30 @@ pub fn growing(series: &[&Profile], table: &LocationTable, metric: Metric) -> Ve
     grown
 }
 
+/// The change of each leaf function's self value (by its name with
+/// template arguments) from the comparison's base to its new profile.
+fn leaf_changes<'a>(
+    comparison: &'a Comparison<'_>,
+    table: &LocationTable,
+    metric: Metric,
+) -> impl Fn(&str) -> Delta + 'a {
+    let zero = comparison.zero(metric);
+    let mut sums: HashMap<String, ChangeSums> = HashMap::new();
+    for (sample, contribution) in comparison.contributions(metric) {
+        if let Some(leaf) = leaf_function(table, sample) {
+            let sum = sums.entry(leaf.templates).or_insert(zero);
+            *sum = sum.plus(&contribution);
+        }
+    }
+    move |name| comparison.delta(sums.get(name).unwrap_or(&zero), metric)
+}
+
+/// The function of a sample's leaf frame; `None` without frames.
+fn leaf_function(table: &LocationTable, sample: &Sample) -> Option<FunctionNames> {
+    let &leaf = sample.frames.first()?;
+    Some(line_of(table, leaf).map_or_else(|| FunctionNames::plain("??"), FunctionNames::of))
+}
+
 /// Every leaf function of the series with its self value per profile.
 fn self_values(
     series: &[&Profile],
@@ -89,11 +115,9 @@ fn self_values(
     let mut values: Vec<Vec<Estimate>> = Vec::new();
     for (at, profile) in series.iter().enumerate() {
         for sample in &profile.samples {
-            let Some(&leaf) = sample.frames.first() else {
+            let Some(function) = leaf_function(table, sample) else {
                 continue;
             };
-            let function =
-                line_of(table, leaf).map_or_else(|| FunctionNames::plain("??"), FunctionNames::of);
             let id = *index.entry(function.templates.clone()).or_insert_with(|| {
                 names.push(function);
                 values.push(

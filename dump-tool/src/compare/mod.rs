@@ -1,7 +1,9 @@
 //! Comparisons over profiles: per-function values and changes, whether two
 //! dumps are of one process, and the CI gate.
 //!
-//! Owns applying [`crate::stats`]' rules to profiles: [`functions`] (self
+//! Owns applying [`crate::stats`]' rules to profiles: [`comparison`] (a
+//! base and a new profile: pairing, shared live samples, the one way a
+//! change of a set of stacks is made), [`functions`] (self
 //! and total values and changes), [`growth`] (the functions that grow
 //! across a series of dumps), [`pairing`](mod@pairing) (same process or
 //! independent), [`gate`] (`--fail-if-grows`: the verdict as data; its
@@ -11,15 +13,15 @@
 //! formatting.
 
 pub mod ages;
+pub mod comparison;
 pub mod functions;
 pub mod gate;
 pub mod growth;
 pub mod lifetimes;
 pub mod pairing;
 
-pub use functions::{
-    FunctionChange, FunctionValue, function_changes, function_values, total_change,
-};
+pub use comparison::{ChangeSums, Comparison, VarianceRule};
+pub use functions::{FunctionChange, FunctionValue, function_changes, function_values};
 pub use pairing::pairing;
 
 /// Sorts `rows` largest `value` first, ties by `name` (a value that is not

@@ -101,9 +101,13 @@ pub fn add_lifetimes(into: &mut Vec<LifetimeBucket>, more: &[LifetimeBucket]) {
     }
 }
 
-/// One live sample as the time views use it.
+/// One live sample as the time views and the exact in-use change use it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Birth {
+    /// The serial of the thread that allocated it: with its birth, its
+    /// identity within the process
+    /// ([`heapsample_format::LiveSample::identity`]).
+    pub thread: u32,
     /// Nanoseconds since the profiler's start.
     pub birth_ns: u64,
     /// Requested bytes.
@@ -201,6 +205,7 @@ pub fn births_by_stack(dump: &Dump, low: u64, high: u64) -> Vec<Vec<Birth>> {
         };
         if sample.birth_ns >= low && sample.birth_ns < high {
             list.push(Birth {
+                thread: sample.thread,
                 birth_ns: sample.birth_ns,
                 size: sample.size,
                 weights: law.weights(sample.size),

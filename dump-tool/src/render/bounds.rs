@@ -1,10 +1,25 @@
-//! How intervals, the low-confidence mark and the detection limit read in
-//! the text formats (the text report, the CI gate's message, the SVG
-//! tooltips), from [`crate::stats`]' numbers.
+//! How intervals, the low-confidence mark, the detection limit and the
+//! variance rule of in-use changes read in the text formats (the text
+//! report, the CI gate's message, the SVG tooltips), from
+//! [`crate::stats`]' and [`crate::compare`]'s numbers.
 
 use super::round;
+use crate::compare::VarianceRule;
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Interval, Sampling, Unit};
+
+/// How the intervals of in-use changes between two dumps of one process
+/// were made (`rule`, or the conservative rule and why: `fallback`); `None`
+/// for dumps of different processes.
+pub fn variance_sentence(rule: VarianceRule, fallback: Option<&str>) -> Option<String> {
+    if rule == VarianceRule::SharedSamples {
+        return Some(
+            "same process: live samples both dumps hold cancel; intervals are those of the samples live in only one dump"
+                .to_string(),
+        );
+    }
+    fallback.map(|why| format!("same process, intervals conservative (as if independent): {why}"))
+}
 
 /// Written after the interval of a low-confidence value.
 pub const LOW_CONFIDENCE_MARK: &str = "~";

@@ -1,12 +1,13 @@
 //! The CI gate's verdict in words, for the terminal.
 
-use super::bounds::bracket;
+use super::bounds::{bracket, variance_sentence};
 use crate::compare::gate::Verdict;
 use std::fmt::Write;
 
 /// The live-heap change with its interval, the threshold, pass (with the
 /// most growth the interval leaves possible: "no growth detected" means
-/// none above it) or FAIL, and (when failing) the top growing functions;
+/// none above it) or FAIL, for two dumps of one process how the interval
+/// was made, and (when failing) the top growing functions;
 /// ends with a newline.
 pub fn message(verdict: &Verdict) -> String {
     let change = &verdict.change;
@@ -27,6 +28,9 @@ pub fn message(verdict: &Verdict) -> String {
             format!("pass (no growth above {:.0} bytes)", interval.high.max(0.0))
         }
     );
+    if let Some(rule) = variance_sentence(verdict.rule, verdict.fallback) {
+        let _ = writeln!(message, "{rule}");
+    }
     if verdict.failed {
         let _ = writeln!(message, "top growing functions (in-use bytes, total):");
         let _ = writeln!(

@@ -7,7 +7,7 @@
 //! `estimate`); every change is `{"estimate", "low", "high", "significant"}`.
 //! All four metrics are reported whatever `--metric` says.
 
-use crate::compare::{FunctionChange, function_changes, function_values, pairing, total_change};
+use crate::compare::{Comparison, FunctionChange, function_changes, function_values};
 use crate::input::{Input, trigger_name};
 use crate::model::{Metric, Profile, TimeInfo, function_name};
 use crate::pipeline::View;
@@ -24,19 +24,23 @@ pub const SCHEMA: &str = "heapdiff-report/1";
 
 /// The report as pretty-printed JSON, ending with a newline.
 pub fn render(view: &View<'_>) -> String {
+    let comparison = view
+        .base
+        .map(|base| Comparison::of(&base.profile, &view.new.profile));
     let report = Report {
         schema: SCHEMA,
         confidence: 0.95,
         new: DumpInfo::of(view.new.first_input()),
         base: view.base.map(|base| DumpInfo::of(base.first_input())),
-        pairing: view
-            .base
-            .as_ref()
-            .map(|b| pairing(&b.profile, &view.new.profile).name()),
+        pairing: comparison.as_ref().map(|c| c.pairing().name()),
+        in_use_variance_note: comparison.as_ref().and_then(|c| c.in_use_fallback()),
         metrics: Metric::ALL
             .iter()
             .chain(Metric::TEMPORARY.iter().filter(|_| has_lifetimes(view)))
-            .map(|&metric| (metric.name(), MetricReport::of(view, metric)))
+            .map(|&metric| {
+                let report = MetricReport::of(view, comparison.as_ref(), metric);
+                (metric.name(), report)
+            })
             .collect(),
     };
     let mut text = serde_json::to_string_pretty(&report).unwrap_or_default();
@@ -60,6 +64,10 @@ struct Report {
     /// process, cumulative samples shared) or `independent`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pairing: Option<&'static str>,
+    /// With a same-process pairing whose in-use changes got the
+    /// conservative rule (`variance_rule` `independent`), why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_use_variance_note: Option<&'static str>,
     /// Keyed by metric name (`inuse-space`, ...).
     metrics: BTreeMap<&'static str, MetricReport>,
 }
@@ -294,6 +302,12 @@ struct MetricReport {
     stacks: Vec<StackReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     base_total: Option<Bound>,
+    /// With a base: how the changes' variances were made,
+    /// `shared-samples` (in-use values of one process: the live samples
+    /// only one dump has), `samples-in-between` (cumulative values of one
+    /// process) or `independent` (var(new) + var(base)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    variance_rule: Option<&'static str>,
     /// new − base for the whole profile.
     #[serde(skip_serializing_if = "Option::is_none")]
     delta: Option<DeltaBound>,
@@ -304,7 +318,7 @@ struct MetricReport {
 }
 
 impl MetricReport {
-    fn of(view: &View<'_>, metric: Metric) -> MetricReport {
+    fn of(view: &View<'_>, comparison: Option<&Comparison<'_>>, metric: Metric) -> MetricReport {
         let base = view.base.map(|b| &b.profile);
         let sampling = view.new.profile.sampling(metric);
         MetricReport {
@@ -316,8 +330,9 @@ impl MetricReport {
             functions: functions(&view.new.profile, view.table, metric),
             stacks: stacks(&view.new.profile, view.table, metric),
             base_total: base.map(|b| Bound::of(&b.estimate(metric))),
-            delta: base.map(|b| DeltaBound::of(&total_change(b, &view.new.profile, metric))),
-            changes: base.map(|b| changes(b, &view.new.profile, view.table, metric)),
+            variance_rule: comparison.map(|c| c.rule(metric).name()),
+            delta: comparison.map(|c| DeltaBound::of(&c.total(metric))),
+            changes: comparison.map(|c| changes(c, view.table, metric)),
         }
     }
 }
@@ -369,13 +384,12 @@ fn stacks(profile: &Profile, table: &LocationTable, metric: Metric) -> Vec<Stack
 }
 
 fn changes(
-    base: &Profile,
-    new: &Profile,
+    comparison: &Comparison<'_>,
     table: &LocationTable,
     metric: Metric,
 ) -> Vec<ChangeReport> {
     let mut rows: Vec<&FunctionChange> = Vec::new();
-    let all = function_changes(base, new, table, metric);
+    let all = function_changes(comparison, table, metric);
     // A function whose estimates are equal on both sides may still have
     // changed (within its interval): only a change known to be exactly 0 is
     // left out.

@@ -15,11 +15,11 @@
 
 use super::bounds::bracket;
 use super::xml::{escape, unescape};
-use crate::compare::pairing;
+use crate::compare::{ChangeSums, Comparison};
 use crate::model::folding::folded_frame;
-use crate::model::{Metric, Profile, function_name};
+use crate::model::{Metric, Sample, function_name};
 use crate::pipeline::View;
-use crate::stats::{Delta, Estimate};
+use crate::stats::Estimate;
 use crate::symbols::LocationTable;
 use std::collections::HashMap;
 
@@ -30,10 +30,10 @@ pub fn annotate(svg: Vec<u8>, view: &View<'_>) -> Vec<u8> {
     };
     let frames = parse_frames(&svg);
     let paths = frame_paths(&frames);
-    let trie = StackTrie::of(view);
+    let notes_of = Notes::of(view);
     let notes: Vec<Option<Note>> = paths
         .iter()
-        .map(|path| path.as_ref().and_then(|p| trie.note(p, view)))
+        .map(|path| path.as_ref().and_then(|p| notes_of.note(p)))
         .collect();
     rewrite(&svg, &frames, &notes)
 }
@@ -140,39 +140,29 @@ struct Note {
     muted: bool,
 }
 
-/// Estimates summed over every stack prefix, for both sides.
-struct StackTrie {
+/// Sums over every stack prefix: estimates of one side, or for a
+/// comparison what both sides add to a change.
+struct StackTrie<T> {
     children: HashMap<(usize, String), usize>,
-    /// Per node: (base, new).
-    values: Vec<(Estimate, Estimate)>,
-    /// Nothing sampled, on either side.
-    zero: (Estimate, Estimate),
-    metric: Metric,
+    /// Per node.
+    values: Vec<T>,
 }
 
-impl StackTrie {
-    fn of(view: &View<'_>) -> StackTrie {
-        let zero = |profile: &Profile| Estimate::zero(profile.sampling(view.metric));
-        let new_zero = zero(&view.new.profile);
-        let base_zero = view.base.map_or(new_zero, |base| zero(&base.profile));
+impl<T: Copy> StackTrie<T> {
+    /// Each sample's `value` credited to every prefix of its stack.
+    fn of<'a>(
+        samples: impl IntoIterator<Item = (&'a Sample, T)>,
+        zero: T,
+        table: &LocationTable,
+        plus: impl Fn(&T, &T) -> T,
+    ) -> StackTrie<T> {
         let mut trie = StackTrie {
             children: HashMap::new(),
-            values: vec![(base_zero, new_zero)],
-            zero: (base_zero, new_zero),
-            metric: view.metric,
+            values: vec![zero],
         };
-        if let Some(base) = &view.base {
-            trie.add(&base.profile, view.table, false);
-        }
-        trie.add(&view.new.profile, view.table, true);
-        trie
-    }
-
-    fn add(&mut self, profile: &Profile, table: &LocationTable, new: bool) {
-        for sample in &profile.samples {
-            let estimate = sample.estimate(self.metric);
+        for (sample, value) in samples {
             let mut node = 0;
-            self.credit(node, &estimate, new);
+            trie.values[node] = plus(&trie.values[node], &value);
             let names = sample.frames.iter().rev().map(|&f| function_name(table, f));
             let names: Vec<String> = if sample.frames.is_empty() {
                 vec!["[no frames]".to_string()]
@@ -180,58 +170,92 @@ impl StackTrie {
                 names.map(folded_frame).collect()
             };
             for name in names {
-                let next = self.values.len();
-                node = *self.children.entry((node, name)).or_insert(next);
+                let next = trie.values.len();
+                node = *trie.children.entry((node, name)).or_insert(next);
                 if node == next {
-                    self.values.push(self.zero);
+                    trie.values.push(zero);
                 }
-                self.credit(node, &estimate, new);
+                trie.values[node] = plus(&trie.values[node], &value);
+            }
+        }
+        trie
+    }
+
+    fn find(&self, path: &[String]) -> Option<T> {
+        let node = path.iter().try_fold(0, |node, name| {
+            self.children.get(&(node, name.clone())).copied()
+        })?;
+        Some(self.values[node])
+    }
+}
+
+/// The note of each frame path: its interval, or its change's.
+enum Notes<'a> {
+    Single(StackTrie<Estimate>, Metric),
+    Changes(StackTrie<ChangeSums>, Comparison<'a>, Metric),
+}
+
+impl<'a> Notes<'a> {
+    fn of(view: &View<'a>) -> Notes<'a> {
+        let metric = view.metric;
+        let new = &view.new.profile;
+        match view.base {
+            None => Notes::Single(
+                StackTrie::of(
+                    new.samples.iter().map(|s| (s, s.estimate(metric))),
+                    Estimate::zero(new.sampling(metric)),
+                    view.table,
+                    Estimate::plus,
+                ),
+                metric,
+            ),
+            Some(base) => {
+                let comparison = Comparison::of(&base.profile, new);
+                let trie = StackTrie::of(
+                    comparison.contributions(metric),
+                    comparison.zero(metric),
+                    view.table,
+                    ChangeSums::plus,
+                );
+                Notes::Changes(trie, comparison, metric)
             }
         }
     }
 
-    fn credit(&mut self, node: usize, estimate: &Estimate, new: bool) {
-        let (base_value, new_value) = &mut self.values[node];
-        let side = if new { new_value } else { base_value };
-        *side = side.plus(estimate);
-    }
-
-    fn find(&self, path: &[String]) -> Option<usize> {
-        path.iter().try_fold(0, |node, name| {
-            self.children.get(&(node, name.clone())).copied()
-        })
-    }
-
-    fn note(&self, path: &[String], view: &View<'_>) -> Option<Note> {
-        let (base, new) = self.values[self.find(path)?];
-        let unit = self.metric.unit();
-        let Some(base_view) = &view.base else {
-            return Some(Note {
-                text: format!(
-                    "95 %: {} {unit}{}",
-                    bracket(&new.interval()),
-                    confidence(new.low_confidence())
-                ),
-                muted: false,
-            });
-        };
-        let pairing = pairing(&base_view.profile, &view.new.profile);
-        let delta = Delta::between(base, new, self.metric.accumulation(), pairing);
-        let significant = delta.significant();
-        Some(Note {
-            text: format!(
-                "changed {:+.0} {unit}, 95 %: {}, {}{}",
-                delta.value(),
-                bracket(&delta.interval()),
-                if significant {
-                    "significant"
-                } else {
-                    "within sampling noise"
-                },
-                confidence(delta.low_confidence())
-            ),
-            muted: !significant,
-        })
+    fn note(&self, path: &[String]) -> Option<Note> {
+        match self {
+            Notes::Single(trie, metric) => {
+                let new = trie.find(path)?;
+                Some(Note {
+                    text: format!(
+                        "95 %: {} {}{}",
+                        bracket(&new.interval()),
+                        metric.unit(),
+                        confidence(new.low_confidence())
+                    ),
+                    muted: false,
+                })
+            }
+            Notes::Changes(trie, comparison, metric) => {
+                let delta = comparison.delta(&trie.find(path)?, *metric);
+                let significant = delta.significant();
+                Some(Note {
+                    text: format!(
+                        "changed {:+.0} {}, 95 %: {}, {}{}",
+                        delta.value(),
+                        metric.unit(),
+                        bracket(&delta.interval()),
+                        if significant {
+                            "significant"
+                        } else {
+                            "within sampling noise"
+                        },
+                        confidence(delta.low_confidence())
+                    ),
+                    muted: !significant,
+                })
+            }
+        }
     }
 }
 

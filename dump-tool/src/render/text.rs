@@ -3,10 +3,10 @@
 //! change and whether it is significant, and totals lines that put the
 //! dump's exact counters beside the estimate from the samples.
 
-use super::bounds::{change_bracket, estimate_bracket, limits_sentence};
+use super::bounds::{change_bracket, estimate_bracket, limits_sentence, variance_sentence};
 use super::round;
 use crate::compare::{
-    FunctionChange, FunctionValue, function_changes, function_values, total_change,
+    Comparison, FunctionChange, FunctionValue, function_changes, function_values,
 };
 use crate::input::foreign::is_foreign;
 use crate::model::Metric;
@@ -96,7 +96,8 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
 
 fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) {
     let (base, base_name) = (&base_side.profile, &base_side.name);
-    let changes = function_changes(base, &view.new.profile, view.table, view.metric);
+    let comparison = Comparison::of(base, &view.new.profile);
+    let changes = function_changes(&comparison, view.table, view.metric);
     let _ = writeln!(
         out,
         "heapdiff: {} from {} (base) to {} (new); a change is significant (yes) when its 95 % interval excludes 0",
@@ -112,6 +113,12 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
             "a function absent from the new dump grew by"
         )
     );
+    if view.metric.is_in_use()
+        && let Some(rule) =
+            variance_sentence(comparison.rule(view.metric), comparison.in_use_fallback())
+    {
+        let _ = writeln!(out, "{rule}");
+    }
     for (title, pick) in [
         (
             "self",
@@ -143,7 +150,7 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
             );
         }
     }
-    let whole = total_change(base, &view.new.profile, view.metric);
+    let whole = comparison.total(view.metric);
     let _ = writeln!(
         out,
         "\nDelta: {:+} {} ({} base → {} new), 95 % interval {}, {}",

@@ -7,18 +7,24 @@
 //! only the base has (freed in between). The two parts are disjoint sets
 //! of independent sampling decisions, so the change's variance is the sum
 //! of their variance terms: the symmetric difference's, not
-//! `var(new) + var(base)`. [`symmetric_difference`] computes both parts;
+//! `var(new) + var(base)`. [`symmetric_difference`] computes both parts
+//! (and [`sum`] one part of a set already split);
 //! [`super::change::Delta::of_shared`] makes the change.
 
 use super::estimate::Estimate;
 use super::sampling::{Sampling, Unit};
 use std::collections::HashSet;
 
+/// A live sample's identity within its process: (thread, birth).
+pub type Identity = (u32, u64);
+
 /// One live sample as a dump records it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LiveSample {
-    /// Unique within the process (e.g. a per-process sequence number).
-    pub id: u64,
+    /// Unique within the process: the serial of the allocating thread and
+    /// the sample's birth (the shim gives a thread's samples distinct
+    /// births).
+    pub id: Identity,
     /// Requested bytes.
     pub size: u64,
     /// Its Horvitz–Thompson weights (`1/p`, `s/p` and the variance terms).
@@ -49,20 +55,25 @@ pub fn symmetric_difference(
     new: &[LiveSample],
     sampling: Sampling,
 ) -> SharedChange {
-    let ids = |samples: &[LiveSample]| samples.iter().map(|s| s.id).collect::<HashSet<u64>>();
+    let ids = |samples: &[LiveSample]| samples.iter().map(|s| s.id).collect::<HashSet<Identity>>();
     let (base_ids, new_ids) = (ids(base), ids(new));
-    let only = |samples: &[LiveSample], other: &HashSet<u64>| {
-        samples
-            .iter()
-            .filter(|s| !other.contains(&s.id))
-            .fold(Estimate::zero(sampling), |sum, s| {
-                sum.plus(&one(s, sampling))
-            })
+    let only = |samples: &[LiveSample], other: &HashSet<Identity>| {
+        sum(samples.iter().filter(|s| !other.contains(&s.id)), sampling)
     };
     SharedChange {
         added: only(new, &base_ids),
         removed: only(base, &new_ids),
     }
+}
+
+/// The samples (one part of a change: disjoint from the other part) as an
+/// estimate of `sampling`'s unit.
+pub fn sum<'a>(samples: impl IntoIterator<Item = &'a LiveSample>, sampling: Sampling) -> Estimate {
+    samples
+        .into_iter()
+        .fold(Estimate::zero(sampling), |sum, s| {
+            sum.plus(&one(s, sampling))
+        })
 }
 
 /// One sample as an estimate of `sampling`'s unit.
@@ -83,7 +94,7 @@ mod tests {
     fn sample(id: u64, size: u64, p: f64) -> LiveSample {
         let s = size as f64;
         LiveSample {
-            id,
+            id: (1, id),
             size,
             weights: SampleWeights {
                 objects: 1.0 / p,
@@ -92,12 +103,6 @@ mod tests {
                 bytes_variance: s * s * (1.0 - p) / (p * p),
             },
         }
-    }
-
-    fn sum(samples: &[LiveSample], sampling: Sampling) -> Estimate {
-        samples
-            .iter()
-            .fold(Estimate::zero(sampling), |e, s| e.plus(&one(s, sampling)))
     }
 
     #[test]
