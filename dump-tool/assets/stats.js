@@ -116,11 +116,13 @@ const heapdiffStats = (function () {
   // The change from base to next: added minus removed, two independent parts
   // (a later dump of one process contains the earlier one's cumulative
   // samples: then the added part is the samples in between and nothing was
-  // removed), their intervals combined by MOVER.
-  function change(base, next, pairing, accumulation) {
-    const nested = pairing === "same-process" && accumulation === "cumulative" &&
+  // removed; two dumps of one process that list their live samples give
+  // `parts`, {added, removed}: the live samples only one of them has),
+  // their intervals combined by MOVER.
+  function change(base, next, pairing, accumulation, parts) {
+    const nested = !parts && pairing === "same-process" && accumulation === "cumulative" &&
       next.variance >= base.variance && next.value >= base.value;
-    const added = nested ? {
+    const added = parts ? parts.added : nested ? {
       value: next.value - base.value,
       variance: Math.max(next.variance - base.variance, 0),
       floor: Math.max(next.floor - base.floor, 0),
@@ -131,7 +133,7 @@ const heapdiffStats = (function () {
         low_confidence_below: Math.max(next.sampling.low_confidence_below, base.sampling.low_confidence_below),
       },
     } : next;
-    const removed = nested
+    const removed = parts ? parts.removed : nested
       ? zero({ unit: base.sampling.unit, unseen_bytes: 0, low_confidence_below: 0 })
       : base;
     const weight = (part) => {

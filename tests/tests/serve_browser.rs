@@ -288,7 +288,7 @@ async fn check_change_vectors(client: &Client) {
         .execute(
             "const s = heapdiffViewer.stats, v = arguments[0]; \
              return [v.estimates.map(e => s.interval(e.estimate)), \
-                     v.changes.map(c => s.change(c.base, c.new, c.pairing, c.accumulation))];",
+                     v.changes.map(c => s.change(c.base, c.new, c.pairing, c.accumulation, c.parts))];",
             vec![vectors.clone()],
         )
         .await

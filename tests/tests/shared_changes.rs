@@ -45,12 +45,18 @@
 //! Also: every run's comparison uses the shared-samples rule, heapdiff's
 //! JSON report on the first run names it and agrees with the library, and
 //! the same pair with dump B's live-sample list cut short falls back to the
-//! conservative rule and says why.
+//! conservative rule and says why. In a real browser (chromium), the
+//! viewer page of one pair judges each site's change as the JSON report
+//! does: the same interval (to the page's rounding) and verdict, for bytes
+//! and objects.
 //!
 //! Run time: 1000 runs of a 6,000-allocation program, each with two dumps
 //! and one symbolized comparison, two at a time: 12 s on 2 cores shared
 //! with other builds (measured 2026-11-26 at a load average of 5).
 
+mod browser_common;
+
+use browser_common::{connect, eval, select, start_driver, viewer_ready, wait_for};
 use heapdiff::compare::{Comparison, VarianceRule, function_changes};
 use heapdiff::model::Metric;
 use heapdiff::pipeline::{Loaded, Session, Settings};
@@ -305,4 +311,72 @@ fn same_process_in_use_changes_cover_and_gain_power_from_shared_samples() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[tokio::test]
+async fn the_viewer_judges_same_process_changes_as_the_reports() {
+    let program = compile_c("shared_growth.c", &BuildOptions::no_pie());
+    let (outcome, _) = run(&program);
+    let (a, b) = dumps(&outcome);
+    let report = json_report(&a, &b);
+    let page = outcome.dir.path().join("diff.html");
+    heapdiff_ok(&[
+        "--format",
+        "html",
+        "--base",
+        path_str(&a),
+        path_str(&b),
+        "-o",
+        path_str(&page),
+    ]);
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let client = connect(&driver).await;
+    client
+        .goto(&format!("file://{}", page.display()))
+        .await
+        .unwrap();
+    viewer_ready(&client).await;
+    for (index, metric) in METRICS.iter().enumerate() {
+        if index > 0 {
+            select(&client, "#metric", &index.to_string()).await;
+            wait_for(&client, &format!("heapdiffViewer.state.metric === {index}")).await;
+        }
+        let json = &report["metrics"][metric.name()];
+        assert_eq!(json["variance_rule"], "shared-samples");
+        for site in SITES {
+            let change = json["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == site)
+                .map(|c| c["delta"]["total"].clone());
+            let page = eval(&client, &format!("heapdiffViewer.changeOf({site:?})")).await;
+            let Some(change) = change else {
+                // Not listed: known to be exactly unchanged.
+                assert_eq!(site, "site_steady", "{}", metric.name());
+                assert_eq!(page["value"].as_f64(), Some(0.0), "{site}: {page}");
+                continue;
+            };
+            // The page's sums are rounded to whole units and its variances
+            // kept in single precision.
+            let width = change["high"].as_f64().unwrap() - change["low"].as_f64().unwrap();
+            for key in ["low", "high"] {
+                let (ours, theirs) = (page[key].as_f64().unwrap(), change[key].as_f64().unwrap());
+                assert!(
+                    (ours - theirs).abs() <= 1e-3 * width.max(1.0) + 1.0,
+                    "{} {site}: {key} {ours} in the page, {theirs} in the report",
+                    metric.name()
+                );
+            }
+            assert_eq!(
+                page["significant"],
+                change["significant"],
+                "{} {site}",
+                metric.name()
+            );
+        }
+    }
+    client.close().await.unwrap();
 }

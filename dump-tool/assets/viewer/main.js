@@ -115,9 +115,14 @@
   }
 
   // ---- values and the rule for a change ---------------------------------------
+  const PARTS = DIFF && M.added_values.length > 0;
   const data = { nv: M.new_values, nvar: M.new_variances, ns: M.new_sampled, nw: M.new_scales,
     bv: DIFF ? M.base_values : null, bvar: DIFF ? M.base_variances : null,
-    bs: DIFF ? M.base_sampled : null, bw: DIFF ? M.base_scales : null };
+    bs: DIFF ? M.base_sampled : null, bw: DIFF ? M.base_scales : null,
+    av: PARTS ? M.added_values : null, avar: PARTS ? M.added_variances : null,
+    as: PARTS ? M.added_sampled : null, aw: PARTS ? M.added_scales : null,
+    rv: PARTS ? M.removed_values : null, rvar: PARTS ? M.removed_variances : null,
+    rs: PARTS ? M.removed_sampled : null, rw: PARTS ? M.removed_scales : null };
   let baseScale = 1;
   // A side's sums of metric k ({value, variance, floor, scale}) as an
   // estimate of stats.js; `times` multiplies everything counted (a
@@ -131,15 +136,20 @@
   const newEstimate = (sums, k) => estimate(sums, M.new_sampling, k, 1);
   const baseEstimate = (sums, k) => estimate(sums, M.base_sampling, k, baseScale);
   // A normalised (scaled) base is no longer the earlier dump's own
-  // samples: its changes are judged as between independent dumps.
-  function judge(base, next, k) {
+  // samples: its changes are judged as between independent dumps. Where
+  // the metric's rule is the shared-samples one, the change rests on the
+  // live samples only one side has (`parts`: their sums).
+  function judge(base, next, k, parts) {
     const pairing = baseScale === 1 ? M.pairing : "independent";
-    return heapdiffStats.change(baseEstimate(base, k), newEstimate(next, k), pairing, M.accumulations[k]);
+    const shared = parts && baseScale === 1 && M.variance_rules && M.variance_rules[k] === "shared-samples";
+    const exact = shared ? { added: newEstimate(parts.added, k), removed: baseEstimate(parts.removed, k) } : undefined;
+    return heapdiffStats.change(baseEstimate(base, k), newEstimate(next, k), pairing, M.accumulations[k], exact);
   }
   const sumsOf = (t, v, vv, s, w, id, k) =>
     ({ value: val(t[v], id, k), variance: val(t[vv], id, k), floor: val(t[s], id, k), scale: val(t[w], id, k) });
   function change(t, id, k) {
-    return judge(sumsOf(t, "b", "vb", "sb", "wb", id, k), sumsOf(t, "n", "vn", "sn", "wn", id, k), k);
+    const parts = t.a ? { added: sumsOf(t, "a", "va", "sa", "wa", id, k), removed: sumsOf(t, "r", "vr", "sr", "wr", id, k) } : null;
+    return judge(sumsOf(t, "b", "vb", "sb", "wb", id, k), sumsOf(t, "n", "vn", "sn", "wn", id, k), k, parts);
   }
   function widths(t, k) {
     const w = new Float64Array(t.count);
@@ -331,7 +341,7 @@
     }
     state.sort = hdTable.render($("functions"), {
       stacks: rows, labelOf: label, data, k, baseScale, diff: DIFF, searchTest,
-      change: (base, next) => judge(base, next, k),
+      change: (base, next, parts) => judge(base, next, k, parts),
       sort: state.sort, desc: state.desc, unit: UNITS[k], whole: val(tree.n, 0, k), caption,
       href: (name) => hdState.encode(Object.assign({}, state, { view: "sandwich", fn: name, zoom: [] }), BASE),
     });
@@ -495,6 +505,7 @@
     get state() { return state; },
     describe: (id) => describe(tree, id, "all"),
     describeFunction: (name) => { const id = nodeNamed(name); return id === null ? null : describe(tree, id, "all"); },
+    changeOf: (name) => { const id = nodeNamed(name); return id === null || !DIFF ? null : change(tree, id, state.metric); },
     frameBox: (name) => { const id = flame.find((n) => n > 0 && label(tree.frame[n]) === name); return id === null ? null : flame.boxOf(id); },
     rootBox: () => flame.boxOf(0),
     cursorName: () => { const c = flame.cursor(); return c === null ? null : nodeLabel(tree, c, "all"); },

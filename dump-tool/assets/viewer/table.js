@@ -11,9 +11,10 @@ const hdTable = (function () {
   const DIFF = [["name", "function"], ["self", "self (new)"], ["dself", "self Δ"], ["total", "total (new)"], ["dtotal", "total Δ"], ["btotal", "total (base)"]];
 
   // o: { stacks, labelOf(frame id), data {nv, nvar, ns, nw, bv, bvar, bs,
-  //      bw}, k, baseScale, diff, change(base, new) of two sides' sums
-  //      {value, variance, floor, scale} (the base's unscaled), searchTest,
-  //      limit }
+  //      bw, and the unshared parts av… and rv… or null}, k, baseScale,
+  //      diff, change(base, new, parts) of two sides' sums {value,
+  //      variance, floor, scale} (the base's unscaled; parts: {added,
+  //      removed} sums, or null), searchTest, limit }
   function entries(o) {
     const byLabel = new Map(), list = [];
     const entryOf = new Map();
@@ -24,7 +25,8 @@ const hdTable = (function () {
         e = byLabel.get(name);
         if (e === undefined) {
           const sums = () => ({ value: 0, variance: 0, floor: 0, scale: 0 });
-          e = { name, self: 0, total: 0, nself: sums(), ntotal: sums(), bself: sums(), btotal: sums(), stamp: -1 };
+          e = { name, self: 0, total: 0, nself: sums(), ntotal: sums(), bself: sums(), btotal: sums(),
+            aself: sums(), atotal: sums(), rself: sums(), rtotal: sums(), stamp: -1 };
           byLabel.set(name, e);
           list.push(e);
         }
@@ -32,7 +34,7 @@ const hdTable = (function () {
       }
       return e;
     };
-    const d = o.data, k = o.k;
+    const d = o.data, k = o.k, parts = o.diff && !!d.av;
     // Stack sums add; the weight scale is the largest.
     const add = (to, v, vv, s, w, at) => {
       to.value += v[at]; to.variance += vv[at]; to.floor += s[at]; to.scale = Math.max(to.scale, w[at]);
@@ -44,6 +46,10 @@ const hdTable = (function () {
       const sides = (e, which) => {
         add(e["n" + which], d.nv, d.nvar, d.ns, d.nw, at);
         if (o.diff) add(e["b" + which], d.bv, d.bvar, d.bs, d.bw, at);
+        if (parts) {
+          add(e["a" + which], d.av, d.avar, d.as, d.aw, at);
+          add(e["r" + which], d.rv, d.rvar, d.rs, d.rw, at);
+        }
       };
       sides(leaf, "self");
       for (const frame of f) {
@@ -57,8 +63,9 @@ const hdTable = (function () {
       e.self = e.nself.value; e.total = e.ntotal.value;
       e.selfp = e.self; e.totalp = e.total;
       if (o.diff) {
-        e.cself = o.change(e.bself, e.nself);
-        e.ctotal = o.change(e.btotal, e.ntotal);
+        const partsOf = (which) => (parts ? { added: e["a" + which], removed: e["r" + which] } : null);
+        e.cself = o.change(e.bself, e.nself, partsOf("self"));
+        e.ctotal = o.change(e.btotal, e.ntotal, partsOf("total"));
         e.dself = e.cself.value; e.dtotal = e.ctotal.value;
       }
       e.bself = e.bself.value * o.baseScale; e.btotal = e.btotal.value * o.baseScale;

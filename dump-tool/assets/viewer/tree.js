@@ -5,9 +5,10 @@
 // the id range [id, end[id]). Flat typed arrays hold 4 values per node (one
 // per metric) for new (n), base (b), their variances (vn, vb), what their
 // samples add up to (sn, sb) and the largest weight scale of their stacks
-// (wn, wb): far faster to build than an object per node. Sums over disjoint
-// stacks: values add, and so do their variances and floors; the weight
-// scale is the largest.
+// (wn, wb), and where the model has them the live samples only the new side
+// has (a, va, sa, wa) and only the base has (r, vr, sr, wr): far faster to
+// build than an object per node. Sums over disjoint stacks: values add, and
+// so do their variances and floors; the weight scale is the largest.
 "use strict";
 const hdTree = (function () {
   // Stacks sorted frame by frame share their prefix with the previous one,
@@ -30,8 +31,9 @@ const hdTree = (function () {
     return same;
   }
   // stacks: [stack index, frame ids root first]; data: per-stack values
-  // {nv, nvar, ns, nw, bv, bvar, bs, bw} (4 per stack; the base's null
-  // without a base);
+  // {nv, nvar, ns, nw, bv, bvar, bs, bw, av, avar, as, aw, rv, rvar, rs,
+  // rw} (4 per stack; the base's null without a base, the parts' null
+  // without them);
   // `presorted`: the stacks are in frame order already (the model's), each
   // sharing presorted[j] frames with the one before.
   function build(stacks, data, presorted) {
@@ -39,11 +41,12 @@ const hdTree = (function () {
     const same = presorted || prefixes(sorted);
     let count = 1;
     for (let j = 0; j < sorted.length; j++) count += sorted[j][1].length - same[j];
-    const diff = !!data.bv;
+    const diff = !!data.bv, parts = diff && !!data.av;
     const values = () => new Float64Array(4 * count);
     const t = { count: 0, parent: new Int32Array(count), frame: new Int32Array(count), end: new Int32Array(count),
       n: values(), vn: values(), sn: values(), wn: values(),
       b: diff ? values() : null, vb: diff ? values() : null, sb: diff ? values() : null, wb: diff ? values() : null };
+    for (const c of ["a", "va", "sa", "wa", "r", "vr", "sr", "wr"]) t[c] = parts ? values() : null;
     const add = (parent, frame) => { const id = t.count++; t.parent[id] = parent; t.frame[id] = frame; return id; };
     add(-1, -1);
     const path = [0];
@@ -62,8 +65,9 @@ const hdTree = (function () {
     return t;
   }
   // [node column, data column]: summed, and the largest kept.
-  const SUMS = [["n", "nv"], ["vn", "nvar"], ["sn", "ns"], ["b", "bv"], ["vb", "bvar"], ["sb", "bs"]];
-  const LARGEST = [["wn", "nw"], ["wb", "bw"]];
+  const SUMS = [["n", "nv"], ["vn", "nvar"], ["sn", "ns"], ["b", "bv"], ["vb", "bvar"], ["sb", "bs"],
+    ["a", "av"], ["va", "avar"], ["sa", "as"], ["r", "rv"], ["vr", "rvar"], ["sr", "rs"]];
+  const LARGEST = [["wn", "nw"], ["wb", "bw"], ["wa", "aw"], ["wr", "rw"]];
   function addNode(t, to, from) {
     const a = 4 * to, o = 4 * from;
     for (const [c] of SUMS) if (t[c]) for (let k = 0; k < 4; k++) t[c][a + k] += t[c][o + k];

@@ -65,6 +65,18 @@ pub struct ChangeSums {
 }
 
 impl ChangeSums {
+    /// The live samples only the new side has (zero unless the
+    /// shared-samples rule applies).
+    pub fn added(&self) -> Estimate {
+        self.added
+    }
+
+    /// The live samples only the base side has (zero unless the
+    /// shared-samples rule applies).
+    pub fn removed(&self) -> Estimate {
+        self.removed
+    }
+
     /// The sums of two disjoint sets of stacks.
     pub fn plus(&self, other: &ChangeSums) -> ChangeSums {
         ChangeSums {

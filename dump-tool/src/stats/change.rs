@@ -29,7 +29,8 @@
 //! numbers, and anything less is rounding left over by the float sums.
 //! A change is low-confidence when either value is.
 //!
-//! This rule is also written in JavaScript for the browser viewer
+//! This rule (with the shared-samples parts given: `parts` in the table)
+//! is also written in JavaScript for the browser viewer
 //! (`assets/stats.js`); both are checked against the one table of test
 //! vectors in `change_vectors.json`. Change either only with the other and
 //! the table.
@@ -219,6 +220,26 @@ mod tests {
         }
     }
 
+    /// The change a vector describes: with `parts` (the live samples only
+    /// one dump has), the shared-samples change; else the pairing's.
+    fn delta_of(vector: &Value) -> Delta {
+        let (base, new) = (estimate_of(&vector["base"]), estimate_of(&vector["new"]));
+        match vector.get("parts") {
+            Some(parts) => Delta::of_shared(
+                base,
+                new,
+                estimate_of(&parts["added"]),
+                estimate_of(&parts["removed"]),
+            ),
+            None => Delta::between(
+                base,
+                new,
+                accumulation_named(vector["accumulation"].as_str().unwrap()),
+                pairing_named(vector["pairing"].as_str().unwrap()),
+            ),
+        }
+    }
+
     fn vectors() -> Value {
         serde_json::from_str(include_str!("change_vectors.json")).expect("the vectors")
     }
@@ -251,13 +272,9 @@ mod tests {
         let vectors = vectors();
         let changes = vectors["changes"].as_array().expect("changes");
         assert!(changes.len() >= 15, "only {} vectors", changes.len());
+        assert!(changes.iter().filter(|v| v.get("parts").is_some()).count() >= 3);
         for vector in changes {
-            let delta = Delta::between(
-                estimate_of(&vector["base"]),
-                estimate_of(&vector["new"]),
-                accumulation_named(vector["accumulation"].as_str().unwrap()),
-                pairing_named(vector["pairing"].as_str().unwrap()),
-            );
+            let delta = delta_of(vector);
             let interval = delta.interval();
             let note = &vector["note"];
             let number = |key: &str| vector[key].as_f64().unwrap();

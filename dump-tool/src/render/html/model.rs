@@ -4,8 +4,10 @@
 //! estimated metrics of the new side and, for a comparison, of the base
 //! side, with the variance of each (the dumps' Horvitz–Thompson variance
 //! sums), what its samples add up to and their weight scale (the largest of
-//! the stacks merged into it), each side's sampling per metric, the pairing
-//! and each metric's accumulation that [`crate::stats`]' rules for an
+//! the stacks merged into it), each side's sampling per metric, the pairing,
+//! each metric's accumulation and variance rule, and where that rule is
+//! the shared-samples one each stack's live samples only one side has
+//! ([`crate::compare::Comparison`]), that [`crate::stats`]' rules for an
 //! interval and a change need (the viewer applies the same rules,
 //! `assets/stats.js`, to every frame and every row of its table), plus the
 //! frame, module and thread tables and the live heap in words. Stacks are
@@ -21,12 +23,12 @@
 //! dump has several threads of that name (every CPython thread is
 //! `python3`).
 
-use crate::compare::pairing;
+use crate::compare::{Comparison, VarianceRule};
 use crate::model::live_heap::LiveHeap;
-use crate::model::{FrameRef, FunctionNames, Metric, Profile, Values, distinct_labels, line_of};
-use crate::pipeline::{Side, View};
+use crate::model::{FrameRef, FunctionNames, Metric, Profile, distinct_labels, line_of};
+use crate::pipeline::View;
 use crate::render::live_heap::words;
-use crate::stats::Sampling;
+use crate::stats::{Estimate, Sampling};
 use crate::symbols::{LocationTable, NameStyle};
 use ahash::AHashMap;
 use serde::Serialize;
@@ -93,6 +95,23 @@ pub struct Model {
     pub base_sampled: Vec<f64>,
     pub base_scales: Vec<f32>,
     pub base_sampling: Option<[Sampling; 4]>,
+    /// With a base, per metric the rule of its changes' variance
+    /// (`compare::VarianceRule`: `shared-samples`, `samples-in-between` or
+    /// `independent`).
+    pub variance_rules: Option<[&'static str; 4]>,
+    /// Where a metric's rule is `shared-samples`: per stack, 4 values (0
+    /// for the other metrics), the live samples only the new side has
+    /// (added) and only the base has (removed), as the sums above; empty
+    /// otherwise. A frame's change is judged on its stacks' added and
+    /// removed sums (`stats.js`' change with parts), as the reports do.
+    pub added_values: Vec<f64>,
+    pub added_variances: Vec<f32>,
+    pub added_sampled: Vec<f64>,
+    pub added_scales: Vec<f32>,
+    pub removed_values: Vec<f64>,
+    pub removed_variances: Vec<f32>,
+    pub removed_sampled: Vec<f64>,
+    pub removed_scales: Vec<f32>,
     /// Exact counters of the new side, then the base side.
     pub totals: Vec<heapsample_format::Totals>,
     /// The live heap of the new side, then the base side, in words: the
@@ -106,19 +125,24 @@ pub struct Model {
 pub fn model(view: &View<'_>) -> Model {
     let metrics = metrics_of(view.metric);
     let mut builder = ModelBuilder::new(view.table, metrics);
-    builder.add_side(view.new, false);
+    let comparison = view
+        .base
+        .map(|base| Comparison::of(&base.profile, &view.new.profile));
+    let parts = comparison.as_ref().and_then(|c| unshared_parts(c, metrics));
+    builder.add_side(view.new, Side::New, parts.as_ref().map(|p| &p.added[..]));
     let mut totals = vec![view.new.profile.totals.clone()];
     if let Some(base) = view.base {
-        builder.add_side(base, true);
+        builder.add_side(base, Side::Base, parts.as_ref().map(|p| &p.removed[..]));
         totals.push(base.profile.totals.clone());
     }
     let live = std::iter::once(view.new)
         .chain(view.base)
         .map(live_words)
         .collect();
-    let pairing = view
-        .base
-        .map(|base| pairing(&base.profile, &view.new.profile).name());
+    let pairing = comparison.as_ref().map(|c| c.pairing().name());
+    let variance_rules = comparison
+        .as_ref()
+        .map(|c| metrics.map(|metric| c.rule(metric).name()));
     builder.executables = std::iter::once(view.new)
         .chain(view.base)
         .flat_map(|side| side.inputs())
@@ -159,10 +183,57 @@ pub fn model(view: &View<'_>) -> Model {
         base_sampled: Vec::new(),
         base_scales: Vec::new(),
         base_sampling: view.base.map(|base| sampling(&base.profile, metrics)),
+        variance_rules,
+        added_values: Vec::new(),
+        added_variances: Vec::new(),
+        added_sampled: Vec::new(),
+        added_scales: Vec::new(),
+        removed_values: Vec::new(),
+        removed_variances: Vec::new(),
+        removed_sampled: Vec::new(),
+        removed_scales: Vec::new(),
         totals,
         live,
         links: Vec::new(),
     })
+}
+
+/// Per sample of each side, the estimates of its live samples the other
+/// side does not have, in the order of [`Model::metrics`].
+struct UnsharedParts {
+    /// Per sample of the new profile.
+    added: Vec<[Estimate; 4]>,
+    /// Per sample of the base profile.
+    removed: Vec<[Estimate; 4]>,
+}
+
+/// The parts of a comparison where some metric's changes get the
+/// shared-samples rule (zero for the metrics that do not); `None` where
+/// none does.
+fn unshared_parts(comparison: &Comparison<'_>, metrics: [Metric; 4]) -> Option<UnsharedParts> {
+    let shared = |metric| comparison.rule(metric) == VarianceRule::SharedSamples;
+    if !metrics.into_iter().any(shared) {
+        return None;
+    }
+    let bases = comparison.base().samples.len();
+    let news = comparison.new_profile().samples.len();
+    let zero = |metric: Metric| Estimate::zero(Sampling::exact(metric.counted()));
+    let mut parts = UnsharedParts {
+        added: vec![metrics.map(zero); news],
+        removed: vec![metrics.map(zero); bases],
+    };
+    for (k, metric) in metrics.into_iter().enumerate() {
+        if !shared(metric) {
+            continue;
+        }
+        for (at, (_, sums)) in comparison.contributions(metric).into_iter().enumerate() {
+            match at.checked_sub(bases) {
+                None => parts.removed[at][k] = sums.removed(),
+                Some(new) => parts.added[new][k] = sums.added(),
+            }
+        }
+    }
+    Some(parts)
 }
 
 /// How each metric of `profile` was sampled, in the order of
@@ -172,7 +243,7 @@ fn sampling(profile: &Profile, metrics: [Metric; 4]) -> [Sampling; 4] {
 }
 
 /// The live heap of a side's dumps in words.
-fn live_words(side: &Side) -> String {
+fn live_words(side: &crate::pipeline::Side) -> String {
     let dumps: Vec<_> = side.inputs().iter().map(|input| &input.dump).collect();
     words(&LiveHeap::of(&dumps), side.profile.period)
 }
@@ -191,11 +262,6 @@ pub fn metrics_of(metric: Metric) -> [Metric; 4] {
     } else {
         Metric::ALL
     }
-}
-
-/// The four metrics of `values`, in the order of [`Model::metrics`].
-fn four(metrics: [Metric; 4], values: &Values) -> [f64; 4] {
-    metrics.map(|metric| metric.of(values))
 }
 
 /// Interns frames, modules, threads and (thread, frames) stacks.
@@ -217,15 +283,67 @@ struct ModelBuilder<'a> {
     thread_ids: HashMap<String, u32>,
     stack_ids: AHashMap<(u32, Vec<u32>), usize>,
     stacks: Vec<(u32, Vec<u32>)>,
-    new_values: Vec<[f64; 4]>,
-    new_variances: Vec<[f64; 4]>,
-    new_sampled: Vec<[f64; 4]>,
-    new_scales: Vec<[f64; 4]>,
-    base_values: Vec<[f64; 4]>,
-    base_variances: Vec<[f64; 4]>,
-    base_sampled: Vec<[f64; 4]>,
-    base_scales: Vec<[f64; 4]>,
+    new: Columns,
+    base: Columns,
+    added: Columns,
+    removed: Columns,
+    /// Some side came with unshared parts.
+    has_parts: bool,
     executables: Vec<String>,
+}
+
+/// Which side of a comparison samples come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    New,
+    Base,
+}
+
+/// Per stack, the 4 metrics' sums of one side (or part): values,
+/// variances, what the samples add up to, the largest weight scale.
+#[derive(Default)]
+struct Columns {
+    values: Vec<[f64; 4]>,
+    variances: Vec<[f64; 4]>,
+    sampled: Vec<[f64; 4]>,
+    scales: Vec<[f64; 4]>,
+}
+
+impl Columns {
+    /// One more stack, nothing in it.
+    fn push(&mut self) {
+        for column in [
+            &mut self.values,
+            &mut self.variances,
+            &mut self.sampled,
+            &mut self.scales,
+        ] {
+            column.push([0.0; 4]);
+        }
+    }
+
+    /// Add the 4 estimates to stack `id`: values, variances and floors of
+    /// disjoint samples add; a sum's scale is the largest of its parts'.
+    fn add(&mut self, id: usize, estimates: [Estimate; 4]) {
+        for (k, e) in estimates.iter().enumerate() {
+            self.values[id][k] += e.value;
+            self.variances[id][k] += e.variance;
+            self.sampled[id][k] += e.floor;
+            self.scales[id][k] = self.scales[id][k].max(e.weight_scale());
+        }
+    }
+
+    /// The columns in stack order `order`, flattened for the page:
+    /// (values, variances, sampled, scales).
+    fn flattened(&self, order: &[usize]) -> (Vec<f64>, Vec<f32>, Vec<f64>, Vec<f32>) {
+        let sorted = |rows: &[[f64; 4]]| order.iter().map(|&id| rows[id]).collect::<Vec<_>>();
+        (
+            rounded(&sorted(&self.values)),
+            single_precision(&sorted(&self.variances)),
+            rounded(&sorted(&self.sampled)),
+            single_precision(&sorted(&self.scales)),
+        )
+    }
 }
 
 impl<'a> ModelBuilder<'a> {
@@ -243,51 +361,37 @@ impl<'a> ModelBuilder<'a> {
             thread_ids: HashMap::new(),
             stack_ids: AHashMap::new(),
             stacks: Vec::new(),
-            new_values: Vec::new(),
-            new_variances: Vec::new(),
-            new_sampled: Vec::new(),
-            new_scales: Vec::new(),
-            base_values: Vec::new(),
-            base_variances: Vec::new(),
-            base_sampled: Vec::new(),
-            base_scales: Vec::new(),
+            new: Columns::default(),
+            base: Columns::default(),
+            added: Columns::default(),
+            removed: Columns::default(),
+            has_parts: false,
             executables: Vec::new(),
         }
     }
 
-    /// Add every sample of `side`'s profile, split by thread.
-    fn add_side(&mut self, side: &Side, is_base: bool) {
+    /// Add every sample of `side`'s profile, split by thread, and each
+    /// sample's unshared part (`parts`, one per sample) if given.
+    fn add_side(
+        &mut self,
+        side: &crate::pipeline::Side,
+        which: Side,
+        parts: Option<&[[Estimate; 4]]>,
+    ) {
         let profile = &side.profile;
         let shared = shared_thread_names(side);
-        for sample in &profile.samples {
+        self.has_parts |= parts.is_some();
+        for (at, sample) in profile.samples.iter().enumerate() {
             let thread = self.thread(&thread_label(profile, sample.thread, &shared));
             let frames = self.frame_list(&sample.frames);
             let id = self.stack(thread, frames);
-            let (values, variances, sampled, scales) = if is_base {
-                (
-                    &mut self.base_values,
-                    &mut self.base_variances,
-                    &mut self.base_sampled,
-                    &mut self.base_scales,
-                )
-            } else {
-                (
-                    &mut self.new_values,
-                    &mut self.new_variances,
-                    &mut self.new_sampled,
-                    &mut self.new_scales,
-                )
+            let (columns, part_columns) = match which {
+                Side::New => (&mut self.new, &mut self.added),
+                Side::Base => (&mut self.base, &mut self.removed),
             };
-            let sample_variances = four(self.metrics, &sample.variance);
-            let sample_sampled = four(self.metrics, &sample.sampled);
-            let sample_scales = self.metrics.map(|m| sample.estimate(m).weight_scale());
-            for (i, value) in four(self.metrics, &sample.values).into_iter().enumerate() {
-                values[id][i] += value;
-                // Variances of disjoint samples add, and so do their floors;
-                // a sum's scale is the largest of its parts'.
-                variances[id][i] += sample_variances[i];
-                sampled[id][i] += sample_sampled[i];
-                scales[id][i] = scales[id][i].max(sample_scales[i]);
+            columns.add(id, self.metrics.map(|metric| sample.estimate(metric)));
+            if let Some(part) = parts.and_then(|p| p.get(at)) {
+                part_columns.add(id, *part);
             }
         }
     }
@@ -368,17 +472,13 @@ impl<'a> ModelBuilder<'a> {
         let id = *self.stack_ids.entry((thread, frames)).or_insert(next);
         if id == next {
             self.stacks.push((thread, Vec::new()));
-            for column in [
-                &mut self.new_values,
-                &mut self.new_variances,
-                &mut self.new_sampled,
-                &mut self.new_scales,
-                &mut self.base_values,
-                &mut self.base_variances,
-                &mut self.base_sampled,
-                &mut self.base_scales,
+            for columns in [
+                &mut self.new,
+                &mut self.base,
+                &mut self.added,
+                &mut self.removed,
             ] {
-                column.push([0.0; 4]);
+                columns.push();
             }
         }
         id
@@ -428,16 +528,33 @@ impl<'a> ModelBuilder<'a> {
             model.stack_frames.push(frames[shared..].to_vec());
             previous = frames;
         }
-        let sorted = |rows: &[[f64; 4]]| order.iter().map(|&id| rows[id]).collect::<Vec<_>>();
-        model.new_values = rounded(&sorted(&self.new_values));
-        model.new_variances = single_precision(&sorted(&self.new_variances));
-        model.new_sampled = rounded(&sorted(&self.new_sampled));
-        model.new_scales = single_precision(&sorted(&self.new_scales));
+        (
+            model.new_values,
+            model.new_variances,
+            model.new_sampled,
+            model.new_scales,
+        ) = self.new.flattened(&order);
         if has_base {
-            model.base_values = rounded(&sorted(&self.base_values));
-            model.base_variances = single_precision(&sorted(&self.base_variances));
-            model.base_sampled = rounded(&sorted(&self.base_sampled));
-            model.base_scales = single_precision(&sorted(&self.base_scales));
+            (
+                model.base_values,
+                model.base_variances,
+                model.base_sampled,
+                model.base_scales,
+            ) = self.base.flattened(&order);
+        }
+        if self.has_parts {
+            (
+                model.added_values,
+                model.added_variances,
+                model.added_sampled,
+                model.added_scales,
+            ) = self.added.flattened(&order);
+            (
+                model.removed_values,
+                model.removed_variances,
+                model.removed_sampled,
+                model.removed_scales,
+            ) = self.removed.flattened(&order);
         }
         model
     }
@@ -467,7 +584,7 @@ fn single_precision(rows: &[[f64; 4]]) -> Vec<f32> {
 /// The thread names a side must split by thread id: those that name
 /// several threads of one dump (a pool of `python3` threads). Names shared
 /// only across dumps (two processes' `main`) still group.
-fn shared_thread_names(side: &Side) -> HashSet<String> {
+fn shared_thread_names(side: &crate::pipeline::Side) -> HashSet<String> {
     let mut shared = HashSet::new();
     for input in side.inputs() {
         let mut seen = HashSet::new();
