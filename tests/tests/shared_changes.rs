@@ -43,7 +43,8 @@
 //!   are printed (`--nocapture`).
 //!
 //! Also: every run's comparison uses the shared-samples rule, heapdiff's
-//! JSON report on the first run names it and agrees with the library, and
+//! JSON report on the first run names it and agrees with the library (and
+//! the CI gate's verdict and message follow it), and
 //! the same pair with dump B's live-sample list cut short falls back to the
 //! conservative rule and says why. In a real browser (chromium), the
 //! viewer page of one pair judges each site's change as the JSON report
@@ -239,6 +240,33 @@ fn check_the_report(outcome: &Outcome) {
     assert_eq!(
         report["metrics"]["alloc-space"]["variance_rule"],
         "samples-in-between"
+    );
+
+    // The CI gate judges the same change and says how.
+    let gate = Command::new(heapdiff_path())
+        .args([
+            "-f",
+            "folded",
+            "-o",
+            "/dev/null",
+            "--fail-if-grows",
+            "0",
+            "--base",
+        ])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .expect("run heapdiff");
+    let message = String::from_utf8_lossy(&gate.stderr);
+    let total = comparison.total(Metric::InuseSpace);
+    assert_eq!(
+        gate.status.code(),
+        Some(i32::from(total.significant() && total.interval().low > 0.0)),
+        "{message}"
+    );
+    assert!(
+        message.contains("same process: live samples both dumps hold cancel"),
+        "{message}"
     );
 
     // A later dump that lists fewer live samples than its stacks count.
