@@ -27,7 +27,7 @@ use super::pairing::pairing;
 use crate::model::{Birth, Metric, Profile, Sample};
 use crate::stats::shared::{self, Identity, LiveSample, SampleWeights};
 use crate::stats::{Accumulation, Delta, Estimate, Pairing};
-use std::collections::{HashMap, HashSet};
+use ahash::{AHashMap, AHashSet};
 
 /// Which rule gives a change its variance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,7 +256,8 @@ fn unshared(base: &Profile, new: &Profile) -> Result<Unshared, &'static str> {
         );
     }
     const TWICE: &str = "a dump lists a live sample twice";
-    let mut in_base: HashMap<Identity, (usize, u64)> = HashMap::new();
+    let births = base.samples.iter().map(|s| s.births.len()).sum();
+    let mut in_base: AHashMap<Identity, (usize, u64)> = AHashMap::with_capacity(births);
     for (at, sample) in base.samples.iter().enumerate() {
         for birth in &sample.births {
             if in_base.insert(identity(birth), (at, birth.size)).is_some() {
@@ -264,7 +265,8 @@ fn unshared(base: &Profile, new: &Profile) -> Result<Unshared, &'static str> {
             }
         }
     }
-    let mut in_new: HashSet<Identity> = HashSet::new();
+    let births = new.samples.iter().map(|s| s.births.len()).sum();
+    let mut in_new: AHashSet<Identity> = AHashSet::with_capacity(births);
     let mut added = Vec::with_capacity(new.samples.len());
     for sample in &new.samples {
         let mut only = Vec::new();
