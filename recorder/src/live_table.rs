@@ -35,9 +35,11 @@
 //! over the whole table.
 //!
 //! Runs inside malloc and free: no allocation, no locks. Insert and remove
-//! are compare-and-swap on the slot; the table is reserved once at start-up
-//! (its pages are touched as used) and a sample that finds no slot within
-//! the probe limit is dropped (counted).
+//! are compare-and-swap on the slot (an insert marks it as being written
+//! until its fields are stored, so a dump never reads a sample half
+//! written); the table is reserved once, at the first sample (see
+//! `table_setup`; its pages are touched as used), and a sample that finds
+//! no slot within the probe limit is dropped (counted).
 
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -47,6 +49,16 @@ use crate::tls::EntryPlace;
 
 const EMPTY: usize = 0;
 const TOMBSTONE: usize = 1;
+/// A slot being written: taken, its fields not all stored yet. Neither free
+/// nor an entry; its address is published when the fields are complete.
+const WRITING: usize = 2;
+
+/// Does a slot holding `address` hold an entry (not empty, a tombstone or
+/// being written)?
+#[inline(always)]
+fn is_entry(address: usize) -> bool {
+    address > WRITING
+}
 /// Slots probed from an address's second, hashed home.
 const PROBE_LIMIT: usize = 64;
 const FILTER_BITS: u32 = 15;
@@ -104,37 +116,56 @@ impl Slot {
         let claimed =
             match self
                 .address
-                .compare_exchange(EMPTY, address, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(EMPTY, WRITING, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => true,
                 Err(TOMBSTONE) => self
                     .address
-                    .compare_exchange(TOMBSTONE, address, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(TOMBSTONE, WRITING, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok(),
                 Err(_) => false,
             };
         if claimed {
-            self.store(sample);
+            self.publish(address, sample);
         }
         claimed
     }
 
+    /// Take the entry of `address` to rewrite it in place (see
+    /// [`LiveTable::insert`]); false if it is no longer there.
     #[inline(always)]
-    fn store(&self, sample: LiveSample) {
+    fn take_entry(&self, address: usize) -> bool {
+        self.address
+            .compare_exchange(address, WRITING, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Write the fields of a slot this thread marked [`WRITING`], the birth
+    /// last, then its address. A reader that sees the address sees the
+    /// whole sample; one that read some fields before and some after a
+    /// rewrite sees the address taken or the birth changed (see
+    /// [`LiveTable::for_each`]).
+    #[inline(always)]
+    fn publish(&self, address: usize, sample: LiveSample) {
+        // The mark [`WRITING`] is seen before any field changes.
+        core::sync::atomic::fence(Ordering::Release);
         let slack = sample.usable.wrapping_sub(sample.size).min(SLACK_UNKNOWN);
         self.record.store(sample.record, Ordering::Relaxed);
         self.thread.store(sample.thread, Ordering::Relaxed);
-        self.birth.store(sample.birth, Ordering::Relaxed);
         self.size_slack.store(
             (sample.size & SIZE_MASK) | slack << SIZE_BITS,
-            Ordering::Release,
+            Ordering::Relaxed,
         );
+        self.birth.store(sample.birth, Ordering::Release);
+        self.address.store(address, Ordering::Release);
     }
 
-    /// What the slot holds.
+    /// What the slot holds, its birth read first: the fields stored before
+    /// it are seen (the caller read the address before).
     #[inline(always)]
     fn load(&self) -> LiveSample {
-        let size_slack = self.size_slack.load(Ordering::Acquire);
+        let birth = self.birth.load(Ordering::Acquire);
+        let size_slack = self.size_slack.load(Ordering::Relaxed);
         let size = size_slack & SIZE_MASK;
         let usable = match size_slack >> SIZE_BITS {
             SLACK_UNKNOWN => USABLE_UNKNOWN,
@@ -145,7 +176,7 @@ impl Slot {
             thread: self.thread.load(Ordering::Relaxed),
             size,
             usable,
-            birth: self.birth.load(Ordering::Relaxed),
+            birth,
         }
     }
 }
@@ -388,12 +419,16 @@ impl LiveTable {
         };
         let bucket = self.filter_bucket(address);
         let entries_before = bucket.fetch_add(1, Ordering::AcqRel) & ENTRIES_MASK;
+        // The entry of an address whose free was never seen is replaced in
+        // place, marked as being written meanwhile (if a reset removed it
+        // first, the address is inserted anew).
         if entries_before != 0
             && let Some(slot) = self.find_with(address, &probe)
+            && slot.take_entry(address)
         {
             bucket.fetch_sub(1, Ordering::AcqRel);
             let old = slot.load();
-            slot.store(sample);
+            slot.publish(address, sample);
             return Ok(Some(old));
         }
         let claimed = (place == EntryPlace::NurseryFirst && self.claim_in_nursery(address, sample))
@@ -540,24 +575,38 @@ impl LiveTable {
     pub fn clear(&self) {
         for slot in self.touched_slots() {
             let address = slot.address.load(Ordering::Acquire);
-            if address > TOMBSTONE {
+            if is_entry(address) {
                 let _ = self.remove(address);
             }
         }
     }
 
     /// Every entry now, as `visit` sees it (for a dump: entries inserted or
-    /// removed meanwhile may or may not be seen; an entry whose slot changed
-    /// while it was read is skipped). Reads the nursery and the pages of
-    /// main slots that ever held an entry.
+    /// removed meanwhile may or may not be seen; slots being written are
+    /// skipped, and so is an entry removed or rewritten while it was read).
+    /// Reads the nursery and the pages of main slots that ever held an
+    /// entry.
+    ///
+    /// A sample is read whole, however long the reader is held up between
+    /// its loads: a slot's address is published after its fields, taken
+    /// away (tombstone, or [`WRITING`] while an entry is replaced in place)
+    /// before they change, and its birth, stored last, is read first and
+    /// again at the end. A rewrite that overlapped the read leaves the
+    /// address taken or the birth changed (a sample's (thread, birth) is
+    /// unique, and two samples of one address are born apart).
     pub fn for_each(&self, visit: &mut dyn FnMut(LiveSample)) {
         for slot in self.touched_slots() {
             let address = slot.address.load(Ordering::Acquire);
-            if address <= TOMBSTONE {
+            if !is_entry(address) {
                 continue;
             }
             let sample = slot.load();
-            if slot.address.load(Ordering::Acquire) == address {
+            // The fields' loads complete before the address and birth are
+            // read again.
+            core::sync::atomic::fence(Ordering::Acquire);
+            if slot.address.load(Ordering::Acquire) == address
+                && slot.birth.load(Ordering::Relaxed) == sample.birth
+            {
                 visit(sample);
             }
         }
@@ -673,6 +722,52 @@ mod tests {
         }
         assert_eq!(table.displaced.load(Ordering::Relaxed), 0);
         assert_eq!(table.live_count(), 0);
+    }
+
+    /// A dump reading the table while a thread inserts, replaces and
+    /// removes entries sees each sample whole: here every field of the
+    /// n-th sample is n, and the addresses alternate between two that share
+    /// a home, so a slot is taken again and again, by new samples and in
+    /// place.
+    #[test]
+    fn a_dump_never_reads_a_half_written_sample() {
+        let table = Box::new(LiveTable::new());
+        assert!(table.init(16));
+        let writing = AtomicU64::new(1);
+        let sample = |n: u64| LiveSample {
+            record: n as u32,
+            thread: n as u32,
+            size: n,
+            usable: n,
+            birth: n,
+        };
+        let (mut reads, mut torn) = (0u64, 0u64);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let base = 0x6000_0000usize;
+                for n in 1..=8_000_000u64 {
+                    let address = base + 16 * (n as usize & 1);
+                    assert!(table.insert(address, sample(n), EntryPlace::Main).is_ok());
+                    if n % 3 == 0 {
+                        // A free never seen: the next sample replaces it.
+                        continue;
+                    }
+                    table.remove(address);
+                }
+                writing.store(0, Ordering::Relaxed);
+            });
+            while writing.load(Ordering::Relaxed) != 0 {
+                table.for_each(&mut |live| {
+                    reads += 1;
+                    let n = live.birth;
+                    if live != sample(n) {
+                        torn += 1;
+                    }
+                });
+            }
+        });
+        assert_eq!(torn, 0, "{torn} of {reads} samples read half-written");
+        assert!(reads > 1000, "only {reads} samples read while writing");
     }
 
     /// Entries at their homes mark only their own pages: a dump of a table
@@ -793,7 +888,7 @@ mod tests {
             .nursery
             .slots()
             .iter()
-            .filter(|slot| slot.address.load(Ordering::Relaxed) > TOMBSTONE)
+            .filter(|slot| is_entry(slot.address.load(Ordering::Relaxed)))
             .count();
         assert!(
             in_nursery > NURSERY_SLOTS / 2 && in_nursery <= NURSERY_SLOTS,
