@@ -140,7 +140,11 @@ fn check_high_water() {
 /// request was pending asked for nothing, and a program that stopped
 /// allocating makes no sample event that would ask later.
 pub fn high_water_dumped(recorded: Option<u64>) {
-    if let Some(high) = recorded {
+    if let Some(recorded) = recorded {
+        // Never below the last dump written: a failed write's heap may lie
+        // under it, and a mark there would request dumps found not due,
+        // one after another.
+        let high = recorded.max(HIGH_WATER_DUMPED.load(Relaxed));
         let step = state::config().prof_gdump_step;
         NEXT_HIGH_WATER.store(high.saturating_add(step.step_over(high)), Relaxed);
     }

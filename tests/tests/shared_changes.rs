@@ -199,18 +199,8 @@ fn dumps(outcome: &Outcome) -> (PathBuf, PathBuf) {
 
 /// heapdiff's JSON report of the pair.
 fn json_report(base: &Path, new: &Path) -> Value {
-    let output = Command::new(heapdiff_path())
-        .args(["-f", "json", "--base"])
-        .arg(base)
-        .arg(new)
-        .output()
-        .expect("run heapdiff");
-    assert!(
-        output.status.success(),
-        "heapdiff failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("heapdiff's JSON parses")
+    let report = heapdiff_ok(&["-f", "json", "--base", path_str(base), path_str(new)]);
+    serde_json::from_str(&report).expect("heapdiff's JSON parses")
 }
 
 /// The first run: the JSON report names the rule and agrees with the

@@ -119,8 +119,9 @@ impl Delta {
     }
 
     /// The in-use change between two dumps of one process whose shared
-    /// live samples are known: `added` and `removed` are the symmetric
-    /// difference ([`super::shared::symmetric_difference`]).
+    /// live samples are known: `added` and `removed` are the sums
+    /// ([`super::shared::sum`]) over the samples only the new dump and only
+    /// the base dump list.
     pub fn of_shared(base: Estimate, new: Estimate, added: Estimate, removed: Estimate) -> Delta {
         Delta {
             base,

@@ -7,13 +7,12 @@
 //! only the base has (freed in between). The two parts are disjoint sets
 //! of independent sampling decisions, so the change's variance is the sum
 //! of their variance terms: the symmetric difference's, not
-//! `var(new) + var(base)`. [`symmetric_difference`] computes both parts
-//! (and [`sum`] one part of a set already split);
+//! `var(new) + var(base)`. [`sum`] estimates one part (the comparison
+//! splits the samples: `compare::comparison`);
 //! [`super::change::Delta::of_shared`] makes the change.
 
 use super::estimate::Estimate;
 use super::sampling::{Sampling, Unit};
-use std::collections::HashSet;
 
 /// A live sample's identity within its process: (thread, birth).
 pub type Identity = (u32, u64);
@@ -38,32 +37,6 @@ pub struct SampleWeights {
     pub bytes: f64,
     pub objects_variance: f64,
     pub bytes_variance: f64,
-}
-
-/// The two independent parts of an in-use change.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SharedChange {
-    /// The samples live in the new dump only.
-    pub added: Estimate,
-    /// The samples live in the base dump only.
-    pub removed: Estimate,
-}
-
-/// The parts of the change from `base` to `new` in `sampling`'s unit.
-pub fn symmetric_difference(
-    base: &[LiveSample],
-    new: &[LiveSample],
-    sampling: Sampling,
-) -> SharedChange {
-    let ids = |samples: &[LiveSample]| samples.iter().map(|s| s.id).collect::<HashSet<Identity>>();
-    let (base_ids, new_ids) = (ids(base), ids(new));
-    let only = |samples: &[LiveSample], other: &HashSet<Identity>| {
-        sum(samples.iter().filter(|s| !other.contains(&s.id)), sampling)
-    };
-    SharedChange {
-        added: only(new, &base_ids),
-        removed: only(base, &new_ids),
-    }
 }
 
 /// The samples (one part of a change: disjoint from the other part) as an
@@ -113,20 +86,17 @@ mod tests {
         let born = [sample(200, 1024, 0.06), sample(201, 1024, 0.06)];
         let base: Vec<LiveSample> = kept.iter().chain(&freed).copied().collect();
         let new: Vec<LiveSample> = kept.iter().chain(&born).copied().collect();
-        let parts = symmetric_difference(&base, &new, sampling);
-        assert_eq!(parts.added, sum(&born, sampling));
-        assert_eq!(parts.removed, sum(&freed, sampling));
+        let (added, removed) = (sum(&born, sampling), sum(&freed, sampling));
         let (b, n) = (sum(&base, sampling), sum(&new, sampling));
-        let exact = Delta::of_shared(b, n, parts.added, parts.removed);
+        let exact = Delta::of_shared(b, n, added, removed);
         let conservative = Delta::between(b, n, Accumulation::InUse, Pairing::SameProcess);
         assert!((exact.value() - conservative.value()).abs() < 1e-6);
         assert!(exact.variance() < conservative.variance() / 10.0);
         let (e, c) = (exact.interval(), conservative.interval());
         assert!(e.high - e.low < c.high - c.low);
         // Nothing changed: exactly no change, within the unseen units.
-        let same = symmetric_difference(&base, &base, sampling);
-        assert_eq!(same.added.value, 0.0);
-        assert_eq!(same.removed.value, 0.0);
-        assert!(!Delta::of_shared(b, b, same.added, same.removed).significant());
+        let none = sum(&[], sampling);
+        assert_eq!(none.value, 0.0);
+        assert!(!Delta::of_shared(b, b, none, none).significant());
     }
 }
