@@ -231,7 +231,9 @@ extern "C" fn fork_parent() {
 fn reseed_forking_thread(pid: u32) {
     let state = tls::current();
     let seed = crate::sampling::seed(state as *const tls::ThreadState as usize, pid);
-    state.sampler.reseed_after_fork(seed);
+    if state.sampler.reseed_after_fork(seed) {
+        state.set_flag(tls::FLAG_REDRAW, true);
+    }
 }
 
 extern "C" fn fork_child() {

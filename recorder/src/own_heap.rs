@@ -65,20 +65,38 @@ fn large_bytes(layout: Layout) -> usize {
 
 /// Allocate a block for `layout`; null when the system has no memory left.
 pub fn alloc(layout: Layout) -> *mut u8 {
+    take(layout).0
+}
+
+/// [`alloc`], zeroed. Only a block that was used before is cleared: a new
+/// one (carved from a chunk, or a mapping of its own) is zero already, and
+/// its pages stay untouched until used (a thread's cold block of tens of
+/// kilobytes costs a thread that never samples no page fault).
+pub fn alloc_zeroed(layout: Layout) -> *mut u8 {
+    let (block, reused) = take(layout);
+    if reused {
+        // SAFETY: a block of at least `layout.size()` bytes, ours.
+        unsafe { core::ptr::write_bytes(block, 0, layout.size()) };
+    }
+    block
+}
+
+/// A block for `layout` and whether it was used before (from a free list).
+fn take(layout: Layout) -> (*mut u8, bool) {
     if layout.align() > PAGE {
-        return null_mut();
+        return (null_mut(), false);
     }
     let Some(class) = class_of(layout) else {
-        return sys::map_zeroed(large_bytes(layout));
+        return (sys::map_zeroed(large_bytes(layout)), false);
     };
     let mut heap = HEAP.lock();
     let head = heap.free[class];
     if !head.is_null() {
         // SAFETY: a free block's first word holds the next free block.
         heap.free[class] = unsafe { *head.cast::<*mut u8>() };
-        return head;
+        return (head, true);
     }
-    carve(&mut heap, class_bytes(class))
+    (carve(&mut heap, class_bytes(class)), false)
 }
 
 /// Cut a block of `bytes` (a power of two, naturally aligned) from the chunk.
@@ -187,6 +205,34 @@ mod tests {
             let grown = realloc(big, large, 2 << 20);
             assert_eq!(*grown.add((1 << 20) - 1), 1);
             dealloc(grown, Layout::from_size_align(2 << 20, 16).unwrap());
+        }
+    }
+
+    #[test]
+    fn zeroed_blocks_are_zero_new_or_reused() {
+        // A size class no other test of this process uses.
+        let layout = Layout::from_size_align(3000, 8).unwrap();
+        let fresh = alloc_zeroed(layout);
+        assert!(!fresh.is_null());
+        // SAFETY: a block of 3,000 bytes, ours until freed.
+        unsafe {
+            assert!((0..3000).all(|i| *fresh.add(i) == 0), "a new block is zero");
+            fresh.write_bytes(0xcc, 3000);
+            dealloc(fresh, layout);
+            let reused = alloc_zeroed(layout);
+            assert_eq!(reused, fresh, "the freed block is reused");
+            assert!(
+                (0..3000).all(|i| *reused.add(i) == 0),
+                "a reused block is cleared"
+            );
+            dealloc(reused, layout);
+        }
+        let large = Layout::from_size_align(100_000, 8).unwrap();
+        let big = alloc_zeroed(large);
+        // SAFETY: a mapping of its own of 100,000 bytes.
+        unsafe {
+            assert!((0..100_000).step_by(997).all(|i| *big.add(i) == 0));
+            dealloc(big, large);
         }
     }
 }

@@ -59,6 +59,8 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
             GUARDED_MIN_INTERVAL
         };
         rearm(state, minimum);
+        // A fresh draw: a placeholder left by a fork is gone with it.
+        state.set_flag(tls::FLAG_REDRAW, false);
         return;
     }
     let _guard = tls::Guard::enter();
@@ -79,6 +81,14 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
             record_sample(state, pointer, size as u64, entry);
         }
         return;
+    }
+    if state.flags.load(Relaxed) & tls::FLAG_REDRAW != 0 {
+        // The first crossing since a fork: the placeholder countdown gives
+        // way to the real one, with this allocation counted in it.
+        state.set_flag(tls::FLAG_REDRAW, false);
+        if !state.sampler.redraw_after_fork() {
+            return;
+        }
     }
     if state.serial.load(Relaxed) == 0 && !first_interval_crossed(state) {
         return;

@@ -43,6 +43,10 @@ pub const FLAG_FORK_LOCKED: u32 = 32;
 /// [`EntryPlace`]).
 pub const FLAG_FORKED: u32 = 64;
 
+/// The thread's countdown is the one-unit placeholder a fork left: its next
+/// crossing draws the real countdown (`Sampler::redraw_after_fork`).
+pub const FLAG_REDRAW: u32 = 128;
+
 /// Where the stack and live tables put an entry a thread creates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryPlace {

@@ -16,6 +16,10 @@ unsafe impl GlobalAlloc for OwnHeap {
         own_heap::alloc(layout)
     }
 
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        own_heap::alloc_zeroed(layout)
+    }
+
     unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
         // SAFETY: `pointer` came from `alloc` with this layout.
         unsafe { own_heap::dealloc(pointer, layout) }

@@ -107,3 +107,39 @@ fn dump_at_exit_while_threads_allocate() {
         }
     }
 }
+
+/// Samples of 8 threads at the same moment (lined up on a barrier) while the
+/// profiler's tables are made: at the default period the process's first
+/// sample is one of these threads' (64 KiB blocks, about one sample every 8
+/// blocks), the others' first samples wait for the tables, and no sample is
+/// dropped; at lg 0 every allocation is recorded (exactly the 8,000 kept
+/// blocks are live in their site).
+#[test]
+fn first_samples_of_several_threads_at_once() {
+    let program = compile_c("first_samples.c", &BuildOptions::no_pie());
+    let symbols = Symbols::of(&program);
+    let every = Run::program(&program)
+        .args(["8", "1000", "64"])
+        .with_shim()
+        .prof_conf("lg_prof_sample:0")
+        .run();
+    every.assert_success();
+    assert_eq!(every.stdout, "kept 8000\n", "{}", every.context());
+    let (_, dump) = every.final_dump();
+    let live: u64 = stacks_in(&dump, &symbols, "worker")
+        .iter()
+        .map(|s| s.live_objects)
+        .sum();
+    assert_eq!(live, 8000, "live samples in worker\n{}", every.context());
+    assert_eq!(dump.totals.samples_dropped, 0, "{}", every.context());
+    // 8 threads x 512 blocks of 64 KiB at the default period (512 KiB):
+    // about 8 samples per thread, the first ones at once.
+    let sparse = Run::program(&program)
+        .args(["8", "512", "65536"])
+        .with_shim()
+        .run();
+    sparse.assert_success();
+    let (_, dump) = sparse.final_dump();
+    assert_eq!(dump.totals.samples_dropped, 0, "{}", sparse.context());
+    assert!(dump.totals.samples_live > 0, "{}", sparse.context());
+}
