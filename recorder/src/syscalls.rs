@@ -60,28 +60,42 @@ pub unsafe fn flock(fd: c_int, operation: c_int) -> c_int {
     })
 }
 
-/// `fstat(fd, status)`.
+/// `fstat(fd, status)`, made as glibc (2.33 and later) makes it:
+/// `newfstatat` with an empty path (a host's seccomp allow-list written
+/// for its C library lets it through).
 ///
 /// # Safety
 /// `status` points to a writable `libc::stat` (the kernel's layout).
 pub unsafe fn fstat(fd: c_int, status: *mut libc::stat) -> c_int {
-    // SAFETY: per the contract.
-    as_int(unsafe { call(libc::SYS_fstat, [fd as usize, status as usize, 0, 0, 0, 0]) })
+    let args = [
+        fd as usize,
+        c"".as_ptr() as usize,
+        status as usize,
+        libc::AT_EMPTY_PATH as usize,
+        0,
+        0,
+    ];
+    // SAFETY: per the contract; the path is a NUL-terminated empty string.
+    as_int(unsafe { call(libc::SYS_newfstatat, args) })
 }
 
-/// `lstat(path, status)`.
+/// `lstat(path, status)`, made as glibc makes it: `newfstatat` from the
+/// working directory without following a final symbolic link.
 ///
 /// # Safety
 /// `path` is a NUL-terminated string; `status` points to a writable
 /// `libc::stat`.
 pub unsafe fn lstat(path: *const c_char, status: *mut libc::stat) -> c_int {
+    let args = [
+        libc::AT_FDCWD as usize,
+        path as usize,
+        status as usize,
+        libc::AT_SYMLINK_NOFOLLOW as usize,
+        0,
+        0,
+    ];
     // SAFETY: per the contract.
-    as_int(unsafe {
-        call(
-            libc::SYS_lstat,
-            [path as usize, status as usize, 0, 0, 0, 0],
-        )
-    })
+    as_int(unsafe { call(libc::SYS_newfstatat, args) })
 }
 
 /// `unlink(path)`.

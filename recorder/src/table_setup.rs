@@ -3,9 +3,11 @@
 //!
 //! Owns the creation of the live table's slots, the stack table's index and
 //! the unwind rule cache all threads and forked children share. A process
-//! that never samples (most short commands at the default period, a shell
-//! between the programs it starts) maps none of them: no system calls, no
-//! page faults, nothing for its forks to copy or its exit to tear down. Until
+//! that never samples and never forks (most short commands at the default
+//! period) maps none of them: no system calls, no page faults, nothing for
+//! its exit to tear down. A process about to fork makes them first, if it
+//! has not yet, so that its children inherit and share them (a shell makes
+//! them at its first command). Until
 //! they are made every lookup misses (the live table's filter, which frees
 //! test, is static and never needs them).
 //!

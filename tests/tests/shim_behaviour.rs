@@ -279,3 +279,53 @@ fn tables_are_made_at_the_first_sample() {
     );
     assert_eq!(dump.totals.samples_dropped, 0, "{}", sampled.context());
 }
+
+/// A process that has not sampled makes its tables before its first fork,
+/// so that its children inherit and share them: after the fork both map the
+/// rule cache; a child that never samples writes a valid exit dump, and one
+/// that samples every allocation keeps each of its blocks.
+#[test]
+fn a_process_that_never_sampled_makes_its_tables_at_its_first_fork() {
+    let program = compile_c("tables_mapped.c", &BuildOptions::no_pie());
+    // lg 40: below 1e-8 the chance of a sample (see above); lg 0: every
+    // allocation, the parent's first one included.
+    for (lg, blocks) in [(40, 0), (0, 100)] {
+        let outcome = Run::program(&program)
+            .args([&blocks.to_string(), "64", "fork"])
+            .with_shim()
+            .prof_conf(&format!("lg_prof_sample:{lg},prof_fork_final:all"))
+            .run();
+        assert!(outcome.status.success(), "{}", outcome.context());
+        let lines: Vec<&str> = outcome.stdout.lines().collect();
+        assert_eq!(lines.len(), 2, "{}", outcome.context());
+        assert!(
+            lines[0].starts_with("child pid=") && lines[0].ends_with(" rule cache: mapped"),
+            "{}",
+            outcome.context()
+        );
+        assert_eq!(
+            lines[1],
+            "parent rule cache: mapped",
+            "{}",
+            outcome.context()
+        );
+        let child: u32 = lines[0]["child pid=".len()..]
+            .split(' ')
+            .next()
+            .and_then(|pid| pid.parse().ok())
+            .expect("the child's pid");
+        let dumps = outcome.dumps();
+        let (_, dump) = dumps
+            .iter()
+            .find(|(file, _)| file.pid == child && file.trigger == "f")
+            .unwrap_or_else(|| panic!("no exit dump of child {child}\n{}", outcome.context()));
+        assert_eq!(dump.totals.samples_dropped, 0, "{}", outcome.context());
+        let live: u64 = dump.stacks.iter().map(|s| s.live_objects).sum();
+        assert!(
+            live >= 2 * blocks,
+            "lg {lg}: {live} live samples in the child for {} kept blocks\n{}",
+            2 * blocks,
+            outcome.context()
+        );
+    }
+}
