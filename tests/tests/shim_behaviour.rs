@@ -293,7 +293,7 @@ fn a_process_that_never_sampled_makes_its_tables_at_its_first_fork() {
         let outcome = Run::program(&program)
             .args([&blocks.to_string(), "64", "fork"])
             .with_shim()
-            .prof_conf(&format!("lg_prof_sample:{lg},prof_fork_final:all"))
+            .prof_conf(format!("lg_prof_sample:{lg},prof_fork_final:all"))
             .run();
         assert!(outcome.status.success(), "{}", outcome.context());
         let lines: Vec<&str> = outcome.stdout.lines().collect();
