@@ -197,7 +197,9 @@ pub fn start_time() -> (u64, u64) {
 #[inline(always)]
 pub fn exact_live_up(bytes: u64) {
     let live = add_exact_live(bytes as i64);
-    if live > 0 && live as u64 > PEAK.load(Relaxed) {
+    // One signed comparison: the peak is never above i64::MAX, and never
+    // below 0, so a live heap at or below 0 is never above it.
+    if live > PEAK.load(Relaxed) as i64 {
         note_peak(live as u64);
     }
 }
