@@ -35,7 +35,7 @@ use crate::backtrace::HookEntry;
 use crate::live_table::{LIVE, LiveSample, USABLE_UNKNOWN};
 use crate::stack_table::STACKS;
 use crate::state;
-use crate::sys::ErrnoGuard;
+use crate::sys::{self, ErrnoGuard};
 use crate::tls::{self, RecentKey, ThreadState};
 use crate::warn::Kind;
 use crate::{backtrace, clock, modules, next_alloc, sampling, table_setup, threads, triggers};
@@ -237,7 +237,13 @@ fn record_stack_sample(
         birth,
     };
     let weights = sample_weights(sample.size);
-    counters.add_sample(size, weights.as_ref());
+    // One thread, under its guard: the counts need no atomic adds.
+    let single_threaded = sys::single_threaded();
+    if single_threaded {
+        counters.add_sample_single_threaded(size, weights.as_ref());
+    } else {
+        counters.add_sample(size, weights.as_ref());
+    }
     match LIVE.insert(pointer as usize, sample, state.entry_place()) {
         Ok(None) => {}
         // An entry whose free was never seen: when it died is not known.
@@ -245,7 +251,7 @@ fn record_stack_sample(
         Err(_) => return drop_sample("the live-sample table is full", size),
     }
     triggers::on_live_sample(size, 1);
-    state::note_sample_taken();
+    state::note_sample_taken(single_threaded);
 }
 
 /// When a sample of this thread is born: now on the monotonic clock (read

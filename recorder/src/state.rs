@@ -137,9 +137,15 @@ pub fn set_config(config: Config) -> &'static Config {
     CONFIG.get_or_init(|| config)
 }
 
-/// Count a sample taken.
-pub fn note_sample_taken() {
-    SAMPLES_TAKEN.fetch_add(1, Relaxed);
+/// Count a sample taken (with a plain load and store while the process
+/// has `single_threaded` one thread: the caller is under its guard, so
+/// nothing else counts meanwhile).
+pub fn note_sample_taken(single_threaded: bool) {
+    if single_threaded {
+        SAMPLES_TAKEN.store(SAMPLES_TAKEN.load(Relaxed).wrapping_add(1), Relaxed);
+    } else {
+        SAMPLES_TAKEN.fetch_add(1, Relaxed);
+    }
 }
 
 /// Count a sample lost, whose Horvitz–Thompson weights are `weights`.
