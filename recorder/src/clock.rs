@@ -119,13 +119,18 @@ static CONVERSION: Conversion = Conversion {
 pub fn now_ns() -> u64 {
     let c = &CONVERSION;
     let sequence = c.sequence.load(Acquire);
+    if sequence & 1 != 0 {
+        // Not calibrated (or the vDSO clock for good, or an anchor being
+        // written): no counter read.
+        return now_ns_slow();
+    }
     let anchor_tsc = c.anchor_tsc.load(Relaxed);
     let anchor_ns = c.anchor_ns.load(Relaxed);
     let rate = c.rate.load(Relaxed);
     let next_anchor_tsc = c.next_anchor_tsc.load(Relaxed);
     let tsc = tsc();
     fence(Acquire);
-    if sequence & 1 == 0 && c.sequence.load(Relaxed) == sequence && tsc < next_anchor_tsc {
+    if c.sequence.load(Relaxed) == sequence && tsc < next_anchor_tsc {
         return anchor_ns + scale(tsc.saturating_sub(anchor_tsc), rate);
     }
     now_ns_slow()
@@ -149,11 +154,21 @@ fn vdso_ns() -> u64 {
     crate::sys::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
-/// Every reading but the counter's: the vDSO clock, and the steps of the
-/// calibration and the anchors when their time has come.
+/// Every reading but the counter's: the vDSO clock (where the counter is
+/// not used, a short path), and the steps of the calibration and the
+/// anchors when their time has come.
 #[cold]
 #[inline(never)]
 fn now_ns_slow() -> u64 {
+    if MODE.load(Relaxed) == VDSO {
+        return vdso_ns();
+    }
+    now_ns_steps()
+}
+
+/// [`now_ns_slow`] before the calibration ends and at anchors.
+#[inline(never)]
+fn now_ns_steps() -> u64 {
     match MODE.load(Acquire) {
         FRESH => {
             let now = vdso_ns();
