@@ -18,9 +18,11 @@
 //! the rate. From then on the anchor is taken again at the first reading
 //! at least [`REANCHOR_NS`] after the last one, the rate being measured over
 //! the whole time since the first pair. A pair is the counter read just
-//! before a vDSO read, the best of three (eight for the rate's first pairs; the least counter difference
-//! across the vDSO read, at most [`PAIR_MAX_TICKS`]; none within it and the
-//! anchor waits, during the calibration the vDSO clock is kept for good).
+//! before a vDSO read, the best of three (of eight for the rate's two
+//! pairs): the one with the least counter difference across its vDSO read,
+//! at most [`PAIR_MAX_TICKS`]. Without a pair an anchor keeps the
+//! conversion another [`REANCHOR_NS`]; a calibration that finds none in
+//! [`CALIBRATION_TRIES`] tries keeps the vDSO clock for good.
 //!
 //! Drift against `CLOCK_MONOTONIC`: at an anchor a reading is later than
 //! the vDSO clock by at most the pair's read gap (never earlier; 60–100 ns

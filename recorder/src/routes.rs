@@ -5,10 +5,11 @@
 //! Owns the route table and the paths for each mode: the crossing
 //! allocation, the possibly sampled free, the profiled calloc and realloc,
 //! `prof_exact`'s malloc and free, and the `*_other` paths for start-up,
-//! `prof_exact`'s calloc and realloc and the bootstrap arena. Rules kept here: a live sample is forgotten before its memory is
-//! released (and re-inserted if realloc fails); pointers from the bootstrap
-//! arena never reach the real allocator; calloc overflow before start-up
-//! gives NULL + ENOMEM.
+//! `prof_exact`'s calloc and realloc and the bootstrap arena. Rules kept
+//! here: a live sample is forgotten before its memory is released (and
+//! re-inserted if realloc fails); pointers from the bootstrap arena never
+//! reach the real allocator; calloc overflow before start-up gives NULL +
+//! ENOMEM.
 //!
 //! Runs inside malloc: no lock, no syscall, no allocation on these paths
 //! (start-up and the sample event, reached from here, have their own rules).

@@ -7,9 +7,10 @@
 //! weights there (not when every allocation is sampled: the counts are then
 //! the weight sums), remember the address in the live table with its
 //! thread and birth ([`clock`]: `CLOCK_MONOTONIC` through the time stamp
-//! counter where it is invariant; read here and at the sampled free only), feed the triggers; and at the free of a sampled object
-//! (gone from the live table, which alone says what is live), count its
-//! lifetime in its stack's distribution.
+//! counter where it is invariant; read here and at the sampled free only),
+//! feed the triggers; and at the free of a sampled object (gone from the
+//! live table, which alone says what is live), count its lifetime in its
+//! stack's distribution.
 //!
 //! Runs inside malloc, under the thread's guard, and preserves errno. It
 //! allocates only through the shim's own heap (never the profiled
