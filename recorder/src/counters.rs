@@ -11,7 +11,8 @@
 //! they equal the object and byte counts (variances 0), and
 //! [`Counters::read`] derives them from those.
 //!
-//! Runs inside malloc (sample events): atomics only, no allocation, no
+//! Runs inside malloc (sample events): atomics only (atomic adds, or plain
+//! loads and stores while the process has one thread), no allocation, no
 //! lock, no call.
 
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -45,6 +46,25 @@ impl Counters {
         }
         self.alloc_objects.fetch_add(1, Ordering::Relaxed);
         self.alloc_bytes.fetch_add(size as i64, Ordering::Relaxed);
+    }
+
+    /// [`Counters::add_sample`] while the process has one thread: no other
+    /// thread writes or reads the counters, and the caller runs under the
+    /// thread's guard (no nested sample event on this thread), so plain
+    /// loads and stores count the same without the atomic adds' locked
+    /// instructions.
+    pub fn add_sample_single_threaded(&self, size: u64, weights: Option<&Weights>) {
+        if let Some(weights) = weights {
+            self.alloc.add(weights, 1.0);
+        }
+        let add = |counter: &AtomicI64, value: i64| {
+            counter.store(
+                counter.load(Ordering::Relaxed).wrapping_add(value),
+                Ordering::Relaxed,
+            )
+        };
+        add(&self.alloc_objects, 1);
+        add(&self.alloc_bytes, size as i64);
     }
 
     /// The counts and sums now. With `counts_are_weights` (every allocation
@@ -175,6 +195,18 @@ mod tests {
         }
         let read = counters.read(true);
         assert_eq!(read.alloc, certain_sums(&[10, 0, 4096]));
+    }
+
+    #[test]
+    fn single_threaded_counting_counts_the_same() {
+        let (shared, alone) = (zeroed(), zeroed());
+        let weights = heapsample_format::sample_weights(10, 1 << 19);
+        for (size, weights) in [(10, Some(&weights)), (0, None), (4096, None)] {
+            shared.add_sample(size, weights);
+            alone.add_sample_single_threaded(size, weights);
+        }
+        assert_eq!(shared.read(false), alone.read(false));
+        assert_eq!(alone.read(false).alloc_bytes, 4106);
     }
 
     /// The weight sums of samples of `sizes` taken at period 1.

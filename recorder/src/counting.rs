@@ -79,10 +79,21 @@ pub unsafe fn count_usable(pointer: *mut c_void) {
 pub unsafe fn after_alloc_any(pointer: *mut c_void, size: usize, entry: HookEntry) {
     if state::exact() {
         // SAFETY: per the contract.
-        return unsafe { after_alloc_exact(pointer, size) };
+        return unsafe { after_alloc_exact_cold(pointer, size) };
     }
     // SAFETY: per the contract.
     unsafe { after_alloc(pointer, size, entry) }
+}
+
+/// [`after_alloc_exact`] out of line, for the routes shared with the
+/// other modes.
+///
+/// # Safety
+/// As for [`after_alloc`].
+#[cold]
+unsafe fn after_alloc_exact_cold(pointer: *mut c_void, size: usize) {
+    // SAFETY: per the contract.
+    unsafe { after_alloc_exact(tls::current(), pointer, size) }
 }
 
 /// [`after_alloc`] under `prof_exact`, where every allocation must reach
@@ -91,15 +102,15 @@ pub unsafe fn after_alloc_any(pointer: *mut c_void, size: usize, entry: HookEntr
 /// usual logic at a crossing.
 ///
 /// # Safety
-/// As for [`after_alloc`].
-#[cold]
-pub unsafe fn after_alloc_exact(pointer: *mut c_void, size: usize) {
-    if !pointer.is_null() {
-        // SAFETY: a live allocation.
-        unsafe { count_usable(pointer) };
+/// As for [`after_alloc`]; `state` is the calling thread's.
+#[inline(always)]
+pub unsafe fn after_alloc_exact(state: &ThreadState, pointer: *mut c_void, size: usize) {
+    if pointer.is_null() {
+        return;
     }
-    let state = tls::current();
-    if !pointer.is_null() && state.sampler.exact_take_without_crossing(size) {
+    // SAFETY: a live allocation.
+    unsafe { count_usable(pointer) };
+    if state.sampler.exact_take_without_crossing(size) {
         ThreadState::bump(&state.allocations, 1);
         return;
     }
@@ -131,7 +142,7 @@ pub unsafe fn before_free_any(pointer: *mut c_void) {
 /// # Safety
 /// As for [`before_free`].
 #[inline(always)]
-unsafe fn before_free_exact(pointer: *mut c_void) {
+pub unsafe fn before_free_exact(pointer: *mut c_void) {
     let state = tls::current();
     ThreadState::bump(&state.frees, 1);
     let sampled = if LIVE.may_contain(pointer as usize) {

@@ -11,7 +11,8 @@
 //! which does I/O.
 //!
 //! 0. leaves: [`sys`] (mmap, errno), [`syscalls`] (system calls made
-//!    without their libc wrappers), [`warn`](mod@warn), [`config`] (PROF_CONF),
+//!    without their libc wrappers), [`clock`] (the time of sample events),
+//!    [`warn`](mod@warn), [`config`] (PROF_CONF),
 //!    [`sampling`] (the law of the countdown), [`sampler`] (one thread's
 //!    countdown), [`nursery`] (a table's page for a forked child's entries),
 //!    [`chunks`] (table entries that never move), [`counters`] (one record
@@ -45,6 +46,7 @@ pub mod api;
 pub mod attachment;
 pub mod backtrace;
 pub mod chunks;
+pub mod clock;
 pub mod config;
 pub mod contracts;
 pub mod counters;

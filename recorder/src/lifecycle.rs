@@ -271,6 +271,7 @@ extern "C" fn fork_child() {
         state::restart_peak(state.fork_called_ns.load(Relaxed));
     }
     reseed_forking_thread(pid);
+    crate::clock::after_fork_child();
     state.set_flag(tls::FLAG_FORKED, true);
     if locked {
         state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, false);

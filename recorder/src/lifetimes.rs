@@ -7,9 +7,10 @@
 //! Horvitz–Thompson sums ([`WeightCells`]; not kept when every allocation
 //! is sampled, where they are the counts). A stack gets a block at its first
 //! freed sample; the stack table keeps the block's id. At most
-//! [`LifetimeTable::capacity`] blocks (1,728 bytes each, mapped in chunks of
-//! 64 as used: at most 27 MiB, in practice a block per stack whose samples
-//! are freed); past that, lifetimes of stacks without a block are counted
+//! [`LifetimeTable::capacity`] blocks (584 bytes each, and 1,152 bytes of
+//! weight sums beside it unless every allocation is sampled; mapped in
+//! chunks of 64 as used: at most 9 MiB at period 1 and 27 MiB otherwise, in
+//! practice a block per stack whose samples are freed); past that, lifetimes of stacks without a block are counted
 //! in one reserve block that the dump shows without frames (nothing is
 //! dropped).
 //!
@@ -17,7 +18,7 @@
 //! block is handed out under the stack table's insert lock, which the caller
 //! holds. No allocation through malloc (`mmap`).
 
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use heapsample_format::{LIFETIME_BUCKETS, LifetimeBucket, Weights};
 
@@ -27,36 +28,53 @@ use crate::counters::{WeightCells, certain_weights};
 const BLOCKS_PER_CHUNK: usize = 64;
 const MAX_CHUNKS: usize = 256;
 
-/// One bucket of one stack's distribution.
+/// One bucket of one stack's distribution: its counts.
 #[repr(C)]
 struct BucketCells {
     samples: AtomicU64,
     bytes: AtomicU64,
-    weights: WeightCells,
+}
+
+/// The Horvitz–Thompson sums of one stack's buckets, apart from their
+/// counts: when every allocation is sampled they are not kept, and their
+/// memory is never mapped.
+#[repr(C)]
+struct BucketWeights {
+    buckets: [WeightCells; LIFETIME_BUCKETS],
 }
 
 /// One stack's lifetime distribution. All-zero is empty.
 #[repr(C)]
 pub struct LifetimeBlock {
     buckets: [BucketCells; LIFETIME_BUCKETS],
+    /// The block's sums, null when they are not kept.
+    weights: AtomicPtr<BucketWeights>,
 }
 
 impl LifetimeBlock {
     /// Count a freed sample of `size` bytes in `bucket`, with its weights
     /// (None when every allocation is sampled).
     pub fn add(&self, bucket: usize, size: u64, weights: Option<&Weights>) {
-        let cells = &self.buckets[bucket.min(LIFETIME_BUCKETS - 1)];
+        let bucket = bucket.min(LIFETIME_BUCKETS - 1);
+        let cells = &self.buckets[bucket];
         cells.samples.fetch_add(1, Ordering::Relaxed);
         cells.bytes.fetch_add(size, Ordering::Relaxed);
-        if let Some(weights) = weights {
-            cells.weights.add(weights, 1.0);
+        if let (Some(weights), Some(sums)) = (weights, self.weights()) {
+            sums.buckets[bucket].add(weights, 1.0);
         }
+    }
+
+    fn weights(&self) -> Option<&BucketWeights> {
+        let sums = self.weights.load(Ordering::Acquire);
+        // SAFETY: published sums live in a chunk that is never unmapped.
+        (!sums.is_null()).then(|| unsafe { &*sums })
     }
 
     /// The non-empty buckets, in order; with `counts_are_weights` (every
     /// allocation sampled, no sums kept) the sums are the counts.
     pub fn read(&self, counts_are_weights: bool) -> Vec<LifetimeBucket> {
         let mut out = Vec::new();
+        let sums = self.weights();
         for (bucket, cells) in self.buckets.iter().enumerate() {
             let samples = cells.samples.load(Ordering::Relaxed);
             if samples == 0 {
@@ -67,10 +85,9 @@ impl LifetimeBlock {
                 bucket: bucket as u8,
                 samples,
                 sampled_bytes: bytes,
-                weights: if counts_are_weights {
-                    certain_weights(samples, bytes)
-                } else {
-                    cells.weights.read(samples)
+                weights: match sums {
+                    Some(sums) if !counts_are_weights => sums.buckets[bucket].read(samples),
+                    _ => certain_weights(samples, bytes),
                 },
             });
         }
@@ -81,7 +98,9 @@ impl LifetimeBlock {
         for cells in &self.buckets {
             cells.samples.store(0, Ordering::Relaxed);
             cells.bytes.store(0, Ordering::Relaxed);
-            cells.weights.zero();
+        }
+        for sums in self.weights().iter().flat_map(|sums| &sums.buckets) {
+            sums.zero();
         }
     }
 }
@@ -89,6 +108,8 @@ impl LifetimeBlock {
 /// The blocks.
 pub struct LifetimeTable {
     blocks: Chunks<LifetimeBlock, BLOCKS_PER_CHUNK, MAX_CHUNKS>,
+    /// The blocks' sums, by the same ids (mapped only where kept).
+    weights: Chunks<BucketWeights, BLOCKS_PER_CHUNK, MAX_CHUNKS>,
     /// Blocks handed out (ids below it are valid).
     count: AtomicUsize,
 }
@@ -98,6 +119,7 @@ impl LifetimeTable {
     pub const fn new() -> Self {
         LifetimeTable {
             blocks: Chunks::new(),
+            weights: Chunks::new(),
             count: AtomicUsize::new(0),
         }
     }
@@ -129,12 +151,25 @@ impl LifetimeTable {
     pub unsafe fn hand_out(&self) -> Option<u32> {
         let id = self.count.load(Ordering::Relaxed);
         if id >= Self::RESERVE as usize {
-            self.blocks.get_or_map(Self::RESERVE as usize)?;
+            self.map(Self::RESERVE as usize)?;
             return Some(Self::RESERVE);
         }
-        self.blocks.get_or_map(id)?;
+        self.map(id)?;
         self.count.store(id + 1, Ordering::Release);
         Some(id as u32)
+    }
+
+    /// Map block `id` and, unless every allocation is sampled, its sums
+    /// (the caller holds the insert lock).
+    fn map(&self, id: usize) -> Option<&LifetimeBlock> {
+        let block = self.blocks.get_or_map(id)?;
+        if !crate::sampling::samples_every_allocation() && block.weights().is_none() {
+            let sums = self.weights.get_or_map(id)?;
+            block
+                .weights
+                .store(sums as *const BucketWeights as *mut _, Ordering::Release);
+        }
+        Some(block)
     }
 
     /// The reserve block, if it was ever handed out.
@@ -167,6 +202,8 @@ mod tests {
 
     #[test]
     fn buckets_keep_counts_and_sums() {
+        let _period = crate::sampling::tests::PERIOD_LOCK.lock();
+        crate::sampling::set_lg_period(19);
         let table = Box::new(LifetimeTable::new());
         // SAFETY: one caller (this test).
         let id = unsafe { table.hand_out() }.unwrap();
@@ -190,6 +227,30 @@ mod tests {
         assert!(block.read(false).is_empty());
         assert!(table.get(id + 1).is_none());
         assert!(table.reserve().is_none());
+    }
+
+    /// When every allocation is sampled the sums are the counts: no
+    /// memory is mapped for them, and the block reads the same.
+    #[test]
+    fn at_period_1_blocks_keep_counts_only() {
+        let _period = crate::sampling::tests::PERIOD_LOCK.lock();
+        crate::sampling::set_lg_period(0);
+        let table = Box::new(LifetimeTable::new());
+        // SAFETY: one caller (this test).
+        let id = unsafe { table.hand_out() }.unwrap();
+        crate::sampling::set_lg_period(19);
+        let block = table.get(id).unwrap();
+        assert!(block.weights().is_none());
+        assert!(table.weights.get(id as usize).is_none());
+        block.add(5, 40, None);
+        block.add(5, 24, None);
+        let read = block.read(true);
+        assert_eq!((read[0].samples, read[0].sampled_bytes), (2, 64));
+        assert_eq!(
+            (read[0].weights.objects, read[0].weights.bytes),
+            (2.0, 64.0)
+        );
+        assert_eq!(core::mem::size_of::<LifetimeBlock>(), 584);
     }
 
     #[test]

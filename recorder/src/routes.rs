@@ -4,11 +4,12 @@
 //!
 //! Owns the route table and the paths for each mode: the crossing
 //! allocation, the possibly sampled free, the profiled calloc and realloc,
-//! and the `*_other` paths for start-up, `prof_exact` and the bootstrap
-//! arena. Rules kept here: a live sample is forgotten before its memory is
-//! released (and re-inserted if realloc fails); pointers from the bootstrap
-//! arena never reach the real allocator; calloc overflow before start-up
-//! gives NULL + ENOMEM.
+//! `prof_exact`'s malloc and free, and the `*_other` paths for start-up,
+//! `prof_exact`'s calloc and realloc and the bootstrap arena. Rules kept
+//! here: a live sample is forgotten before its memory is released (and
+//! re-inserted if realloc fails); pointers from the bootstrap arena never
+//! reach the real allocator; calloc overflow before start-up gives NULL +
+//! ENOMEM.
 //!
 //! Runs inside malloc: no lock, no syscall, no allocation on these paths
 //! (start-up and the sample event, reached from here, have their own rules).
@@ -50,8 +51,9 @@ pub fn start_or_bootstrap() -> bool {
 // (`fast_path`) declines: malloc's, calloc's and realloc's route is then the
 // crossing allocation (or a possibly sampled old block) while profiling, the
 // next allocator under `prof:false`; free's is the possibly sampled free, the
-// next free under `prof:false`. Start-up and `prof_exact` use the `*_other`
-// paths.
+// next free under `prof:false`. Start-up uses the `*_other` paths;
+// `prof_exact` its own malloc and free (the `*_other` ones once the arena is
+// in use) and the `*_other` calloc and realloc.
 //
 // The allocating fast paths enter their route with the request's countdown
 // units taken (malloc always; calloc unless the product overflowed; realloc
@@ -143,9 +145,17 @@ pub fn set_routes(mode: u8) {
                     realloc_profiled_with_entry as ReallocFn as *mut ()
                 },
             ),
-            // prof_exact: every call keeps the `*_other` paths, which count
-            // usable bytes and frees (the fast paths always decline: the
-            // countdown stays 0 and every filter counter is pinned).
+            // prof_exact: every call takes its route, which counts usable
+            // bytes and frees (the fast paths always decline: the countdown
+            // stays 0 and every filter counter is pinned); malloc and free
+            // have routes of their own, the arena's blocks the `*_other`
+            // paths.
+            MODE_PROFILING_EXACT if !arena_in_use => (
+                malloc_exact as MallocFn as *mut (),
+                free_exact as FreeFn as *mut (),
+                calloc_other as CallocFn as *mut (),
+                realloc_other,
+            ),
             MODE_PROFILING_EXACT => (
                 malloc_other as MallocFn as *mut (),
                 free_other,
@@ -218,6 +228,35 @@ unsafe extern "C" fn malloc_other(size: usize) -> *mut c_void {
         unsafe { after_alloc_any(pointer, size, HookEntry::UNKNOWN) };
     }
     pointer
+}
+
+/// malloc's route under `prof_exact` (the arena not in use): what
+/// [`malloc_other`] does there, without its tests of the mode.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn malloc_exact(size: usize) -> *mut c_void {
+    let _hook = spin_lock::enter_hook();
+    let state = tls::current();
+    state.sampler.give_back(size);
+    // SAFETY: resolved before MODE was set.
+    let pointer = unsafe { next_alloc::malloc(size) };
+    // SAFETY: returned by the next allocator just now, by this thread.
+    unsafe { counting::after_alloc_exact(state, pointer, size) };
+    pointer
+}
+
+/// free's route under `prof_exact` (the arena not in use, so no pointer is
+/// its): what [`free_other`] does there, without its tests of the mode.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn free_exact(pointer: *mut c_void) {
+    let _hook = spin_lock::enter_hook();
+    if !pointer.is_null() {
+        // SAFETY: a live pointer of the next allocator, released below.
+        unsafe { counting::before_free_exact(pointer) };
+    }
+    // SAFETY: resolved before MODE was set; released once.
+    unsafe { next_alloc::free(pointer) }
 }
 
 /// `free` for callers inside the shim: what the exported `free`
@@ -534,7 +573,16 @@ mod tests {
         set_routes(MODE_PROFILING | MODE_ARENA_IN_USE);
         assert_eq!(routes(), [profiled[0], profiled[1], profiled[2], other[3]]);
         set_routes(MODE_PROFILING_EXACT);
-        assert_eq!(routes(), other, "prof_exact counts on the *_other paths");
+        assert_eq!(
+            routes(),
+            [
+                malloc_exact as MallocFn as *mut (),
+                free_exact as FreeFn as *mut (),
+                other[2],
+                other[3]
+            ],
+            "prof_exact counts on its own malloc and free, the *_other paths"
+        );
         set_routes(MODE_PROFILING_EXACT | MODE_ARENA_IN_USE);
         assert_eq!(routes(), other);
     }

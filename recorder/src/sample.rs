@@ -6,10 +6,11 @@
 //! remembers its recent ones), count it and add its Horvitz–Thompson
 //! weights there (not when every allocation is sampled: the counts are then
 //! the weight sums), remember the address in the live table with its
-//! thread and birth (the monotonic clock, read here and at the sampled
-//! free only), feed the triggers; and at the free of a sampled object
-//! (gone from the live table, which alone says what is live), count its
-//! lifetime in its stack's distribution.
+//! thread and birth ([`clock`]: `CLOCK_MONOTONIC` through the time stamp
+//! counter where it is invariant; read here and at the sampled free only),
+//! feed the triggers; and at the free of a sampled object (gone from the
+//! live table, which alone says what is live), count its lifetime in its
+//! stack's distribution.
 //!
 //! Runs inside malloc, under the thread's guard, and preserves errno. It
 //! allocates only through the shim's own heap (never the profiled
@@ -21,8 +22,10 @@
 //! stack table's insert lock (a stack, or a thread's record of one, never
 //! seen before; at a sampled free, a stack's first freed sample) and the
 //! own heap's lock (through those allocations). Syscalls: the tables'
-//! creation at the process's first sample, mmap when a table grows, gettid/prctl at a thread's first sample, write for a one-time
-//! warning; the monotonic clock is read through the vDSO. The triggers it
+//! creation at the process's first sample, mmap when a table grows,
+//! gettid/prctl at a thread's first sample, write for a one-time warning;
+//! `cpuid` once per process (the clock's calibration); the clock is the
+//! time stamp counter or the vDSO's. The triggers it
 //! feeds only post requests to the dumper, which may start the dumper
 //! thread (see `dumper`).
 
@@ -36,7 +39,7 @@ use crate::state;
 use crate::sys::{self, ErrnoGuard};
 use crate::tls::{self, RecentKey, ThreadState};
 use crate::warn::Kind;
-use crate::{backtrace, modules, next_alloc, sampling, table_setup, threads, triggers};
+use crate::{backtrace, clock, modules, next_alloc, sampling, table_setup, threads, triggers};
 
 /// The countdown of `state` reached zero with the allocation `pointer` of
 /// `size` bytes, made by the hook entered at `entry`: set the thread up if
@@ -245,7 +248,13 @@ fn record_stack_sample(
         birth,
     };
     let weights = sample_weights(sample.size);
-    counters.add_sample(size, weights.as_ref());
+    // One thread, under its guard: the counts need no atomic adds.
+    let single_threaded = sys::single_threaded();
+    if single_threaded {
+        counters.add_sample_single_threaded(size, weights.as_ref());
+    } else {
+        counters.add_sample(size, weights.as_ref());
+    }
     match LIVE.insert(pointer as usize, sample, state.entry_place()) {
         Ok(None) => {}
         // An entry whose free was never seen: when it died is not known.
@@ -253,14 +262,14 @@ fn record_stack_sample(
         Err(_) => return drop_sample("the live-sample table is full", size),
     }
     triggers::on_live_sample(size, 1);
-    state::note_sample_taken();
+    state::note_sample_taken(single_threaded);
 }
 
 /// When a sample of this thread is born: now on the monotonic clock (read
-/// at sample events only), and after the thread's previous sample, so that
-/// (thread, birth) identifies a sample within the process.
+/// at sample events only, [`clock`]), and after the thread's previous
+/// sample, so that (thread, birth) identifies a sample within the process.
 fn birth(state: &ThreadState) -> u64 {
-    let now = sys::clock_ns(libc::CLOCK_MONOTONIC);
+    let now = clock::now_ns();
     let birth = now.max(state.last_birth.load(Relaxed).wrapping_add(1));
     state.last_birth.store(birth, Relaxed);
     birth
@@ -295,7 +304,7 @@ pub fn sample_weights(size: u64) -> Option<heapsample_format::Weights> {
 /// A live sample's object was freed (or reallocated); its usable size is
 /// known. Its lifetime goes into its stack's distribution.
 pub fn release(sample: LiveSample) {
-    let lifetime = sys::clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(sample.birth);
+    let lifetime = clock::now_ns().saturating_sub(sample.birth);
     release_with(sample, Some(heapsample_format::lifetime_bucket(lifetime)));
 }
 

@@ -137,9 +137,15 @@ pub fn set_config(config: Config) -> &'static Config {
     CONFIG.get_or_init(|| config)
 }
 
-/// Count a sample taken.
-pub fn note_sample_taken() {
-    SAMPLES_TAKEN.fetch_add(1, Relaxed);
+/// Count a sample taken (with a plain load and store while the process
+/// has `single_threaded` one thread: the caller is under its guard, so
+/// nothing else counts meanwhile).
+pub fn note_sample_taken(single_threaded: bool) {
+    if single_threaded {
+        SAMPLES_TAKEN.store(SAMPLES_TAKEN.load(Relaxed).wrapping_add(1), Relaxed);
+    } else {
+        SAMPLES_TAKEN.fetch_add(1, Relaxed);
+    }
 }
 
 /// Count a sample lost, whose Horvitz–Thompson weights are `weights`.
@@ -197,7 +203,9 @@ pub fn start_time() -> (u64, u64) {
 #[inline(always)]
 pub fn exact_live_up(bytes: u64) {
     let live = add_exact_live(bytes as i64);
-    if live > 0 && live as u64 > PEAK.load(Relaxed) {
+    // One signed comparison: the peak is never above i64::MAX, and never
+    // below 0, so a live heap at or below 0 is never above it.
+    if live > PEAK.load(Relaxed) as i64 {
         note_peak(live as u64);
     }
 }

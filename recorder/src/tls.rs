@@ -84,8 +84,8 @@ pub struct ThreadState {
     /// The thread's kernel id for the profiler's locks (0 until a lock
     /// needs it; see `spin_lock`).
     pub kernel_tid: AtomicU32,
-    /// The birth (`CLOCK_MONOTONIC`, nanoseconds) of the thread's last
-    /// sample: the next one is born later (see `sample`).
+    /// The birth (`CLOCK_MONOTONIC`, nanoseconds, read through `clock`) of
+    /// the thread's last sample: the next one is born later (see `sample`).
     pub last_birth: AtomicU64,
 }
 

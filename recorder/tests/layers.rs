@@ -13,8 +13,8 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "leaves",
         &[
-            "sys", "syscalls", "warn", "config", "sampling", "sampler", "nursery", "chunks",
-            "counters",
+            "sys", "syscalls", "clock", "warn", "config", "sampling", "sampler", "nursery",
+            "chunks", "counters",
         ],
     ),
     ("thread block", &["tls"]),
