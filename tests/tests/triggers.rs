@@ -1017,7 +1017,11 @@ fn samples_of_exited_threads_are_kept() {
 /// 10,000 distinct stacks at lg 0; one thread times every malloc+free pair
 /// while another writes 10 dumps. Reports the pause numbers; asserts only
 /// generous bounds (2 shared cores: the scheduler alone gives multi-ms
-/// outliers, also between dumps).
+/// outliers, also between dumps), and those only for the release shim: the
+/// debug shim (`HEAPSAMPLE_SHIM`, run for its lock-order checks) holds each
+/// lock several times longer, and on a loaded machine a dumper preempted
+/// while holding one stalls an allocation for hundreds of milliseconds
+/// (0.6–0.7 s seen at load 10).
 #[test]
 fn allocation_pause_during_dump_of_10000_stacks() {
     let program = compile_c(
@@ -1077,6 +1081,10 @@ fn allocation_pause_during_dump_of_10000_stacks() {
     let p999 = tagged_values(out, "pause", "p999_ns")[0]
         .parse::<u64>()
         .unwrap();
+    if std::env::var_os("HEAPSAMPLE_SHIM").is_some_and(|shim| !shim.is_empty()) {
+        eprintln!("PAUSE: another build of the shim: the pause bounds are not checked");
+        return;
+    }
     assert!(p999 < 5_000_000, "p99.9 pause during dumps {p999} ns");
     assert!(max < 250_000_000, "max pause during dumps {max} ns");
 }
