@@ -220,13 +220,31 @@ pub fn exact_live_down(bytes: u64) {
 #[inline(always)]
 fn add_exact_live(delta: i64) -> i64 {
     if crate::sys::single_threaded() {
-        // No other thread can run: a plain add (no locked instruction).
-        let live = EXACT_LIVE.load(Relaxed).wrapping_add(delta);
-        EXACT_LIVE.store(live, Relaxed);
-        live
+        add_on_the_only_thread(&EXACT_LIVE, delta)
     } else {
         EXACT_LIVE.fetch_add(delta, Relaxed).wrapping_add(delta)
     }
+}
+
+/// Add `delta` to `cell` where no other thread can run, without a locked
+/// instruction; returns the new value. One `xadd`: a signal handler that
+/// allocates on this thread runs before or after it, never between a load
+/// and a store (these routes run outside the thread's guard), so its own
+/// change is never lost.
+#[inline(always)]
+fn add_on_the_only_thread(cell: &AtomicI64, delta: i64) -> i64 {
+    let mut before = delta;
+    // SAFETY: `cell` points to a live, aligned i64; one instruction reads
+    // and writes it, touching nothing else.
+    unsafe {
+        core::arch::asm!(
+            "xadd qword ptr [{cell}], {value}",
+            cell = in(reg) cell.as_ptr(),
+            value = inout(reg) before,
+            options(nostack),
+        );
+    }
+    before.wrapping_add(delta)
 }
 
 #[cold]
@@ -272,4 +290,23 @@ pub fn exact_peak() -> (u64, u64, u64) {
         PEAK_AT_NS.load(Relaxed),
         peak_time_margin(timed),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_add_on_the_only_thread_returns_and_keeps_the_sum() {
+        let cell = AtomicI64::new(40);
+        assert_eq!(add_on_the_only_thread(&cell, 2), 42);
+        assert_eq!(add_on_the_only_thread(&cell, -50), -8);
+        assert_eq!(cell.load(Relaxed), -8);
+        let top = AtomicI64::new(i64::MAX);
+        assert_eq!(
+            add_on_the_only_thread(&top, 1),
+            i64::MIN,
+            "wraps as the atomic add does"
+        );
+    }
 }
