@@ -1,7 +1,7 @@
 // heapdiff's viewer: draws the model embedded in the page. Transforms,
 // search, zoom, the functions table, the callers and callees of a function
 // and the diff colours all run here, on the modules loaded before this one
-// (format, state, tree, flame, table, sandwich, and stats for the one rule
+// (format, state, tree, flame, table, ages, sandwich, and stats for the one rule
 // of a change). The view's state lives in the URL's fragment (hdState).
 // Nothing is fetched.
 "use strict";
@@ -452,6 +452,7 @@
   const searchNow = () => { clearTimeout(searchTimer); go({ search: search.value }, false); };
   search.oninput = () => { clearTimeout(searchTimer); searchTimer = setTimeout(searchNow, 120); };
   search.onkeydown = (e) => { if (e.key === "Enter") searchNow(); };
+  hdAges.render($("ages"), M.ages, (name) => { search.value = name; searchNow(); });
   $("icicle").onchange = () => go({ icicle: $("icicle").checked }, true);
   $("threads").onchange = () => go({ threads: $("threads").checked, zoom: [] }, true);
   $("heavy").onchange = () => go({ heavy: $("heavy").checked }, true);

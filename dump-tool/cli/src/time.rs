@@ -15,7 +15,8 @@ use heapdiff::compare::gate::Threshold;
 use heapdiff::input::load;
 use heapdiff::model::Metric;
 use heapdiff::pipeline::time::{
-    leaks, lifetimes, live_ages, live_ages_by_stack, open_series, peak, require_loaded, series_peak,
+    DEFAULT_AGE_SLICES, leaks, lifetimes, live_ages, live_ages_by_stack, open_series, peak,
+    require_loaded, series_peak,
 };
 use heapdiff::pipeline::{Loaded, Session};
 use heapdiff::render::{time_json, time_text};
@@ -79,7 +80,7 @@ pub struct AgesArgs {
     #[arg(required = true, num_args = 1..)]
     dumps: Vec<PathBuf>,
     /// Birth slices of the run.
-    #[arg(long, value_name = "N", default_value_t = 8,
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_AGE_SLICES,
           value_parser = clap::value_parser!(u16).range(1..=1000))]
     slices: u16,
     #[command(flatten)]

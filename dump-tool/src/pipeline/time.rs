@@ -40,6 +40,9 @@ pub fn lifetimes(view: &View<'_>) -> Lifetimes {
     }
 }
 
+/// Birth slices of the run the age reports and the viewer use unless told.
+pub const DEFAULT_AGE_SLICES: u16 = 8;
+
 /// The age of the new side's live memory in `slices` slices of the run,
 /// per allocating function.
 pub fn live_ages(view: &View<'_>, slices: usize) -> Ages {
@@ -69,14 +72,41 @@ pub fn require_loaded(loaded: &Loaded, births: bool, lifetimes: bool, what: &str
     require_inputs(&loaded.inputs, births, lifetimes, what)
 }
 
+/// One line saying why `view`'s new side cannot show `what` (a view of
+/// births): the first of its dumps without births and its format; None
+/// when every dump carries them.
+pub fn births_missing(view: &View<'_>, what: &str) -> Option<String> {
+    let (input, _) = first_lacking(view.new.inputs(), true, false, what)?;
+    Some(if input.version < heapsample_format::VERSION {
+        format!(
+            "{what} needs the births of live samples, which dump format {} does not carry",
+            input.version
+        )
+    } else {
+        format!("{what} needs the births of live samples: this dump was written without them")
+    })
+}
+
 fn require_inputs(inputs: &[Input], births: bool, lifetimes: bool, what: &str) -> Result<()> {
-    for input in inputs {
-        let time = TimeInfo::of(&input.dump, 0);
-        if (births && !time.births) || (lifetimes && !time.lifetimes) {
-            return Err(Error::file(&input.path, lacks_time(input, &time, what)));
-        }
+    match first_lacking(inputs, births, lifetimes, what) {
+        Some((input, line)) => Err(Error::file(&input.path, line)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// The first of `inputs` lacking births (`births`) or lifetimes, with one
+/// line saying so.
+fn first_lacking<'a>(
+    inputs: &'a [Input],
+    births: bool,
+    lifetimes: bool,
+    what: &str,
+) -> Option<(&'a Input, String)> {
+    inputs.iter().find_map(|input| {
+        let time = TimeInfo::of(&input.dump, 0);
+        ((births && !time.births) || (lifetimes && !time.lifetimes))
+            .then(|| (input, lacks_time(input, &time, what)))
+    })
 }
 
 /// The exact peak of a series and the dump nearest to it.

@@ -9,6 +9,7 @@
 //! table run in the browser on top. The script is split into modules
 //! (`assets/viewer/*.js`, see [`VIEWER_SCRIPTS`]) joined into the page.
 
+pub mod ages;
 pub mod model;
 
 pub use model::{Link, Model, model};
@@ -17,7 +18,7 @@ use super::xml::escape_html;
 
 /// The viewer's scripts in load order (each defines one `hd…` module the
 /// later ones use; `main.js` wires them to the page), compiled in.
-pub const VIEWER_SCRIPTS: [(&str, &str); 6] = [
+pub const VIEWER_SCRIPTS: [(&str, &str); 7] = [
     (
         "format.js",
         include_str!("../../../assets/viewer/format.js"),
@@ -26,6 +27,7 @@ pub const VIEWER_SCRIPTS: [(&str, &str); 6] = [
     ("tree.js", include_str!("../../../assets/viewer/tree.js")),
     ("flame.js", include_str!("../../../assets/viewer/flame.js")),
     ("table.js", include_str!("../../../assets/viewer/table.js")),
+    ("ages.js", include_str!("../../../assets/viewer/ages.js")),
     (
         "sandwich.js",
         include_str!("../../../assets/viewer/sandwich.js"),

@@ -23,6 +23,7 @@
 //! dump has several threads of that name (every CPython thread is
 //! `python3`).
 
+use super::ages::{AgesModel, ages_model};
 use crate::compare::{Comparison, VarianceRule};
 use crate::model::live_heap::LiveHeap;
 use crate::model::{FrameRef, FunctionNames, Metric, Profile, distinct_labels, line_of};
@@ -117,6 +118,9 @@ pub struct Model {
     /// The live heap of the new side, then the base side, in words: the
     /// estimate and how the exact counter (usable bytes) relates to it.
     pub live: Vec<String>,
+    /// The age of the new side's live memory per function (`heapdiff
+    /// ages`' slices), or why the dumps cannot tell it.
+    pub ages: AgesModel,
     pub links: Vec<Link>,
 }
 
@@ -194,6 +198,7 @@ pub fn model(view: &View<'_>) -> Model {
         removed_scales: Vec::new(),
         totals,
         live,
+        ages: ages_model(view),
         links: Vec::new(),
     })
 }

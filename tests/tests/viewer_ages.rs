@@ -1,0 +1,166 @@
+//! The age of live memory in the viewer, in a real browser (Debian's
+//! chromium through chromedriver), on the exit dump of
+//! `tests/programs/time_sites.c` under the shim at `lg_prof_sample:0`
+//! (format 4, births of every live object): a start-up table allocated
+//! before the first tick and kept, a slow leak of a few objects every tick,
+//! a cache that turns over, temporaries freed at once.
+//!
+//! - Per function, the bars drawn are `heapdiff ages -f json`'s slices of
+//!   that function: the same count, each bar's value and 95 % interval
+//!   equal to the report's (the page draws the pipeline's numbers), the
+//!   interval in the bar's tooltip, the same class.
+//! - The leak's live bytes spread over the run (at least half of the
+//!   slices hold some; none holds half of them), the start-up table's sit
+//!   in the first slice alone: 80 ticks make a run of at least 0.25 s, so
+//!   the first of 8 slices lasts at least 31 ms, and the table is made
+//!   a few ms after the start.
+//! - A format-3 dump (the format's golden file) shows the one line saying
+//!   it carries no births, and no bars.
+//!
+//! The page waits for elements, never for time.
+
+mod browser_common;
+
+use browser_common::*;
+use heapsample_tests::*;
+use serde_json::Value;
+use std::path::Path;
+
+const TICKS: &str = "80";
+
+/// `heapdiff ARGS --allocator-frames ^make$ DUMP` (the program's one
+/// allocation helper is an allocator frame, so each site is its own
+/// allocating function).
+fn heapdiff_sites(args: &[&str], dump: &Path) -> String {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--allocator-frames", "^make$", path_str(dump)]);
+    heapdiff_ok(&all)
+}
+
+/// Per drawn function: its name, class and bars `[estimate, low, high,
+/// tooltip]`.
+const DRAWN: &str = "Array.from(document.querySelectorAll('#ages tr[data-name]')).map(tr => ({
+    name: tr.dataset.name, class: tr.dataset.class,
+    bars: Array.from(tr.querySelectorAll('rect.age-bar')).map(r =>
+        [parseFloat(r.dataset.bytes), parseFloat(r.dataset.low), parseFloat(r.dataset.high),
+         r.querySelector('title').textContent])}))";
+
+fn triple(bound: &Value) -> [f64; 3] {
+    ["estimate", "low", "high"].map(|k| bound[k].as_f64().expect("a number"))
+}
+
+#[tokio::test]
+async fn age_slices_per_function_are_the_age_reports() {
+    let program = compile_c("time_sites.c", &BuildOptions::no_pie());
+    let outcome = Run::program(&program)
+        .arg(TICKS)
+        .with_shim()
+        .prof_conf("lg_prof_sample:0")
+        .run();
+    outcome.assert_success();
+    let (file, _) = outcome.final_dump();
+    let dir = outcome.dir.path();
+    let page = dir.join("ages.html");
+    heapdiff_sites(&["-f", "html", "-o", path_str(&page)], &file.path);
+    let report: Value = serde_json::from_str(&heapdiff_sites(&["ages", "-f", "json"], &file.path))
+        .expect("the age report's JSON");
+    let slices = report["slices_ns"].as_array().unwrap().len();
+    let functions = report["functions"].as_array().unwrap();
+
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let client = connect(&driver).await;
+    client
+        .goto(&format!("file://{}", page.display()))
+        .await
+        .unwrap();
+    wait_for(
+        &client,
+        "document.querySelectorAll('#ages tr[data-name]').length >= 2",
+    )
+    .await;
+    assert_eq!(
+        eval(&client, "document.querySelector('#ages .ages-missing')").await,
+        Value::Null,
+        "a format-4 dump has births"
+    );
+    let drawn = eval(&client, DRAWN).await;
+    let drawn = drawn.as_array().unwrap();
+    assert_eq!(drawn.len(), functions.len(), "{drawn:?}");
+    for function in functions {
+        let name = function["name"].as_str().unwrap();
+        let row = drawn
+            .iter()
+            .find(|d| d["name"] == function["name"])
+            .unwrap_or_else(|| panic!("{name} not drawn: {drawn:?}"));
+        assert_eq!(row["class"], function["class"], "{name}");
+        let bars = row["bars"].as_array().unwrap();
+        assert_eq!(bars.len(), slices, "{name}: {bars:?}");
+        for (i, (bar, slice)) in bars
+            .iter()
+            .zip(function["slices"].as_array().unwrap())
+            .enumerate()
+        {
+            let drawn = [0, 1, 2].map(|k| bar[k].as_f64().unwrap());
+            assert_eq!(drawn, triple(&slice["bytes"]), "{name}, slice {i}");
+            let tooltip = bar[3].as_str().unwrap();
+            assert!(tooltip.contains("95 % ["), "{name}, slice {i}: {tooltip}");
+        }
+    }
+    let bars_of = |name: &str| -> Vec<f64> {
+        let row = drawn.iter().find(|d| d["name"] == name).unwrap();
+        row["bars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b[0].as_f64().unwrap())
+            .collect()
+    };
+    let leak = bars_of("site_leak");
+    let total: f64 = leak.iter().sum();
+    let holding = leak.iter().filter(|&&b| b > 0.0).count();
+    assert!(
+        2 * holding >= slices && leak.iter().all(|&b| b < total / 2.0),
+        "the leak's live bytes spread over the run: {leak:?}"
+    );
+    let startup = bars_of("site_startup");
+    assert!(
+        startup[0] > 0.0 && startup[1..].iter().all(|&b| b == 0.0),
+        "the start-up table sits in the first slice: {startup:?}"
+    );
+    let class_of = |name: &str| drawn.iter().find(|d| d["name"] == name).unwrap()["class"].clone();
+    assert_eq!(class_of("site_leak"), "accumulating");
+    assert_eq!(class_of("site_startup"), "start-up");
+
+    // A format-3 dump: the reason instead of the bars.
+    let old = workspace_root().join("format/tests/golden/v3.dump");
+    let old_page = dir.join("v3.html");
+    heapdiff_ok(&["-f", "html", "-o", path_str(&old_page), path_str(&old)]);
+    client
+        .goto(&format!("file://{}", old_page.display()))
+        .await
+        .unwrap();
+    viewer_ready(&client).await;
+    let reason = wait_for(
+        &client,
+        "document.querySelector('#ages .ages-missing') && document.querySelector('#ages .ages-missing').textContent",
+    )
+    .await;
+    assert!(
+        reason
+            .as_str()
+            .unwrap()
+            .contains("which dump format 3 does not carry"),
+        "{reason}"
+    );
+    assert_eq!(
+        eval(
+            &client,
+            "document.querySelectorAll('#ages rect.age-bar').length"
+        )
+        .await,
+        0
+    );
+    client.close().await.unwrap();
+}
