@@ -14,16 +14,21 @@
 //!   in the first slice alone: 80 ticks make a run of at least 0.25 s, so
 //!   the first of 8 slices lasts at least 31 ms, and the table is made
 //!   a few ms after the start.
+//! - `heapdiff serve` draws the same panel on the dump's page (checked
+//!   against the report with the default settings).
 //! - A format-3 dump (the format's golden file) shows the one line saying
 //!   it carries no births, and no bars.
 //!
 //! The page waits for elements, never for time.
 
 mod browser_common;
+mod serve_common;
 
 use browser_common::*;
+use fantoccini::Client;
 use heapsample_tests::*;
 use serde_json::Value;
+use serve_common::*;
 use std::path::Path;
 
 const TICKS: &str = "80";
@@ -49,44 +54,29 @@ fn triple(bound: &Value) -> [f64; 3] {
     ["estimate", "low", "high"].map(|k| bound[k].as_f64().expect("a number"))
 }
 
-#[tokio::test]
-async fn age_slices_per_function_are_the_age_reports() {
-    let program = compile_c("time_sites.c", &BuildOptions::no_pie());
-    let outcome = Run::program(&program)
-        .arg(TICKS)
-        .with_shim()
-        .prof_conf("lg_prof_sample:0")
-        .run();
-    outcome.assert_success();
-    let (file, _) = outcome.final_dump();
-    let dir = outcome.dir.path();
-    let page = dir.join("ages.html");
-    heapdiff_sites(&["-f", "html", "-o", path_str(&page)], &file.path);
-    let report: Value = serde_json::from_str(&heapdiff_sites(&["ages", "-f", "json"], &file.path))
-        .expect("the age report's JSON");
+/// Wait for the page's age bars; check that every function of `report`
+/// (`heapdiff ages -f json`) is drawn with its class and its slices'
+/// values and intervals, the interval in each bar's tooltip; the drawn
+/// rows.
+async fn drawn_as_reported(client: &Client, report: &Value) -> Vec<Value> {
     let slices = report["slices_ns"].as_array().unwrap().len();
     let functions = report["functions"].as_array().unwrap();
-
-    let Some(driver) = start_driver() else {
-        return;
-    };
-    let client = connect(&driver).await;
-    client
-        .goto(&format!("file://{}", page.display()))
-        .await
-        .unwrap();
+    assert!(!functions.is_empty(), "{report}");
     wait_for(
-        &client,
-        "document.querySelectorAll('#ages tr[data-name]').length >= 2",
+        client,
+        &format!(
+            "document.querySelectorAll('#ages tr[data-name]').length === {}",
+            functions.len()
+        ),
     )
     .await;
     assert_eq!(
-        eval(&client, "document.querySelector('#ages .ages-missing')").await,
+        eval(client, "document.querySelector('#ages .ages-missing')").await,
         Value::Null,
         "a format-4 dump has births"
     );
-    let drawn = eval(&client, DRAWN).await;
-    let drawn = drawn.as_array().unwrap();
+    let drawn = eval(client, DRAWN).await;
+    let drawn = drawn.as_array().unwrap().clone();
     assert_eq!(drawn.len(), functions.len(), "{drawn:?}");
     for function in functions {
         let name = function["name"].as_str().unwrap();
@@ -108,6 +98,35 @@ async fn age_slices_per_function_are_the_age_reports() {
             assert!(tooltip.contains("95 % ["), "{name}, slice {i}: {tooltip}");
         }
     }
+    drawn
+}
+
+#[tokio::test]
+async fn age_slices_per_function_are_the_age_reports() {
+    let program = compile_c("time_sites.c", &BuildOptions::no_pie());
+    let outcome = Run::program(&program)
+        .arg(TICKS)
+        .with_shim()
+        .prof_conf("lg_prof_sample:0")
+        .run();
+    outcome.assert_success();
+    let (file, _) = outcome.final_dump();
+    let dir = outcome.dir.path();
+    let page = dir.join("ages.html");
+    heapdiff_sites(&["-f", "html", "-o", path_str(&page)], &file.path);
+    let report: Value = serde_json::from_str(&heapdiff_sites(&["ages", "-f", "json"], &file.path))
+        .expect("the age report's JSON");
+    let slices = report["slices_ns"].as_array().unwrap().len();
+
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let client = connect(&driver).await;
+    client
+        .goto(&format!("file://{}", page.display()))
+        .await
+        .unwrap();
+    let drawn = drawn_as_reported(&client, &report).await;
     let bars_of = |name: &str| -> Vec<f64> {
         let row = drawn.iter().find(|d| d["name"] == name).unwrap();
         row["bars"]
@@ -132,6 +151,22 @@ async fn age_slices_per_function_are_the_age_reports() {
     let class_of = |name: &str| drawn.iter().find(|d| d["name"] == name).unwrap()["class"].clone();
     assert_eq!(class_of("site_leak"), "accumulating");
     assert_eq!(class_of("site_startup"), "start-up");
+
+    // Served: the same panel on the page of the dump, against the report
+    // with the same (default) settings.
+    let server = Server::start(&[dir]);
+    let listing: Value = serde_json::from_str(&server.get("/api/dumps").1).unwrap();
+    let id = listing["processes"][0]["dumps"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let report: Value =
+        serde_json::from_str(&heapdiff_ok(&["ages", "-f", "json", path_str(&file.path)])).unwrap();
+    client
+        .goto(&format!("{}/view?dump={id}", server.url))
+        .await
+        .unwrap();
+    drawn_as_reported(&client, &report).await;
 
     // A format-3 dump: the reason instead of the bars.
     let old = workspace_root().join("format/tests/golden/v3.dump");
