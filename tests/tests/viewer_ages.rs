@@ -19,6 +19,9 @@
 //! - A format-3 dump (the format's golden file) shows the one line saying
 //!   it carries no births, and no bars.
 //!
+//! - The growing panel of the served front page draws the leak's age bars
+//!   of the last dump it measured, as `heapdiff ages -f json` of that dump.
+//!
 //! The page waits for elements, never for time.
 
 mod browser_common;
@@ -196,6 +199,68 @@ async fn age_slices_per_function_are_the_age_reports() {
         )
         .await,
         0
+    );
+    client.close().await.unwrap();
+}
+
+/// The growing panel of `heapdiff serve`'s front page, on the C++ service
+/// of the browser tests (a leak of 40 sessions a round over 10 rounds,
+/// dumped every round): the leak's row draws the age bars of the last dump
+/// the panel measured, equal to `heapdiff ages -f json` of that dump, its
+/// bytes spread over the run.
+#[tokio::test]
+async fn the_growing_panel_draws_the_leaks_age_bars() {
+    let cpp = run_cpp_service();
+    let dir = cpp.dir.path();
+    let server = Server::start(&[dir]);
+    let listing: Value = serde_json::from_str(&server.get("/api/dumps").1).unwrap();
+    let key = listing["processes"][0]["key"].as_str().unwrap().to_string();
+    let growth: Value =
+        serde_json::from_str(&server.get(&format!("/api/growth?process={key}")).1).unwrap();
+    let last = growth["dumps"].as_array().unwrap().last().unwrap();
+    let last = dir.join(last.as_str().unwrap());
+    let report: Value =
+        serde_json::from_str(&heapdiff_ok(&["ages", "-f", "json", path_str(&last)])).unwrap();
+    let leak = "Registry<…>::add";
+    let reported = report["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == leak)
+        .unwrap_or_else(|| panic!("{leak} not in {report}"));
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let client = connect(&driver).await;
+    client.goto(&format!("{}/", server.url)).await.unwrap();
+    let row = format!(
+        "Array.from(document.querySelectorAll(\"section.process[data-key='{key}'] tr.grows\")).find(tr => tr.dataset.name === {leak:?})"
+    );
+    wait_for(
+        &client,
+        &format!("{row} && {row}.querySelectorAll('rect.age-bar').length > 0"),
+    )
+    .await;
+    let bars = eval(
+        &client,
+        &format!(
+            "Array.from({row}.querySelectorAll('rect.age-bar')).map(r => [parseFloat(r.dataset.bytes), parseFloat(r.dataset.low), parseFloat(r.dataset.high)])"
+        ),
+    )
+    .await;
+    let bars: Vec<[f64; 3]> = serde_json::from_value(bars).unwrap();
+    let slices: Vec<[f64; 3]> = reported["slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| triple(&s["bytes"]))
+        .collect();
+    assert_eq!(bars, slices, "{leak}: drawn and reported");
+    let total: f64 = slices.iter().map(|s| s[0]).sum();
+    let holding = slices.iter().filter(|s| s[0] > 0.0).count();
+    assert!(
+        2 * holding >= slices.len() && slices.iter().all(|s| s[0] < total / 2.0),
+        "the leak's live bytes spread over the run: {slices:?}"
     );
     client.close().await.unwrap();
 }

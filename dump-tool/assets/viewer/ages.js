@@ -4,7 +4,8 @@
 // interval in its tooltip, and the function's class (accumulating, recent
 // only, start-up). A leak's bars spread over the run; start-up state sits
 // in the first bar; a cache's in the last ones. Where the dumps carry no
-// births, the one line saying so.
+// births, the one line saying so. `bars` also draws the growing panel's
+// of `heapdiff serve`.
 "use strict";
 const hdAges = (function () {
   const SVG = "http://www.w3.org/2000/svg";
@@ -77,5 +78,5 @@ const hdAges = (function () {
       body.appendChild(tr);
     }
   }
-  return { render };
+  return { render, bars };
 })();

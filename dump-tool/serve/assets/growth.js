@@ -5,7 +5,8 @@
 // still grows in the second half or levelled off, and where the dumps carry
 // births its class from the births of its live memory in the last dump:
 // accumulating (a leak candidate), recent only (a cache or working set that
-// turns over) or start-up. A name opens the diff of the first and last
+// turns over) or start-up, and its live bytes there per birth slice (the
+// viewer's age bars, hdAges). A name opens the diff of the first and last
 // dumps with that function searched for.
 "use strict";
 const hdGrowth = (function () {
@@ -50,7 +51,7 @@ const hdGrowth = (function () {
     }
     const classified = report.functions.some((f) => f.class);
     panel.innerHTML = head + '<table class="growing"><thead><tr><th>function</th><th>over time</th><th>first → last</th>' +
-      "<th>change (95 %)</th><th>trend</th>" + (classified ? "<th>kind</th>" : "") + "</tr></thead><tbody></tbody></table>";
+      "<th>change (95 %)</th><th>trend</th>" + (classified ? "<th>kind</th><th title=\"live bytes in the last dump per birth slice of its run\">by birth</th>" : "") + "</tr></thead><tbody></tbody></table>";
     const body = panel.querySelector("tbody");
     for (const f of report.functions) {
       const tr = document.createElement("tr");
@@ -59,8 +60,9 @@ const hdGrowth = (function () {
       tr.innerHTML = '<td class="name"><a href="' + escapeText(viewUrl(last, first, f.label)) + '" title="' + escapeText(f.full) + '">' +
         escapeText(f.label) + '</a></td><td class="spark"></td><td>' + bytes(f.values[0]) + " → " + bytes(f.values[f.values.length - 1]) +
         "</td><td>" + signed(f.change, "bytes") + " [" + signed(f.change_low, "bytes") + ", " + signed(f.change_high, "bytes") + "]</td>" +
-        '<td class="trend">' + (f.still_growing ? "still growing" : "levelled off") + "</td>" + (classified ? kind(f) : "");
+        '<td class="trend">' + (f.still_growing ? "still growing" : "levelled off") + "</td>" + (classified ? kind(f) + '<td class="ages"></td>' : "");
       tr.querySelector(".spark").appendChild(sparkline(f.values, f.lows, f.highs));
+      if (f.born_slices) tr.querySelector("td.ages").appendChild(hdAges.bars(f.born_slices, report.slices_ns));
       body.appendChild(tr);
     }
   }

@@ -5,7 +5,8 @@
 //! with the 95 % interval, and whether it still grows in the second half
 //! (`heapdiff::compare::growth`, the reports' rule for a change); where
 //! the dumps carry births, its class from the births of its live memory in
-//! the last dump (leak, cache or start-up: `heapdiff::compare::ages`).
+//! the last dump (leak, cache or start-up: `heapdiff::compare::ages`) and
+//! its live bytes per birth slice of that dump (`heapdiff ages`' slices).
 //!
 //! The exit dump is left out when there are at least two others: many
 //! programs free everything on the way out (CPython, Rust), which says
@@ -27,6 +28,8 @@ use axum::response::Response;
 use heapdiff::compare::ages::{Ages, ages};
 use heapdiff::compare::growth::{Growth, growing};
 use heapdiff::model::Metric;
+use heapdiff::pipeline::time::DEFAULT_AGE_SLICES;
+use heapdiff::render::html::ages::slice_bounds;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -34,9 +37,6 @@ use std::sync::Arc;
 pub const MAX_SERIES: usize = 12;
 /// Functions listed at most.
 const MAX_FUNCTIONS: usize = 20;
-/// Slices of the run the ages of the last dump are measured in (the class
-/// uses its own windows; the slices are not shown).
-const AGE_SLICES: usize = 4;
 
 #[derive(Deserialize)]
 pub struct Wanted {
@@ -51,6 +51,9 @@ struct Report {
     /// The dumps measured, oldest first.
     dumps: Vec<String>,
     times_unix_ns: Vec<u64>,
+    /// Where the dumps carry births: the last dump's birth slices, `[low,
+    /// high)` ns since the start (`heapdiff ages`' slices of that dump).
+    slices_ns: Option<Vec<(u64, u64)>>,
     functions: Vec<Row>,
 }
 
@@ -71,6 +74,9 @@ struct Row {
     /// The class's evidence: its live bytes in the last dump born in the
     /// start-up window, the older and the newer half of the rest.
     born: Option<[f64; 3]>,
+    /// Its live bytes in the last dump born in each of `slices_ns`:
+    /// `[estimate, low, high]`.
+    born_slices: Option<Vec<[f64; 3]>>,
 }
 
 impl Row {
@@ -89,6 +95,7 @@ impl Row {
             change_high: change.high.round(),
             class: None,
             born: None,
+            born_slices: None,
         }
     }
 
@@ -98,6 +105,7 @@ impl Row {
             let w = &row.windows;
             self.class = Some(row.class.name());
             self.born = Some([w.startup.value, w.older.value, w.newer.value].map(f64::round));
+            self.born_slices = Some(slice_bounds(row));
         }
         self
     }
@@ -179,7 +187,7 @@ fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result
             .then(|| {
                 profiles
                     .last()
-                    .map(|last| ages(last, series.table(), AGE_SLICES))
+                    .map(|last| ages(last, series.table(), usize::from(DEFAULT_AGE_SLICES)))
             })
             .flatten();
         (growing(&profiles, series.table(), metric), ages)
@@ -189,6 +197,7 @@ fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result
         without_exit_dump: without_exit,
         dumps: series.iter().map(|e| e.id.clone()).collect(),
         times_unix_ns,
+        slices_ns: ages.as_ref().map(|a| a.slices.clone()),
         functions: functions
             .into_iter()
             .take(MAX_FUNCTIONS)

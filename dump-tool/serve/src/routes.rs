@@ -22,8 +22,9 @@ const INDEX_HTML: &str = include_str!("../assets/index.html");
 const LIFETIMES_HTML: &str = include_str!("../assets/lifetimes.html");
 /// The scripts of the dump list and the lifetimes page, each served at
 /// `/NAME`: the viewer's number formats, then the pages' own modules.
-const INDEX_SCRIPTS: [(&str, &str); 5] = [
+const INDEX_SCRIPTS: [(&str, &str); 6] = [
     ("/format.js", html::VIEWER_SCRIPTS[0].1),
+    ("/ages.js", html::AGES_JS),
     ("/timeline.js", include_str!("../assets/timeline.js")),
     ("/growth.js", include_str!("../assets/growth.js")),
     ("/index.js", include_str!("../assets/index.js")),

@@ -72,9 +72,15 @@ impl AgeFunction {
             name: row.name.clone(),
             class: row.class.name(),
             live: triple(&row.live.bytes),
-            slices: row.slices.iter().map(|s| triple(&s.bytes)).collect(),
+            slices: slice_bounds(row),
         }
     }
+}
+
+/// Per slice of `row`, its live bytes born there: `[estimate, low, high]`
+/// (the growing panel of `heapdiff serve` draws these too).
+pub fn slice_bounds(row: &AgeRow) -> Vec<[f64; 3]> {
+    row.slices.iter().map(|s| triple(&s.bytes)).collect()
 }
 
 /// `[estimate, low, high]` of the 95 % interval, as the JSON reports give.

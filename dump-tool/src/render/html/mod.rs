@@ -27,12 +27,15 @@ pub const VIEWER_SCRIPTS: [(&str, &str); 7] = [
     ("tree.js", include_str!("../../../assets/viewer/tree.js")),
     ("flame.js", include_str!("../../../assets/viewer/flame.js")),
     ("table.js", include_str!("../../../assets/viewer/table.js")),
-    ("ages.js", include_str!("../../../assets/viewer/ages.js")),
+    ("ages.js", AGES_JS),
     (
         "sandwich.js",
         include_str!("../../../assets/viewer/sandwich.js"),
     ),
 ];
+/// The age bars of live memory (`assets/viewer/ages.js`): the viewer's, and
+/// the growing panel's of `heapdiff serve`.
+pub const AGES_JS: &str = include_str!("../../../assets/viewer/ages.js");
 const VIEWER_MAIN: &str = include_str!("../../../assets/viewer/main.js");
 /// The estimator's rule for a change, for the browser.
 pub const STATS_JS: &str = include_str!("../../../assets/stats.js");
