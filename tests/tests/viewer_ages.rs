@@ -104,6 +104,17 @@ async fn drawn_as_reported(client: &Client, report: &Value) -> Vec<Value> {
     drawn
 }
 
+/// A leak's live bytes per birth slice spread over the run: at least half
+/// of the slices hold some, none holds half of them.
+fn assert_spread(bytes: &[f64]) {
+    let total: f64 = bytes.iter().sum();
+    let holding = bytes.iter().filter(|&&b| b > 0.0).count();
+    assert!(
+        2 * holding >= bytes.len() && bytes.iter().all(|&b| b < total / 2.0),
+        "the leak's live bytes spread over the run: {bytes:?}"
+    );
+}
+
 #[tokio::test]
 async fn age_slices_per_function_are_the_age_reports() {
     let program = compile_c("time_sites.c", &BuildOptions::no_pie());
@@ -119,7 +130,6 @@ async fn age_slices_per_function_are_the_age_reports() {
     heapdiff_sites(&["-f", "html", "-o", path_str(&page)], &file.path);
     let report: Value = serde_json::from_str(&heapdiff_sites(&["ages", "-f", "json"], &file.path))
         .expect("the age report's JSON");
-    let slices = report["slices_ns"].as_array().unwrap().len();
 
     let Some(driver) = start_driver() else {
         return;
@@ -140,12 +150,7 @@ async fn age_slices_per_function_are_the_age_reports() {
             .collect()
     };
     let leak = bars_of("site_leak");
-    let total: f64 = leak.iter().sum();
-    let holding = leak.iter().filter(|&&b| b > 0.0).count();
-    assert!(
-        2 * holding >= slices && leak.iter().all(|&b| b < total / 2.0),
-        "the leak's live bytes spread over the run: {leak:?}"
-    );
+    assert_spread(&leak);
     let startup = bars_of("site_startup");
     assert!(
         startup[0] > 0.0 && startup[1..].iter().all(|&b| b == 0.0),
@@ -256,11 +261,6 @@ async fn the_growing_panel_draws_the_leaks_age_bars() {
         .map(|s| triple(&s["bytes"]))
         .collect();
     assert_eq!(bars, slices, "{leak}: drawn and reported");
-    let total: f64 = slices.iter().map(|s| s[0]).sum();
-    let holding = slices.iter().filter(|s| s[0] > 0.0).count();
-    assert!(
-        2 * holding >= slices.len() && slices.iter().all(|s| s[0] < total / 2.0),
-        "the leak's live bytes spread over the run: {slices:?}"
-    );
+    assert_spread(&slices.iter().map(|s| s[0]).collect::<Vec<_>>());
     client.close().await.unwrap();
 }
