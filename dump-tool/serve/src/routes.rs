@@ -21,7 +21,8 @@ use std::sync::Arc;
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const LIFETIMES_HTML: &str = include_str!("../assets/lifetimes.html");
 /// The scripts of the dump list and the lifetimes page, each served at
-/// `/NAME`: the viewer's number formats, then the pages' own modules.
+/// `/NAME`: the viewer's number formats and age bars, then the pages' own
+/// modules.
 const INDEX_SCRIPTS: [(&str, &str); 6] = [
     ("/format.js", html::VIEWER_SCRIPTS[0].1),
     ("/ages.js", html::AGES_JS),
