@@ -3,12 +3,33 @@
 //!
 //! Owns the conversion from the CPU's time stamp counter to
 //! `CLOCK_MONOTONIC`. Where the counter is invariant (`cpuid` leaf
-//! 0x8000_0007, EDX bit 8: it ticks at one rate in every power state and is
-//! synchronised across cores, the `constant_tsc` and `nonstop_tsc` of
-//! `/proc/cpuinfo`), a reading is one `rdtsc`, a multiply and an add:
+//! 0x8000_0007, EDX bit 8, the `constant_tsc` and `nonstop_tsc` of
+//! `/proc/cpuinfo`: it ticks at one rate in every power state) and the
+//! vDSO clock reads fast enough to make pairs with it (below), a reading is
+//! one `rdtsc`, a multiply and an add:
 //! `ns = anchor_ns + (tsc − anchor_tsc) × rate`. Elsewhere, and until the
 //! conversion is calibrated, it is `clock_gettime(CLOCK_MONOTONIC)` through
 //! the vDSO.
+//!
+//! The invariant bit promises a constant rate, not counters synchronised
+//! across cores: that is the kernel's judgement (clocksource `tsc`), which
+//! cannot be read inside malloc without a file read. The fast-pair test
+//! stands in for it: a kernel that rejected the counter usually falls back
+//! to a clock source the vDSO cannot read (a syscall, slower than
+//! [`PAIR_MAX_TICKS`]). The limit: a machine whose kernel rejected the
+//! counter but whose fallback clock reads that fast would use counters that
+//! may differ between cores, by as much as they differ.
+//!
+//! Discontinuities between the counter and `CLOCK_MONOTONIC` (a suspend,
+//! when the counter ticks and the clock does not; a paused or migrated
+//! virtual machine; a counter reset or restored backwards) are noticed at
+//! the next anchor: a counter below the anchor's, or a pair whose time
+//! differs from the conversion's prediction by more than [`JUMP_NS`] (plus
+//! [`JUMP_PER_NS`] of the time since the anchor), or a rate outside 0.1–10
+//! ns per tick, stops the counter's use for good: the vDSO clock from then
+//! on (simple and always right; the counter is not calibrated again). The
+//! next reading after a jump of more than [`REANCHOR_NS`] forwards, or any
+//! jump backwards, is past the anchor's window and takes the anchor path.
 //!
 //! Calibration, lazily at sample events (a process that lives less than a
 //! millisecond past its first sample never asks the CPU anything): 1 ms
@@ -68,6 +89,16 @@ const ANCHOR_PAIR_TRIES: usize = 3;
 const RATE_PAIR_TRIES: usize = 8;
 /// Pairs that may fail before the calibration gives up on the counter.
 const CALIBRATION_TRIES: u64 = 8;
+/// The largest difference between an anchor's pair and the conversion's
+/// prediction for it that is drift, not a discontinuity (the doc's drift
+/// is ≤ 0.1 µs per millisecond between anchors).
+pub const JUMP_NS: u64 = 50_000;
+/// The part of the time since the last anchor that is allowed too (one in
+/// 2000, 500 ppm), for anchors after a long time without sample events.
+const JUMP_PER_NS: u64 = 2_000;
+/// Plausible rates (32.32 ns per tick): counters of 0.1 to 10 GHz.
+const RATE_MIN: u64 = (1 << 32) / 10;
+const RATE_MAX: u64 = 10 << 32;
 
 /// Not read yet.
 const FRESH: u8 = 0;
@@ -79,7 +110,8 @@ const CHECKING: u8 = 2;
 const CALIBRATING: u8 = 3;
 /// The counter with the published conversion.
 const COUNTER: u8 = 4;
-/// The vDSO clock for good: the counter is not invariant.
+/// The vDSO clock for good: the counter is not invariant, has no pairs,
+/// or jumped against `CLOCK_MONOTONIC`.
 const VDSO: u8 = 5;
 
 static MODE: AtomicU8 = AtomicU8::new(FRESH);
@@ -103,8 +135,9 @@ struct Conversion {
     anchor_ns: AtomicU64,
     /// Nanoseconds per tick, as a 32.32 fixed-point number.
     rate: AtomicU64,
-    /// The counter at which the next reading takes a new anchor.
-    next_anchor_tsc: AtomicU64,
+    /// The counter ticks after `anchor_tsc` from which a reading takes a
+    /// new anchor (a counter below `anchor_tsc` takes it too).
+    window_ticks: AtomicU64,
 }
 
 static CONVERSION: Conversion = Conversion {
@@ -112,7 +145,7 @@ static CONVERSION: Conversion = Conversion {
     anchor_tsc: AtomicU64::new(0),
     anchor_ns: AtomicU64::new(0),
     rate: AtomicU64::new(0),
-    next_anchor_tsc: AtomicU64::new(0),
+    window_ticks: AtomicU64::new(0),
 };
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds (within the drift the module doc
@@ -129,11 +162,11 @@ pub fn now_ns() -> u64 {
     let anchor_tsc = c.anchor_tsc.load(Relaxed);
     let anchor_ns = c.anchor_ns.load(Relaxed);
     let rate = c.rate.load(Relaxed);
-    let next_anchor_tsc = c.next_anchor_tsc.load(Relaxed);
-    let tsc = tsc();
+    let window_ticks = c.window_ticks.load(Relaxed);
+    let ticks = tsc().wrapping_sub(anchor_tsc);
     fence(Acquire);
-    if c.sequence.load(Relaxed) == sequence && tsc < next_anchor_tsc {
-        return anchor_ns + scale(tsc.saturating_sub(anchor_tsc), rate);
+    if c.sequence.load(Relaxed) == sequence && ticks < window_ticks {
+        return anchor_ns + scale(ticks, rate);
     }
     now_ns_slow()
 }
@@ -201,7 +234,8 @@ fn calibrate() -> u64 {
     }
     let Some((tsc, ns)) = pair(RATE_PAIR_TRIES) else {
         if FAILED_PAIRS.fetch_add(1, Relaxed) + 1 >= CALIBRATION_TRIES {
-            MODE.store(VDSO, Relaxed);
+            // Another thread may have published the first anchor meanwhile.
+            let _ = MODE.compare_exchange(CALIBRATING, VDSO, Relaxed, Relaxed);
         }
         return now;
     };
@@ -211,7 +245,7 @@ fn calibrate() -> u64 {
         .compare_exchange(CALIBRATING, COUNTER, Relaxed, Relaxed)
         .is_ok()
     {
-        publish(tsc, ns);
+        take_anchor((tsc, ns), None);
     }
     ns
 }
@@ -268,24 +302,33 @@ fn reanchor() -> u64 {
     let c = &CONVERSION;
     let sequence = c.sequence.load(Relaxed);
     let now = tsc();
+    let anchor_tsc = c.anchor_tsc.load(Relaxed);
     let ours = sequence & 1 == 0
-        && now >= c.next_anchor_tsc.load(Relaxed)
+        && now.wrapping_sub(anchor_tsc) >= c.window_ticks.load(Relaxed)
         && c.sequence
             .compare_exchange(sequence, sequence + 1, Acquire, Relaxed)
             .is_ok();
     if !ours {
         return vdso_ns();
     }
+    let current = Anchor {
+        tsc: anchor_tsc,
+        ns: c.anchor_ns.load(Relaxed),
+        rate: c.rate.load(Relaxed),
+    };
     match pair(ANCHOR_PAIR_TRIES) {
         Some((tsc, ns)) => {
-            publish(tsc, ns);
+            take_anchor((tsc, ns), Some(current));
             ns
+        }
+        None if now < anchor_tsc => {
+            abandon_counter();
+            vdso_ns()
         }
         None => {
             fence(Release);
-            let rate = c.rate.load(Relaxed);
-            c.next_anchor_tsc
-                .store(now.saturating_add(reanchor_ticks(rate)), Relaxed);
+            let window = (now - anchor_tsc).saturating_add(reanchor_ticks(current.rate));
+            c.window_ticks.store(window, Relaxed);
             c.sequence.store(sequence + 2, Release);
             vdso_ns()
         }
@@ -298,32 +341,82 @@ fn reanchor_ticks(rate: u64) -> u64 {
         as u64
 }
 
-/// Write the anchor (tsc, ns) and the rate since the first pair while the
-/// sequence is odd (made so by this thread, or odd from the start), then
-/// make it even.
-fn publish(tsc: u64, ns: u64) {
+/// A published conversion: `ns = anchor.ns + (tsc − anchor.tsc) × rate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Anchor {
+    tsc: u64,
+    ns: u64,
+    /// Nanoseconds per tick, 32.32 fixed point.
+    rate: u64,
+}
+
+/// The conversion a new pair gives: the pair as anchor, with the rate since
+/// the first pair `base`; or `None` where the counter must not be used any
+/// more, because the pair shows a discontinuity against the `current`
+/// conversion (a counter or clock below the anchor's, a time that differs
+/// from the prediction by more than [`JUMP_NS`] and [`JUMP_PER_NS`] of the
+/// time since the anchor) or the rate since `base` is not a counter's
+/// (no ticks, time going backwards, outside 0.1–10 ns per tick).
+fn next_anchor(base: (u64, u64), current: Option<Anchor>, pair: (u64, u64)) -> Option<Anchor> {
+    let (tsc, ns) = pair;
+    if let Some(current) = current {
+        let ticks = tsc.checked_sub(current.tsc)?;
+        let elapsed = ns.checked_sub(current.ns)?;
+        let predicted = current.ns.saturating_add(scale(ticks, current.rate));
+        if predicted.abs_diff(ns) > JUMP_NS + elapsed / JUMP_PER_NS {
+            return None;
+        }
+    }
+    let ticks = tsc.checked_sub(base.0).filter(|&t| t > 0)?;
+    let elapsed = ns.checked_sub(base.1)?;
+    let rate = (u128::from(elapsed) << 32) / u128::from(ticks);
+    let rate = u64::try_from(rate)
+        .ok()
+        .filter(|r| (RATE_MIN..=RATE_MAX).contains(r))?;
+    Some(Anchor { tsc, ns, rate })
+}
+
+/// Take `pair` as the new anchor (see [`next_anchor`]) while the sequence
+/// is odd (made so by this thread, or odd from the start), then make it
+/// even; or stop using the counter.
+fn take_anchor(pair: (u64, u64), current: Option<Anchor>) {
+    let base = (BASE_TSC.load(Relaxed), BASE_NS.load(Relaxed));
+    match next_anchor(base, current, pair) {
+        Some(anchor) => publish(anchor),
+        None => abandon_counter(),
+    }
+}
+
+/// The vDSO clock for good; the sequence stays odd, so readers never read
+/// the counter again.
+fn abandon_counter() {
+    MODE.store(VDSO, Relaxed);
+}
+
+/// Write `anchor` while the sequence is odd, then make it even.
+fn publish(anchor: Anchor) {
     let c = &CONVERSION;
     fence(Release);
-    let ticks = tsc.saturating_sub(BASE_TSC.load(Relaxed)).max(1);
-    let elapsed = ns.saturating_sub(BASE_NS.load(Relaxed));
-    let rate = ((u128::from(elapsed) << 32) / u128::from(ticks)).min(u128::from(u64::MAX)) as u64;
-    c.anchor_tsc.store(tsc, Relaxed);
-    c.anchor_ns.store(ns, Relaxed);
-    c.rate.store(rate, Relaxed);
-    c.next_anchor_tsc
-        .store(tsc.saturating_add(reanchor_ticks(rate)), Relaxed);
+    c.anchor_tsc.store(anchor.tsc, Relaxed);
+    c.anchor_ns.store(anchor.ns, Relaxed);
+    c.rate.store(anchor.rate, Relaxed);
+    c.window_ticks.store(reanchor_ticks(anchor.rate), Relaxed);
     let odd = c.sequence.load(Relaxed);
     c.sequence.store((odd | 1).wrapping_add(1), Release);
 }
 
-/// In a forked child (one thread): an anchor its parent was writing at the
-/// fork is written again, so the child does not read the vDSO clock for good.
+/// In a forked child (one thread): a counter check its parent was making
+/// at the fork is made again, and an anchor it was writing is written again
+/// (with the rate since the first pair: the conversion may be half
+/// written), so the child does not read the vDSO clock for good.
 pub fn after_fork_child() {
-    if MODE.load(Relaxed) == COUNTER && CONVERSION.sequence.load(Relaxed) & 1 != 0 {
-        match pair(ANCHOR_PAIR_TRIES) {
-            Some((tsc, ns)) => publish(tsc, ns),
-            None => MODE.store(VDSO, Relaxed),
-        }
+    match MODE.load(Relaxed) {
+        CHECKING => MODE.store(WAITING, Relaxed),
+        COUNTER if CONVERSION.sequence.load(Relaxed) & 1 != 0 => match pair(ANCHOR_PAIR_TRIES) {
+            Some(pair) => take_anchor(pair, None),
+            None => abandon_counter(),
+        },
+        _ => {}
     }
 }
 
@@ -360,7 +453,13 @@ mod tests {
         while vdso_ns() - start < 40_000_000 {
             let _ = now_ns();
         }
-        assert_eq!(uses_counter(), invariant_counter());
+        // Used only where invariant; used where invariant and the vDSO
+        // clock reads fast enough to make pairs (not under a clock source
+        // such as Xen's or HPET, which the vDSO cannot read).
+        assert!(!uses_counter() || invariant_counter());
+        if invariant_counter() && pair(RATE_PAIR_TRIES).is_some() {
+            assert!(uses_counter(), "invariant counter with pairs, not used");
+        }
         let (mut early, mut late) = (0, 0);
         let mut check = || {
             let before = vdso_ns();
@@ -382,6 +481,97 @@ mod tests {
             early <= BOUND_NS && late <= BOUND_NS,
             "{early} ns early, {late} ns late"
         );
+    }
+
+    /// 3 GHz: 1/3 ns per tick.
+    const GHZ3: u64 = (1 << 32) / 3;
+
+    /// A conversion at 3 GHz anchored `minutes` after the first pair.
+    fn running(minutes: u64) -> ((u64, u64), Anchor) {
+        let base = (1_000_000, 5_000_000_000);
+        let ns = minutes * 60_000_000_000;
+        let anchor = Anchor {
+            tsc: base.0 + 3 * ns,
+            ns: base.1 + ns,
+            rate: GHZ3,
+        };
+        (base, anchor)
+    }
+
+    #[test]
+    fn drift_keeps_the_counter() {
+        let (base, current) = running(10);
+        // 1 ms later by the counter, 0.1 µs more by the clock.
+        let pair = (current.tsc + 3_000_000, current.ns + 1_000_100);
+        let next = next_anchor(base, Some(current), pair).expect("drift is no jump");
+        assert_eq!((next.tsc, next.ns), pair);
+        assert!(next.rate.abs_diff(GHZ3) < GHZ3 / 1_000_000);
+        // 8 h without sample events, the clock's rate changed by 5 ppm.
+        let hours = 8 * 3_600_000_000_000;
+        let pair = (
+            current.tsc + 3 * hours,
+            current.ns + hours + hours / 200_000,
+        );
+        assert!(next_anchor(base, Some(current), pair).is_some());
+    }
+
+    #[test]
+    fn a_suspend_stops_the_counter() {
+        // 8 h suspended 10 min after the first pair: the counter ticked,
+        // the clock moved 1 ms.
+        let (base, current) = running(10);
+        let pair = (
+            current.tsc + 3 * (8 * 3_600_000_000_000 + 1_000_000),
+            current.ns + 1_000_000,
+        );
+        assert_eq!(next_anchor(base, Some(current), pair), None);
+        // A jump just over the bound, 1 ms after the anchor.
+        let pair = (
+            current.tsc + 3 * (1_000_000 + JUMP_NS + 1_000),
+            current.ns + 1_000_000,
+        );
+        assert_eq!(next_anchor(base, Some(current), pair), None);
+    }
+
+    #[test]
+    fn a_counter_going_backwards_stops_the_counter() {
+        let (base, current) = running(10);
+        let pair = (current.tsc - 1, current.ns + 1_000_000);
+        assert_eq!(next_anchor(base, Some(current), pair), None);
+        // Reset to near zero, below the first pair too (the first anchor
+        // and a forked child's have no conversion to compare with).
+        assert_eq!(next_anchor(base, None, (5, current.ns)), None);
+        assert_eq!(next_anchor(base, None, (base.0, current.ns)), None);
+    }
+
+    #[test]
+    fn the_first_rate_must_be_a_counters() {
+        let base = (1_000_000, 5_000_000_000);
+        let ten_ms = 10_000_000;
+        let first = next_anchor(base, None, (base.0 + 3 * ten_ms, base.1 + ten_ms));
+        assert!(first.is_some_and(|a| a.rate.abs_diff(GHZ3) < 2));
+        // Suspended during the calibration: 0.003 ns per tick.
+        let hour = 3_600_000_000_000;
+        assert_eq!(
+            next_anchor(base, None, (base.0 + 3 * hour, base.1 + ten_ms)),
+            None
+        );
+        // The clock behind the first pair.
+        assert_eq!(
+            next_anchor(base, None, (base.0 + 3 * ten_ms, base.1 - 1)),
+            None
+        );
+    }
+
+    /// The reader's window test: a counter below the anchor is outside it.
+    #[test]
+    fn a_counter_below_the_anchor_is_outside_the_window() {
+        let window = reanchor_ticks(GHZ3);
+        assert!(window.abs_diff(3_000_000) <= 1);
+        let anchor_tsc = 1u64 << 40;
+        assert!((anchor_tsc + window - 1).wrapping_sub(anchor_tsc) < window);
+        assert!((anchor_tsc + window).wrapping_sub(anchor_tsc) >= window);
+        assert!((anchor_tsc - 1).wrapping_sub(anchor_tsc) >= window);
     }
 
     #[test]

@@ -24,8 +24,9 @@
 //! own heap's lock (through those allocations). Syscalls: the tables'
 //! creation at the process's first sample, mmap when a table grows,
 //! gettid/prctl at a thread's first sample, write for a one-time warning;
-//! `cpuid` once per process (the clock's calibration); the clock is the
-//! time stamp counter or the vDSO's. The triggers it
+//! the clock is the time stamp counter or the vDSO's. Instructions that
+//! trap in a virtual machine: `cpuid` once per process (the clock's
+//! calibration). The triggers it
 //! feeds only post requests to the dumper, which may start the dumper
 //! thread (see `dumper`).
 
