@@ -13,6 +13,25 @@ use serde::Serialize;
 /// The schema name and version written in every time report.
 pub const SCHEMA: &str = "heapdiff-time/1";
 
+/// The fields every time report starts with.
+#[derive(Serialize)]
+struct Header {
+    schema: &'static str,
+    report: &'static str,
+    confidence: f64,
+}
+
+impl Header {
+    /// The header of the report named `report` (95 % intervals).
+    fn of(report: &'static str) -> Header {
+        Header {
+            schema: SCHEMA,
+            report,
+            confidence: 0.95,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct AmountReport {
     objects: Bound,
@@ -89,9 +108,8 @@ fn peak_report(peak: Option<(PeakInfo, &str)>) -> Option<PeakReport> {
 pub fn lifetimes(dump: &str, lifetimes: &Lifetimes) -> String {
     #[derive(Serialize)]
     struct Report {
-        schema: &'static str,
-        report: &'static str,
-        confidence: f64,
+        #[serde(flatten)]
+        header: Header,
         dump: String,
         /// Freed within this many ns is temporary; `null`: any lifetime.
         temporary_ns: Option<u64>,
@@ -99,9 +117,7 @@ pub fn lifetimes(dump: &str, lifetimes: &Lifetimes) -> String {
         stacks: Vec<LifetimeReport>,
     }
     to_json(&Report {
-        schema: SCHEMA,
-        report: "lifetimes",
-        confidence: 0.95,
+        header: Header::of("lifetimes"),
         dump: dump.to_string(),
         temporary_ns: (lifetimes.temporary_ns != u64::MAX).then_some(lifetimes.temporary_ns),
         functions: lifetimes.functions.iter().map(LifetimeReport::of).collect(),
@@ -152,9 +168,8 @@ impl AgeReport {
 pub fn ages(dump: &str, ages: &Ages, stacks: &Ages, peak: Option<(PeakInfo, &str)>) -> String {
     #[derive(Serialize)]
     struct Report {
-        schema: &'static str,
-        report: &'static str,
-        confidence: f64,
+        #[serde(flatten)]
+        header: Header,
         dump: String,
         run_ns: u64,
         slices_ns: Vec<(u64, u64)>,
@@ -166,9 +181,7 @@ pub fn ages(dump: &str, ages: &Ages, stacks: &Ages, peak: Option<(PeakInfo, &str
         stacks: Vec<AgeReport>,
     }
     to_json(&Report {
-        schema: SCHEMA,
-        report: "ages",
-        confidence: 0.95,
+        header: Header::of("ages"),
         dump: dump.to_string(),
         run_ns: ages.run_ns,
         slices_ns: ages.slices.clone(),
@@ -228,18 +241,15 @@ pub fn leaks(
 ) -> String {
     #[derive(Serialize)]
     struct Report {
-        schema: &'static str,
-        report: &'static str,
-        confidence: f64,
+        #[serde(flatten)]
+        header: Header,
         dumps: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         peak: Option<PeakReport>,
         candidates: Vec<LeakReport>,
     }
     to_json(&Report {
-        schema: SCHEMA,
-        report: "leaks",
-        confidence: 0.95,
+        header: Header::of("leaks"),
         dumps: dumps.to_vec(),
         peak: peak_report(peak),
         candidates: rows
