@@ -217,10 +217,7 @@ async fn serve_and_exported_html_in_chromium() {
         exported.to_str().unwrap(),
     ]);
     drop(server);
-    client
-        .goto(&format!("file://{}", exported.display()))
-        .await
-        .unwrap();
+    open_file(&client, &exported).await;
     check_single_view(&client, text_percent).await;
     let diff_file = dir.join("export.diff.html");
     heapdiff_ok(&[
@@ -232,10 +229,7 @@ async fn serve_and_exported_html_in_chromium() {
         "-o",
         diff_file.to_str().unwrap(),
     ]);
-    client
-        .goto(&format!("file://{}", diff_file.display()))
-        .await
-        .unwrap();
+    open_file(&client, &diff_file).await;
     wait_for(&client, "Array.from(document.querySelectorAll('#functions tr.growth td.name')).some(td => td.textContent === 'grow_cache')").await;
     check_change_vectors(&client).await;
 
@@ -251,10 +245,7 @@ async fn serve_and_exported_html_in_chromium() {
         big_html.to_str().unwrap(),
     ]);
     let started = Instant::now();
-    client
-        .goto(&format!("file://{}", big_html.display()))
-        .await
-        .unwrap();
+    open_file(&client, &big_html).await;
     let ms = wait_for(
         &client,
         "window.heapdiffViewer && heapdiffViewer.firstDrawMs",

@@ -57,7 +57,7 @@
 
 mod browser_common;
 
-use browser_common::{connect, eval, select, start_driver, viewer_ready, wait_for};
+use browser_common::{connect, eval, open_file, select, start_driver, viewer_ready, wait_for};
 use heapdiff::compare::{Comparison, VarianceRule, function_changes};
 use heapdiff::model::Metric;
 use heapdiff::pipeline::{Loaded, Session, Settings};
@@ -351,10 +351,7 @@ async fn the_viewer_judges_same_process_changes_as_the_reports() {
         return;
     };
     let client = connect(&driver).await;
-    client
-        .goto(&format!("file://{}", page.display()))
-        .await
-        .unwrap();
+    open_file(&client, &page).await;
     viewer_ready(&client).await;
     for (index, metric) in METRICS.iter().enumerate() {
         if index > 0 {

@@ -135,10 +135,7 @@ async fn age_slices_per_function_are_the_age_reports() {
         return;
     };
     let client = connect(&driver).await;
-    client
-        .goto(&format!("file://{}", page.display()))
-        .await
-        .unwrap();
+    open_file(&client, &page).await;
     let drawn = drawn_as_reported(&client, &report).await;
     let bars_of = |name: &str| -> Vec<f64> {
         let row = drawn.iter().find(|d| d["name"] == name).unwrap();
@@ -180,10 +177,7 @@ async fn age_slices_per_function_are_the_age_reports() {
     let old = workspace_root().join("format/tests/golden/v3.dump");
     let old_page = dir.join("v3.html");
     heapdiff_ok(&["-f", "html", "-o", path_str(&old_page), path_str(&old)]);
-    client
-        .goto(&format!("file://{}", old_page.display()))
-        .await
-        .unwrap();
+    open_file(&client, &old_page).await;
     viewer_ready(&client).await;
     let reason = wait_for(
         &client,

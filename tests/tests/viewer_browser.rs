@@ -422,10 +422,7 @@ async fn the_functions_table_names_zoom_and_keys_on_a_cpp_service() {
         "-o",
         exported.to_str().unwrap(),
     ]);
-    client
-        .goto(&format!("file://{}", exported.display()))
-        .await
-        .unwrap();
+    open_file(&client, &exported).await;
     viewer_ready(&client).await;
     let (more, more_noise) =
         check_significance_against_json(&client, &base, &new, "independent").await;

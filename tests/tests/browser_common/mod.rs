@@ -66,6 +66,14 @@ pub fn start_driver() -> Option<Driver> {
     })
 }
 
+/// Open the local file `page` (an exported HTML report) in `client`.
+pub async fn open_file(client: &Client, page: &Path) {
+    client
+        .goto(&format!("file://{}", page.display()))
+        .await
+        .expect("open the page");
+}
+
 /// A headless browser session with a 1400×1000 window.
 pub async fn connect(driver: &Driver) -> Client {
     let args = [
