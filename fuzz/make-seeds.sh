@@ -2,9 +2,9 @@
 # Regenerate the seed dumps in fuzz/seeds/dump/ with the current shim (run
 # after a dump format change; tests/tests/fuzz_bounded.rs checks that every
 # seed decodes, re-encodes byte for byte and stays under 16 KiB). The dumps
-# of the previous format versions are kept in fuzz/seeds/dump-v2/ and
-# fuzz/seeds/dump-v3/ (written by the format-2 and format-3 shims; they must
-# keep loading).
+# of the previous format versions are kept in fuzz/seeds/dump-v2/,
+# fuzz/seeds/dump-v3/ and fuzz/seeds/dump-v4/ (written by the format-2, -3
+# and -4 shims; they must keep loading).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p heapsample-shim

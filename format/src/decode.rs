@@ -208,7 +208,7 @@ mod tests {
         );
         assert_eq!(
             DecodeError::UnsupportedVersion { found: 9 }.to_string(),
-            "dump format version 9 is not supported (this heapdiff reads versions 2, 3 and 4)"
+            "dump format version 9 is not supported (this heapdiff reads versions 2, 3, 4 and 5)"
         );
     }
 }

@@ -31,6 +31,10 @@
 //!   writer, the reader and its errors;
 //! - `versions`: one module per version read, and the one match that picks
 //!   it (adding a version adds a module and an arm there);
+//! - `process_context`, `runtime_frames`, `profiler_cost` (format 5): where
+//!   the process ran ([`ProcessContext`]), the names of runtime-generated
+//!   code its frames fall in ([`RuntimeFrames`]), and what the profiler
+//!   cost ([`ProfilerCost`]);
 //! - `attached`: the attach time of a dump of an attached process
 //!   ([`Dump::attached_unix_ns`]; version 3 kept it in its configuration
 //!   string).
@@ -46,6 +50,9 @@ mod legacy_correction;
 mod lifetimes;
 mod live_samples;
 mod model;
+mod process_context;
+mod profiler_cost;
+mod runtime_frames;
 mod sampling;
 mod serde_strings;
 mod versions;
@@ -61,11 +68,18 @@ pub use legacy_correction::{legacy_weights, unsample, unsample_scale};
 pub use lifetimes::{LIFETIME_BUCKETS, LifetimeBucket, bucket_bounds_ns, lifetime_bucket};
 pub use live_samples::LiveSample;
 pub use model::{Dump, Module, Peak, Process, Stack, ThreadInfo, Totals, Trigger, Weights};
+pub use process_context::{Namespaces, ProcessContext};
+pub use profiler_cost::{OwnMemory, ProfilerCost, RemovedDump};
+pub use runtime_frames::{FrameKind, RuntimeFrames, RuntimeSymbol, WalkEnds};
 pub use sampling::{
     BYTES_GRID, BYTES_PER_CALL, OBJECTS_GRID, SamplingLaw, inclusion_probability, sample_weights,
     weights_with_probability,
 };
-pub use versions::{LEGACY_VERSION, PREVIOUS_VERSION, READABLE_VERSIONS, VERSION};
+pub use versions::{
+    LEGACY_VERSION, PREVIOUS_VERSION, READABLE_VERSIONS, TIMED_VERSION, VERSION, VERSION_3,
+};
 
 #[cfg(test)]
 mod test_dumps;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

@@ -15,6 +15,9 @@
 
 use crate::lifetimes::LifetimeBucket;
 use crate::live_samples::LiveSample;
+use crate::process_context::ProcessContext;
+use crate::profiler_cost::{ProfilerCost, RemovedDump};
+use crate::runtime_frames::RuntimeFrames;
 use crate::sampling::SamplingLaw;
 use crate::serde_strings::{owned_from_borrowed, owned_list_from_borrowed};
 use serde::{Deserialize, Serialize};
@@ -35,6 +38,9 @@ pub enum Trigger {
     /// The cgroup's memory use crossed `prof_oom_pct` of its limit:
     /// `...o<oseq>.prof`.
     MemoryLimit,
+    /// Every `prof_interval_s` seconds of wall time: `...t<tseq>.prof`
+    /// (format 5 on).
+    Time,
 }
 
 impl Trigger {
@@ -47,6 +53,7 @@ impl Trigger {
             Trigger::Manual => 'm',
             Trigger::Signal => 's',
             Trigger::MemoryLimit => 'o',
+            Trigger::Time => 't',
         }
     }
 }
@@ -310,6 +317,17 @@ pub struct Dump {
     pub live_samples: Vec<LiveSample>,
     /// The exact live heap's highest point, with `prof_exact`.
     pub peak: Option<Peak>,
+    /// The machine and container the process ran in (format 5 on; before,
+    /// empty).
+    pub context: ProcessContext,
+    /// Names of the runtime-generated code the frames fall in, and how the
+    /// walks ended (format 5 on).
+    pub runtime: RuntimeFrames,
+    /// What the profiler cost up to this dump (format 5 on; zero before).
+    pub cost: ProfilerCost,
+    /// Dumps of this process removed since its previous dump to keep the
+    /// series within its bounds (format 5 on).
+    pub removed_dumps: Vec<RemovedDump>,
 }
 
 impl Dump {

@@ -5,16 +5,7 @@ use crate::*;
 /// A small dump of the current version.
 pub(crate) fn sample_dump() -> Dump {
     Dump {
-        writer: "test".into(),
         pid: 42,
-        executable: "/bin/true".into(),
-        command_line: vec!["true".into()],
-        time_unix_ns: 1,
-        trigger: Trigger::Final,
-        seq: 0,
-        trigger_seq: 0,
-        lg_sample_period: 19,
-        config: String::new(),
         modules: vec![Module {
             path: "/bin/true".into(),
             build_id: vec![1, 2, 3],
@@ -23,7 +14,6 @@ pub(crate) fn sample_dump() -> Dump {
             first_epoch: 0,
             last_epoch: None,
         }],
-        threads: vec![],
         stacks: vec![Stack {
             frames: vec![0x1234, 0x1500],
             live_objects: 1,
@@ -40,7 +30,6 @@ pub(crate) fn sample_dump() -> Dump {
             }],
             ..Stack::default()
         }],
-        totals: Totals::default(),
         process: Process {
             id: 0x1234_5678_9abc_def0_0fed_cba9_8765_4321,
             start_monotonic_ns: 5_000,
@@ -61,6 +50,7 @@ pub(crate) fn sample_dump() -> Dump {
             at_ns: 2_000,
             time_margin_bytes: 4096,
         }),
+        ..crate::testing::dump()
     }
 }
 

@@ -5,9 +5,10 @@
 //! added to the model, a frozen layout edited) fails here.
 
 use heapsample_format::{
-    Dump, LEGACY_VERSION, LifetimeBucket, LiveSample, Module, PREVIOUS_VERSION, Peak, Process,
-    READABLE_VERSIONS, Stack, ThreadInfo, Totals, Trigger, VERSION, Weights, decode_versioned,
-    encode, legacy_weights,
+    Dump, FrameKind, LEGACY_VERSION, LifetimeBucket, LiveSample, Module, Namespaces, OwnMemory,
+    PREVIOUS_VERSION, Peak, Process, ProcessContext, ProfilerCost, READABLE_VERSIONS, RemovedDump,
+    RuntimeFrames, RuntimeSymbol, Stack, ThreadInfo, Totals, Trigger, VERSION, VERSION_3, WalkEnds,
+    Weights, decode_versioned, encode, legacy_weights,
 };
 use std::path::PathBuf;
 
@@ -71,6 +72,10 @@ fn example(stacks: Vec<Stack>, totals: Totals) -> Dump {
         bytes_per_call: 0,
         live_samples: vec![],
         peak: None,
+        context: ProcessContext::default(),
+        runtime: RuntimeFrames::default(),
+        cost: ProfilerCost::default(),
+        removed_dumps: vec![],
     }
 }
 
@@ -203,6 +208,71 @@ fn version_4() -> Dump {
     dump
 }
 
+/// The dump in `golden/v5.dump`: version 4's, with where the process ran,
+/// runtime names and walk ends, the profiler's cost and a removed dump.
+fn version_5() -> Dump {
+    let mut dump = version_4();
+    dump.trigger = Trigger::Time;
+    dump.context = ProcessContext {
+        architecture: "aarch64".into(),
+        hostname: "host-7".into(),
+        namespaces: Namespaces {
+            pid: 4_026_532_001,
+            mnt: 4_026_532_002,
+            user: 4_026_531_837,
+            net: 4_026_532_004,
+            uts: 4_026_532_005,
+            ipc: 4_026_532_006,
+            cgroup: 4_026_532_007,
+        },
+        cgroup: "/kubepods/pod-1/c-2".into(),
+        ns_pids: vec![4242, 1],
+    };
+    dump.runtime = RuntimeFrames {
+        symbols: vec![
+            RuntimeSymbol {
+                start: 0x7f12_0000_0000,
+                size: 0x40,
+                name: "py::make_record:/srv/app.py".into(),
+                kind: FrameKind::Python,
+            },
+            RuntimeSymbol {
+                start: 0x7f12_0000_1000,
+                size: 0x200,
+                name: "LazyCompile:~handleRequest /srv/leak.js:3".into(),
+                kind: FrameKind::JavaScript,
+            },
+        ],
+        sources: vec!["/tmp/perf-4242.map".into()],
+        walk_ends: WalkEnds {
+            complete: 90,
+            depth_limit: 3,
+            no_unwind_info: 5,
+            unreadable_stack: 2,
+        },
+    };
+    dump.cost = ProfilerCost {
+        memory: OwnMemory {
+            stack_table: 1 << 20,
+            frames: 65_536,
+            live_table: 1 << 22,
+            lifetimes: 1728,
+            other: 40_960,
+        },
+        dumps_written: 6,
+        dump_bytes: 123_456,
+        dump_ns: 7_000_000,
+        sampling_ns: 55_000_000,
+    };
+    dump.removed_dumps = vec![RemovedDump {
+        file_name: "heapsample.4242.000002.t2.prof".into(),
+        seq: 2,
+        trigger: Trigger::Time,
+        time_unix_ns: 1_699_999_995_000_000_000,
+    }];
+    dump
+}
+
 /// The dump `golden/v2.dump` decodes to: raw counts, weights from the
 /// average-size correction, no `resets` (version 2 had none).
 fn version_2() -> Dump {
@@ -238,21 +308,29 @@ fn version_2() -> Dump {
 
 #[test]
 fn the_current_version_is_what_encode_writes() {
-    assert_eq!(VERSION, 4, "a new version: add golden/v{VERSION}.dump");
+    assert_eq!(VERSION, 5, "a new version: add golden/v{VERSION}.dump");
     let bytes = golden(VERSION);
-    assert_eq!(decode_versioned(&bytes), Ok((version_4(), VERSION)));
+    assert_eq!(decode_versioned(&bytes), Ok((version_5(), VERSION)));
     assert!(
-        encode(&version_4()) == bytes,
+        encode(&version_5()) == bytes,
         "encode no longer writes golden/v{VERSION}.dump: the body layout changed, \
          which is a new format version (see format/src/versions/mod.rs)"
     );
 }
 
 #[test]
-fn version_3_still_decodes_without_the_time_data() {
+fn version_4_still_decodes_without_the_process_context() {
     assert_eq!(
         decode_versioned(&golden(PREVIOUS_VERSION)),
-        Ok((version_3(), PREVIOUS_VERSION))
+        Ok((version_4(), PREVIOUS_VERSION))
+    );
+}
+
+#[test]
+fn version_3_still_decodes_without_the_time_data() {
+    assert_eq!(
+        decode_versioned(&golden(VERSION_3)),
+        Ok((version_3(), VERSION_3))
     );
 }
 
@@ -268,7 +346,7 @@ fn version_2_still_decodes_with_the_old_correction() {
 fn every_readable_version_has_a_golden_dump() {
     assert_eq!(
         READABLE_VERSIONS,
-        [LEGACY_VERSION, PREVIOUS_VERSION, VERSION]
+        [LEGACY_VERSION, VERSION_3, PREVIOUS_VERSION, VERSION]
     );
     for &version in READABLE_VERSIONS {
         let bytes = golden(version);
@@ -278,10 +356,10 @@ fn every_readable_version_has_a_golden_dump() {
     }
 }
 
-/// A version-4 dump cut short or damaged anywhere is an error, never a
-/// dump.
+/// A dump of the current version cut short or damaged anywhere is an
+/// error, never a dump.
 #[test]
-fn a_damaged_version_4_dump_is_an_error() {
+fn a_damaged_current_dump_is_an_error() {
     let bytes = golden(VERSION);
     for len in 0..bytes.len() {
         assert!(decode_versioned(&bytes[..len]).is_err(), "{len} bytes");
@@ -303,5 +381,5 @@ fn write_the_current_golden_dump_when_asked() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(format!("v{VERSION}.dump"));
-    std::fs::write(path, encode(&version_4())).unwrap();
+    std::fs::write(path, encode(&version_5())).unwrap();
 }

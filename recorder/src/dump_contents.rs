@@ -4,7 +4,7 @@
 //! with their lifetimes, the live samples one by one, the module map and
 //! its contexts, the thread list, the exact counters and peak) into one
 //! value, and the process facts it carries (command line, time, identity,
-//! the clocks' origin, the attach time).
+//! the clocks' origin, the attach time, where it runs).
 //! Naming, numbering and writing the file are `writer`'s and `dump_file`'s.
 //!
 //! A dump is consistent within itself while the program runs on: the live
@@ -108,6 +108,10 @@ pub fn assemble(trigger: Trigger) -> Dump {
                 time_margin_bytes,
             }
         }),
+        context: crate::process_context::read(),
+        runtime: Default::default(),
+        cost: Default::default(),
+        removed_dumps: Vec::new(),
     }
 }
 
@@ -184,39 +188,9 @@ fn live_samples(
 }
 
 fn command_line() -> Vec<String> {
-    read_proc_file(c"/proc/self/cmdline")
+    crate::process_context::read_proc_file(c"/proc/self/cmdline")
         .split(|&b| b == 0)
         .filter(|arg| !arg.is_empty())
         .map(|arg| String::from_utf8_lossy(arg).into_owned())
         .collect()
-}
-
-/// A small /proc file read whole with plain `read`s (no `stat` to size the
-/// buffer first: a forked child's exit dump reads it, and counts each call).
-fn read_proc_file(path: &core::ffi::CStr) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(4096);
-    // SAFETY: a valid NUL-terminated path.
-    let fd = unsafe { crate::syscalls::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC, 0) };
-    if fd < 0 {
-        return bytes;
-    }
-    loop {
-        if bytes.len() == bytes.capacity() {
-            bytes.reserve(bytes.capacity());
-        }
-        let spare = bytes.spare_capacity_mut();
-        // SAFETY: reading into the vector's spare capacity from our fd.
-        let n = unsafe { libc::read(fd, spare.as_mut_ptr().cast(), spare.len()) };
-        if n < 0 && sys::errno() == libc::EINTR {
-            continue;
-        }
-        if n <= 0 {
-            break;
-        }
-        // SAFETY: `n` more bytes were just initialised by read.
-        unsafe { bytes.set_len(bytes.len() + n as usize) };
-    }
-    // SAFETY: fd is ours and open.
-    unsafe { libc::close(fd) };
-    bytes
 }

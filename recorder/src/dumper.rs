@@ -68,6 +68,7 @@ struct Pending {
     high_water: AtomicU32,
     signal: AtomicU32,
     memory_limit: AtomicU32,
+    time: AtomicU32,
 }
 
 static PENDING: Pending = Pending {
@@ -75,6 +76,7 @@ static PENDING: Pending = Pending {
     high_water: AtomicU32::new(0),
     signal: AtomicU32::new(0),
     memory_limit: AtomicU32::new(0),
+    time: AtomicU32::new(0),
 };
 
 /// The most requests of one kind that may wait.
@@ -97,6 +99,7 @@ fn counter(trigger: Trigger) -> Option<&'static AtomicU32> {
         Trigger::HighWater => Some(&PENDING.high_water),
         Trigger::Signal => Some(&PENDING.signal),
         Trigger::MemoryLimit => Some(&PENDING.memory_limit),
+        Trigger::Time => Some(&PENDING.time),
         Trigger::Final | Trigger::Manual => None,
     }
 }
@@ -430,6 +433,7 @@ fn run() {
             Trigger::MemoryLimit,
             Trigger::Signal,
             Trigger::Interval,
+            Trigger::Time,
             Trigger::HighWater,
         ] {
             serve(trigger, write_dump);
@@ -493,4 +497,5 @@ pub fn reset_in_child() {
     crate::store_if_changed!(PENDING.high_water, 0);
     crate::store_if_changed!(PENDING.signal, 0);
     crate::store_if_changed!(PENDING.memory_limit, 0);
+    crate::store_if_changed!(PENDING.time, 0);
 }

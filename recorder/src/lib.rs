@@ -35,7 +35,8 @@
 //! 8. hooks: [`contracts`] (the rest of the malloc family), [`fast_path`]
 //!    (malloc's and free's assembly), [`cxx`] (C++ operator accounting).
 //! 9. never inside malloc: [`process`] (the process's identity and fork
-//!    record), [`dump_contents`] (what a dump holds),
+//!    record), [`process_context`] (where it runs: architecture,
+//!    namespaces, cgroup), [`dump_contents`] (what a dump holds),
 //!    [`dump_file`] (writing one atomically), [`writer`] (when, in what
 //!    order and under what name dumps are written), [`api`] (the C API),
 //!    [`lifecycle`] (constructor, exit, fork), [`exec_final`] (which
@@ -67,6 +68,7 @@ pub mod nursery;
 pub mod object_ids;
 pub mod own_heap;
 pub mod process;
+pub mod process_context;
 pub mod routes;
 pub mod sample;
 pub mod sampler;

@@ -27,7 +27,7 @@ pub const NOT_DUE: Errno = libc::EALREADY;
 /// All dumps of this process, in order.
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 /// Dumps per trigger, indexed by [`trigger_index`].
-static TRIGGER_SEQUENCE: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+static TRIGGER_SEQUENCE: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
 /// Serializes dumps; holds true once the process is exiting and no dump may start any more (a dump
 /// begun after the exit dump could be cut short by the process ending and
 /// leave its temporary file behind).
@@ -41,6 +41,7 @@ fn trigger_index(trigger: Trigger) -> usize {
         Trigger::Manual => 3,
         Trigger::Signal => 4,
         Trigger::MemoryLimit => 5,
+        Trigger::Time => 6,
     }
 }
 

@@ -52,6 +52,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "outside malloc",
         &[
             "process",
+            "process_context",
             "dump_contents",
             "dump_file",
             "writer",

@@ -721,7 +721,7 @@ fn version_3_seeds_still_load() {
         let bytes = std::fs::read(&path).unwrap();
         let (dump, version) =
             format::decode_versioned(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert_eq!(version, format::PREVIOUS_VERSION, "{}", path.display());
+        assert_eq!(version, format::VERSION_3, "{}", path.display());
         assert_eq!(
             dump.process,
             format::Process::default(),
@@ -745,6 +745,39 @@ fn version_3_seeds_still_load() {
         seen += 1;
     }
     assert!(seen >= 3, "expected at least 3 format-3 seeds");
+}
+
+/// The dumps of `fuzz/seeds/dump-v4/`, written by the shim in dump format
+/// 4, still load: their clocks, live samples and lifetimes kept, no
+/// process context, runtime names or profiler cost, and heapdiff reads
+/// them.
+#[test]
+fn version_4_seeds_still_load() {
+    let dir = workspace_root().join("fuzz").join("seeds").join("dump-v4");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("the format-4 seeds") {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let (dump, version) =
+            format::decode_versioned(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(version, format::PREVIOUS_VERSION, "{}", path.display());
+        assert_ne!(dump.process.id, 0, "{}", path.display());
+        assert_eq!(dump.context, format::ProcessContext::default());
+        assert!(dump.runtime.symbols.is_empty() && dump.removed_dumps.is_empty());
+        let output = std::process::Command::new(heapsample_tests::heapdiff_path())
+            .args(["--format", "text"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        seen += 1;
+    }
+    assert!(seen >= 3, "expected at least 3 format-4 seeds");
 }
 
 #[test]
@@ -950,7 +983,7 @@ fn heapdiff_load_mutations() {
 /// A dump whose every string is distinctive, so its length prefix can be
 /// found in the encoded body.
 fn dump_with_strings() -> Dump {
-    use heapsample_tests::format::{Module, Stack, ThreadInfo, Totals, Trigger};
+    use heapsample_tests::format::{Module, Stack, ThreadInfo, Trigger};
     Dump {
         writer: "W-writer-string".into(),
         pid: 7,
@@ -958,8 +991,6 @@ fn dump_with_strings() -> Dump {
         command_line: vec!["C-command-line-string".into()],
         time_unix_ns: 1,
         trigger: Trigger::Final,
-        seq: 0,
-        trigger_seq: 0,
         lg_sample_period: 0,
         config: "K-config-string".into(),
         modules: vec![Module {
@@ -985,11 +1016,7 @@ fn dump_with_strings() -> Dump {
             alloc_bytes: 16,
             ..Stack::default()
         }],
-        totals: Totals::default(),
-        process: format::Process::default(),
-        bytes_per_call: 0,
-        live_samples: vec![],
-        peak: None,
+        ..format::testing::dump()
     }
 }
 

@@ -16,10 +16,7 @@ fn dump_with_module(path: &str) -> Dump {
         command_line: vec![path.into()],
         time_unix_ns: 1,
         trigger: Trigger::Final,
-        seq: 0,
-        trigger_seq: 0,
         lg_sample_period: 0,
-        config: String::new(),
         modules: vec![Module {
             path: path.into(),
             build_id: vec![1, 2, 3, 4],
@@ -28,7 +25,6 @@ fn dump_with_module(path: &str) -> Dump {
             first_epoch: 0,
             last_epoch: None,
         }],
-        threads: vec![],
         stacks: vec![Stack {
             frames: vec![0x40_1234, 0x40_2345],
             thread: 1,
@@ -42,11 +38,7 @@ fn dump_with_module(path: &str) -> Dump {
             alloc: format::legacy_weights(1, 100, 1),
             lifetimes: vec![],
         }],
-        totals: Totals::default(),
-        process: format::Process::default(),
-        bytes_per_call: 0,
-        live_samples: vec![],
-        peak: None,
+        ..format::testing::dump()
     }
 }
 

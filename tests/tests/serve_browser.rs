@@ -368,22 +368,14 @@ fn synthetic_dump(count: u64) -> Vec<u8> {
         command_line: vec!["synthetic".into()],
         time_unix_ns: 0,
         trigger: Trigger::Final,
-        seq: 0,
-        trigger_seq: 0,
         lg_sample_period: 0,
-        config: String::new(),
-        modules: vec![],
         threads: vec![ThreadInfo {
             serial: 1,
             tid: 1,
             name: "main".into(),
         }],
         stacks,
-        totals: Totals::default(),
-        process: format::Process::default(),
-        bytes_per_call: 0,
-        live_samples: vec![],
-        peak: None,
+        ..format::testing::dump()
     })
 }
 

@@ -92,7 +92,7 @@ mod tests {
     use heapdiff::input::Input;
     use heapdiff::model::Metric;
     use heapdiff::model::folding::folded;
-    use heapsample_format::{Dump, Stack, Totals, Trigger, legacy_weights};
+    use heapsample_format::{Dump, Stack, Trigger, legacy_weights};
     use std::collections::BTreeMap;
     use std::path::PathBuf;
 
@@ -116,21 +116,11 @@ mod tests {
             writer: "test".into(),
             pid: 1,
             executable: "/x".into(),
-            command_line: vec![],
             time_unix_ns: 0,
             trigger: Trigger::Final,
-            seq: 0,
-            trigger_seq: 0,
             lg_sample_period: 0,
-            config: String::new(),
-            modules: vec![],
-            threads: vec![],
             stacks,
-            totals: Totals::default(),
-            process: heapsample_format::Process::default(),
-            bytes_per_call: 0,
-            live_samples: vec![],
-            peak: None,
+            ..heapsample_format::testing::dump()
         };
         let input = Input {
             path: PathBuf::from(name),

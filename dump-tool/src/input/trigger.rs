@@ -13,5 +13,6 @@ pub fn trigger_name(trigger: Trigger) -> &'static str {
         Trigger::Manual => "manual",
         Trigger::Signal => "signal",
         Trigger::MemoryLimit => "memory-limit",
+        Trigger::Time => "time",
     }
 }

@@ -364,21 +364,12 @@ pub(crate) mod tests {
             writer: "t".into(),
             pid: 1,
             executable: "/x".into(),
-            command_line: vec![],
             time_unix_ns: 0,
             trigger: Trigger::Final,
-            seq: 0,
-            trigger_seq: 0,
             lg_sample_period: 0,
-            config: String::new(),
             modules: Vec::<Module>::new(),
-            threads: vec![],
             stacks,
-            totals: Totals::default(),
-            process: heapsample_format::Process::default(),
-            bytes_per_call: 0,
-            live_samples: vec![],
-            peak: None,
+            ..heapsample_format::testing::dump()
         }
     }
 }

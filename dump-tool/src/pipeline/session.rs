@@ -188,7 +188,7 @@ pub(super) fn time_requirements(input: &Input, settings: &Settings) -> Result<()
 /// One line: the dump's version and the time views it lacks, for `what`.
 pub(super) fn lacks_time(input: &Input, time: &TimeInfo, what: &str) -> String {
     let missing = time.missing().unwrap_or("nothing");
-    if input.version < heapsample_format::VERSION {
+    if input.version < heapsample_format::TIMED_VERSION {
         format!(
             "{what} is not available: dump format {} carries no {missing}",
             input.version

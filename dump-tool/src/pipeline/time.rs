@@ -77,7 +77,7 @@ pub fn require_loaded(loaded: &Loaded, births: bool, lifetimes: bool, what: &str
 /// when every dump carries them.
 pub fn births_missing(view: &View<'_>, what: &str) -> Option<String> {
     let (input, _) = first_lacking(view.new.inputs(), true, false, what)?;
-    Some(if input.version < heapsample_format::VERSION {
+    Some(if input.version < heapsample_format::TIMED_VERSION {
         format!(
             "{what} needs the births of live samples, which dump format {} does not carry",
             input.version

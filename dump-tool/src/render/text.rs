@@ -227,7 +227,7 @@ fn time_line(out: &mut String, label: &str, side: &Side) {
     let input = side.first_input();
     if let Some(missing) = time.missing() {
         if !is_foreign(&input.dump) {
-            let why = if input.version < heapsample_format::VERSION {
+            let why = if input.version < heapsample_format::TIMED_VERSION {
                 format!("dump format {} carries no", input.version)
             } else {
                 "written without".to_string()

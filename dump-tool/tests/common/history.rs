@@ -172,11 +172,7 @@ pub fn sampled_dump(objects: &[Object], lg: u32, dump_ns: u64, rng: &mut Rng) ->
         time_unix_ns: 1_700_000_000_000_000_000 + dump_ns,
         trigger: Trigger::Final,
         seq: dump_ns / 1_000_000,
-        trigger_seq: 0,
         lg_sample_period: lg,
-        config: String::new(),
-        modules: vec![],
-        threads: vec![],
         stacks,
         totals,
         process: Process {
@@ -189,7 +185,7 @@ pub fn sampled_dump(objects: &[Object], lg: u32, dump_ns: u64, rng: &mut Rng) ->
         },
         bytes_per_call: heapsample_format::BYTES_PER_CALL as u32,
         live_samples,
-        peak: None,
+        ..heapsample_format::testing::dump()
     }
 }
 

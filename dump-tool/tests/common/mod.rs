@@ -225,18 +225,12 @@ pub fn dump(
         command_line: vec![executable.into()],
         time_unix_ns: 1_700_000_000_000_000_000,
         trigger: Trigger::Final,
-        seq: 0,
-        trigger_seq: 0,
         lg_sample_period,
-        config: String::new(),
         modules,
-        threads: vec![],
         stacks,
         totals,
-        process: heapsample_format::Process::default(),
         bytes_per_call: heapsample_format::BYTES_PER_CALL as u32,
-        live_samples: vec![],
-        peak: None,
+        ..heapsample_format::testing::dump()
     }
 }
 

@@ -9,6 +9,7 @@ use crate::decode::decode_exactly;
 use crate::error::DecodeError;
 use crate::model::{Dump, Module, Process, Stack, ThreadInfo, Totals, Trigger, Weights};
 use crate::serde_strings::{owned_from_borrowed, owned_list_from_borrowed};
+use crate::versions::v4::DumpV4;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -70,8 +71,13 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
     Ok(convert(old))
 }
 
-/// A version-3 dump in the model.
+/// A version-3 dump in the model (through version 4's layout).
 pub(crate) fn convert(old: DumpV3) -> Dump {
+    super::v4::convert(to_v4(old))
+}
+
+/// A version-3 dump in version 4's layout.
+fn to_v4(old: DumpV3) -> DumpV4 {
     let attach_unix_ns = crate::attached::attach_time_in_config(&old.config);
     let stacks = old
         .stacks
@@ -91,7 +97,7 @@ pub(crate) fn convert(old: DumpV3) -> Dump {
         })
         .collect();
     let t = old.totals;
-    Dump {
+    DumpV4 {
         writer: old.writer,
         pid: old.pid,
         executable: old.executable,
@@ -133,7 +139,7 @@ mod tests {
     use super::*;
     use crate::encode::config;
     use crate::test_dumps::file_with_body;
-    use crate::versions::PREVIOUS_VERSION;
+    use crate::versions::VERSION_3;
 
     /// A version-3 dump of an attached process (`heapsample attach` wrote
     /// the attach time into its configuration string) reads with the
@@ -169,10 +175,10 @@ mod tests {
         };
         let read = |options: &str| {
             let body = bincode::serde::encode_to_vec(v3(options), config()).unwrap();
-            crate::decode_versioned(&file_with_body(PREVIOUS_VERSION, &body)).unwrap()
+            crate::decode_versioned(&file_with_body(VERSION_3, &body)).unwrap()
         };
         let (attached, version) = read("prof:true,attached_unix_ns:1700000000000000000");
-        assert_eq!(version, PREVIOUS_VERSION);
+        assert_eq!(version, VERSION_3);
         assert_eq!(attached.attached_unix_ns(), Some(1_700_000_000_000_000_000));
         assert!(
             attached

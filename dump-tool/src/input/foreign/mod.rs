@@ -180,6 +180,10 @@ fn into_dump(
         bytes_per_call: 0,
         live_samples: Vec::new(),
         peak: None,
+        context: Default::default(),
+        runtime: Default::default(),
+        cost: Default::default(),
+        removed_dumps: Vec::new(),
     }
 }
 
