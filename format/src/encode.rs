@@ -2,14 +2,10 @@
 //! own serde layout, bincode 2 "standard"), streamed in chunks behind a
 //! header written last.
 
-use crate::header::{HEADER_LEN, header};
+use crate::codec::config;
+use crate::file_layout::{HEADER_LEN, VERSION};
+use crate::header::header;
 use crate::model::Dump;
-use crate::versions::VERSION;
-
-/// bincode's configuration for bodies.
-pub(crate) fn config() -> bincode::config::Configuration {
-    bincode::config::standard()
-}
 
 /// Serialize a dump into the complete file contents (header and body).
 pub fn encode(dump: &Dump) -> Vec<u8> {

@@ -1,8 +1,7 @@
 //! Why a file could not be read as a dump: one variant per way it can be
 //! wrong, each displayed as one line that says what is wrong.
 
-use crate::header::HEADER_LEN;
-use crate::versions::READABLE_VERSIONS;
+use crate::file_layout::{HEADER_LEN, READABLE_VERSIONS};
 use std::fmt;
 
 /// Why a file could not be read as a dump.

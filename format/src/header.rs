@@ -4,15 +4,7 @@
 //! decoded.
 
 use crate::error::DecodeError;
-use crate::versions::READABLE_VERSIONS;
-
-/// The first eight bytes of every dump.
-pub const MAGIC: [u8; 8] = *b"HEAPSMPL";
-/// Size of the fixed header in front of the body.
-pub const HEADER_LEN: usize = 24;
-/// The largest body a reader accepts (1 GiB): anything larger is not a dump
-/// this project wrote.
-pub const MAX_BODY_LEN: u64 = 1 << 30;
+use crate::file_layout::{HEADER_LEN, MAGIC, MAX_BODY_LEN, READABLE_VERSIONS};
 
 /// The header of a body of `len` bytes with checksum `crc`, in `version`.
 pub(crate) fn header(version: u32, crc: u32, len: u64) -> [u8; HEADER_LEN] {

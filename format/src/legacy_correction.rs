@@ -5,8 +5,8 @@
 //! remains for format-2 dumps and for foreign profiles, which keep raw
 //! counts only, so they read as they always did.
 
-use crate::model::Weights;
 use crate::sampling::SamplingLaw;
+use crate::weights::Weights;
 
 /// Weights for a format-2 stack, which kept raw counts only: the old
 /// correction, every sampled object taken to have the average size.

@@ -16,35 +16,41 @@
 //! decoded with an allocation limit proportional to the file size, so a small
 //! corrupt file can never make the reader allocate gigabytes.
 //!
-//! One module per job, everything public re-exported here:
-//! - `model`: the types a dump holds ([`Dump`], [`Stack`], [`Weights`],
-//!   [`Process`] ...), the same whatever version a file was written in;
-//! - `live_samples`: the live samples one by one ([`LiveSample`]) and their
-//!   compact wire layout;
-//! - `lifetimes`: the log-scale buckets of freed samples' lifetimes
-//!   ([`lifetime_bucket`], [`LifetimeBucket`]), used inside free;
-//! - `sampling`: the sampling law and the weights of a sample
-//!   ([`SamplingLaw`], [`sample_weights`]), used inside malloc;
-//! - `legacy_correction`: the average-size correction of format-2 dumps and
-//!   foreign profiles ([`legacy_weights`], [`unsample`]);
-//! - `header`, `encode`, `decode`, `error`: the file around the body, the
-//!   writer, the reader and its errors;
-//! - `versions`: one module per version read, and the one match that picks
-//!   it (adding a version adds a module and an arm there);
-//! - `process_context`, `runtime_frames`, `profiler_cost` (format 5): where
-//!   the process ran ([`ProcessContext`]), the names of runtime-generated
-//!   code its frames fall in ([`RuntimeFrames`]), and what the profiler
-//!   cost ([`ProfilerCost`]);
-//! - `attached`: the attach time of a dump of an attached process
-//!   ([`Dump::attached_unix_ns`]; version 3 kept it in its configuration
-//!   string).
+//! One module per job, everything public re-exported here, in layers that
+//! import only downwards and without cycles (`tests/layers.rs` checks it):
+//! 1. leaves: `weights` ([`Weights`], the Horvitz–Thompson sums),
+//!    `trigger` ([`Trigger`]), `file_layout` (the header's numbers and the
+//!    [`VERSION`]s), `error` ([`DecodeError`]), `codec` (bincode as every
+//!    body uses it), `serde_strings`;
+//! 2. parts of a dump: `sampling` (the sampling law and the weights of a
+//!    sample, [`SamplingLaw`], [`sample_weights`], used inside malloc),
+//!    `lifetimes` (the log-scale buckets of freed samples' lifetimes,
+//!    [`lifetime_bucket`], used inside free), `live_samples` (the live
+//!    samples one by one, [`LiveSample`], and their compact wire layout),
+//!    `legacy_correction` (the average-size correction of format-2 dumps
+//!    and foreign profiles, [`legacy_weights`]), and format 5's
+//!    `process_context` (where the process ran, [`ProcessContext`]),
+//!    `runtime_frames` (names of runtime-generated code its frames fall
+//!    in, [`RuntimeFrames`]) and `profiler_cost` ([`ProfilerCost`]);
+//! 3. the model: `model` (the types a dump holds, [`Dump`], [`Stack`],
+//!    [`Process`] ..., the same whatever version a file was written in),
+//!    `attached` (the attach time of a dump of an attached process,
+//!    [`Dump::attached_unix_ns`]; version 3 kept it in its configuration
+//!    string), `testing` (the one constructor of test fixtures, feature
+//!    `testing`);
+//! 4. the file: `header`, `encode`, `decode` (the file around the body, the
+//!    writer, the reader) and `versions` (one module per version read, and
+//!    the one match that picks it: adding a version adds a module and an
+//!    arm there).
 //!
 //! This crate holds plain data and codecs only: it exports no C symbols and
 //! knows nothing about interposition.
 
+mod codec;
 mod decode;
 mod encode;
 mod error;
+mod file_layout;
 mod header;
 mod legacy_correction;
 mod lifetimes;
@@ -55,7 +61,9 @@ mod profiler_cost;
 mod runtime_frames;
 mod sampling;
 mod serde_strings;
+mod trigger;
 mod versions;
+mod weights;
 
 mod attached;
 
@@ -63,11 +71,14 @@ pub use attached::ATTACHED_KEY;
 pub use decode::{decode, decode_versioned};
 pub use encode::{encode, encode_to};
 pub use error::DecodeError;
-pub use header::{HEADER_LEN, MAGIC, MAX_BODY_LEN};
+pub use file_layout::{
+    HEADER_LEN, LEGACY_VERSION, MAGIC, MAX_BODY_LEN, PREVIOUS_VERSION, READABLE_VERSIONS,
+    TIMED_VERSION, VERSION, VERSION_3,
+};
 pub use legacy_correction::{legacy_weights, unsample, unsample_scale};
 pub use lifetimes::{LIFETIME_BUCKETS, LifetimeBucket, bucket_bounds_ns, lifetime_bucket};
 pub use live_samples::LiveSample;
-pub use model::{Dump, Module, Peak, Process, Stack, ThreadInfo, Totals, Trigger, Weights};
+pub use model::{Dump, Module, Peak, Process, Stack, ThreadInfo, Totals};
 pub use process_context::{Namespaces, ProcessContext};
 pub use profiler_cost::{OwnMemory, ProfilerCost, RemovedDump};
 pub use runtime_frames::{FrameKind, RuntimeFrames, RuntimeSymbol, WalkEnds};
@@ -75,9 +86,8 @@ pub use sampling::{
     BYTES_GRID, BYTES_PER_CALL, OBJECTS_GRID, SamplingLaw, inclusion_probability, sample_weights,
     weights_with_probability,
 };
-pub use versions::{
-    LEGACY_VERSION, PREVIOUS_VERSION, READABLE_VERSIONS, TIMED_VERSION, VERSION, VERSION_3,
-};
+pub use trigger::Trigger;
+pub use weights::Weights;
 
 #[cfg(test)]
 mod test_dumps;

@@ -9,7 +9,7 @@
 //!
 //! Pure arithmetic: no allocation, no lock (the shim calls it inside free).
 
-use crate::model::Weights;
+use crate::weights::Weights;
 use serde::{Deserialize, Serialize};
 
 /// Number of lifetime buckets.

@@ -133,7 +133,7 @@ pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::encode::config;
+    use crate::codec::config;
 
     #[derive(Serialize, Deserialize, PartialEq, Debug)]
     struct Holder(

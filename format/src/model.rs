@@ -22,41 +22,8 @@ use crate::sampling::SamplingLaw;
 use crate::serde_strings::{owned_from_borrowed, owned_list_from_borrowed};
 use serde::{Deserialize, Serialize};
 
-/// What made the shim write a dump. The letter is the one used in file names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Trigger {
-    /// At exit (`prof_final`): `<prefix>.<pid>.<seq>.f.prof`.
-    Final,
-    /// Every 2^`lg_prof_interval` bytes allocated: `...i<iseq>.prof`.
-    Interval,
-    /// A new high-water mark of the live heap (`prof_gdump`): `...u<useq>.prof`.
-    HighWater,
-    /// `heapsample_dump()` called by the program: `...m<mseq>.prof`.
-    Manual,
-    /// The configured signal (`prof_signal`): `...s<sseq>.prof`.
-    Signal,
-    /// The cgroup's memory use crossed `prof_oom_pct` of its limit:
-    /// `...o<oseq>.prof`.
-    MemoryLimit,
-    /// Every `prof_interval_s` seconds of wall time: `...t<tseq>.prof`
-    /// (format 5 on).
-    Time,
-}
-
-impl Trigger {
-    /// The letter used in automatic file names.
-    pub fn letter(self) -> char {
-        match self {
-            Trigger::Final => 'f',
-            Trigger::Interval => 'i',
-            Trigger::HighWater => 'u',
-            Trigger::Manual => 'm',
-            Trigger::Signal => 's',
-            Trigger::MemoryLimit => 'o',
-            Trigger::Time => 't',
-        }
-    }
-}
+pub use crate::trigger::Trigger;
+pub use crate::weights::Weights;
 
 /// One loaded object (executable, shared library, vdso) as it was mapped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,48 +67,6 @@ pub struct ThreadInfo {
     /// The thread name when it was first seen (`/proc/.../comm`), maybe empty.
     #[serde(deserialize_with = "owned_from_borrowed")]
     pub name: String,
-}
-
-/// Horvitz–Thompson sums over a set of sampled objects.
-///
-/// An object of `s` bytes is sampled with probability `p`
-/// ([`inclusion_probability`](crate::inclusion_probability));
-/// weighting each sampled object by `1/p` makes the sums unbiased estimates of
-/// the true object count and bytes, whatever the mix of sizes, and the
-/// variance sums are unbiased estimates of those estimates' variances
-/// (each sampled object contributes `(1 − p)/p²` times its value squared).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Weights {
-    /// Σ 1/p: the estimated number of objects.
-    pub objects: f64,
-    /// Σ s/p: the estimated bytes.
-    pub bytes: f64,
-    /// Σ (1 − p)/p²: the variance of `objects`.
-    pub objects_variance: f64,
-    /// Σ s²(1 − p)/p²: the variance of `bytes`.
-    pub bytes_variance: f64,
-}
-
-impl Weights {
-    /// The sums of `self` and `other` (disjoint sets of samples).
-    pub fn plus(&self, other: &Weights) -> Weights {
-        Weights {
-            objects: self.objects + other.objects,
-            bytes: self.bytes + other.bytes,
-            objects_variance: self.objects_variance + other.objects_variance,
-            bytes_variance: self.bytes_variance + other.bytes_variance,
-        }
-    }
-
-    /// The four sums as an array (objects, bytes, their variances).
-    pub fn as_array(&self) -> [f64; 4] {
-        [
-            self.objects,
-            self.bytes,
-            self.objects_variance,
-            self.bytes_variance,
-        ]
-    }
 }
 
 /// One distinct call stack of sampled allocations, with its raw counts and

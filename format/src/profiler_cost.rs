@@ -4,8 +4,8 @@
 //!
 //! Plain data: no I/O.
 
-use crate::model::Trigger;
 use crate::serde_strings::owned_from_borrowed;
+use crate::trigger::Trigger;
 use serde::{Deserialize, Serialize};
 
 /// The profiler's own memory, in bytes, by what holds it.

@@ -5,7 +5,7 @@
 //! Pure arithmetic: no allocation, no lock, no I/O; `libm` rather than
 //! `libm.so`, so the shim does not make every profiled program load it.
 
-use crate::model::Weights;
+use crate::weights::Weights;
 
 /// What the countdown counts for one call beside its requested bytes, from
 /// format 4 on: an allocation of `s` bytes uses up `s + 1` bytes of the

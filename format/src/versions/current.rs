@@ -1,7 +1,7 @@
 //! The current version ([`VERSION`](super::VERSION)): the body is the
 //! model's own serde layout, decoded as it is.
 
-use crate::decode::decode_exactly;
+use crate::codec::decode_exactly;
 use crate::error::DecodeError;
 use crate::model::Dump;
 

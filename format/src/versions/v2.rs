@@ -3,7 +3,7 @@
 //! converted into the model as a version-3 dump whose weights are filled
 //! with the average-size correction ([`legacy_weights`]).
 
-use crate::decode::decode_exactly;
+use crate::codec::decode_exactly;
 use crate::error::DecodeError;
 use crate::legacy_correction::legacy_weights;
 use crate::model::{Dump, Module, ThreadInfo, Trigger};
@@ -115,9 +115,9 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Dump, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::encode::config;
+    use crate::codec::config;
+    use crate::file_layout::LEGACY_VERSION;
     use crate::test_dumps::file_with_body;
-    use crate::versions::LEGACY_VERSION;
     use crate::{decode_versioned, unsample};
 
     #[test]

@@ -5,7 +5,7 @@
 //! lifetimes), and its countdown counted a call's request only
 //! (`bytes_per_call` 0).
 
-use crate::decode::decode_exactly;
+use crate::codec::decode_exactly;
 use crate::error::DecodeError;
 use crate::model::{Dump, Module, Process, Stack, ThreadInfo, Totals, Trigger, Weights};
 use crate::serde_strings::{owned_from_borrowed, owned_list_from_borrowed};
@@ -137,9 +137,9 @@ fn to_v4(old: DumpV3) -> DumpV4 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::encode::config;
+    use crate::codec::config;
+    use crate::file_layout::VERSION_3;
     use crate::test_dumps::file_with_body;
-    use crate::versions::VERSION_3;
 
     /// A version-3 dump of an attached process (`heapsample attach` wrote
     /// the attach time into its configuration string) reads with the

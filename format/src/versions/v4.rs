@@ -4,7 +4,7 @@
 //! the model: what version 4 did not record is empty (no architecture
 //! recorded: version 4 was written on x86_64 only).
 
-use crate::decode::decode_exactly;
+use crate::codec::decode_exactly;
 use crate::error::DecodeError;
 use crate::live_samples::LiveSample;
 use crate::model::{Dump, Module, Peak, Process, Stack, ThreadInfo, Totals, Trigger};
