@@ -37,7 +37,7 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
     let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
     let dir = args.options.output_dir()?;
     let options = options::join(&args.options.items()?);
-    heapsample_recorder::takeover::check_options(&options).map_err(Failure::new)?;
+    heapsample_options::attach::check_options(&options).map_err(Failure::new)?;
     let started = Instant::now();
     let mut target = Target::inspect(args.pid)?;
     let loaded = target.profiler().is_some();

@@ -16,7 +16,7 @@ pub struct ProfileOptions {
     pub output: Option<PathBuf>,
     /// log2 of the mean sampling period in bytes (`lg_prof_sample`; the
     /// default 19 is 512 KiB, 0 samples every allocation).
-    #[arg(long = "lg-sample", value_name = "N", value_parser = clap::value_parser!(u32).range(0..=62))]
+    #[arg(long = "lg-sample", value_name = "N", value_parser = clap::value_parser!(u32).range(0..=i64::from(heapsample_options::config::MAX_LG_PROF_SAMPLE)))]
     pub lg_sample: Option<u32>,
     /// More options in PROF_CONF syntax (`key:value,...`, see MALLOC_CONF.md);
     /// may be repeated.

@@ -3,7 +3,7 @@
 //! (MALLOC_CONF.md).
 #![no_main]
 
-use heapsample_recorder::config::{GdumpStep, parse};
+use heapsample_options::config::{GdumpStep, parse};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -12,7 +12,8 @@
 //!
 //! 0. leaves: [`sys`] (mmap, errno), [`syscalls`] (system calls made
 //!    without their libc wrappers), [`clock`] (the time of sample events),
-//!    [`warn`](mod@warn), [`config`] (PROF_CONF),
+//!    [`warn`](mod@warn), [`config`] (PROF_CONF, the `heapsample-options`
+//!    crate's, re-exported),
 //!    [`sampling`] (the law of the countdown), [`sampler`] (one thread's
 //!    countdown), [`nursery`] (a table's page for a forked child's entries),
 //!    [`chunks`] (table entries that never move), [`counters`] (one record
@@ -48,7 +49,7 @@ pub mod attachment;
 pub mod backtrace;
 pub mod chunks;
 pub mod clock;
-pub mod config;
+pub use heapsample_options::config;
 pub mod contracts;
 pub mod counters;
 pub mod counting;

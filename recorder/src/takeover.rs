@@ -31,7 +31,7 @@ use std::sync::Mutex;
 
 use crate::attachment::{self, ATTACHED, DETACHED, LOADED};
 use crate::slots::{self, Pass, Redirect, Untouchable};
-use crate::{api, config, lifecycle, routes, startup, state, sys, threads, tls};
+use crate::{api, lifecycle, routes, startup, state, sys, threads, tls};
 
 /// True while attached: the `dlopen` hook then redirects what it loaded.
 pub static REDIRECTING: AtomicBool = AtomicBool::new(false);
@@ -155,30 +155,7 @@ fn reattach(options: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Options an attached process cannot honour, refused before anything
-/// changes (also by the `heapsample` command, before it loads the library).
-pub fn check_options(options: &str) -> Result<(), String> {
-    let (config, warnings) = config::parse(options);
-    if let Some(warning) = warnings.first() {
-        return Err(warning.clone());
-    }
-    if !config.prof {
-        return Err("prof:false turns the profiler off".into());
-    }
-    if config.prof_exact {
-        return Err(
-            "prof_exact needs every block's allocation, which an attach cannot see: \
-                    start the program under the profiler (heapsample run)"
-                .into(),
-        );
-    }
-    if config.prof_signal != 0 {
-        return Err("prof_signal would take a signal the program may own: \
-                    use `heapsample dump PID` instead"
-            .into());
-    }
-    Ok(())
-}
+pub use heapsample_options::attach::check_options;
 
 /// Each name's hook (the library's own definition, looked up in the
 /// library itself) and the global scope's definition it forwards to.

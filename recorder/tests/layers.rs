@@ -8,8 +8,8 @@ const LAYERS: heapsample_layers::Layers<'static> = &[
     (
         "leaves",
         &[
-            "sys", "syscalls", "clock", "warn", "config", "sampling", "sampler", "nursery",
-            "chunks", "counters",
+            "sys", "syscalls", "clock", "warn", "sampling", "sampler", "nursery", "chunks",
+            "counters",
         ],
     ),
     ("thread block", &["tls"]),

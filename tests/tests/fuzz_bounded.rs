@@ -25,7 +25,7 @@
 //! default 15). A failing input is written to
 //! `<target>/fuzz-failures/` and named in the panic message.
 
-use heapsample_recorder::config::{self, Config, GdumpStep};
+use heapsample_options::config::{self, Config, GdumpStep};
 use heapsample_tests::format::{self, DecodeError, Dump, HEADER_LEN};
 use heapsample_tests::{TempDir, target_dir, workspace_root};
 use std::alloc::{GlobalAlloc, Layout, System};

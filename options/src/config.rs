@@ -534,12 +534,12 @@ mod tests {
     }
 
     const LIST_START: &str =
-        "<!-- option list: generated from recorder/src/config.rs (OPTIONS) -->\n";
+        "<!-- option list: generated from options/src/config.rs (OPTIONS) -->\n";
     const LIST_END: &str = "<!-- end of option list -->";
 
     /// MALLOC_CONF.md lists every key with its real default, exactly as the
     /// option table generates it. `HEAPSAMPLE_UPDATE_DOCS=1 cargo test -p
-    /// heapsample-recorder` rewrites the list after a change to the table.
+    /// heapsample-options` rewrites the list after a change to the table.
     #[test]
     fn malloc_conf_md_lists_every_option_with_its_default() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../MALLOC_CONF.md");
