@@ -6,6 +6,8 @@
 //!   process and take over its malloc family, or give it back.
 //! - `dump`, `start`, `stop`, `status` (`control.rs`): work on any process
 //!   running the profiler, preloaded or attached.
+//! - `collect` (`collect.rs`): copy the modules a dump directory's stacks
+//!   need, by build-id, so that they symbolize on another machine.
 //!
 //! Every operation on another process goes through `inject/`: ptrace, one
 //! thread stopped at a point where it holds no allocator or loader lock,
@@ -13,6 +15,7 @@
 //! is left behind in the target: no thread, no descriptor, no signal.
 
 mod attach;
+mod collect;
 mod control;
 mod inject;
 mod library;
@@ -51,6 +54,9 @@ enum Command {
     Stop(control::PidArgs),
     /// Show whether and how a process is profiled.
     Status(control::PidArgs),
+    /// Copy what the dumps in DIR need to be named anywhere (each module
+    /// and its debug file, by build-id, into DIR/.build-id).
+    Collect(collect::CollectArgs),
 }
 
 /// A failure: one line for the user, and the exit status.
@@ -86,6 +92,7 @@ fn main() -> ExitCode {
         Command::Start(args) => control::set_active(args, true),
         Command::Stop(args) => control::set_active(args, false),
         Command::Status(args) => control::status(args),
+        Command::Collect(args) => collect::run(args),
     };
     match result {
         Ok(status) => ExitCode::from(status),

@@ -8,6 +8,7 @@
 //! subcommands.
 
 mod merge;
+mod modules;
 mod output;
 mod serve;
 mod show;
@@ -51,6 +52,9 @@ enum Command {
     /// Rank leak candidates of one or several dumps of a process, with
     /// their growth rate; a CI gate with --fail-if-grows RATE.
     Leaks(time::LeaksArgs),
+    /// Where each module's names came from (a copy collected beside the
+    /// dumps, a debug directory, its recorded path), or why there are none.
+    Modules(modules::ModulesArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         Some(Command::Lifetimes(args)) => time::run_lifetimes(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Ages(args)) => time::run_ages(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Leaks(args)) => time::run_leaks(args),
+        Some(Command::Modules(args)) => modules::run(args).map(|()| ExitCode::SUCCESS),
         None => show::run(&cli.show),
     };
     match result {

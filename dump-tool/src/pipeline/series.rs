@@ -32,7 +32,10 @@ impl Series {
             notice(Notice::Note(note));
         }
         let stacks = intern(&mut table, &inputs);
-        table.symbolize(&settings.symbolize, &mut |w| notice(Notice::Warning(w)));
+        let symbolize = settings
+            .symbolize
+            .with_dump_directories(inputs.iter().map(|input| input.path.as_path()));
+        table.symbolize(&symbolize, &mut |w| notice(Notice::Warning(w)));
         table.assign_display_names(settings.names);
         let sides = inputs
             .into_iter()

@@ -97,7 +97,11 @@ impl Session {
         check(&new, base.as_ref(), settings, notice)?;
         let new_stacks = intern(&mut table, &new.inputs);
         let base_stacks = base.as_ref().map(|base| intern(&mut table, &base.inputs));
-        table.symbolize(&settings.symbolize, &mut |w| notice(Notice::Warning(w)));
+        let paths = new.inputs.iter().chain(base.iter().flat_map(|b| &b.inputs));
+        let symbolize = settings
+            .symbolize
+            .with_dump_directories(paths.map(|input| input.path.as_path()));
+        table.symbolize(&symbolize, &mut |w| notice(Notice::Warning(w)));
         table.assign_display_names(settings.names);
         let new = side(&mut table, new, &new_stacks, settings);
         let base = base

@@ -14,7 +14,7 @@ use crate::pipeline::View;
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
-use heapsample_format::{LEGACY_VERSION, Peak, Totals};
+use heapsample_format::{LEGACY_VERSION, Peak, ProcessContext, Totals};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -92,6 +92,10 @@ struct DumpInfo {
     /// count only what was allocated since; `null` for a process profiled
     /// from its start.
     attached_unix_ns: Option<u64>,
+    /// Where the process ran (format 5 on): architecture, host name,
+    /// namespace ids, cgroup, and its pid in each PID namespace (outermost
+    /// first); empty strings and zeros when the dump does not say.
+    context: ProcessContext,
     /// The dump's exact counters, as the format names them (absent ones
     /// are `null`).
     exact: Totals,
@@ -137,6 +141,7 @@ impl DumpInfo {
             sampling_period: dump.sample_period(),
             lg_sample_period: dump.lg_sample_period,
             attached_unix_ns: dump.attached_unix_ns(),
+            context: dump.context.clone(),
             exact: dump.totals.clone(),
             time: {
                 let time = TimeInfo::of(dump, 0);

@@ -247,6 +247,9 @@ fn time_line(out: &mut String, label: &str, side: &Side) {
 /// The estimate from the samples beside the dump's exact counters.
 fn totals_lines(out: &mut String, label: &str, side: &Side) {
     time_line(out, label, side);
+    if let Some(process) = crate::input::trigger::where_it_ran(&side.first_input().dump) {
+        let _ = writeln!(out, "{label}process: {process}");
+    }
     let profile = &side.profile;
     let estimated = &profile.estimated;
     let exact = &profile.totals;

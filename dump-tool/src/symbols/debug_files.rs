@@ -3,10 +3,12 @@
 //!
 //! Order (first match wins, every candidate's build-id must equal the dump's
 //! when the dump has one):
-//! 1. the module itself: `--debug-dir DIR/<basename>` for each DIR, then its
-//!    recorded path; if it carries DWARF it is used directly;
-//! 2. a separate debug file by build-id: `DIR/.build-id/xx/yyyy.debug` for
-//!    each `--debug-dir` and the system root `/usr/lib/debug`;
+//! 1. the module itself: its collected copy `DIR/.build-id/xx/yyyy` in
+//!    each dump's directory, then `--debug-dir DIR/<basename>` for each
+//!    DIR, then its recorded path; if it carries DWARF it is used directly;
+//! 2. a separate debug file by build-id: `DIR/.build-id/xx/yyyy.debug` in
+//!    each dump's directory, each `--debug-dir` and the system root
+//!    `/usr/lib/debug`;
 //! 3. a separate debug file by `.gnu_debuglink`: next to the module, in its
 //!    `.debug/` subdirectory, in each `--debug-dir`, and under the system
 //!    root followed by the module's directory;
@@ -21,6 +23,7 @@ use std::path::{Path, PathBuf};
 /// Where to look for modules and debug files.
 #[derive(Clone, Debug, Default)]
 pub struct SearchPaths {
+    pub collected: Vec<PathBuf>,
     pub debug_dirs: Vec<PathBuf>,
     pub system_root: Option<PathBuf>,
 }
@@ -28,6 +31,7 @@ pub struct SearchPaths {
 impl SearchPaths {
     pub fn from_options(options: &SymbolizeOptions) -> Self {
         SearchPaths {
+            collected: options.collected_dirs.clone(),
             debug_dirs: options.debug_dirs.clone(),
             system_root: options.system_debug_root.clone(),
         }
@@ -35,6 +39,12 @@ impl SearchPaths {
 
     fn debug_roots(&self) -> impl Iterator<Item = &PathBuf> {
         self.debug_dirs.iter().chain(self.system_root.iter())
+    }
+
+    /// The roots searched by build-id for debug files: the collected
+    /// copies first.
+    fn build_id_roots(&self) -> impl Iterator<Item = &PathBuf> {
+        self.collected.iter().chain(self.debug_roots())
     }
 }
 
@@ -128,7 +138,7 @@ fn not_found_reason(module: &ModuleRecord, search: &SearchPaths) -> String {
     let mut reason = "not found".to_string();
     if !module.build_id.is_empty() {
         let roots: Vec<String> = search
-            .debug_roots()
+            .build_id_roots()
             .map(|root| format!("{}/.build-id", root.display()))
             .collect();
         if !roots.is_empty() {
@@ -150,10 +160,17 @@ fn find_module_file(
 ) -> Option<(PathBuf, ObjectInfo)> {
     let recorded = PathBuf::from(&module.path);
     let basename = recorded.file_name().map(PathBuf::from);
+    let collected = collected_path(&module.build_id, "");
     let candidates = search
-        .debug_dirs
+        .collected
         .iter()
-        .filter_map(|dir| basename.as_ref().map(|name| dir.join(name)))
+        .filter_map(|dir| collected.as_ref().map(|name| dir.join(name)))
+        .chain(
+            search
+                .debug_dirs
+                .iter()
+                .filter_map(|dir| basename.as_ref().map(|name| dir.join(name))),
+        )
         .chain(std::iter::once(recorded.clone()));
     for candidate in candidates {
         if let Some(info) = verified_object(&candidate, &module.build_id, mismatch) {
@@ -179,16 +196,27 @@ fn find_debug_file(
     })
 }
 
-/// `ROOT/.build-id/xx/yyyy….debug` for each debug root.
+/// `ROOT/.build-id/xx/yyyy….debug` for the collected copies' directories
+/// and each debug root.
 fn build_id_candidates(build_id: &[u8], search: &SearchPaths) -> Vec<PathBuf> {
-    let Some((first, rest)) = build_id.split_first() else {
+    let Some(relative) = collected_path(build_id, ".debug") else {
         return Vec::new();
     };
-    let relative = format!(".build-id/{first:02x}/{}.debug", hex(rest));
     search
-        .debug_roots()
+        .build_id_roots()
         .map(|root| root.join(&relative))
         .collect()
+}
+
+/// `.build-id/xx/yyyy…SUFFIX`, the layout debuggers use (the module's own
+/// file without a suffix, its separate debug file with `.debug`); None
+/// without a build-id.
+pub fn collected_path(build_id: &[u8], suffix: &str) -> Option<PathBuf> {
+    let (first, rest) = build_id.split_first()?;
+    Some(PathBuf::from(format!(
+        ".build-id/{first:02x}/{}{suffix}",
+        hex(rest)
+    )))
 }
 
 /// The places gdb looks for a `.gnu_debuglink` name.
@@ -275,6 +303,7 @@ mod tests {
     #[test]
     fn build_id_path_layout() {
         let search = SearchPaths {
+            collected: vec![PathBuf::from("/dumps")],
             debug_dirs: vec![PathBuf::from("/d")],
             system_root: Some(PathBuf::from("/usr/lib/debug")),
         };
@@ -282,6 +311,7 @@ mod tests {
         assert_eq!(
             candidates,
             vec![
+                PathBuf::from("/dumps/.build-id/ab/cdef01.debug"),
                 PathBuf::from("/d/.build-id/ab/cdef01.debug"),
                 PathBuf::from("/usr/lib/debug/.build-id/ab/cdef01.debug"),
             ]
@@ -292,6 +322,7 @@ mod tests {
     #[test]
     fn debuglink_path_layout() {
         let search = SearchPaths {
+            collected: vec![],
             debug_dirs: vec![PathBuf::from("/d")],
             system_root: Some(PathBuf::from("/usr/lib/debug")),
         };

@@ -18,6 +18,9 @@ pub struct ModuleRecord {
     pub load_bias: u64,
     /// The file symbols came from, once symbolized.
     pub symbols_from: Option<PathBuf>,
+    /// Where its names came from, or why there are none, in words (empty
+    /// until symbolized).
+    pub names_from: String,
     /// True when those symbols include DWARF (files, lines, inlining).
     pub has_debug_info: bool,
     /// The file offset that `memory_start` maps, from the module's program
@@ -36,6 +39,7 @@ impl ModuleRecord {
             memory_limit,
             load_bias: module.load_bias,
             symbols_from: None,
+            names_from: String::new(),
             has_debug_info: false,
             file_offset: None,
         }

@@ -12,7 +12,7 @@
 //! symbol table, without file and line). Synthetic frames (a thread root,
 //! a size class) are locations outside every module.
 
-use super::debug_files::{SearchPaths, file_offset_of, find_symbol_file};
+use super::debug_files::{SearchPaths, SymbolFile, file_offset_of, find_symbol_file};
 use super::location::{Line, Location, LocationId, ModuleId};
 use super::module::ModuleRecord;
 use super::options::SymbolizeOptions;
@@ -179,6 +179,7 @@ impl LocationTable {
                     ));
                 }
                 let record = &mut self.modules[module];
+                record.names_from = names_from(&symbols, options);
                 record.has_debug_info = symbols.missing_debug_info.is_none();
                 record.file_offset = symbols.binary.as_deref().and_then(|binary| {
                     file_offset_of(binary, record.memory_start.wrapping_sub(record.load_bias))
@@ -194,6 +195,7 @@ impl LocationTable {
                 true
             }
             Err(why) => {
+                self.modules[module].names_from = format!("no names: {why}");
                 warn(format!(
                     "{}: {why}; its frames are shown as {}+0xOFFSET",
                     self.modules[module].path,
@@ -247,4 +249,34 @@ impl LocationTable {
             None => format!("{:#x}", location.address),
         }
     }
+}
+
+/// Where a module's names came from, in words: a collected copy beside
+/// the dumps, a `--debug-dir`, the system's debug directory, or the file
+/// at its recorded path; with or without file and line.
+fn names_from(symbols: &SymbolFile, options: &SymbolizeOptions) -> String {
+    let path = &symbols.path;
+    let place = if options
+        .collected_dirs
+        .iter()
+        .any(|dir| path.starts_with(dir.join(".build-id")))
+    {
+        "a copy collected beside the dumps"
+    } else if options.debug_dirs.iter().any(|dir| path.starts_with(dir)) {
+        "a --debug-dir"
+    } else if options
+        .system_debug_root
+        .as_ref()
+        .is_some_and(|root| path.starts_with(root))
+    {
+        "the system's debug directory"
+    } else {
+        "the file at its recorded path"
+    };
+    let detail = if symbols.missing_debug_info.is_some() {
+        "symbol table only, no file and line"
+    } else {
+        "with file and line"
+    };
+    format!("{place} ({}), {detail}", path.display())
 }
