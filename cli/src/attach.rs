@@ -36,8 +36,8 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
     let library = crate::library::locate(library)?;
     let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
     let dir = args.options.output_dir()?;
-    let options = options::join(&args.options.items()?);
-    heapsample_options::attach::check_options(&options).map_err(Failure::new)?;
+    let mut items = args.options.items()?;
+    heapsample_options::attach::check_options(&options::join(&items)).map_err(Failure::new)?;
     let started = Instant::now();
     let mut target = Target::inspect(args.pid)?;
     let loaded = target.profiler().is_some();
@@ -59,24 +59,30 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
             }
             Mode::Loaded | Mode::Detached => {}
         }
-    } else if !target.sees(&library) {
-        return Err(Failure::new(format!(
-            "process {} ({}) does not see {} at that path (another mount namespace, e.g. a \
-             container): make the library available inside it and name it with --library; \
-             nothing was changed",
-            args.pid,
-            target.name,
-            library.display()
-        )));
     }
+    let from_memory = !loaded && !target.sees(&library);
     options::ensure_directory(&dir)?;
+    // A process in a container writes its dumps inside it; they are
+    // brought to `dir` at each dump and at detach.
+    let outpost = match crate::container::shares_our_files(target.process) {
+        true => None,
+        false => Some(crate::container::prepare(target.process, &dir)?),
+    };
+    if let (Some(outpost), Some(prefix)) = (&outpost, items.last_mut()) {
+        // `items` ends with the prefix of the host's directory.
+        *prefix = format!("prof_prefix:{}", outpost.prefix());
+    }
+    let options = options::join(&items);
     let library_path = library.to_string_lossy().into_owned();
     let ((status, message), stopped_for, thread) =
         inject::with_session(&mut target, timeout, |session, target| {
             if !loaded {
-                let path = session.put_string(&library_path)?;
-                let handle =
-                    session.call_libc(target, "dlopen", &[path, RTLD_NOW | RTLD_NODELETE])?;
+                let handle = if from_memory {
+                    load_from_memory(session, target, &library)?
+                } else {
+                    let path = session.put_string(&library_path)?;
+                    session.call_libc(target, "dlopen", &[path, RTLD_NOW | RTLD_NODELETE])?
+                };
                 if handle == 0 {
                     let error = session.call_libc(target, "dlerror", &[])?;
                     let why = match error {
@@ -97,6 +103,9 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
             Ok((status as i32, session.read_string(message, 4096)?))
         })?;
     if status != 0 {
+        if let Some(outpost) = &outpost {
+            outpost.remove(target.process);
+        }
         return Err(Failure::new(format!(
             "process {} refused the attach: {message} (the library stays loaded and inert)",
             args.pid
@@ -104,12 +113,18 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
     }
     let slots = message.split(';').next().unwrap_or(&message);
     println!(
-        "heapsample: attached to process {} ({}) in {:.1} ms; thread {thread} was stopped {:.1} ms; {slots}",
-        args.pid,
-        target.name,
+        "heapsample: attached to process {} in {:.1} ms; thread {thread} was stopped {:.1} ms; {slots}",
+        target.process.describe(&target.name),
         started.elapsed().as_secs_f64() * 1e3,
         stopped_for.as_secs_f64() * 1e3,
     );
+    if let Some(outpost) = &outpost {
+        println!(
+            "  the process is in a container: it writes its dumps in {} there; \
+             `heapsample dump` and `detach` bring them here",
+            outpost.inside.display()
+        );
+    }
     println!(
         "  dumps go to {}/{}.{}.*.prof; in-use counts what was allocated since now\n  \
          heapsample dump {}     write a dump now\n  heapsample detach {}   stop and give the calls back",
@@ -120,4 +135,60 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
         args.pid
     );
     Ok(0)
+}
+
+const MFD_CLOEXEC: u64 = 1;
+const MFD_ALLOW_SEALING: u64 = 2;
+const F_ADD_SEALS: u64 = 1033;
+/// No more seals, no shrinking, no growing, no writing: the file the
+/// process maps is the library as written, whoever else holds it.
+const ALL_SEALS: u64 = 1 | 2 | 4 | 8;
+
+/// Load `library` into a process that cannot see it at its path (another
+/// mount namespace: a container): into a sealed in-memory file made in the
+/// process (`memfd_create`), written from here through `/proc/PID/fd/N`,
+/// opened by the process as `/proc/self/fd/N`, and closed once loaded (no
+/// descriptor is left behind; the mapping keeps the file). The `dlopen`
+/// handle, or 0 (then `dlerror` says why).
+fn load_from_memory(
+    session: &mut inject::Session,
+    target: &Target,
+    library: &std::path::Path,
+) -> Result<u64, Failure> {
+    let pid = target.process.0;
+    let bytes = std::fs::read(library)
+        .map_err(|e| Failure::new(format!("cannot read {}: {e}", library.display())))?;
+    let name = session.put_string(crate::library::MEMFD_NAME)?;
+    let fd = session.call_libc(
+        target,
+        "memfd_create",
+        &[name, MFD_CLOEXEC | MFD_ALLOW_SEALING],
+    )? as i64 as i32;
+    if fd < 0 {
+        return Err(Failure::new(format!(
+            "process {pid} cannot see {} (another mount namespace) and cannot make an in-memory \
+             file (memfd_create failed: a seccomp filter?): allow memfd_create, or make the \
+             library available inside it and name it with --library; nothing was changed",
+            library.display()
+        )));
+    }
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/fd/{fd}"))
+        .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes));
+    let handle = match written {
+        Ok(()) => {
+            session.call_libc(target, "fcntl", &[fd as u64, F_ADD_SEALS, ALL_SEALS])?;
+            let path = session.put_string(&format!("/proc/self/fd/{fd}"))?;
+            session.call_libc(target, "dlopen", &[path, RTLD_NOW | RTLD_NODELETE])?
+        }
+        Err(_) => 0,
+    };
+    session.call_libc(target, "close", &[fd as u64])?;
+    if let Err(error) = written {
+        return Err(Failure::new(format!(
+            "cannot write the profiler into process {pid}'s in-memory file: {error}; nothing was changed"
+        )));
+    }
+    Ok(handle)
 }

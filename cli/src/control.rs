@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::Failure;
+use crate::container::Outpost;
 use crate::inject::{self, Target};
 
 #[derive(Args)]
@@ -88,7 +89,14 @@ pub fn status_of(target: &mut Target, timeout: Duration) -> Result<Status, Failu
 pub fn status(args: PidArgs) -> Result<u8, Failure> {
     let mut target = profiled(args.pid)?;
     let status = status_of(&mut target, args.timeout())?;
-    println!("process: {} ({})", args.pid, target.name);
+    println!("process: {}", target.process.describe(&target.name));
+    if let Some(outpost) = Outpost::of(target.process) {
+        println!(
+            "dumps: written in {} inside its container, brought to {} at each dump and at detach",
+            outpost.inside.display(),
+            outpost.host_dir.display()
+        );
+    }
     let attached_at = status
         .text
         .lines()
@@ -123,9 +131,20 @@ pub fn detach(args: PidArgs) -> Result<u8, Failure> {
     if status != 0 {
         return Err(Failure::new(format!("process {}: {text}", args.pid)));
     }
+    if let Some(outpost) = Outpost::of(target.process) {
+        let moved = outpost.bring_home(target.process)?;
+        outpost.remove(target.process);
+        if !moved.is_empty() {
+            println!(
+                "heapsample: {} dumps brought from the container into {}",
+                moved.len(),
+                outpost.host_dir.display()
+            );
+        }
+    }
     println!(
-        "heapsample: detached from process {} ({}): {text}; the library stays loaded and inert",
-        args.pid, target.name
+        "heapsample: detached from process {}: {text}; the library stays loaded and inert",
+        target.process.describe(&target.name)
     );
     Ok(0)
 }
@@ -139,7 +158,25 @@ pub fn dump(args: PidArgs) -> Result<u8, Failure> {
             args.pid, target.name
         )));
     }
-    println!("{text}");
+    match Outpost::of(target.process) {
+        Some(outpost) => {
+            let moved = outpost.bring_home(target.process)?;
+            let written = std::path::Path::new(text.trim());
+            let here = moved
+                .iter()
+                .find(|(inside, _)| inside == written)
+                .map_or_else(
+                    || {
+                        outpost
+                            .host_dir
+                            .join(written.file_name().unwrap_or_default())
+                    },
+                    |(_, host)| host.clone(),
+                );
+            println!("{}", here.display());
+        }
+        None => println!("{text}"),
+    }
     Ok(0)
 }
 

@@ -9,6 +9,18 @@ use crate::Failure;
 /// The library's file name.
 pub const FILE_NAME: &str = "libheapsample.so";
 
+/// The name of the sealed in-memory file the library is loaded from in a
+/// process that cannot see it at its path (a container).
+pub const MEMFD_NAME: &str = "libheapsample.so";
+
+/// Is a mapping of the file named `name` (as `/proc/PID/maps` names it:
+/// `memfd:` before an in-memory file, ` (deleted)` after a removed one)
+/// the profiler library?
+pub fn is_the_library(name: &str) -> bool {
+    let name = name.strip_suffix(" (deleted)").unwrap_or(name);
+    name == FILE_NAME || name.strip_prefix("memfd:") == Some(MEMFD_NAME)
+}
+
 /// The library to load, as an absolute path to a regular file.
 pub fn locate(given: Option<PathBuf>) -> Result<PathBuf, Failure> {
     let path = match given {

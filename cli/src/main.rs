@@ -8,6 +8,8 @@
 //!   running the profiler, preloaded or attached.
 //! - `collect` (`collect.rs`): copy the modules a dump directory's stacks
 //!   need, by build-id, so that they symbolize on another machine.
+//! - `container.rs`: where an attached process in a container writes its
+//!   dumps, and bringing them to the host's directory.
 //!
 //! Every operation on another process goes through `inject/`: ptrace, one
 //! thread stopped at a point where it holds no allocator or loader lock,
@@ -16,6 +18,7 @@
 
 mod attach;
 mod collect;
+mod container;
 mod control;
 mod inject;
 mod library;

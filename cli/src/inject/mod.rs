@@ -61,8 +61,8 @@ impl Target {
         let maps = process
             .maps()
             .map_err(|e| refusal(process, e.raw_os_error().unwrap_or(libc::EACCES)))?;
-        // Its files are read through /proc/PID/root, which needs the
-        // permission to trace it.
+        // Its files are read through /proc/PID/map_files or /proc/PID/root,
+        // which need the permission to trace it.
         if let Err(error) = std::fs::read_link(format!("/proc/{pid}/root")) {
             return Err(refusal(
                 process,
@@ -142,7 +142,7 @@ impl Target {
     pub fn profiler(&self) -> Option<&Mapping> {
         self.maps
             .iter()
-            .find(|m| m.offset == 0 && m.file_name() == crate::library::FILE_NAME)
+            .find(|m| m.offset == 0 && crate::library::is_the_library(m.file_name()))
     }
 
     /// Does the process see `library` at the same path (its own mount
@@ -195,7 +195,7 @@ fn landscape(
         if risky_inodes.contains(&mapping.inode) {
             continue;
         }
-        if mapping.file_name() == crate::library::FILE_NAME
+        if crate::library::is_the_library(mapping.file_name())
             || symbols::file_defines(process, mapping, "malloc")
         {
             risky_inodes.push(mapping.inode);

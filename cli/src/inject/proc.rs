@@ -86,6 +86,26 @@ impl Process {
             .ok()
     }
 
+    /// Its real group id (as this process's user namespace sees it).
+    pub fn gid(&self) -> Option<u32> {
+        self.status_field("Gid:")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    /// When it started, in clock ticks since boot (with the pid, what tells
+    /// it from a later process that reused the pid).
+    pub fn start_ticks(&self) -> Option<u64> {
+        let stat = std::fs::read_to_string(self.dir().join("stat")).ok()?;
+        stat[stat.rfind(')')? + 1..]
+            .split_whitespace()
+            .nth(19)?
+            .parse()
+            .ok()
+    }
+
     /// The pid of its tracer, or 0.
     pub fn tracer(&self) -> i32 {
         self.status_field("TracerPid:")
@@ -100,12 +120,7 @@ impl Process {
 
     /// Seconds since it started (`/proc/PID/stat` against `/proc/uptime`).
     pub fn age_seconds(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(self.dir().join("stat")).ok()?;
-        let ticks: f64 = stat[stat.rfind(')')? + 1..]
-            .split_whitespace()
-            .nth(19)?
-            .parse()
-            .ok()?;
+        let ticks = self.start_ticks()? as f64;
         let uptime: f64 = std::fs::read_to_string("/proc/uptime")
             .ok()?
             .split_whitespace()
@@ -154,6 +169,53 @@ impl Process {
     pub fn root_path(&self, path: &Path) -> PathBuf {
         let relative = path.strip_prefix("/").unwrap_or(path);
         self.dir().join("root").join(relative)
+    }
+
+    /// Where the file of `mapping` may be opened from here, best first: the
+    /// kernel's own link to the mapped file (`/proc/PID/map_files/`, exact
+    /// whatever the namespaces and root; it needs CAP_SYS_ADMIN or
+    /// CAP_CHECKPOINT_RESTORE), the path through the process's root (its
+    /// own mount namespace), and the path as `maps` prints it (which the
+    /// kernel makes relative to the reader's root: a chrooted process's
+    /// files are printed with their path here). The caller checks the
+    /// inode.
+    pub fn mapped_file_candidates(&self, mapping: &Mapping) -> Vec<PathBuf> {
+        let path = Path::new(
+            mapping
+                .path
+                .strip_suffix(" (deleted)")
+                .unwrap_or(&mapping.path),
+        );
+        vec![
+            self.dir()
+                .join("map_files")
+                .join(format!("{:x}-{:x}", mapping.start, mapping.end)),
+            self.root_path(path),
+            path.to_path_buf(),
+        ]
+    }
+
+    /// The process's pid in each PID namespace it is in, outermost first
+    /// (`NSpid`): one entry outside any container.
+    pub fn namespace_pids(&self) -> Vec<i32> {
+        self.status_field("NSpid:")
+            .map(|pids| {
+                pids.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `PID (NAME)`, with the pid inside its container when it has one
+    /// there (`4242 (leak, pid 1 in its container)`).
+    pub fn describe(&self, name: &str) -> String {
+        match self.namespace_pids().last() {
+            Some(&inner) if self.namespace_pids().len() > 1 => {
+                format!("{} ({name}, pid {inner} in its container)", self.0)
+            }
+            _ => format!("{} ({name})", self.0),
+        }
     }
 }
 

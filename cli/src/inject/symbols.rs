@@ -27,11 +27,34 @@ fn map_file(path: &std::path::Path, inode: u64) -> Result<Option<memmap2::Mmap>,
     Ok(Some(unsafe { memmap2::Mmap::map(&file)? }))
 }
 
+/// The file of `mapping`, mapped: the first of the places it can be opened
+/// from here whose inode is the mapped one. Err: why none could be read;
+/// Ok(None): the file there is another one (replaced on disk since).
+fn map_mapped_file(
+    process: Process,
+    mapping: &Mapping,
+) -> Result<Option<memmap2::Mmap>, std::io::Error> {
+    let mut first_error = None;
+    let mut replaced = false;
+    for candidate in process.mapped_file_candidates(mapping) {
+        match map_file(&candidate, mapping.inode) {
+            Ok(Some(data)) => return Ok(Some(data)),
+            Ok(None) => replaced = true,
+            Err(error) => {
+                first_error.get_or_insert(error);
+            }
+        }
+    }
+    match (replaced, first_error) {
+        (true, _) | (false, None) => Ok(None),
+        (false, Some(error)) => Err(error),
+    }
+}
+
 /// Does the file of `mapping` (as `process` sees it) define `name` in its
 /// dynamic symbols?
 pub fn file_defines(process: Process, mapping: &Mapping, name: &str) -> bool {
-    let path = process.root_path(std::path::Path::new(&mapping.path));
-    let Ok(Some(data)) = map_file(&path, mapping.inode) else {
+    let Ok(Some(data)) = map_mapped_file(process, mapping) else {
         return false;
     };
     object::File::parse(&*data).is_ok_and(|file| {
@@ -42,16 +65,15 @@ pub fn file_defines(process: Process, mapping: &Mapping, name: &str) -> bool {
 
 impl LoadedObject {
     /// The object of `mapping` (its offset-0 mapping in `maps`). The file
-    /// is opened through `/proc/PID/root` and must be the one mapped (same
-    /// inode): a library replaced on disk since is refused.
+    /// is opened where the process's mapping can be reached from here
+    /// ([`Process::mapped_file_candidates`]) and must be the one mapped
+    /// (same inode): a library replaced on disk since is refused.
     pub fn open(
         process: Process,
         maps: &[Mapping],
         mapping: &Mapping,
     ) -> Result<LoadedObject, Failure> {
-        let path = std::path::Path::new(&mapping.path);
-        let file = process.root_path(path);
-        let data = map_file(&file, mapping.inode)
+        let data = map_mapped_file(process, mapping)
             .map_err(|e| {
                 Failure::new(format!(
                     "cannot read {} of process {}: {e}",
