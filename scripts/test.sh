@@ -85,4 +85,6 @@ step "benchmark smoke run" python3 bench/run.py --smoke
 # the C++ churn's lg 0 ratio against the committed bench/gate.json (not
 # timed: the counts repeat run to run).
 step "instruction gate" python3 bench/gate.py
+# Every commit BENCHMARKS.md stamps its figures with is reachable from HEAD.
+step "benchmark commits" python3 scripts/check_bench_commits.py
 python3 scripts/test_summary.py "${summary[@]}"
