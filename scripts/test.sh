@@ -81,4 +81,10 @@ step "doc links" env RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links \
     -A rustdoc::private_intra_doc_links" \
     cargo doc --no-deps --workspace --document-private-items --quiet
 step "benchmark smoke run" python3 bench/run.py --smoke
+# Callgrind instructions per malloc/free pair (default, prof_exact, lg 0) and
+# the C++ churn's lg 0 ratio against the committed bench/gate.json (not
+# timed: the counts repeat run to run).
+step "instruction gate" python3 bench/gate.py
+# Every commit BENCHMARKS.md stamps its figures with is reachable from HEAD.
+step "benchmark commits" python3 scripts/check_bench_commits.py
 python3 scripts/test_summary.py "${summary[@]}"

@@ -40,6 +40,12 @@
 //! written); the table is reserved once, at the first sample (see
 //! `table_setup`; its pages are touched as used), and a sample that finds
 //! no slot within the probe limit is dropped (counted).
+//!
+//! Each page of main slots counts its entries, so a dump reads only the
+//! pages that hold live samples, not every page the run ever used: the
+//! count is the table's only count of live entries (no process-wide
+//! counter is written), kept in a `.bss` array whose cache line covers one
+//! hashed region's 16 pages, the slots' own neighbours.
 
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -259,7 +265,9 @@ pub struct LiveTable {
     slots: AtomicPtr<Slot>,
     slot_bits: AtomicU32,
     filter: [AtomicU32; FILTER_LEN],
-    live: AtomicU64,
+    /// Entries in each page of main slots (the nursery's are not counted
+    /// here): a dump reads a touched page only while it holds some.
+    page_entries: [AtomicU32; PAGES],
     /// Entries in hashed sequences (their local home was taken): while there
     /// are none, an address not at its home is not in the table.
     displaced: AtomicU64,
@@ -280,8 +288,10 @@ const _: () = assert!(core::mem::size_of::<Slot>() == 1 << Slot::SIZE_BITS);
 const MAX_SLOT_BITS: u32 = 22;
 /// Slots per page of the table (log2).
 const SLOTS_PER_PAGE_BITS: u32 = 12 - Slot::SIZE_BITS;
+/// Pages of main slots at most.
+const PAGES: usize = 1 << (MAX_SLOT_BITS - SLOTS_PER_PAGE_BITS);
 /// Words of the touched-page bitmap.
-const TOUCHED_WORDS: usize = 1 << (MAX_SLOT_BITS - SLOTS_PER_PAGE_BITS - 6);
+const TOUCHED_WORDS: usize = PAGES >> 6;
 
 /// Slots of the nursery (one page with its flag).
 const NURSERY_SLOTS: usize = 127;
@@ -322,7 +332,7 @@ impl LiveTable {
             slots: AtomicPtr::new(core::ptr::null_mut()),
             slot_bits: AtomicU32::new(0),
             filter: [const { AtomicU32::new(0) }; FILTER_LEN],
-            live: AtomicU64::new(0),
+            page_entries: [const { AtomicU32::new(0) }; PAGES],
             displaced: AtomicU64::new(0),
             nursery: Nursery::new([const { Slot::empty() }; NURSERY_SLOTS]),
             touched: [const { AtomicU64::new(0) }; TOUCHED_WORDS],
@@ -340,12 +350,6 @@ impl LiveTable {
         self.slot_bits.store(slot_bits, Ordering::Relaxed);
         self.slots.store(slots.cast(), Ordering::Release);
         true
-    }
-
-    fn slot(&self, index: usize) -> &Slot {
-        let mask = (1usize << self.slot_bits.load(Ordering::Relaxed)) - 1;
-        // SAFETY: `slots` maps 2^slot_bits slots (init) and the index is masked.
-        unsafe { &*self.slots.load(Ordering::Acquire).add(index & mask) }
     }
 
     #[inline(always)]
@@ -432,10 +436,14 @@ impl LiveTable {
             return Ok(Some(old));
         }
         let claimed = (place == EntryPlace::NurseryFirst && self.claim_in_nursery(address, sample))
-            || self.claim_main(probe.home(), address, sample)
+            || self.claim_main(
+                probe.home(),
+                probe.local >> SLOTS_PER_PAGE_BITS,
+                address,
+                sample,
+            )
             || self.claim_hashed(address, sample, &probe);
         if claimed {
-            self.live.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
         bucket.fetch_sub(1, Ordering::AcqRel);
@@ -503,45 +511,83 @@ impl LiveTable {
         self.displaced.fetch_add(1, Ordering::AcqRel);
         let claimed = probe
             .hashed()
-            .any(|slot| self.claim_main(slot, address, sample));
+            .any(|slot| self.claim_main(slot, self.page_of(slot), address, sample));
         if !claimed {
             self.displaced.fetch_sub(1, Ordering::AcqRel);
         }
         claimed
     }
 
-    /// Claim a main slot for `address`, noting its page as touched.
+    /// The page of main slots `slot` lies in.
     #[inline(always)]
-    fn claim_main(&self, slot: &Slot, address: usize, sample: LiveSample) -> bool {
+    fn page_of(&self, slot: &Slot) -> usize {
+        let base = self.slots.load(Ordering::Relaxed) as usize;
+        ((slot as *const Slot as usize - base) >> 12) % PAGES
+    }
+
+    /// Claim a main slot for `address`, counting it in its `page` (and
+    /// noting the page as touched the first time).
+    #[inline(always)]
+    fn claim_main(&self, slot: &Slot, page: usize, address: usize, sample: LiveSample) -> bool {
         if !slot.claim(address, sample) {
             return false;
         }
-        let base = self.slots.load(Ordering::Relaxed) as usize;
-        let page = (slot as *const Slot as usize - base) >> 12;
-        let cell = &self.touched[(page >> 6) % TOUCHED_WORDS];
-        let bit = 1u64 << (page & 63);
-        if cell.load(Ordering::Relaxed) & bit == 0 {
-            cell.fetch_or(bit, Ordering::Release);
+        let page = page % PAGES;
+        // Counted after the entry is published: a dump that finds the
+        // count 0 meanwhile misses a sample inserted during it, which it
+        // may. (A free on another thread may take it away and count it
+        // out first: the count wraps below 0 for that moment, and a dump
+        // then reads the page.)
+        if self.page_entries[page].fetch_add(1, Ordering::Release) == 0 {
+            let cell = &self.touched[page >> 6];
+            let bit = 1u64 << (page & 63);
+            if cell.load(Ordering::Relaxed) & bit == 0 {
+                cell.fetch_or(bit, Ordering::Release);
+            }
         }
         true
     }
 
-    /// The nursery's slots, then the main slots of every touched page.
-    fn touched_slots(&self) -> impl Iterator<Item = &Slot> {
-        let mapped = !self.slots.load(Ordering::Acquire).is_null();
-        let pages = if mapped {
-            1usize << (self.slot_bits.load(Ordering::Relaxed) - SLOTS_PER_PAGE_BITS)
-        } else {
+    /// The pages of main slots that hold entries now (and, for a moment
+    /// around an insert or a removal, may just have held one).
+    fn pages_in_use(&self) -> impl Iterator<Item = usize> + '_ {
+        let pages = if self.slots.load(Ordering::Acquire).is_null() {
             0
+        } else {
+            1usize << (self.slot_bits.load(Ordering::Relaxed) - SLOTS_PER_PAGE_BITS)
         };
-        let touched = (0..pages).filter(move |&page| {
-            self.touched[page >> 6].load(Ordering::Acquire) & (1u64 << (page & 63)) != 0
-        });
-        let main = touched.flat_map(move |page| {
+        (0..pages.div_ceil(64)).flat_map(move |word| {
+            let mut bits = self.touched[word].load(Ordering::Acquire);
+            core::iter::from_fn(move || {
+                while bits != 0 {
+                    let page = word << 6 | bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if self.page_entries[page].load(Ordering::Acquire) != 0 {
+                        return Some(page);
+                    }
+                }
+                None
+            })
+        })
+    }
+
+    /// The nursery's slots, then the main slots of every page holding
+    /// entries.
+    fn slots_in_use(&self) -> impl Iterator<Item = &Slot> {
+        let slots = self.slots.load(Ordering::Acquire);
+        let main = self.pages_in_use().flat_map(move |page| {
             let first = page << SLOTS_PER_PAGE_BITS;
-            (first..first + (1 << SLOTS_PER_PAGE_BITS)).map(move |index| self.slot(index))
+            // SAFETY: a page in use lies within the 2^slot_bits slots that
+            // `slots` maps (init), for good.
+            let page: &[Slot] =
+                unsafe { core::slice::from_raw_parts(slots.add(first), 1 << SLOTS_PER_PAGE_BITS) };
+            page.iter()
         });
-        let nursery: &[Slot] = if mapped { self.nursery.slots() } else { &[] };
+        let nursery: &[Slot] = if slots.is_null() {
+            &[]
+        } else {
+            self.nursery.slots()
+        };
         nursery.iter().chain(main)
     }
 
@@ -562,18 +608,21 @@ impl LiveTable {
         slot.address
             .compare_exchange(address, TOMBSTONE, Ordering::AcqRel, Ordering::Acquire)
             .ok()?;
-        if !core::ptr::eq(slot, probe.home()) && !self.nursery.holds(slot) {
+        if core::ptr::eq(slot, probe.home()) {
+            self.page_entries[(probe.local >> SLOTS_PER_PAGE_BITS) % PAGES]
+                .fetch_sub(1, Ordering::Release);
+        } else if !self.nursery.holds(slot) {
+            self.page_entries[self.page_of(slot)].fetch_sub(1, Ordering::Release);
             self.displaced.fetch_sub(1, Ordering::AcqRel);
         }
         self.filter_bucket(address).fetch_sub(1, Ordering::AcqRel);
-        self.live.fetch_sub(1, Ordering::Relaxed);
         Some(sample)
     }
 
     /// Forget every entry (for `heapsample_reset`). Concurrent frees of
     /// forgotten samples simply miss.
     pub fn clear(&self) {
-        for slot in self.touched_slots() {
+        for slot in self.slots_in_use() {
             let address = slot.address.load(Ordering::Acquire);
             if is_entry(address) {
                 let _ = self.remove(address);
@@ -584,8 +633,9 @@ impl LiveTable {
     /// Every entry now, as `visit` sees it (for a dump: entries inserted or
     /// removed meanwhile may or may not be seen; slots being written are
     /// skipped, and so is an entry removed or rewritten while it was read).
-    /// Reads the nursery and the pages of main slots that ever held an
-    /// entry.
+    /// Reads the nursery and the pages of main slots that hold entries
+    /// (their count is not 0): its cost follows the live samples, not the
+    /// pages the run ever used.
     ///
     /// A sample is read whole, however long the reader is held up between
     /// its loads: a slot's address is published after its fields, taken
@@ -595,7 +645,7 @@ impl LiveTable {
     /// address taken or the birth changed (a sample's (thread, birth) is
     /// unique, and two samples of one address are born apart).
     pub fn for_each(&self, visit: &mut dyn FnMut(LiveSample)) {
-        for slot in self.touched_slots() {
+        for slot in self.slots_in_use() {
             let address = slot.address.load(Ordering::Acquire);
             if !is_entry(address) {
                 continue;
@@ -612,9 +662,25 @@ impl LiveTable {
         }
     }
 
-    /// Sampled objects currently live.
+    /// Sampled objects currently live (the pages' counts and the
+    /// nursery's entries; a dump's estimate: inserts and removals meanwhile
+    /// may or may not be counted).
     pub fn live_count(&self) -> u64 {
-        self.live.load(Ordering::Relaxed)
+        // A count below 0 for a moment (see `claim_main`) counts none.
+        let main: u64 = self
+            .pages_in_use()
+            .map(|page| (self.page_entries[page].load(Ordering::Relaxed) as i32).max(0) as u64)
+            .sum();
+        let nursery = match self.slots.load(Ordering::Acquire).is_null() {
+            true => 0,
+            false => self
+                .nursery
+                .slots()
+                .iter()
+                .filter(|slot| is_entry(slot.address.load(Ordering::Relaxed)))
+                .count(),
+        };
+        main + nursery as u64
     }
 }
 
@@ -794,6 +860,62 @@ mod tests {
         let mut seen = 0;
         table.for_each(&mut |_| seen += 1);
         assert_eq!(seen, 100);
+    }
+
+    /// A dump reads the pages that hold live entries now, not every page
+    /// the run used: here 64 pages of neighbouring samples, all but three of
+    /// them freed again (one in a page, two in another), leave two pages to
+    /// read; an entry displaced from its home counts in its own page.
+    #[test]
+    fn a_dump_reads_only_the_pages_holding_entries() {
+        let table = Box::new(LiveTable::new());
+        assert!(table.init(22));
+        let heap = 0x5555_0000_0000usize;
+        let blocks = 64 << SLOTS_PER_PAGE_BITS;
+        let sample = |i: usize| LiveSample {
+            record: i as u32,
+            size: 24,
+            ..LiveSample::default()
+        };
+        for i in 0..blocks {
+            assert_eq!(
+                table.insert(heap + 32 * i, sample(i), EntryPlace::Main),
+                Ok(None)
+            );
+        }
+        assert_eq!(table.pages_in_use().count(), 64);
+        let kept = [5, 700, 701];
+        for i in (0..blocks).filter(|i| !kept.contains(i)) {
+            assert!(table.remove(heap + 32 * i).is_some());
+        }
+        assert_eq!(table.pages_in_use().count(), 2);
+        assert_eq!(table.live_count(), 3);
+        let mut seen = Vec::new();
+        table.for_each(&mut |live| seen.push(live.record));
+        seen.sort();
+        assert_eq!(seen, [5, 700, 701]);
+        // A block 16 bytes past a kept one shares its home: displaced, it is
+        // counted where its hashed sequence put it, and found by a dump.
+        assert_eq!(
+            table.insert(heap + 32 * 5 + 16, sample(9), EntryPlace::Main),
+            Ok(None)
+        );
+        assert_eq!(table.displaced.load(Ordering::Relaxed), 1);
+        assert_eq!(table.live_count(), 4);
+        let mut seen = Vec::new();
+        table.for_each(&mut |live| seen.push(live.record));
+        seen.sort();
+        assert_eq!(seen, [5, 9, 700, 701]);
+        for address in [
+            heap + 32 * 5 + 16,
+            heap + 32 * 5,
+            heap + 32 * 700,
+            heap + 32 * 701,
+        ] {
+            assert!(table.remove(address).is_some());
+        }
+        assert_eq!(table.pages_in_use().count(), 0);
+        assert_eq!(table.live_count(), 0);
     }
 
     /// A usable size too far above the request to keep is reported unknown
