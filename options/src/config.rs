@@ -33,6 +33,8 @@ pub struct Config {
     pub prof_exact: bool,
     /// log2 of the bytes allocated between interval dumps; -1 is off.
     pub lg_prof_interval: i32,
+    /// Seconds of wall time between time dumps; 0 is off.
+    pub prof_interval_s: u32,
     /// Dump at each new high-water mark of the live heap.
     pub prof_gdump: bool,
     /// Minimum growth over the previous high-water dump.
@@ -119,6 +121,7 @@ impl Default for Config {
             prof_bt_max: 128,
             prof_exact: false,
             lg_prof_interval: -1,
+            prof_interval_s: 0,
             prof_gdump: false,
             prof_gdump_step: DEFAULT_GDUMP_STEP,
             prof_signal: 0,
@@ -134,6 +137,8 @@ impl Default for Config {
 pub const MAX_LG_PROF_SAMPLE: u32 = 62;
 /// The largest `prof_bt_max`.
 pub const MAX_BT_MAX: u32 = 256;
+/// The longest `prof_interval_s`: a year.
+pub const MAX_INTERVAL_S: i64 = 365 * 24 * 3600;
 
 /// One `PROF_CONF` key: how it is parsed, written back and documented. The
 /// table [`OPTIONS`] drives parsing, the warnings, [`Config::describe`] and
@@ -220,7 +225,7 @@ macro_rules! choice_option {
 
 /// Every option, in the order of the documentation and of
 /// [`Config::describe`].
-pub static OPTIONS: [OptionSpec; 17] = [
+pub static OPTIONS: [OptionSpec; 18] = [
     bool_option!(prof),
     bool_option!(prof_active),
     OptionSpec {
@@ -267,6 +272,15 @@ pub static OPTIONS: [OptionSpec; 17] = [
         on_error: "",
         set: |c, v| parse_in_range(v, -1, 62).map(|n| c.lg_prof_interval = n as i32),
         get: |c| c.lg_prof_interval.to_string(),
+    },
+    OptionSpec {
+        key: "prof_interval_s",
+        kind: "integer",
+        range: "0–31536000",
+        default_note: "off",
+        on_error: "",
+        set: |c, v| parse_in_range(v, 0, MAX_INTERVAL_S).map(|n| c.prof_interval_s = n as u32),
+        get: |c| c.prof_interval_s.to_string(),
     },
     bool_option!(prof_gdump),
     OptionSpec {

@@ -26,11 +26,17 @@
 //! fork). The thread runs with every signal blocked and its guard set for
 //! good.
 //!
+//! Time dumps (`prof_interval_s`) are asked for by the thread itself: it
+//! waits on the semaphore with a deadline at the next tick (as it does every
+//! 100 ms for `prof_oom_pct`), and at a tick asks for one unless nothing was
+//! sampled and no sampled block freed since the last time dump. The thread
+//! starts at the first sample event after the option is read.
+//!
 //! Takes no profiler lock (the thread it starts takes the dump lock).
 
 use core::cell::UnsafeCell;
 use core::sync::atomic::{
-    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicUsize, Ordering::Relaxed,
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed,
 };
 
 use heapsample_format::Trigger;
@@ -426,6 +432,9 @@ fn run() {
         if crate::memory_limit::check() {
             request(Trigger::MemoryLimit);
         }
+        if time_dump_due() {
+            request(Trigger::Time);
+        }
         let Some(write_dump) = dump_writer() else {
             continue; // not registered yet: requests stay pending
         };
@@ -463,7 +472,20 @@ fn serve(trigger: Trigger, write_dump: fn(Trigger)) {
 /// Wait for a request; with the pre-OOM trigger on, at most a tenth of a
 /// second, so the thread also watches the cgroup while nothing allocates.
 fn wait_for_request() {
-    if !crate::memory_limit::enabled() {
+    let mut wait_ns = u64::MAX;
+    if crate::memory_limit::enabled() {
+        wait_ns = 100_000_000;
+    }
+    let period = TIME_PERIOD_NS.load(Relaxed);
+    if period != 0 {
+        let now = crate::sys::clock_ns(libc::CLOCK_MONOTONIC);
+        let due = NEXT_TIME_DUMP_NS.load(Relaxed);
+        if due == 0 {
+            NEXT_TIME_DUMP_NS.store(now + period, Relaxed);
+        }
+        wait_ns = wait_ns.min(NEXT_TIME_DUMP_NS.load(Relaxed).saturating_sub(now).max(1));
+    }
+    if wait_ns == u64::MAX {
         // SAFETY: initialised before the thread was spawned.
         unsafe { libc::sem_wait(WAKE.0.get()) };
         return;
@@ -475,13 +497,56 @@ fn wait_for_request() {
     // SAFETY: a valid out pointer; then a timed wait on our semaphore.
     unsafe {
         libc::clock_gettime(libc::CLOCK_REALTIME, &mut deadline);
-        deadline.tv_nsec += 100_000_000;
-        if deadline.tv_nsec >= 1_000_000_000 {
-            deadline.tv_sec += 1;
-            deadline.tv_nsec -= 1_000_000_000;
-        }
+        let nanoseconds = deadline.tv_nsec as u64 + wait_ns % 1_000_000_000;
+        deadline.tv_sec += (wait_ns / 1_000_000_000 + nanoseconds / 1_000_000_000) as libc::time_t;
+        deadline.tv_nsec = (nanoseconds % 1_000_000_000) as libc::c_long;
         libc::sem_timedwait(WAKE.0.get(), &deadline);
     }
+}
+
+/// `prof_interval_s` in nanoseconds (0: no time dumps).
+static TIME_PERIOD_NS: AtomicU64 = AtomicU64::new(0);
+/// When the next time dump is due (CLOCK_MONOTONIC ns; 0: not yet set).
+static NEXT_TIME_DUMP_NS: AtomicU64 = AtomicU64::new(0);
+/// What the process had sampled at the last time dump asked for: the
+/// samples taken, the live samples and the resets. A time dump is
+/// skipped while they stay the same: nothing was sampled and no sampled
+/// block freed since (a quiet process writes no time dumps).
+static LAST_TIME_FINGERPRINT: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
+
+/// Time dumps every `seconds` (`prof_interval_s`; 0: none). The dumper
+/// thread starts at the next sample event (so a process that never samples
+/// gets no thread).
+pub fn configure_time_dumps(seconds: u32) {
+    TIME_PERIOD_NS.store(u64::from(seconds) * 1_000_000_000, Relaxed);
+    if seconds != 0 {
+        START_WANTED.store(true, Relaxed);
+    }
+}
+
+/// Is a time dump due now, and has anything changed since the last one?
+/// Moves the due time on either way. In the dumper thread only.
+fn time_dump_due() -> bool {
+    let period = TIME_PERIOD_NS.load(Relaxed);
+    let due = NEXT_TIME_DUMP_NS.load(Relaxed);
+    let now = crate::sys::clock_ns(libc::CLOCK_MONOTONIC);
+    if period == 0 || due == 0 || now < due {
+        return false;
+    }
+    NEXT_TIME_DUMP_NS.store(due.saturating_add(period).max(now + period / 2), Relaxed);
+    let fingerprint = [
+        crate::state::samples_taken(),
+        crate::live_table::LIVE.live_count(),
+        crate::state::resets(),
+    ];
+    let changed = fingerprint
+        .iter()
+        .zip(&LAST_TIME_FINGERPRINT)
+        .any(|(now, last)| last.load(Relaxed) != *now);
+    for (value, last) in fingerprint.iter().zip(&LAST_TIME_FINGERPRINT) {
+        last.store(*value, Relaxed);
+    }
+    changed
 }
 
 /// In a forked child: the thread did not survive; forget it and its queue.
@@ -491,7 +556,10 @@ fn wait_for_request() {
 pub fn reset_in_child() {
     crate::store_if_changed!(STARTED, false);
     crate::store_if_changed!(STARTING, false);
-    crate::store_if_changed!(START_WANTED, false);
+    // A process with time dumps restarts its thread at its next sample
+    // event; its first time dump comes a period after that.
+    crate::store_if_changed!(START_WANTED, TIME_PERIOD_NS.load(Relaxed) != 0);
+    crate::store_if_changed!(NEXT_TIME_DUMP_NS, 0);
     crate::store_if_changed!(RETRY_TIMER, -1); // timers do not survive fork
     crate::store_if_changed!(PENDING.interval, 0);
     crate::store_if_changed!(PENDING.high_water, 0);

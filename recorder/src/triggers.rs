@@ -62,6 +62,7 @@ pub fn configure(config: &Config) {
     EXACT_LIVE.store(config.prof_exact, Relaxed);
     NEXT_HIGH_WATER.store(config.prof_gdump_step.step_over(0), Relaxed);
     SIGNAL.store(config.prof_signal, Relaxed);
+    dumper::configure_time_dumps(config.prof_interval_s);
 }
 
 /// The bytes a sampled object of `size` bytes stands for (its

@@ -22,7 +22,7 @@ pub struct DumpFile {
     pub generation: Option<u64>,
     /// The global sequence number in the name.
     pub seq: u64,
-    /// The trigger letter (`f`, `i`, `m`, `u`, `s`).
+    /// The trigger letter (`f`, `i`, `m`, `u`, `s`, `o`, `t`).
     pub trigger: String,
     /// The per-trigger sequence number, absent for `f`.
     pub trigger_seq: Option<u64>,
@@ -43,7 +43,7 @@ impl DumpFile {
             None => (tag, None),
         };
         let letter = kind.chars().next()?;
-        if !"fimuso".contains(letter) {
+        if !"fimusot".contains(letter) {
             return None;
         }
         let rest = &kind[1..];
