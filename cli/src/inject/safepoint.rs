@@ -44,41 +44,55 @@ pub const STACK_NEEDED: u64 = 256 * 1024;
 const SCRATCH_NEEDED: u64 = 32 * 1024;
 
 /// System calls in which a thread blocked in the C library holds none of
-/// the locks (see the module documentation). `futex` is checked apart.
+/// the locks (see the module documentation): the waits a server idles in
+/// and the transfers a C library wrapper makes without a lock of its own.
+/// `futex` and `restart_syscall` are checked apart.
 const WAITS: &[i64] = &[
-    0,   // read
-    1,   // write
-    7,   // poll
-    17,  // pread64
-    18,  // pwrite64
-    19,  // readv
-    20,  // writev
-    23,  // select
-    34,  // pause
-    35,  // nanosleep
-    42,  // connect
-    43,  // accept
-    44,  // sendto
-    45,  // recvfrom
-    46,  // sendmsg
-    47,  // recvmsg
-    61,  // wait4
-    65,  // semop
-    70,  // msgrcv
-    73,  // flock
-    128, // rt_sigtimedwait
-    130, // rt_sigsuspend
-    220, // semtimedop
-    230, // clock_nanosleep
-    232, // epoll_wait
-    247, // waitid
-    270, // pselect6
-    271, // ppoll
-    281, // epoll_pwait
-    288, // accept4
-    441, // epoll_pwait2
+    libc::SYS_read,
+    libc::SYS_write,
+    libc::SYS_pread64,
+    libc::SYS_pwrite64,
+    libc::SYS_readv,
+    libc::SYS_writev,
+    libc::SYS_poll,
+    libc::SYS_ppoll,
+    libc::SYS_select,
+    libc::SYS_pselect6,
+    libc::SYS_epoll_wait,
+    libc::SYS_epoll_pwait,
+    libc::SYS_epoll_pwait2,
+    libc::SYS_pause,
+    libc::SYS_nanosleep,
+    libc::SYS_clock_nanosleep,
+    libc::SYS_connect,
+    libc::SYS_accept,
+    libc::SYS_accept4,
+    libc::SYS_sendto,
+    libc::SYS_recvfrom,
+    libc::SYS_sendmsg,
+    libc::SYS_recvmsg,
+    libc::SYS_wait4,
+    libc::SYS_waitid,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_msgrcv,
+    libc::SYS_flock,
+    libc::SYS_rt_sigtimedwait,
+    libc::SYS_rt_sigsuspend,
 ];
-const FUTEX: i64 = 202;
+/// A futex wait is a safe point when its word lies outside the data of
+/// the objects whose locks matter (a lock of the C library, the loader or
+/// the allocator is a futex word in their data).
+const FUTEX: i64 = libc::SYS_futex;
+/// The kernel's continuation of a wait that a stop interrupted and that
+/// keeps its deadline in the thread's restart block: `nanosleep`,
+/// `clock_nanosleep` with a relative time, `poll` and `futex` waits with a
+/// timeout. It is what a thread idles in after an earlier command stopped
+/// it in one of those. Its arguments are still those of the interrupted
+/// call, so it is judged as a futex wait is: its first argument must not
+/// point into the data of the objects whose locks matter (for the other
+/// three it is a clock id or a pointer to the program's own memory).
+const RESTART: i64 = libc::SYS_restart_syscall;
 
 impl Landscape {
     fn risky_at(&self, address: u64) -> bool {
@@ -106,7 +120,9 @@ impl Landscape {
         if !self.in_libc_code(registers.rip) || !at_syscall {
             return Some("inside the C library, the loader, the allocator or the profiler");
         }
-        if WAITS.contains(&number) || (number == FUTEX && !self.risky_at(registers.rdi)) {
+        if WAITS.contains(&number)
+            || ((number == FUTEX || number == RESTART) && !self.risky_at(registers.rdi))
+        {
             return None;
         }
         Some("in a system call the C library may make holding a lock")
@@ -153,7 +169,7 @@ fn candidates(process: Process) -> Vec<i32> {
         .into_iter()
         .map(|tid| {
             let rank = match process.blocked_in(tid) {
-                Blocked::Syscall(n) if WAITS.contains(&n) || n == FUTEX => 0,
+                Blocked::Syscall(n) if WAITS.contains(&n) || n == FUTEX || n == RESTART => 0,
                 Blocked::Running => 1,
                 _ => 2,
             };

@@ -32,9 +32,19 @@ const PTRACE_GETSIGMASK: libc::c_uint = 0x420a;
 const PTRACE_SETSIGMASK: libc::c_uint = 0x420b;
 const EINTR: i64 = 4;
 const ERESTARTNOHAND: i64 = 514;
-/// epoll_wait, epoll_pwait, epoll_pwait2: they return EINTR when a stop
-/// interrupts them, where other waits restart.
-const EPOLL_WAITS: [u64; 3] = [232, 281, 441];
+/// The waits that return EINTR when a stop interrupts them, where the
+/// others restart (`signal(7)`: "interfaces not restarted after a stop").
+/// Given back to the program, they restart instead, as they would have
+/// had nothing stopped them (with their timeout counted again in full:
+/// the kernel keeps no deadline for them).
+const FAIL_ON_STOP: [i64; 6] = [
+    libc::SYS_epoll_wait,
+    libc::SYS_epoll_pwait,
+    libc::SYS_epoll_pwait2,
+    libc::SYS_rt_sigtimedwait,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+];
 
 /// Why a seize or an interrupt failed.
 pub enum StopError {
@@ -172,7 +182,7 @@ impl Stopped {
     /// Let go of the thread as it was.
     pub fn release(mut self) -> Result<(), Failure> {
         let mut registers = self.registers;
-        if EPOLL_WAITS.contains(&registers.orig_rax) && registers.rax as i64 == -EINTR {
+        if FAIL_ON_STOP.contains(&(registers.orig_rax as i64)) && registers.rax as i64 == -EINTR {
             registers.rax = (-ERESTARTNOHAND) as u64;
         }
         let restored = ptrace::setregs(Pid::from_raw(self.tid), registers);
