@@ -1,0 +1,158 @@
+//! `heapsample` on idle processes: a program waiting in each blocking
+//! call a server idles in (single-threaded, and with three more threads
+//! idling in `nanosleep`, `pthread_cond_wait` and `read`) is attached,
+//! asked for its status, dumped three times, stopped, started, detached,
+//! attached again and detached. Every command succeeds within 1 s (each
+//! is given `--timeout 1`, and its whole run is timed too), and every wait
+//! of the program ends when it would have without the profiler: never
+//! before its time, never with an EINTR the program would not have seen,
+//! and late only by what the thread was held stopped for.
+
+mod attach_common;
+
+use std::time::{Duration, Instant};
+
+use attach_common::{Driven, heapsample};
+use heapsample_tests::{BuildOptions, TempDir, compile_c};
+
+/// The length of each of the program's waits.
+const WAIT_MS: u64 = 100;
+
+/// How much later than its time a wait may end. A wait ends late by the
+/// time its thread is held stopped at its deadline (a few milliseconds:
+/// the commands print it) plus the scheduler's delay in waking it, which
+/// the same wait suffers without the profiler; 500 ms is missed only if a
+/// loaded machine leaves a runnable thread unscheduled for half a second.
+const LATE_BOUND_US: i64 = 500_000;
+
+/// Each command's bound, from the task: a safe point within 1 s
+/// (`--timeout 1`) and the whole command within 1 s.
+const COMMAND_BOUND: Duration = Duration::from_secs(1);
+
+/// Run the sequence of commands on `pid`, each within `COMMAND_BOUND`;
+/// returns each command's name and duration.
+pub fn command_sequence(pid: &str, out: &std::path::Path) -> Vec<(&'static str, Duration)> {
+    let out = out.to_str().unwrap();
+    let steps: [(&str, Vec<&str>); 10] = [
+        ("attach", vec!["attach", pid, "-o", out]),
+        ("status", vec!["status", pid]),
+        ("dump", vec!["dump", pid]),
+        ("dump", vec!["dump", pid]),
+        ("dump", vec!["dump", pid]),
+        ("stop", vec!["stop", pid]),
+        ("start", vec!["start", pid]),
+        ("detach", vec!["detach", pid]),
+        ("attach", vec!["attach", pid, "-o", out]),
+        ("detach", vec!["detach", pid]),
+    ];
+    let mut timings = Vec::new();
+    for (name, mut args) in steps {
+        args.extend(["--timeout", "1"]);
+        let started = Instant::now();
+        let output = heapsample(&args);
+        let took = started.elapsed();
+        assert!(
+            output.status.success(),
+            "heapsample {args:?} failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(took < COMMAND_BOUND, "heapsample {args:?} took {took:?}");
+        timings.push((name, took));
+    }
+    timings
+}
+
+/// The program's report: waits, short ones, least and most microseconds
+/// late, EINTRs.
+fn parse_report(line: &str) -> (u64, u64, i64, i64, u64) {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        (fields.len(), fields[0], fields[2], fields[4], fields[7]),
+        (9, "waits", "short", "over_us", "eintr"),
+        "{line}"
+    );
+    let number = |at: usize| fields[at].parse::<i64>().unwrap();
+    (
+        number(1) as u64,
+        number(3) as u64,
+        number(5),
+        number(6),
+        number(8) as u64,
+    )
+}
+
+fn idle_in(mode: &str) {
+    let program = compile_c("idle_waits.c", &BuildOptions::no_pie());
+    for threads in ["0", "3"] {
+        let dir = TempDir::new(&format!("idle-{mode}-{threads}"));
+        let stop_file = dir.path().join("stop");
+        let out = dir.path().join("out");
+        let ms = WAIT_MS.to_string();
+        let mut waiter = Driven::start(
+            &program.path,
+            &[mode, &ms, threads, stop_file.to_str().unwrap()],
+            &[],
+        );
+        assert_eq!(waiter.answer(), "ready");
+        let timings = command_sequence(&waiter.pid_arg(), &out);
+        std::fs::write(&stop_file, "").unwrap();
+        let report = waiter.answer();
+        let (transcript, status) = waiter.finish();
+        assert!(status.success(), "{mode}: {status}: {transcript}");
+        let (waits, short, least, most, eintr) = parse_report(&report);
+        let slowest = timings.iter().map(|t| t.1).max().unwrap();
+        eprintln!(
+            "{mode} threads {threads}: slowest command {:.1} ms ({}); {waits} waits of {WAIT_MS} ms \
+             ended {:.1}..{:.1} ms late",
+            slowest.as_secs_f64() * 1e3,
+            timings
+                .iter()
+                .map(|(name, took)| format!("{name} {:.1}", took.as_secs_f64() * 1e3))
+                .collect::<Vec<_>>()
+                .join(", "),
+            least as f64 / 1e3,
+            most as f64 / 1e3,
+        );
+        assert!(waits >= 1, "{mode}: {report}");
+        assert_eq!(short, 0, "{mode}: a wait ended before its time: {report}");
+        assert_eq!(eintr, 0, "{mode}: the program saw EINTR: {report}");
+        assert!(
+            most <= LATE_BOUND_US,
+            "{mode}: a wait ended {most} µs late: {report}"
+        );
+    }
+}
+
+macro_rules! idle_tests {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                idle_in(stringify!($name));
+            }
+        )*
+    };
+}
+
+idle_tests!(
+    nanosleep,
+    clock_nanosleep,
+    poll,
+    ppoll,
+    select,
+    pselect6,
+    epoll_wait,
+    epoll_pwait,
+    epoll_pwait2,
+    futex,
+    cond_timedwait,
+    read,
+    recvmsg,
+    accept4,
+    wait4,
+    waitid,
+    pause,
+    sigsuspend,
+    sigtimedwait,
+);
