@@ -17,6 +17,7 @@ use crate::Failure;
 use crate::control::{self, Mode};
 use crate::inject::{self, Target};
 use crate::options::{self, ProfileOptions};
+use crate::output_dir;
 
 #[derive(Args)]
 pub struct AttachArgs {
@@ -35,14 +36,36 @@ const RTLD_NODELETE: u64 = 0x1000;
 pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure> {
     let library = crate::library::locate(library)?;
     let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
-    let dir = args.options.output_dir()?;
-    let options = options::join(&args.options.items()?);
+    let mut dir = args.options.output_dir()?;
+    let mut options = options::join(&args.options.items()?);
     heapsample_recorder::takeover::check_options(&options).map_err(Failure::new)?;
     let started = Instant::now();
     let mut target = Target::inspect(args.pid)?;
     let loaded = target.profiler().is_some();
+    let mut again = false;
     if loaded {
         let status = control::status_of(&mut target, timeout)?;
+        if status.mode == Mode::Detached {
+            // The profiler keeps the options of the first attach: without
+            // options of its own, this attach takes them (and their
+            // directory); with others, it is refused here, saying which.
+            let first_dir = first_directory(&status.text);
+            if args.options.is_empty() {
+                options.clear();
+                dir = first_dir.unwrap_or(dir);
+                again = true;
+            } else if let Some(first) = first_dir.filter(|first| *first != dir) {
+                return Err(Failure::new(format!(
+                    "process {} ({}) was attached before with its dumps in {}: the profiler \
+                     keeps the options of its first attach, so attach again without options \
+                     (or with `-o {}` and the first attach's options); nothing was changed",
+                    args.pid,
+                    target.name,
+                    first.display(),
+                    first.display()
+                )));
+            }
+        }
         match status.mode {
             Mode::Preloaded => {
                 return Err(Failure::new(format!(
@@ -69,7 +92,9 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
             library.display()
         )));
     }
-    options::ensure_directory(&dir)?;
+    if !again {
+        output_dir::prepare(&dir, target.process, &target.name)?;
+    }
     let library_path = library.to_string_lossy().into_owned();
     let ((status, message), stopped_for, thread) =
         inject::with_session(&mut target, timeout, |session, target| {
@@ -120,4 +145,27 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
         args.pid
     );
     Ok(0)
+}
+
+/// The directory of the first attach's dumps, from the status text's
+/// options (`prof_prefix:DIR/heapsample`).
+fn first_directory(status: &str) -> Option<PathBuf> {
+    let options = status.lines().find_map(|l| l.strip_prefix("options: "))?;
+    let prefix = options
+        .split(',')
+        .find_map(|item| item.strip_prefix("prof_prefix:"))?;
+    Some(PathBuf::from(prefix).parent()?.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_directory_comes_from_the_status() {
+        let status =
+            "mode: detached\noptions: prof:true,prof_prefix:/tmp/a b/heapsample,prof_bt_max:128\n";
+        assert_eq!(first_directory(status), Some(PathBuf::from("/tmp/a b")));
+        assert_eq!(first_directory("mode: detached\n"), None);
+    }
 }

@@ -156,3 +156,103 @@ idle_tests!(
     sigsuspend,
     sigtimedwait,
 );
+
+/// Attached by root, a process of another user (`nobody`) gets an output
+/// directory it can write: a new one is created owned by it, one it cannot
+/// write is refused before anything changes, and a later attach without
+/// options dumps into the first directory while one with another `-o`
+/// says what to do.
+#[test]
+fn another_users_process() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        heapsample_tests::skip(heapsample_tests::Missing::Privilege(
+            "attaching to another user's process needs root (CI runs as root)",
+        ));
+        return;
+    }
+    if !attach_common::installed("setpriv", "util-linux") {
+        return;
+    }
+    let program = compile_c("idle_waits.c", &BuildOptions::no_pie());
+    let dir = TempDir::new("idle-nobody");
+    let stop_file = dir.path().join("stop");
+    let ms = WAIT_MS.to_string();
+    let mut waiter = Driven::start(
+        std::path::Path::new("setpriv"),
+        &[
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            program.path.to_str().unwrap(),
+            "nanosleep",
+            &ms,
+            "0",
+            stop_file.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(waiter.answer(), "ready");
+    let pid = waiter.pid_arg();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    let uid: u32 = uid_line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_ne!(uid, 0, "{uid_line}");
+
+    // A directory root owns and the target cannot write: refused, nothing
+    // loaded.
+    let roots = dir.path().join("roots");
+    std::fs::create_dir(&roots).unwrap();
+    let refused = heapsample(&["attach", &pid, "-o", roots.to_str().unwrap()]);
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        message.contains(&format!("runs as uid {uid}")) && message.contains("cannot write into"),
+        "{message}"
+    );
+    let unprofiled = heapsample(&["status", &pid]);
+    assert!(
+        String::from_utf8_lossy(&unprofiled.stderr).contains("is not profiled"),
+        "{unprofiled:?}"
+    );
+
+    // A new directory (two levels): created for the target, which dumps
+    // into it.
+    let first = dir.path().join("new").join("dumps");
+    attach_common::heapsample_ok(&["attach", &pid, "-o", first.to_str().unwrap()]);
+    let (path, _) = attach_common::dump_now(&pid);
+    assert_eq!(path.parent(), Some(first.as_path()));
+    use std::os::unix::fs::MetadataExt;
+    for made in [first.as_path(), first.parent().unwrap(), path.as_path()] {
+        assert_eq!(
+            std::fs::metadata(made).unwrap().uid(),
+            uid,
+            "{}",
+            made.display()
+        );
+    }
+    attach_common::heapsample_ok(&["detach", &pid]);
+
+    // Another -o later: refused with what to do; without options: the
+    // first directory again.
+    let second = dir.path().join("second");
+    let refused = heapsample(&["attach", &pid, "-o", second.to_str().unwrap()]);
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        message.contains(&format!("dumps in {}", first.display()))
+            && message.contains("attach again without options"),
+        "{message}"
+    );
+    attach_common::heapsample_ok(&["attach", &pid]);
+    let (again, _) = attach_common::dump_now(&pid);
+    assert_eq!(again.parent(), Some(first.as_path()));
+    attach_common::heapsample_ok(&["detach", &pid]);
+
+    std::fs::write(&stop_file, "").unwrap();
+    let report = waiter.answer();
+    let (_, status) = waiter.finish();
+    assert!(status.success());
+    let (_, short, _, _, eintr) = parse_report(&report);
+    assert_eq!((short, eintr), (0, 0), "{report}");
+}

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use proc::Mapping;
-pub use proc::Process;
+pub use proc::{Credentials, Process};
 use safepoint::Landscape;
 use symbols::LoadedObject;
 
