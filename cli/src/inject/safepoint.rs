@@ -21,6 +21,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::frames::{Chain, Walker};
 use super::proc::{Blocked, Mapping, Process};
 use super::tracer::{self, StopError, Stopped};
 use crate::Failure;
@@ -36,7 +37,15 @@ pub struct Landscape {
     pub restorer: Option<u64>,
     /// The process's mappings (for stack room).
     pub maps: Vec<Mapping>,
+    /// The threads' call chains.
+    pub walker: Walker,
 }
+
+/// Where a signal frame (`struct rt_sigframe`: the return address, then
+/// the `ucontext`, whose `uc_mcontext` starts 40 bytes in) keeps the
+/// interrupted stack and instruction pointers.
+const SAVED_RSP: usize = 8 + 40 + 15 * 8;
+const SAVED_RIP: usize = SAVED_RSP + 8;
 
 /// Stack a call may need below the stopped thread's stack pointer.
 pub const STACK_NEEDED: u64 = 256 * 1024;
@@ -128,25 +137,45 @@ impl Landscape {
         Some("in a system call the C library may make holding a lock")
     }
 
-    /// A return address of the signal trampoline on the thread's live
-    /// stack means a handler is running (and may have interrupted malloc).
+    /// A signal handler runs on the thread when the C library's signal
+    /// return trampoline is a return address of its call chain, unwound
+    /// from its registers with the objects' CFI (`frames`). Where the walk
+    /// cannot reach the chain's end (code without CFI), the stack above
+    /// the last frame it reached is searched for a signal frame instead: a
+    /// word holding the trampoline's address followed by a saved context
+    /// whose stack pointer lies above it and whose instruction pointer
+    /// lies in code (which a stale copy may pass: then the thread is let
+    /// go and tried again later, never taken).
     fn in_signal_handler(&self, stopped: &Stopped) -> bool {
         let Some(restorer) = self.restorer else {
             return false;
         };
-        let rsp = stopped.registers.rsp;
+        let stack = match self.walker.chain(stopped, restorer) {
+            Chain::InHandler => return true,
+            Chain::NoHandler => return false,
+            Chain::Unknown { stack } => stack,
+        };
         let end = self
             .maps
             .iter()
-            .find(|m| m.contains(rsp))
-            .map_or(rsp + 4096, |m| m.end);
-        let length = (end - rsp).min(64 * 1024) as usize;
-        let Ok(stack) = stopped.read(rsp & !7, length) else {
+            .find(|m| m.contains(stack))
+            .map_or(stack + 4096, |m| m.end);
+        let start = stack & !7;
+        let length = (end.saturating_sub(start)).min(64 * 1024) as usize;
+        let Ok(words) = stopped.read(start, length) else {
             return false;
         };
-        stack
-            .chunks_exact(8)
-            .any(|word| u64::from_ne_bytes(word.try_into().unwrap_or_default()) == restorer)
+        let word = |at: usize| -> Option<u64> {
+            Some(u64::from_ne_bytes(words.get(at..at + 8)?.try_into().ok()?))
+        };
+        (0..words.len() / 8).any(|index| {
+            let at = index * 8;
+            let frame = start + at as u64;
+            word(at) == Some(restorer)
+                && word(at + SAVED_RSP).is_some_and(|rsp| rsp > frame)
+                && word(at + SAVED_RIP)
+                    .is_some_and(|rip| self.maps.iter().any(|m| m.executable && m.contains(rip)))
+        })
     }
 
     /// Room on the thread's stack for a call: its mapping below the stack
