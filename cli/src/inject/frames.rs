@@ -2,10 +2,12 @@
 //! call-frame information (`.eh_frame`, found through `.eh_frame_hdr`) of
 //! the objects its code lies in, read from their files (through the
 //! process's view of the file system, the inode checked) or, for the
-//! vDSO, from its memory. It answers one question: is a signal handler
-//! running on the thread, i.e. is the C library's signal return
-//! trampoline a return address of the live chain (the kernel pushes its
-//! address under every handler's frame)?
+//! vDSO, from its memory. It answers one question: which signal handlers
+//! run on the thread, and where did each interrupt it? A handler runs
+//! when the C library's signal return trampoline is a return address of
+//! the live chain (the kernel pushes its address under every handler's
+//! frame); the signal frame above it holds the interrupted registers, and
+//! the walk goes on from them.
 //!
 //! Only the chain counts: copies of the trampoline's address left higher
 //! on the stack by handlers that returned long ago are never looked at.
@@ -29,19 +31,45 @@ use object::{Object, ObjectSection, ObjectSegment};
 use super::proc::{Mapping, Process};
 use super::tracer::Stopped;
 
-/// What the walk found.
+/// What the walk found: the contexts signal handlers on the chain
+/// interrupted (innermost first), and how the walk ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chain {
+    pub interrupted: Vec<Interrupted>,
+    pub end: End,
+}
+
+/// How the walk ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Chain {
-    /// The chain ended at its outermost frame without a signal frame.
-    NoHandler,
-    /// The trampoline is a return address of the chain: in a handler.
-    InHandler,
-    /// The walk stopped before the end; the stack pointer of the last
-    /// frame it reached.
+pub enum End {
+    /// At the chain's outermost frame.
+    Complete,
+    /// Before it (no CFI, or a rule this walk does not evaluate); the stack
+    /// pointer of the last frame reached.
     Unknown { stack: u64 },
 }
 
-/// Frames walked at most.
+/// The registers a signal handler's frame saved: where the handler
+/// interrupted the thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interrupted {
+    pub rip: u64,
+    pub rax: u64,
+    pub rdi: u64,
+}
+
+/// Where the saved registers lie above the stack pointer the trampoline
+/// runs with (`struct rt_sigframe` after its return address: `ucontext`,
+/// whose `uc_mcontext` starts 40 bytes in, registers r8..r15, rdi, rsi,
+/// rbp, rbx, rdx, rax, rcx, rsp, rip).
+const SAVED: u64 = 40;
+const SAVED_RDI: u64 = SAVED + 8 * 8;
+const SAVED_RBP: u64 = SAVED + 10 * 8;
+const SAVED_RAX: u64 = SAVED + 13 * 8;
+const SAVED_RSP: u64 = SAVED + 15 * 8;
+const SAVED_RIP: u64 = SAVED + 16 * 8;
+
+/// Frames walked at most (a longer chain ends the walk as unknown).
 const MAX_FRAMES: usize = 512;
 
 // The x86-64 DWARF register numbers.
@@ -212,58 +240,87 @@ impl Walker {
         Module::parse(data, first.start)
     }
 
-    /// Walk the stopped thread's chain, looking for `restorer`.
+    /// Walk the stopped thread's chain, through the signal frames of
+    /// handlers (whose return address is `restorer`).
     pub fn chain(&self, stopped: &Stopped, restorer: u64) -> Chain {
         let registers = &stopped.registers;
         let (mut pc, mut rsp, mut rbp) = (registers.rip, registers.rsp, registers.rbp);
-        for depth in 0..MAX_FRAMES {
-            if pc == restorer {
-                return Chain::InHandler;
-            }
-            if pc == 0 {
-                return Chain::NoHandler;
-            }
-            let unknown = Chain::Unknown { stack: rsp };
-            // A return address points after its call: look up the call.
-            let lookup = if depth == 0 { pc } else { pc - 1 };
-            let Some(module) = self.module_at(stopped, lookup) else {
-                return unknown;
+        let mut interrupted = Vec::new();
+        // The first frame's address, and an interrupted context's, is the
+        // instruction itself; a return address points after its call.
+        let mut exact = true;
+        let read = |address: u64| -> Option<u64> {
+            let bytes = stopped.read(address, 8).ok()?;
+            Some(u64::from_ne_bytes(bytes.as_slice().try_into().ok()?))
+        };
+        for _ in 0..MAX_FRAMES {
+            let unknown = |rsp| Chain {
+                interrupted: interrupted.clone(),
+                end: End::Unknown { stack: rsp },
             };
-            let Some(rules) = module.rules(lookup) else {
-                return unknown;
+            if pc == 0 {
+                return complete(interrupted);
+            }
+            if pc == restorer {
+                // The handler's frame is popped: rsp is the signal frame.
+                let saved = |offset| read(rsp + offset);
+                let (Some(rip), Some(rax), Some(rdi), Some(next_rsp), Some(next_rbp)) = (
+                    saved(SAVED_RIP),
+                    saved(SAVED_RAX),
+                    saved(SAVED_RDI),
+                    saved(SAVED_RSP),
+                    saved(SAVED_RBP),
+                ) else {
+                    return unknown(rsp);
+                };
+                interrupted.push(Interrupted { rip, rax, rdi });
+                (pc, rsp, rbp, exact) = (rip, next_rsp, next_rbp, true);
+                continue;
+            }
+            let lookup = if exact { pc } else { pc - 1 };
+            let Some(rules) = self
+                .module_at(stopped, lookup)
+                .and_then(|module| module.rules(lookup))
+            else {
+                return unknown(rsp);
             };
             let base = match rules.cfa_register {
                 RSP => rsp,
                 RBP => rbp,
-                _ => return unknown,
+                _ => return unknown(rsp),
             };
             let cfa = base.wrapping_add(rules.cfa_offset as u64);
-            let read_at = |offset: i64| -> Option<u64> {
-                let bytes = stopped.read(cfa.wrapping_add(offset as u64), 8).ok()?;
-                Some(u64::from_ne_bytes(bytes.as_slice().try_into().ok()?))
-            };
             let next_pc = match rules.ra {
-                Rule::Undefined => return Chain::NoHandler,
-                Rule::Same => return unknown,
-                Rule::At(offset) => match read_at(offset) {
+                Rule::Undefined => return complete(interrupted),
+                Rule::Same => return unknown(rsp),
+                Rule::At(offset) => match read(cfa.wrapping_add(offset as u64)) {
                     Some(value) => value,
-                    None => return unknown,
+                    None => return unknown(rsp),
                 },
             };
             rbp = match rules.rbp {
-                Rule::At(offset) => match read_at(offset) {
+                Rule::At(offset) => match read(cfa.wrapping_add(offset as u64)) {
                     Some(value) => value,
-                    None => return unknown,
+                    None => return unknown(rsp),
                 },
                 Rule::Same => rbp,
                 Rule::Undefined => 0,
             };
-            if cfa <= rsp && depth > 0 {
-                return unknown; // not moving outwards
+            if cfa <= rsp && !exact {
+                return unknown(rsp); // not moving outwards
             }
-            rsp = cfa;
-            pc = next_pc;
+            (rsp, pc, exact) = (cfa, next_pc, false);
         }
-        Chain::Unknown { stack: rsp }
+        Chain {
+            interrupted,
+            end: End::Unknown { stack: rsp },
+        }
+    }
+}
+
+fn complete(interrupted: Vec<Interrupted>) -> Chain {
+    Chain {
+        interrupted,
+        end: End::Complete,
     }
 }

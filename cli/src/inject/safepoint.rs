@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::frames::{Chain, Walker};
+use super::frames::{End, Walker};
 use super::proc::{Blocked, Mapping, Process};
 use super::tracer::{self, StopError, Stopped};
 use crate::Failure;
@@ -46,6 +46,9 @@ pub struct Landscape {
 /// interrupted stack and instruction pointers.
 const SAVED_RSP: usize = 8 + 40 + 15 * 8;
 const SAVED_RIP: usize = SAVED_RSP + 8;
+/// The `syscall` instruction.
+const SYSCALL: [u8; 2] = [0x0f, 0x05];
+const EINTR: i64 = libc::EINTR as i64;
 
 /// Stack a call may need below the stopped thread's stack pointer.
 pub const STACK_NEEDED: u64 = 256 * 1024;
@@ -117,44 +120,80 @@ impl Landscape {
     /// Why `stopped` is no safe point, or None when it is one.
     fn unsafe_because(&self, stopped: &Stopped) -> Option<&'static str> {
         let registers = &stopped.registers;
-        if self.in_signal_handler(stopped) {
-            return Some("in a signal handler");
+        if let Some(why) = self.handler_unsafe(stopped) {
+            return Some(why);
         }
         if !self.risky_at(registers.rip) {
             return None;
         }
         let number = registers.orig_rax as i64;
-        let at_syscall = number >= 0
-            && stopped.read(registers.rip - 2, 2).ok().as_deref() == Some(&[0x0f, 0x05][..]);
+        let at_syscall = number >= 0 && self.after_syscall(stopped, registers.rip);
         if !self.in_libc_code(registers.rip) || !at_syscall {
             return Some("inside the C library, the loader, the allocator or the profiler");
         }
-        if WAITS.contains(&number)
-            || ((number == FUTEX || number == RESTART) && !self.risky_at(registers.rdi))
-        {
+        if self.safe_wait(number, registers.rdi) {
             return None;
         }
         Some("in a system call the C library may make holding a lock")
     }
 
-    /// A signal handler runs on the thread when the C library's signal
-    /// return trampoline is a return address of its call chain, unwound
-    /// from its registers with the objects' CFI (`frames`). Where the walk
-    /// cannot reach the chain's end (code without CFI), the stack above
-    /// the last frame it reached is searched for a signal frame instead: a
-    /// word holding the trampoline's address followed by a saved context
-    /// whose stack pointer lies above it and whose instruction pointer
-    /// lies in code (which a stale copy may pass: then the thread is let
-    /// go and tried again later, never taken).
-    fn in_signal_handler(&self, stopped: &Stopped) -> bool {
-        let Some(restorer) = self.restorer else {
-            return false;
+    /// Is the system call `number` with first argument `rdi` a wait the
+    /// C library makes holding none of the locks?
+    fn safe_wait(&self, number: i64, rdi: u64) -> bool {
+        WAITS.contains(&number) || ((number == FUTEX || number == RESTART) && !self.risky_at(rdi))
+    }
+
+    /// Is the instruction before `rip` a `syscall`?
+    fn after_syscall(&self, stopped: &Stopped, rip: u64) -> bool {
+        stopped.read(rip.wrapping_sub(2), 2).ok().as_deref() == Some(&SYSCALL[..])
+    }
+
+    /// Why a signal handler running on the thread makes it no safe point.
+    /// Handlers are found on the thread's live call chain (`frames`); each
+    /// must have interrupted a safe point: code outside the risky objects,
+    /// or the C library in a wait of the list: a `syscall` about to be
+    /// restarted (the kernel rewound the instruction pointer to it and put
+    /// the call's number back), or one that failed with EINTR (only a
+    /// blocking wait fails so) whose first argument is no lock word of the
+    /// risky objects. A PostgreSQL 15 postmaster, for one, starts its
+    /// children from its SIGCHLD handler, which interrupted `select`: they
+    /// run inside that handler all their lives.
+    ///
+    /// Where the walk cannot reach the chain's end (code without CFI), the
+    /// stack above the last frame it reached is searched for a signal
+    /// frame instead: a word holding the trampoline's address followed by
+    /// a saved context whose stack pointer lies above it and whose
+    /// instruction pointer lies in code (which a stale copy may pass: then
+    /// the thread is let go and tried again later, never taken).
+    fn handler_unsafe(&self, stopped: &Stopped) -> Option<&'static str> {
+        let restorer = self.restorer?;
+        let chain = self.walker.chain(stopped, restorer);
+        for context in &chain.interrupted {
+            if !self.risky_at(context.rip) {
+                continue;
+            }
+            let restarting = stopped.read(context.rip, 2).ok().as_deref() == Some(&SYSCALL[..]);
+            let failed = self.after_syscall(stopped, context.rip)
+                && context.rax as i64 == -EINTR
+                && !self.risky_at(context.rdi);
+            let waiting = if restarting {
+                self.safe_wait(context.rax as i64, context.rdi)
+            } else {
+                failed
+            };
+            if !self.in_libc_code(context.rip) || !waiting {
+                return Some("in a signal handler that interrupted the C library outside a wait");
+            }
+        }
+        let End::Unknown { stack } = chain.end else {
+            return None;
         };
-        let stack = match self.walker.chain(stopped, restorer) {
-            Chain::InHandler => return true,
-            Chain::NoHandler => return false,
-            Chain::Unknown { stack } => stack,
-        };
+        self.signal_frame_above(stopped, stack, restorer)
+            .then_some("in a signal handler, as far as its stack shows")
+    }
+
+    /// A plausible signal frame on the stack from `stack` up.
+    fn signal_frame_above(&self, stopped: &Stopped, stack: u64, restorer: u64) -> bool {
         let end = self
             .maps
             .iter()
