@@ -10,9 +10,7 @@
 
 mod attach_common;
 
-use std::time::{Duration, Instant};
-
-use attach_common::{Driven, heapsample};
+use attach_common::{Driven, heapsample, idle_sequence};
 use heapsample_tests::{BuildOptions, TempDir, compile_c};
 
 /// The length of each of the program's waits.
@@ -24,44 +22,6 @@ const WAIT_MS: u64 = 100;
 /// the same wait suffers without the profiler; 500 ms is missed only if a
 /// loaded machine leaves a runnable thread unscheduled for half a second.
 const LATE_BOUND_US: i64 = 500_000;
-
-/// Each command's bound, from the task: a safe point within 1 s
-/// (`--timeout 1`) and the whole command within 1 s.
-const COMMAND_BOUND: Duration = Duration::from_secs(1);
-
-/// Run the sequence of commands on `pid`, each within `COMMAND_BOUND`;
-/// returns each command's name and duration.
-pub fn command_sequence(pid: &str, out: &std::path::Path) -> Vec<(&'static str, Duration)> {
-    let out = out.to_str().unwrap();
-    let steps: [(&str, Vec<&str>); 10] = [
-        ("attach", vec!["attach", pid, "-o", out]),
-        ("status", vec!["status", pid]),
-        ("dump", vec!["dump", pid]),
-        ("dump", vec!["dump", pid]),
-        ("dump", vec!["dump", pid]),
-        ("stop", vec!["stop", pid]),
-        ("start", vec!["start", pid]),
-        ("detach", vec!["detach", pid]),
-        ("attach", vec!["attach", pid, "-o", out]),
-        ("detach", vec!["detach", pid]),
-    ];
-    let mut timings = Vec::new();
-    for (name, mut args) in steps {
-        args.extend(["--timeout", "1"]);
-        let started = Instant::now();
-        let output = heapsample(&args);
-        let took = started.elapsed();
-        assert!(
-            output.status.success(),
-            "heapsample {args:?} failed ({}):\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert!(took < COMMAND_BOUND, "heapsample {args:?} took {took:?}");
-        timings.push((name, took));
-    }
-    timings
-}
 
 /// The program's report: waits, short ones, least and most microseconds
 /// late, EINTRs.
@@ -95,7 +55,7 @@ fn idle_in(mode: &str) {
             &[],
         );
         assert_eq!(waiter.answer(), "ready");
-        let timings = command_sequence(&waiter.pid_arg(), &out);
+        let timings = idle_sequence(&waiter.pid_arg(), &out);
         std::fs::write(&stop_file, "").unwrap();
         let report = waiter.answer();
         let (transcript, status) = waiter.finish();
