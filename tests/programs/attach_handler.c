@@ -4,6 +4,14 @@
  *   handler  SIGUSR1's handler prints "in handler" and waits for a line
  *            there; once it returns, main prints "returned" and waits for
  *            a line again, then exits 0.
+ *   in_wait, in_wait_eintr
+ *            as handler, but the signal (SIGALRM, from a timer) interrupts
+ *            main waiting in read() on a pipe nothing writes to, with
+ *            SA_RESTART (the read is to restart) or without (it is to fail
+ *            with EINTR); the handler writes a byte into the pipe before
+ *            it returns; main then prints "returned restarted" (the read
+ *            restarted and read it) or "returned eintr", and waits for a
+ *            line.
  *   stale    handlers run and return on a deep stack, leaving their signal
  *            frames (and the trampoline's address in them) behind; then a
  *            function whose large uninitialised buffer spans those stale
@@ -13,7 +21,9 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static void wait_line(void) {
@@ -27,11 +37,15 @@ static void wait_line(void) {
 static volatile sig_atomic_t handled;
 static uintptr_t trampoline;
 
+static int wake_fd = -1;
+
 static void waiting_handler(int signal) {
     (void)signal;
     puts("in handler");
     fflush(stdout);
     wait_line();
+    /* A restarted read finds this byte. */
+    if (wake_fd >= 0 && write(wake_fd, "x", 1) != 1) _exit(3);
 }
 
 static void returning_handler(int signal, siginfo_t *info, void *context) {
@@ -70,6 +84,22 @@ static __attribute__((noinline)) void wait_over_stale(void) {
 int main(int argc, char **argv) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
+    if (argc > 1 && !strncmp(argv[1], "in_wait", 7)) {
+        action.sa_handler = waiting_handler;
+        action.sa_flags = strcmp(argv[1], "in_wait") ? 0 : SA_RESTART;
+        sigaction(SIGALRM, &action, NULL);
+        int never[2];
+        if (pipe(never) != 0) return 2;
+        wake_fd = never[1];
+        struct itimerval once = {.it_value = {0, 20000}};
+        setitimer(ITIMER_REAL, &once, NULL);
+        char byte;
+        ssize_t n = read(never[0], &byte, 1);
+        printf("returned %s\n", n == 1 ? "restarted" : n < 0 && errno == EINTR ? "eintr" : "?");
+        fflush(stdout);
+        wait_line();
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "handler")) {
         action.sa_handler = waiting_handler;
         sigaction(SIGUSR1, &action, NULL);

@@ -1,8 +1,11 @@
 //! Whether a signal handler runs on a thread is decided from its live call
-//! chain: a thread waiting inside a handler is never taken (the handler
-//! may have interrupted `malloc`), while one that merely has stale copies
-//! of the signal trampoline's address on its stack, left by handlers that
-//! returned (an idle PostgreSQL backend, a shell in `wait4`), is.
+//! chain: a thread inside a handler that interrupted the C library outside
+//! a wait is never taken (such a handler may have interrupted `malloc`);
+//! one inside a handler that interrupted a wait is (a PostgreSQL 15
+//! postmaster's children live inside its SIGCHLD handler), and so is one
+//! that merely has stale copies of the signal trampoline's address on its
+//! stack, left by handlers that returned (an idle PostgreSQL backend, a
+//! shell in `wait4`).
 
 mod attach_common;
 
@@ -40,7 +43,9 @@ fn stale_signal_frames_on_the_stack_are_no_handler() {
 }
 
 #[test]
-fn a_thread_waiting_in_a_handler_is_not_taken() {
+fn a_handler_that_interrupted_the_c_library_outside_a_wait() {
+    // The signal comes from raise(), so the handler interrupted the C
+    // library right after a system call that is no wait.
     let program = compile_c("attach_handler.c", &BuildOptions::no_pie());
     let out = TempDir::new("attach-in-handler");
     let mut waiter = Driven::start(&program.path, &["handler"], &[]);
@@ -82,4 +87,41 @@ fn a_thread_waiting_in_a_handler_is_not_taken() {
     let (transcript, status) = waiter.finish();
     assert!(status.success());
     assert_eq!(transcript, "in handler\nreturned\n");
+}
+
+/// A handler that interrupted a `read` (to restart it, or to fail it with
+/// EINTR) and waits in `read` itself: the thread is taken, repeatedly, and
+/// the program's `read` ends as it would have.
+fn handler_over_a_wait(mode: &str, ended: &str) {
+    let program = compile_c("attach_handler.c", &BuildOptions::no_pie());
+    let out = TempDir::new(&format!("attach-handler-{mode}"));
+    let mut waiter = Driven::start(&program.path, &[mode], &[]);
+    assert_eq!(waiter.answer(), "in handler");
+    let pid = waiter.pid_arg();
+    for _ in 0..3 {
+        heapsample_ok(&[
+            "attach",
+            &pid,
+            "-o",
+            out.path().to_str().unwrap(),
+            "--timeout",
+            "1",
+        ]);
+        heapsample_ok(&["dump", &pid, "--timeout", "1"]);
+        heapsample_ok(&["detach", &pid, "--timeout", "1"]);
+    }
+    assert_eq!(waiter.send("leave"), ended);
+    waiter.send_only("end");
+    let (_, status) = waiter.finish();
+    assert!(status.success());
+}
+
+#[test]
+fn a_handler_that_interrupted_a_restarting_wait() {
+    handler_over_a_wait("in_wait", "returned restarted");
+}
+
+#[test]
+fn a_handler_that_interrupted_a_failing_wait() {
+    handler_over_a_wait("in_wait_eintr", "returned eintr");
 }

@@ -77,9 +77,25 @@ const RBP: u16 = 6;
 const RSP: u16 = 7;
 const RA: u16 = 16;
 
+/// An object's bytes: its file, mapped, or the vDSO, copied.
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Copied(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(map) => map,
+            Bytes::Copied(bytes) => bytes,
+        }
+    }
+}
+
 /// One object's unwind tables, placed where the process loaded it.
 struct Module {
-    data: Vec<u8>,
+    data: Bytes,
     /// What its file addresses must be moved by.
     bias: u64,
     eh_frame: Option<(usize, usize, u64)>,
@@ -87,7 +103,7 @@ struct Module {
 }
 
 impl Module {
-    fn parse(data: Vec<u8>, mapped_at: u64) -> Option<Module> {
+    fn parse(data: Bytes, mapped_at: u64) -> Option<Module> {
         let file = object::File::parse(&*data).ok()?;
         let first_load = file.segments().map(|s| s.address()).min().unwrap_or(0) & !0xfff;
         let range = |name: &str| {
@@ -223,9 +239,11 @@ impl Walker {
 
     fn load(&self, stopped: &Stopped, first: &Mapping, mapping: &Mapping) -> Option<Module> {
         let data = if mapping.path == "[vdso]" {
-            stopped
-                .read(mapping.start, (mapping.end - mapping.start) as usize)
-                .ok()?
+            Bytes::Copied(
+                stopped
+                    .read(mapping.start, (mapping.end - mapping.start) as usize)
+                    .ok()?,
+            )
         } else if mapping.inode != 0 && mapping.path.starts_with('/') {
             let path = self.process.root_path(std::path::Path::new(&mapping.path));
             let file = std::fs::File::open(path).ok()?;
@@ -233,7 +251,9 @@ impl Walker {
             if std::os::unix::fs::MetadataExt::ino(&metadata) != mapping.inode {
                 return None;
             }
-            std::fs::read(self.process.root_path(std::path::Path::new(&mapping.path))).ok()?
+            // SAFETY: a read-only private mapping of a program or library
+            // file, which nothing is expected to truncate while it is read.
+            Bytes::Mapped(unsafe { memmap2::Mmap::map(&file) }.ok()?)
         } else {
             return None;
         };
