@@ -8,16 +8,26 @@
 //!   the profiler (none of their locks is held by code outside them: the
 //!   allocator calls no program code, and glibc runs no program code with
 //!   the malloc locks held), or
-//! - blocked in the C library in a system call that is a wait the C
-//!   library never makes while holding one of those locks (`read`,
-//!   `epoll_wait`, `nanosleep`, `futex` on a word outside their data...),
+//! - blocked in the C library in a system call of [`WAITS`] (the waits a
+//!   server idles in and transfers the C library makes without a lock of
+//!   its own), in a `futex` wait, or in `restart_syscall` (the kernel's
+//!   continuation of a sleep, `poll` or futex wait an earlier stop
+//!   interrupted), the last two on a word outside the data of those
+//!   objects,
 //!
-//! and in neither case inside a signal handler (which may have interrupted
-//! `malloc`): no return address of the C library's signal trampoline lies
-//! on its live stack. Its stack must also have room for the call.
+//! and every signal handler running on it interrupted such a point (a
+//! handler that interrupted `malloc` would make the call deadlock). The
+//! handlers are found on its live call chain (`frames`: unwound from its
+//! registers with its objects' CFI, through each signal frame), never from
+//! stale words left on its stack; where that walk cannot reach the chain's
+//! end, a plausible signal frame above it counts as a handler. Its stack
+//! must also have room for the call.
 //! Threads blocked in such waits are tried first (stopping them costs
 //! them nothing); a thread that does not qualify is let go at once and
 //! tried again a moment later. The other threads never stop.
+//!
+//! Never changes a thread it does not take: it only reads its registers
+//! and memory before letting it go (`tracer` restarts its system call).
 
 use std::time::{Duration, Instant};
 

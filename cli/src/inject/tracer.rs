@@ -11,10 +11,20 @@
 //!   program's handler, so faults stay unblocked.)
 //! - A call returns to address 0: the fault stops the thread before any
 //!   handler sees it, and it is discarded.
-//! - The thread's registers (with `orig_rax`, so an interrupted system
-//!   call restarts) and mask are given back before it is let go. An
-//!   `epoll_wait` the stop interrupted restarts instead of returning
-//!   `EINTR`, which it would never have returned otherwise.
+//! - The thread's registers and mask are given back before it is let go.
+//!   A system call the stop interrupted restarts then as after a signal
+//!   with no handler: the stop left `-ERESTART*` in `rax` and the call's
+//!   number in `orig_rax`, the calls made meanwhile ran with `orig_rax`
+//!   at -1 (nothing to restart), and once the saved registers are back the
+//!   kernel, leaving the stop, puts the number back in `rax` and moves
+//!   `rip` back 2 bytes onto the `syscall` instruction (or, for
+//!   `-ERESTART_RESTARTBLOCK`, makes it `restart_syscall`, which resumes a
+//!   sleep, `poll` or futex wait at its deadline from the thread's restart
+//!   block, untouched by the calls: none of them is interrupted). So the
+//!   wait goes on with its deadline, as many times in a row as it is
+//!   stopped. The waits the kernel fails with `EINTR` on any stop
+//!   (`FAIL_ON_STOP`) restart instead, which they would have done had
+//!   nothing stopped them (their timeout then counts again in full).
 
 use std::io::{IoSlice, IoSliceMut};
 
