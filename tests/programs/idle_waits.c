@@ -8,7 +8,8 @@
  *
  * Usage: idle_waits MODE MS THREADS STOPFILE
  * MODE is one of: nanosleep clock_nanosleep poll ppoll select pselect6
- * epoll_wait epoll_pwait epoll_pwait2 futex cond_timedwait read recvmsg
+ * epoll_wait epoll_pwait epoll_pwait2 (on a timer) epoll_timeout (with
+ * epoll_wait's own timeout) futex cond_timedwait read recvmsg
  * accept4 wait4 waitid pause sigsuspend sigtimedwait.
  *
  * Prints "ready" before its first wait; once STOPFILE exists (checked
@@ -109,6 +110,12 @@ static void wait_once(const char *mode, long ms, int64_t start) {
         failed(select(0, NULL, NULL, NULL, &t));
     } else if (!strcmp(mode, "pselect6")) {
         failed(pselect(0, NULL, NULL, NULL, &relative, NULL));
+    } else if (!strcmp(mode, "epoll_timeout")) {
+        /* epoll_wait's own timeout (the kernel keeps no deadline for it). */
+        int set = epoll_create1(0);
+        struct epoll_event ready;
+        failed(epoll_wait(set, &ready, 1, (int)ms));
+        close(set);
     } else if (!strncmp(mode, "epoll", 5)) {
         int timer = timerfd_create(CLOCK_MONOTONIC, 0);
         struct itimerspec when = {.it_value = {deadline / 1000000000, deadline % 1000000000}};
