@@ -13,7 +13,7 @@
  * accept4 wait4 waitid pause sigsuspend sigtimedwait.
  *
  * Prints "ready" before its first wait; once STOPFILE exists (checked
- * between waits) prints
+ * between waits, as is whether its parent still lives) prints
  *   waits N short S over_us MIN MAX eintr E
  * and exits 0: N waits, S of them ended before their MS, MIN and MAX the
  * least and most microseconds a wait ended after its MS, E the calls that
@@ -277,7 +277,9 @@ int main(int argc, char **argv) {
     fflush(stdout);
     long waits = 0, shorter = 0;
     int64_t over_min = INT64_MAX, over_max = 0;
-    while (access(stop, F_OK) != 0) {
+    pid_t parent = getppid();
+    /* Until told to stop, or orphaned (its test ended without telling). */
+    while (access(stop, F_OK) != 0 && getppid() == parent) {
         int64_t start = now_ns();
         wait_once(mode, ms, start);
         int64_t over = now_ns() - start - (int64_t)ms * 1000000;

@@ -13,8 +13,10 @@ mod attach_common;
 use attach_common::{Driven, heapsample, idle_sequence};
 use heapsample_tests::{BuildOptions, TempDir, compile_c};
 
-/// The length of each of the program's waits.
-const WAIT_MS: u64 = 100;
+/// The length of each of the program's waits: longer than a command's
+/// 1 s timeout, so that a command cannot succeed by waiting for the next
+/// wait to begin.
+const WAIT_MS: u64 = 1500;
 
 /// How much later than its time a wait may end. A wait ends late by the
 /// time its thread is held stopped at its deadline (a few milliseconds:
@@ -59,17 +61,27 @@ fn epoll_timeout() {
 
 fn idle_in_restarting(mode: &str, restarts_in_full: bool) {
     let program = compile_c("idle_waits.c", &BuildOptions::no_pie());
-    for threads in ["0", "3"] {
-        let dir = TempDir::new(&format!("idle-{mode}-{threads}"));
-        let stop_file = dir.path().join("stop");
-        let out = dir.path().join("out");
-        let ms = WAIT_MS.to_string();
-        let mut waiter = Driven::start(
-            &program.path,
-            &[mode, &ms, threads, stop_file.to_str().unwrap()],
-            &[],
-        );
+    // A single-threaded and a multi-threaded one, started together so that
+    // both sequences fall inside their first wait (longer than a command's
+    // 1 s timeout: a thread left in `restart_syscall` by the first command
+    // must be a safe point for the next ones, not merely be waited out).
+    let ms = WAIT_MS.to_string();
+    let runs: Vec<(&str, TempDir, Driven)> = ["0", "3"]
+        .into_iter()
+        .map(|threads| {
+            let dir = TempDir::new(&format!("idle-{mode}-{threads}"));
+            let stop_file = dir.path().join("stop");
+            let waiter = Driven::start(
+                &program.path,
+                &[mode, &ms, threads, stop_file.to_str().unwrap()],
+                &[],
+            );
+            (threads, dir, waiter)
+        })
+        .collect();
+    for (threads, dir, mut waiter) in runs {
         assert_eq!(waiter.answer(), "ready");
+        let out = dir.path().join("out");
         let sequence_started = std::time::Instant::now();
         let timings = idle_sequence(&waiter.pid_arg(), &out);
         let sequence_us = sequence_started.elapsed().as_micros() as i64;
@@ -77,7 +89,7 @@ fn idle_in_restarting(mode: &str, restarts_in_full: bool) {
             false => LATE_BOUND_US,
             true => LATE_BOUND_US + sequence_us + WAIT_MS as i64 * 1000,
         };
-        std::fs::write(&stop_file, "").unwrap();
+        std::fs::write(dir.path().join("stop"), "").unwrap();
         let report = waiter.answer();
         let (transcript, status) = waiter.finish();
         assert!(status.success(), "{mode}: {status}: {transcript}");
