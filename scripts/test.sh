@@ -29,6 +29,8 @@ command -v c++filt >/dev/null 2>&1 || need+=(binutils)
 command -v heaptrack >/dev/null 2>&1 || need+=(heaptrack)
 command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 { command -v redis-benchmark && command -v musl-gcc && command -v capsh; } >/dev/null 2>&1 || need+=(redis-server redis-tools musl-tools libcap2-bin)
+# Attach tests on idle servers: a PostgreSQL 15 cluster made by the test.
+[ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql)
 # The viewer's tests drive a real browser through chromedriver.
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)

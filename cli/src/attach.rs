@@ -17,6 +17,7 @@ use crate::Failure;
 use crate::control::{self, Mode};
 use crate::inject::{self, Target};
 use crate::options::{self, ProfileOptions};
+use crate::output_dir;
 
 #[derive(Args)]
 pub struct AttachArgs {
@@ -35,14 +36,38 @@ const RTLD_NODELETE: u64 = 0x1000;
 pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure> {
     let library = crate::library::locate(library)?;
     let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
-    let dir = args.options.output_dir()?;
+    let mut dir = args.options.output_dir()?;
     let mut items = args.options.items()?;
     heapsample_options::attach::check_options(&options::join(&items)).map_err(Failure::new)?;
     let started = Instant::now();
     let mut target = Target::inspect(args.pid)?;
     let loaded = target.profiler().is_some();
+    // Its dumps' directory is then one inside the container (`container`).
+    let in_container = !crate::container::shares_our_files(target.process);
+    let mut again = false;
     if loaded {
         let status = control::status_of(&mut target, timeout)?;
+        if status.mode == Mode::Detached {
+            // The profiler keeps the options of the first attach: without
+            // options of its own, this attach takes them (and their
+            // directory); with others, it is refused here, saying which.
+            let first_dir = first_directory(&status.text).filter(|_| !in_container);
+            if args.options.is_empty() {
+                items.clear();
+                dir = first_dir.unwrap_or(dir);
+                again = true;
+            } else if let Some(first) = first_dir.filter(|first| *first != dir) {
+                return Err(Failure::new(format!(
+                    "process {} ({}) was attached before with its dumps in {}: the profiler \
+                     keeps the options of its first attach, so attach again without options \
+                     (or with `-o {}` and the first attach's options); nothing was changed",
+                    args.pid,
+                    target.name,
+                    first.display(),
+                    first.display()
+                )));
+            }
+        }
         match status.mode {
             Mode::Preloaded => {
                 return Err(Failure::new(format!(
@@ -61,12 +86,16 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
         }
     }
     let from_memory = !loaded && !target.sees(&library);
-    options::ensure_directory(&dir)?;
     // A process in a container writes its dumps inside it; they are
     // brought to `dir` at each dump and at detach.
-    let outpost = match crate::container::shares_our_files(target.process) {
-        true => None,
-        false => Some(crate::container::prepare(target.process, &dir)?),
+    let outpost = if in_container {
+        options::ensure_directory(&dir)?;
+        Some(crate::container::prepare(target.process, &dir)?)
+    } else {
+        if !again {
+            output_dir::prepare(&dir, target.process, &target.name)?;
+        }
+        None
     };
     if let (Some(outpost), Some(prefix)) = (&outpost, items.last_mut()) {
         // `items` ends with the prefix of the host's directory.
@@ -191,4 +220,27 @@ fn load_from_memory(
         )));
     }
     Ok(handle)
+}
+
+/// The directory of the first attach's dumps, from the status text's
+/// options (`prof_prefix:DIR/heapsample`).
+fn first_directory(status: &str) -> Option<PathBuf> {
+    let options = status.lines().find_map(|l| l.strip_prefix("options: "))?;
+    let prefix = options
+        .split(',')
+        .find_map(|item| item.strip_prefix("prof_prefix:"))?;
+    Some(PathBuf::from(prefix).parent()?.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_directory_comes_from_the_status() {
+        let status =
+            "mode: detached\noptions: prof:true,prof_prefix:/tmp/a b/heapsample,prof_bt_max:128\n";
+        assert_eq!(first_directory(status), Some(PathBuf::from("/tmp/a b")));
+        assert_eq!(first_directory("mode: detached\n"), None);
+    }
 }

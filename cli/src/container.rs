@@ -57,7 +57,9 @@ fn state_file(process: Process) -> Option<PathBuf> {
 /// Make the directory inside `process`'s file system for its dumps, owned
 /// by its user, and record that they go to `host_dir`.
 pub fn prepare(process: Process, host_dir: &Path) -> Result<Outpost, Failure> {
-    let (uid, gid) = (process.uid().unwrap_or(0), process.gid().unwrap_or(0));
+    let (uid, gid) = process
+        .credentials()
+        .map_or((0, 0), |credentials| (credentials.uid, credentials.gid));
     let name = format!("heapsample.{}", process.0);
     let mut why_not = Vec::new();
     for candidate in INSIDE_CANDIDATES {

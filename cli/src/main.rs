@@ -23,6 +23,7 @@ mod control;
 mod inject;
 mod library;
 mod options;
+mod output_dir;
 mod run;
 
 use std::path::PathBuf;

@@ -34,6 +34,11 @@ impl ProfileOptions {
         Ok(std::path::absolute(dir)?)
     }
 
+    /// No option given (no `-o`, no `--lg-sample`, no `--conf`).
+    pub fn is_empty(&self) -> bool {
+        self.output.is_none() && self.lg_sample.is_none() && self.conf.is_empty()
+    }
+
     /// The `PROF_CONF` items these options stand for, in order (a later
     /// item overrides an earlier one of the same key), ending with the
     /// prefix for the output directory.

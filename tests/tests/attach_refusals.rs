@@ -283,8 +283,10 @@ fn a_process_profiled_already() {
 
 #[test]
 fn control_commands_on_an_unprofiled_process() {
-    let target = Driven::start(&leaker().path, &[], &[]);
+    let mut target = Driven::start(&leaker().path, &[], &[]);
     let pid = target.pid_arg();
+    // Answering, it runs the program (not the test's fork before exec).
+    assert_eq!(target.send("leak 1"), "leaked 1");
     for command in ["dump", "status", "start", "stop", "detach"] {
         let output = heapsample(&[command, &pid]);
         assert_eq!(output.status.code(), Some(1));

@@ -4,6 +4,8 @@
 //!   without stopping anything.
 //! - `symbols`: the dynamic symbols of the objects it loaded, from their
 //!   files (`object`), placed where it loaded them.
+//! - `frames`: a stopped thread's call chain, unwound with its objects'
+//!   CFI (is a signal handler running on it?).
 //! - `safepoint`: stopping one thread where it holds no allocator, loader
 //!   or profiler lock.
 //! - `tracer`: ptrace on that thread: calls, memory, and letting it go as
@@ -15,6 +17,7 @@
 //! program, a stopped process); [`Session`] then stops one thread, calls
 //! functions on it and lets it go.
 
+mod frames;
 mod proc;
 mod safepoint;
 mod symbols;
@@ -24,7 +27,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use proc::Mapping;
-pub use proc::Process;
+pub use proc::{Credentials, Process};
 use safepoint::Landscape;
 use symbols::LoadedObject;
 
@@ -227,6 +230,7 @@ fn landscape(
         libc_code,
         restorer,
         maps: maps.to_vec(),
+        walker: frames::Walker::new(process, maps),
     }
 }
 

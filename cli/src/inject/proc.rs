@@ -86,15 +86,6 @@ impl Process {
             .ok()
     }
 
-    /// Its real group id (as this process's user namespace sees it).
-    pub fn gid(&self) -> Option<u32> {
-        self.status_field("Gid:")?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    }
-
     /// When it started, in clock ticks since boot (with the pid, what tells
     /// it from a later process that reused the pid).
     pub fn start_ticks(&self) -> Option<u64> {
@@ -104,6 +95,24 @@ impl Process {
             .nth(19)?
             .parse()
             .ok()
+    }
+
+    /// The credentials it creates files with: its file-system user and
+    /// group and its supplementary groups.
+    pub fn credentials(&self) -> Option<Credentials> {
+        let text = std::fs::read_to_string(self.dir().join("status")).ok()?;
+        let fourth = |name: &str| -> Option<u32> {
+            field(&text, name)?.split_whitespace().nth(3)?.parse().ok()
+        };
+        Some(Credentials {
+            uid: fourth("Uid:")?,
+            gid: fourth("Gid:")?,
+            groups: field(&text, "Groups:")
+                .unwrap_or("")
+                .split_whitespace()
+                .filter_map(|g| g.parse().ok())
+                .collect(),
+        })
     }
 
     /// The pid of its tracer, or 0.
@@ -223,6 +232,14 @@ fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     text.lines()
         .find_map(|line| line.strip_prefix(name))
         .map(str::trim)
+}
+
+/// A process's file-system credentials.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
 }
 
 /// What a thread is doing, as far as `/proc` says without stopping it.

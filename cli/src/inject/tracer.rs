@@ -11,10 +11,20 @@
 //!   program's handler, so faults stay unblocked.)
 //! - A call returns to address 0: the fault stops the thread before any
 //!   handler sees it, and it is discarded.
-//! - The thread's registers (with `orig_rax`, so an interrupted system
-//!   call restarts) and mask are given back before it is let go. An
-//!   `epoll_wait` the stop interrupted restarts instead of returning
-//!   `EINTR`, which it would never have returned otherwise.
+//! - The thread's registers and mask are given back before it is let go.
+//!   A system call the stop interrupted restarts then as after a signal
+//!   with no handler: the stop left `-ERESTART*` in `rax` and the call's
+//!   number in `orig_rax`, the calls made meanwhile ran with `orig_rax`
+//!   at -1 (nothing to restart), and once the saved registers are back the
+//!   kernel, leaving the stop, puts the number back in `rax` and moves
+//!   `rip` back 2 bytes onto the `syscall` instruction (or, for
+//!   `-ERESTART_RESTARTBLOCK`, makes it `restart_syscall`, which resumes a
+//!   sleep, `poll` or futex wait at its deadline from the thread's restart
+//!   block, untouched by the calls: none of them is interrupted). So the
+//!   wait goes on with its deadline, as many times in a row as it is
+//!   stopped. The waits the kernel fails with `EINTR` on any stop
+//!   (`FAIL_ON_STOP`) restart instead, which they would have done had
+//!   nothing stopped them (their timeout then counts again in full).
 
 use std::io::{IoSlice, IoSliceMut};
 
@@ -32,9 +42,19 @@ const PTRACE_GETSIGMASK: libc::c_uint = 0x420a;
 const PTRACE_SETSIGMASK: libc::c_uint = 0x420b;
 const EINTR: i64 = 4;
 const ERESTARTNOHAND: i64 = 514;
-/// epoll_wait, epoll_pwait, epoll_pwait2: they return EINTR when a stop
-/// interrupts them, where other waits restart.
-const EPOLL_WAITS: [u64; 3] = [232, 281, 441];
+/// The waits that return EINTR when a stop interrupts them, where the
+/// others restart (`signal(7)`: "interfaces not restarted after a stop").
+/// Given back to the program, they restart instead, as they would have
+/// had nothing stopped them (with their timeout counted again in full:
+/// the kernel keeps no deadline for them).
+const FAIL_ON_STOP: [i64; 6] = [
+    libc::SYS_epoll_wait,
+    libc::SYS_epoll_pwait,
+    libc::SYS_epoll_pwait2,
+    libc::SYS_rt_sigtimedwait,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+];
 
 /// Why a seize or an interrupt failed.
 pub enum StopError {
@@ -172,7 +192,7 @@ impl Stopped {
     /// Let go of the thread as it was.
     pub fn release(mut self) -> Result<(), Failure> {
         let mut registers = self.registers;
-        if EPOLL_WAITS.contains(&registers.orig_rax) && registers.rax as i64 == -EINTR {
+        if FAIL_ON_STOP.contains(&(registers.orig_rax as i64)) && registers.rax as i64 == -EINTR {
             registers.rax = (-ERESTARTNOHAND) as u64;
         }
         let restored = ptrace::setregs(Pid::from_raw(self.tid), registers);

@@ -186,3 +186,43 @@ pub fn installed(program: &str, package: &str) -> bool {
     )));
     false
 }
+
+/// Each command's bound on an idle process: a safe point within 1 s
+/// (`--timeout 1`) and the whole command within 1 s.
+const COMMAND_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The sequence of commands an idle process must take, each within
+/// `COMMAND_BOUND`: attach (dumps into `out`), status, dump three times,
+/// stop, start, detach, attach again, detach. Returns each command's name
+/// and duration.
+pub fn idle_sequence(pid: &str, out: &std::path::Path) -> Vec<(&'static str, std::time::Duration)> {
+    let out = out.to_str().unwrap();
+    let steps: [(&str, Vec<&str>); 10] = [
+        ("attach", vec!["attach", pid, "-o", out]),
+        ("status", vec!["status", pid]),
+        ("dump", vec!["dump", pid]),
+        ("dump", vec!["dump", pid]),
+        ("dump", vec!["dump", pid]),
+        ("stop", vec!["stop", pid]),
+        ("start", vec!["start", pid]),
+        ("detach", vec!["detach", pid]),
+        ("attach", vec!["attach", pid, "-o", out]),
+        ("detach", vec!["detach", pid]),
+    ];
+    let mut timings = Vec::new();
+    for (name, mut args) in steps {
+        args.extend(["--timeout", "1"]);
+        let started = std::time::Instant::now();
+        let output = heapsample(&args);
+        let took = started.elapsed();
+        assert!(
+            output.status.success(),
+            "heapsample {args:?} failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(took < COMMAND_BOUND, "heapsample {args:?} took {took:?}");
+        timings.push((name, took));
+    }
+    timings
+}
