@@ -24,14 +24,14 @@ impl Series {
     /// earlier sessions).
     pub fn open(
         mut table: LocationTable,
-        inputs: Vec<Input>,
+        mut inputs: Vec<Input>,
         settings: &Settings,
         notice: &mut dyn FnMut(Notice),
     ) -> Series {
         if let Some(note) = legacy_note(&inputs.iter().collect::<Vec<_>>()) {
             notice(Notice::Note(note));
         }
-        let stacks = intern(&mut table, &inputs);
+        let stacks = intern(&mut table, &mut inputs);
         table.symbolize(&settings.symbolize, &mut |w| notice(Notice::Warning(w)));
         table.assign_display_names(settings.names);
         let sides = inputs
@@ -39,7 +39,7 @@ impl Series {
             .zip(stacks)
             .map(|(input, stacks)| {
                 let name = input.path.display().to_string();
-                side(&mut table, Loaded::one(name, input), &[stacks], settings)
+                side(&mut table, Loaded::one(name, input), vec![stacks], settings)
             })
             .collect();
         Series { table, sides }

@@ -121,11 +121,11 @@ impl<'a> Builder<'a> {
         let mut ids = Vec::new();
         let mut previous = None;
         for frame in &sample.frames {
-            if previous == Some(frame.location) {
+            if previous == Some(frame.location()) {
                 continue;
             }
-            previous = Some(frame.location);
-            ids.push(self.location(frame.location, frame.line));
+            previous = Some(frame.location());
+            ids.push(self.location(frame.location(), frame.line()));
         }
         ids
     }
