@@ -45,10 +45,13 @@ impl FrameRef {
 /// inlined frames before their caller), dropping the allocator's own
 /// frames at the leaf unless `keep_allocator`. The result is allocated at
 /// its exact size.
-pub fn frames_of(locations: &[u32], table: &LocationTable, keep_allocator: bool) -> Vec<FrameRef> {
+pub fn frames_of(
+    locations: impl Iterator<Item = LocationId> + Clone,
+    table: &LocationTable,
+    keep_allocator: bool,
+) -> Vec<FrameRef> {
     let all = || {
-        locations.iter().flat_map(|&location| {
-            let location = location as LocationId;
+        locations.clone().flat_map(|location| {
             let count = table.locations.get(location).map_or(0, |l| l.lines.len());
             (0..count).map(move |line| FrameRef::new(location, line))
         })

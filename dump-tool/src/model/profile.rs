@@ -320,11 +320,22 @@ struct StackGroups {
 impl StackGroups {
     fn of(dump: &Dump, stacks: &InternedStacks) -> StackGroups {
         let count = dump.stacks.len().min(stacks.len());
-        let key = |index: u32| (stacks.get(index as usize), dump.stacks[index as usize].thread);
+        let thread = |index: u32| dump.stacks[index as usize].thread;
+        let same = |a: u32, b: u32| {
+            stacks.identity(a as usize) == stacks.identity(b as usize) && thread(a) == thread(b)
+        };
         let mut order: Vec<u32> = (0..count as u32).collect();
-        order.sort_by(|&a, &b| key(a).cmp(&key(b)));
+        order.sort_by(|&a, &b| {
+            if same(a, b) {
+                return a.cmp(&b);
+            }
+            let (first, second) = (stacks.get(a as usize), stacks.get(b as usize));
+            first
+                .cmp(second)
+                .then_with(|| thread(a).cmp(&thread(b)))
+        });
         let mut ends: Vec<u32> = (1..order.len())
-            .filter(|&at| key(order[at - 1]) != key(order[at]))
+            .filter(|&at| !same(order[at - 1], order[at]))
             .map(|at| at as u32)
             .collect();
         if !order.is_empty() {

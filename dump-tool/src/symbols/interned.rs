@@ -1,63 +1,110 @@
-//! The stacks of one dump as interned locations, in one flat table.
+//! The stacks of one dump as interned locations, sharing their common
+//! callers.
 //!
 //! Owns [`InternedStacks`]: per stack of a dump, in the dump's order, its
-//! [`LocationId`]s innermost first, all stacks one after the other in one
-//! vector of four-byte ids (a stack is a range of it). A large dump has
-//! tens of thousands of stacks of tens of frames: one allocation for all
-//! of them instead of one per stack, and half the bytes of a `usize` per
-//! frame. Plain data; no I/O.
+//! [`LocationId`]s innermost first, kept as a tree of calls (a node is a
+//! location and the node of its caller; a stack is its innermost node).
+//! Stacks share their outer frames (`main`, the event loop, the request
+//! handler): a large dump of tens of thousands of stacks of tens of frames
+//! becomes a few nodes per stack, eight bytes each, instead of a list of
+//! ids per stack. Plain data; no I/O.
 
 use super::location::LocationId;
+use ahash::AHashMap;
+
+/// No node: the caller of an outermost frame, the stack of no frame.
+const NONE: u32 = u32::MAX;
 
 /// Per stack of a dump, its locations, innermost first.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InternedStacks {
-    /// Every stack's location ids, one stack after the other.
-    locations: Vec<u32>,
-    /// Where each stack ends in `locations`.
-    ends: Vec<u32>,
+    /// Per node: the node of its caller ([`NONE`] for an outermost frame)
+    /// and its location.
+    nodes: Vec<(u32, u32)>,
+    /// Per stack: its innermost node ([`NONE`] without frames).
+    stacks: Vec<u32>,
+}
+
+/// One stack's locations, innermost first.
+#[derive(Clone)]
+pub struct StackLocations<'a> {
+    nodes: &'a [(u32, u32)],
+    next: u32,
+}
+
+impl Iterator for StackLocations<'_> {
+    type Item = LocationId;
+
+    fn next(&mut self) -> Option<LocationId> {
+        let &(caller, location) = self.nodes.get(self.next as usize)?;
+        self.next = caller;
+        Some(location as LocationId)
+    }
 }
 
 impl InternedStacks {
-    /// Room for `stacks` stacks of `frames` frames in all.
-    pub fn with_capacity(stacks: usize, frames: usize) -> InternedStacks {
-        InternedStacks {
-            locations: Vec::with_capacity(frames),
-            ends: Vec::with_capacity(stacks),
-        }
-    }
-
     /// The number of stacks.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.stacks.len()
     }
 
     /// True without any stack.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.stacks.is_empty()
     }
 
-    /// The locations of stack `index`, innermost first (empty past the
+    /// The locations of stack `index`, innermost first (none past the
     /// last stack).
-    pub fn get(&self, index: usize) -> &[u32] {
-        let Some(&end) = self.ends.get(index) else {
-            return &[];
-        };
-        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
-        &self.locations[start as usize..end as usize]
+    pub fn get(&self, index: usize) -> StackLocations<'_> {
+        StackLocations {
+            nodes: &self.nodes,
+            next: self.stacks.get(index).copied().unwrap_or(NONE),
+        }
+    }
+
+    /// A number that two stacks share exactly when their locations are the
+    /// same.
+    pub fn identity(&self, index: usize) -> u32 {
+        self.stacks.get(index).copied().unwrap_or(NONE)
     }
 
     /// Every stack's locations, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &[u32]> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = StackLocations<'_>> + '_ {
         (0..self.len()).map(|index| self.get(index))
     }
+}
 
-    /// Append a stack. A dump is at most 1 GiB and a frame takes at least
-    /// a byte of it, so ids and ends fit in 32 bits.
-    pub fn push(&mut self, locations: impl IntoIterator<Item = LocationId>) {
-        self.locations
-            .extend(locations.into_iter().map(|id| id as u32));
-        self.ends.push(self.locations.len() as u32);
+/// Builds [`InternedStacks`] stack by stack.
+#[derive(Default)]
+pub struct StacksBuilder {
+    stacks: InternedStacks,
+    /// (caller node, location) → node.
+    index: AHashMap<(u32, u32), u32>,
+}
+
+impl StacksBuilder {
+    /// Append a stack given innermost first. A dump is at most 1 GiB and a
+    /// frame takes at least a byte of it, so ids and nodes fit in 32 bits.
+    pub fn push(&mut self, innermost_first: &[LocationId]) {
+        let mut node = NONE;
+        for &location in innermost_first.iter().rev() {
+            let next = self.stacks.nodes.len() as u32;
+            node = *self
+                .index
+                .entry((node, location as u32))
+                .or_insert_with(|| {
+                    self.stacks.nodes.push((node, location as u32));
+                    next
+                });
+        }
+        self.stacks.stacks.push(node);
+    }
+
+    /// The stacks pushed, in order.
+    pub fn finish(mut self) -> InternedStacks {
+        self.stacks.nodes.shrink_to_fit();
+        self.stacks.stacks.shrink_to_fit();
+        self.stacks
     }
 }
 
@@ -66,14 +113,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stacks_come_back_in_order() {
-        let mut stacks = InternedStacks::default();
-        stacks.push([3, 1, 2]);
-        stacks.push([]);
-        stacks.push([7]);
-        assert_eq!(stacks.len(), 3);
-        let all: Vec<&[u32]> = stacks.iter().collect();
-        assert_eq!(all, [&[3, 1, 2][..], &[], &[7]]);
-        assert_eq!(stacks.get(3), &[] as &[u32]);
+    fn stacks_come_back_in_order_sharing_their_callers() {
+        let mut builder = StacksBuilder::default();
+        builder.push(&[3, 1, 2]);
+        builder.push(&[]);
+        builder.push(&[7]);
+        builder.push(&[4, 1, 2]);
+        builder.push(&[3, 1, 2]);
+        let stacks = builder.finish();
+        assert_eq!(stacks.len(), 5);
+        let all: Vec<Vec<LocationId>> = stacks.iter().map(Iterator::collect).collect();
+        assert_eq!(all, [vec![3, 1, 2], vec![], vec![7], vec![4, 1, 2], vec![3, 1, 2]]);
+        assert_eq!(stacks.get(5).count(), 0);
+        // 2, 1, 3, 7, 4: the callers 2 and 1 are shared.
+        assert_eq!(stacks.nodes.len(), 5);
+        assert_eq!(stacks.identity(0), stacks.identity(4));
+        assert_ne!(stacks.identity(0), stacks.identity(3));
     }
 }

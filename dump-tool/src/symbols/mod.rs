@@ -22,7 +22,7 @@ pub mod resolve;
 pub mod table;
 
 pub use display::NameStyle;
-pub use interned::InternedStacks;
+pub use interned::{InternedStacks, StackLocations};
 pub use location::{Line, Location, LocationId, ModuleId};
 pub use module::{ModuleRecord, hex};
 pub use options::SymbolizeOptions;

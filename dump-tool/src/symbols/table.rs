@@ -13,7 +13,7 @@
 //! a size class) are locations outside every module.
 
 use super::debug_files::{SearchPaths, file_offset_of, find_symbol_file};
-use super::interned::InternedStacks;
+use super::interned::{InternedStacks, StacksBuilder};
 use super::location::{Line, Location, LocationId, ModuleId};
 use super::module::ModuleRecord;
 use super::options::SymbolizeOptions;
@@ -51,17 +51,19 @@ impl LocationTable {
     pub fn intern_dump(&mut self, dump: &Dump) -> InternedStacks {
         // Each module a frame falls in is interned once, not once per frame.
         let mut modules: Vec<Option<ModuleId>> = vec![None; dump.modules.len()];
-        let frames = dump.stacks.iter().map(|stack| stack.frames.len()).sum();
-        let mut interned = InternedStacks::with_capacity(dump.stacks.len(), frames);
+        let mut interned = StacksBuilder::default();
+        let mut ids = Vec::new();
         for stack in &dump.stacks {
-            interned.push(
+            ids.clear();
+            ids.extend(
                 stack
                     .frames
                     .iter()
                     .map(|&address| self.intern(dump, &mut modules, address, stack.epoch)),
             );
+            interned.push(&ids);
         }
-        interned
+        interned.finish()
     }
 
     /// [`LocationTable::intern_dump`], then each stack's frames released
