@@ -17,7 +17,7 @@ use super::bounds::bracket;
 use super::xml::{escape, unescape};
 use crate::compare::{ChangeSums, Comparison};
 use crate::model::folding::folded_frame;
-use crate::model::{Metric, Sample, function_name};
+use crate::model::{FrameRef, Metric, Sample, function_name};
 use crate::pipeline::View;
 use crate::stats::Estimate;
 use crate::symbols::LocationTable;
@@ -117,12 +117,19 @@ fn frame_paths(frames: &[Frame]) -> Vec<Option<Vec<String>>> {
     }
     let mut paths: Vec<Option<Vec<String>>> = frames.iter().map(|_| None).collect();
     paths[root] = Some(Vec::new());
+    // Each row's frames by position: a child's parent is the last frame of
+    // the row below it that starts at or before the child.
+    for row in &mut by_depth {
+        row.sort_by_key(|&index| frames[index].x);
+    }
     for depth in 1..by_depth.len() {
         for &child in &by_depth[depth] {
             let x = frames[child].x;
-            let parent = by_depth[depth - 1].iter().copied().find(|&p| {
+            let parents = &by_depth[depth - 1];
+            let before = parents.partition_point(|&p| frames[p].x <= x);
+            let parent = parents[..before].last().copied().filter(|&p| {
                 let f = &frames[p];
-                f.x <= x && x < f.x + f.width.max(1)
+                x < f.x + f.width.max(1)
             });
             let path = parent.and_then(|p| paths[p].clone()).map(|mut path| {
                 path.push(frames[child].name.clone());
@@ -141,9 +148,12 @@ struct Note {
 }
 
 /// Sums over every stack prefix: estimates of one side, or for a
-/// comparison what both sides add to a change.
+/// comparison what both sides add to a change. Names are interned: a node's
+/// children are keyed by the name's number, each frame's name is made once.
 struct StackTrie<T> {
-    children: HashMap<(usize, String), usize>,
+    children: HashMap<(usize, u32), usize>,
+    /// Every folded frame name, numbered.
+    names: HashMap<String, u32>,
     /// Per node.
     values: Vec<T>,
 }
@@ -158,18 +168,30 @@ impl<T: Copy> StackTrie<T> {
     ) -> StackTrie<T> {
         let mut trie = StackTrie {
             children: HashMap::new(),
+            names: HashMap::new(),
             values: vec![zero],
         };
+        let mut frame_names: HashMap<FrameRef, u32> = HashMap::new();
+        let mut path = Vec::new();
         for (sample, value) in samples {
+            path.clear();
+            if sample.frames.is_empty() {
+                path.push(trie.name("[no frames]"));
+            }
+            for &frame in sample.frames.iter().rev() {
+                let id = match frame_names.get(&frame) {
+                    Some(&id) => id,
+                    None => {
+                        let id = trie.name(&folded_frame(function_name(table, frame)));
+                        frame_names.insert(frame, id);
+                        id
+                    }
+                };
+                path.push(id);
+            }
             let mut node = 0;
             trie.values[node] = plus(&trie.values[node], &value);
-            let names = sample.frames.iter().rev().map(|&f| function_name(table, f));
-            let names: Vec<String> = if sample.frames.is_empty() {
-                vec!["[no frames]".to_string()]
-            } else {
-                names.map(folded_frame).collect()
-            };
-            for name in names {
+            for &name in &path {
                 let next = trie.values.len();
                 node = *trie.children.entry((node, name)).or_insert(next);
                 if node == next {
@@ -181,9 +203,20 @@ impl<T: Copy> StackTrie<T> {
         trie
     }
 
+    /// The number of a folded frame name.
+    fn name(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.names.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.insert(name.to_string(), id);
+        id
+    }
+
     fn find(&self, path: &[String]) -> Option<T> {
         let node = path.iter().try_fold(0, |node, name| {
-            self.children.get(&(node, name.clone())).copied()
+            let name = *self.names.get(name)?;
+            self.children.get(&(node, name)).copied()
         })?;
         Some(self.values[node])
     }
