@@ -29,11 +29,11 @@ pub fn annotate(svg: Vec<u8>, view: &View<'_>) -> Vec<u8> {
         return Vec::new();
     };
     let frames = parse_frames(&svg);
-    let paths = frame_paths(&frames);
     let notes_of = Notes::of(view);
-    let notes: Vec<Option<Note>> = paths
+    let nodes = frame_paths(&frames, 0, |&node, name| notes_of.child(node, name));
+    let notes: Vec<Option<Note>> = nodes
         .iter()
-        .map(|path| path.as_ref().and_then(|p| notes_of.note(p)))
+        .map(|node| node.and_then(|node| notes_of.note(node)))
         .collect();
     rewrite(&svg, &frames, &notes)
 }
@@ -90,14 +90,19 @@ fn attribute(element: &str, key: &str) -> Option<f64> {
     element[start..start + length].parse().ok()
 }
 
-/// Each frame's path of names from the root (the `all` frame has the empty
-/// path), or None when the geometry does not say.
-fn frame_paths(frames: &[Frame]) -> Vec<Option<Vec<String>>> {
+/// Each frame's path of names from the root, as `child` extends it from
+/// `root` (the `all` frame's) name by name, or None when the geometry does
+/// not say or `child` knows no such name.
+fn frame_paths<P: Clone>(
+    frames: &[Frame],
+    root: P,
+    child_of: impl Fn(&P, &str) -> Option<P>,
+) -> Vec<Option<P>> {
     // The widest `all` frame (a function may be called `all` too).
-    let root = (0..frames.len())
+    let root_frame = (0..frames.len())
         .filter(|&i| frames[i].name == "all")
         .max_by_key(|&i| frames[i].width);
-    let Some(root) = root else {
+    let Some(root_frame) = root_frame else {
         return frames.iter().map(|_| None).collect();
     };
     // Rows ordered from the root: the root's row is the lowest (flame) or
@@ -105,7 +110,7 @@ fn frame_paths(frames: &[Frame]) -> Vec<Option<Vec<String>>> {
     let mut rows: Vec<f64> = frames.iter().map(|f| f.y).collect();
     rows.sort_by(|a, b| a.total_cmp(b));
     rows.dedup();
-    if rows.last() == Some(&frames[root].y) {
+    if rows.last() == Some(&frames[root_frame].y) {
         rows.reverse();
     }
     let depth_of = |frame: &Frame| rows.iter().position(|&y| y == frame.y);
@@ -115,27 +120,26 @@ fn frame_paths(frames: &[Frame]) -> Vec<Option<Vec<String>>> {
             by_depth[depth].push(index);
         }
     }
-    let mut paths: Vec<Option<Vec<String>>> = frames.iter().map(|_| None).collect();
-    paths[root] = Some(Vec::new());
+    let mut paths: Vec<Option<P>> = frames.iter().map(|_| None).collect();
+    paths[root_frame] = Some(root);
     // Each row's frames by position: a child's parent is the last frame of
     // the row below it that starts at or before the child.
     for row in &mut by_depth {
         row.sort_by_key(|&index| frames[index].x);
     }
     for depth in 1..by_depth.len() {
-        for &child in &by_depth[depth] {
-            let x = frames[child].x;
+        for &child_frame in &by_depth[depth] {
+            let x = frames[child_frame].x;
             let parents = &by_depth[depth - 1];
             let before = parents.partition_point(|&p| frames[p].x <= x);
             let parent = parents[..before].last().copied().filter(|&p| {
                 let f = &frames[p];
                 x < f.x + f.width.max(1)
             });
-            let path = parent.and_then(|p| paths[p].clone()).map(|mut path| {
-                path.push(frames[child].name.clone());
-                path
-            });
-            paths[child] = path;
+            let path = parent
+                .and_then(|p| paths[p].as_ref())
+                .and_then(|path| child_of(path, &frames[child_frame].name));
+            paths[child_frame] = path;
         }
     }
     paths
@@ -213,12 +217,10 @@ impl<T: Copy> StackTrie<T> {
         id
     }
 
-    fn find(&self, path: &[String]) -> Option<T> {
-        let node = path.iter().try_fold(0, |node, name| {
-            let name = *self.names.get(name)?;
-            self.children.get(&(node, name)).copied()
-        })?;
-        Some(self.values[node])
+    /// The node of `name` called from `node` (0: the root).
+    fn child(&self, node: usize, name: &str) -> Option<usize> {
+        let name = *self.names.get(name)?;
+        self.children.get(&(node, name)).copied()
     }
 }
 
@@ -255,10 +257,18 @@ impl<'a> Notes<'a> {
         }
     }
 
-    fn note(&self, path: &[String]) -> Option<Note> {
+    /// The node of `name` called from `node` (0: the root).
+    fn child(&self, node: usize, name: &str) -> Option<usize> {
+        match self {
+            Notes::Single(trie, _) => trie.child(node, name),
+            Notes::Changes(trie, _, _) => trie.child(node, name),
+        }
+    }
+
+    fn note(&self, node: usize) -> Option<Note> {
         match self {
             Notes::Single(trie, metric) => {
-                let new = trie.find(path)?;
+                let new = *trie.values.get(node)?;
                 Some(Note {
                     text: format!(
                         "95 %: {} {}{}",
@@ -270,7 +280,7 @@ impl<'a> Notes<'a> {
                 })
             }
             Notes::Changes(trie, comparison, metric) => {
-                let delta = comparison.delta(&trie.find(path)?, *metric);
+                let delta = comparison.delta(trie.values.get(node)?, *metric);
                 let significant = delta.significant();
                 Some(Note {
                     text: format!(
@@ -394,8 +404,14 @@ mod tests {
             ]
             .concat();
             let frames = parse_frames(&svg);
-            let paths = frame_paths(&frames);
-            let names = |i: usize| paths[i].clone().unwrap().join(";");
+            let paths = frame_paths(&frames, String::new(), |path, name| {
+                Some(if path.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{path};{name}")
+                })
+            });
+            let names = |i: usize| paths[i].clone().unwrap();
             assert_eq!(names(0), "");
             assert_eq!(names(1), "main");
             assert_eq!(names(2), "main;f<int>");
