@@ -32,13 +32,23 @@ const MAX_RSS_OVER_DUMP: f64 = 3.0;
 
 /// Runs heapdiff with `args` (output discarded) and returns its peak RSS
 /// in bytes, from its own rusage.
+#[expect(
+    clippy::zombie_processes,
+    reason = "the child is reaped by wait4, which also gives its rusage"
+)]
 fn peak_rss(args: &[&str]) -> u64 {
-    let child = Command::new(heapdiff_path())
+    let mut child = Command::new(heapdiff_path())
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run heapdiff");
+    // Its stderr read to the end first: a full pipe never blocks it.
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        use std::io::Read;
+        let _ = pipe.read_to_string(&mut stderr);
+    }
     let mut status = 0;
     // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -47,11 +57,6 @@ fn peak_rss(args: &[&str]) -> u64 {
     let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
     assert_eq!(pid, child.id() as libc::pid_t, "wait4 heapdiff {args:?}");
     let status = std::process::ExitStatus::from_raw(status);
-    let mut stderr = String::new();
-    if let Some(mut pipe) = child.stderr {
-        use std::io::Read;
-        let _ = pipe.read_to_string(&mut stderr);
-    }
     assert!(status.success(), "heapdiff {args:?}: {status}: {stderr}");
     u64::try_from(usage.ru_maxrss).expect("a peak RSS") * 1024
 }
@@ -90,7 +95,9 @@ fn views_of_a_large_dump_peak_under_three_times_its_size() {
         .collect();
     eprintln!("peak RSS, dump of {size} bytes:\n{}", report.join("\n"));
     assert!(
-        measured.iter().all(|&(_, ratio)| ratio <= MAX_RSS_OVER_DUMP),
+        measured
+            .iter()
+            .all(|&(_, ratio)| ratio <= MAX_RSS_OVER_DUMP),
         "peak RSS over {MAX_RSS_OVER_DUMP}× the dump of {size} bytes:\n{}",
         report.join("\n")
     );

@@ -19,8 +19,8 @@
 use super::frames::{FrameRef, frames_of};
 use super::metric::{Metric, RawCounts, Values};
 use super::time::{
-    BirthRange, DEFAULT_TEMPORARY_NS, TimeInfo, add_lifetimes, births_by_stack,
-    temporary_buckets, temporary_edge_ns, temporary_weights,
+    BirthRange, DEFAULT_TEMPORARY_NS, TimeInfo, add_lifetimes, births_by_stack, temporary_buckets,
+    temporary_edge_ns, temporary_weights,
 };
 use crate::stats::residue::whole_if_residue;
 use crate::stats::{Estimate, Sampling};
@@ -330,9 +330,7 @@ impl StackGroups {
                 return a.cmp(&b);
             }
             let (first, second) = (stacks.get(a as usize), stacks.get(b as usize));
-            first
-                .cmp(second)
-                .then_with(|| thread(a).cmp(&thread(b)))
+            first.cmp(second).then_with(|| thread(a).cmp(&thread(b)))
         });
         let mut ends: Vec<u32> = (1..order.len())
             .filter(|&at| !same(order[at - 1], order[at]))

@@ -22,8 +22,8 @@ use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
 use heapsample_format::{LEGACY_VERSION, Peak, Totals};
-use serde::ser::{SerializeSeq, Serializer};
 use serde::Serialize;
+use serde::ser::{SerializeSeq, Serializer};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
@@ -516,7 +516,10 @@ fn stacks<'a>(table: &'a StackTable<'a>, metric: Metric) -> MetricStacks<'a> {
     let mut rows: Vec<(u32, f64)> = (0..samples.len() as u32)
         .filter(|&sample| value(sample) > 0.0)
         .map(|sample| {
-            let estimate = samples[sample as usize].estimate(metric).interval().estimate;
+            let estimate = samples[sample as usize]
+                .estimate(metric)
+                .interval()
+                .estimate;
             (sample, estimate)
         })
         .collect();

@@ -89,7 +89,11 @@ impl Formatter for RowFormatter {
         self.end(writer, true)
     }
 
-    fn begin_array_value<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+    fn begin_array_value<W: ?Sized + Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.element(writer, first)
     }
 
@@ -105,7 +109,11 @@ impl Formatter for RowFormatter {
         self.end(writer, false)
     }
 
-    fn begin_object_key<W: ?Sized + Write>(&mut self, writer: &mut W, first: bool) -> io::Result<()> {
+    fn begin_object_key<W: ?Sized + Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.element(writer, first)
     }
 

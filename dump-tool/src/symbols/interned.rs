@@ -123,7 +123,10 @@ mod tests {
         let stacks = builder.finish();
         assert_eq!(stacks.len(), 5);
         let all: Vec<Vec<LocationId>> = stacks.iter().map(Iterator::collect).collect();
-        assert_eq!(all, [vec![3, 1, 2], vec![], vec![7], vec![4, 1, 2], vec![3, 1, 2]]);
+        assert_eq!(
+            all,
+            [vec![3, 1, 2], vec![], vec![7], vec![4, 1, 2], vec![3, 1, 2]]
+        );
         assert_eq!(stacks.get(5).count(), 0);
         // 2, 1, 3, 7, 4: the callers 2 and 1 are shared.
         assert_eq!(stacks.nodes.len(), 5);

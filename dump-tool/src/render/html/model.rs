@@ -434,7 +434,10 @@ impl<'a> ModelBuilder<'a> {
             self.frame_refs.resize(locations.len(), Vec::new());
         }
         if let Some(lines) = self.frame_refs.get_mut(frame.location()) {
-            let count = locations[frame.location()].lines.len().max(frame.line() + 1);
+            let count = locations[frame.location()]
+                .lines
+                .len()
+                .max(frame.line() + 1);
             lines.resize(count, u32::MAX);
             lines[frame.line()] = id;
         }

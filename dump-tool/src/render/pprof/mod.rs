@@ -45,7 +45,7 @@ pub fn build(view: &View<'_>, options: &PprofOptions) -> PbProfile {
     let profile = encoded(view, options);
     let mut bytes = profile.rest.encode_to_vec();
     bytes.extend_from_slice(&profile.samples);
-    PbProfile::decode(bytes.as_slice()).unwrap_or_else(|_| profile.rest)
+    PbProfile::decode(bytes.as_slice()).unwrap_or(profile.rest)
 }
 
 /// The profile of the view, its samples encoded as they were added.
