@@ -16,8 +16,8 @@
 //! and its live samples' births, about 1.1× the file beside the records.
 //! Add heapdiff itself and the symbols it reads (the binary, libc's DWARF
 //! when its debug package is installed: about 45 MiB, a fixed cost that is
-//! 0.8× of this dump) and the peak is about 2.3× (measured: 2.32× for text and
-//! ages, 2.43× for pprof); 3× leaves 0.57× of margin (31 MiB) against the
+//! 0.8× of this dump) and the peak is about 2.3× (measured: 2.33× for text and
+//! ages, 2.44× for pprof); 3× leaves 0.56× of margin (31 MiB) against the
 //! variations of allocator and symbol files. Before the dump was read
 //! into compact tables the same views peaked at 6× (the frames kept three
 //! times over as vectors of 8- and 16-byte ids).

@@ -7,7 +7,7 @@
 //! symbolized once, each dump corrected and transformed as the settings
 //! say.
 
-use super::session::{Loaded, Notice, intern, side};
+use super::session::{Loaded, Notice, intern, release_free_memory, side};
 use super::settings::Settings;
 use super::view::Side;
 use crate::input::{Input, legacy_note};
@@ -32,7 +32,9 @@ impl Series {
             notice(Notice::Note(note));
         }
         let stacks = intern(&mut table, &mut inputs);
+        release_free_memory();
         table.symbolize(&settings.symbolize, &mut |w| notice(Notice::Warning(w)));
+        release_free_memory();
         table.assign_display_names(settings.names);
         let sides = inputs
             .into_iter()

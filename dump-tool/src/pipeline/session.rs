@@ -99,7 +99,9 @@ impl Session {
         let base_stacks = base
             .as_mut()
             .map(|base| intern(&mut table, &mut base.inputs));
+        release_free_memory();
         table.symbolize(&settings.symbolize, &mut |w| notice(Notice::Warning(w)));
+        release_free_memory();
         table.assign_display_names(settings.names);
         // Each side's interned stacks are dropped once it is built.
         let new = side(&mut table, new, new_stacks, settings);
@@ -198,6 +200,21 @@ pub(super) fn lacks_time(input: &Input, time: &TimeInfo, what: &str) -> String {
         )
     } else {
         format!("{what} is not available: this dump was written without {missing}")
+    }
+}
+
+/// Give the memory freed so far back to the system. The steps of a
+/// session free large amounts in small pieces (the dumps' frames once
+/// interned, the symbol files' tables once every address is resolved) that
+/// the allocator would keep: what the next step allocates would then come
+/// on top of them instead of in their place, and a large dump's view would
+/// peak at the sum of its steps (glibc's `malloc_trim`; other C libraries
+/// return such memory themselves or not at all).
+pub(super) fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases memory the allocator holds free.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
