@@ -33,7 +33,9 @@ pub fn folded_key(sample: &Sample, table: &LocationTable) -> String {
     if sample.frames.is_empty() {
         return "[no frames]".to_string();
     }
-    let mut key = String::new();
+    // Folding keeps every name's length: the key is allocated at its size.
+    let names = sample.frames.iter().map(|&f| function_name(table, f).len());
+    let mut key = String::with_capacity(names.sum::<usize>() + sample.frames.len() - 1);
     for (index, &frame) in sample.frames.iter().rev().enumerate() {
         if index > 0 {
             key.push(';');
