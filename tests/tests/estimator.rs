@@ -309,12 +309,20 @@ fn every_allocation_sampled_is_exact() {
             "total",
         );
         for stack in metric_report["stacks"].as_array().unwrap() {
-            let leaf = stack["frames"].as_array().unwrap().last().unwrap();
-            let truth = &truths[leaf.as_str().unwrap()];
+            let truth = &truths[stack_leaf(&report, stack)];
             exact(Some(Bound::of(stack)), truth.value[metric], "stack");
         }
         assert_eq!(metric_report["detection_limit"]["value"], 0.0);
     }
+}
+
+/// The leaf function's name of a metric's stack entry of the JSON report
+/// (its `stack` indexes the report's `stacks`, whose frames, root first,
+/// index `names`).
+fn stack_leaf<'a>(report: &'a serde_json::Value, entry: &serde_json::Value) -> &'a str {
+    let stack = &report["stacks"][entry["stack"].as_u64().unwrap() as usize];
+    let leaf = stack.as_array().unwrap().last().unwrap().as_u64().unwrap();
+    report["names"][leaf as usize].as_str().unwrap()
 }
 
 /// What one cell (a function, stack, the total or a change, for one
@@ -405,13 +413,7 @@ fn cells_of(jobs: &[Job], period: f64, failures: &mut Vec<String>) -> Cells {
             (cell.truth, cell.sigma) = (total.value[metric], total.variance[metric].sqrt());
             cell.observe(Bound::of(&metric_report["total"]), total.value[metric]);
             for stack in metric_report["stacks"].as_array().unwrap() {
-                let leaf = stack["frames"]
-                    .as_array()
-                    .unwrap()
-                    .last()
-                    .unwrap()
-                    .as_str()
-                    .unwrap();
+                let leaf = stack_leaf(&job.report, stack);
                 let Some(truth) = truths.get(leaf) else {
                     failures.push(format!(
                         "run {index}: a stack the program does not account for: {stack}"

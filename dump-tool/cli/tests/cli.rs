@@ -157,7 +157,24 @@ fn json_report_single_and_diff() {
     let (base, new) = two_dumps(&fixture);
     let single: serde_json::Value =
         serde_json::from_str(&stdout(&heapdiff(&["-f", "json", s(&base)]))).unwrap();
-    assert_eq!(single["schema"], "heapdiff-report/1");
+    assert_eq!(single["schema"], "heapdiff-report/2");
+    // Stacks are written once, their frames indexing the names; each
+    // metric's stacks index them.
+    let names = single["names"].as_array().unwrap();
+    let stacks = single["stacks"].as_array().unwrap();
+    let leaves: Vec<&str> = single["metrics"]["inuse-space"]["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| {
+            let frames = stacks[entry["stack"].as_u64().unwrap() as usize]
+                .as_array()
+                .unwrap();
+            let leaf = frames.last().unwrap().as_u64().unwrap();
+            names[leaf as usize].as_str().unwrap()
+        })
+        .collect();
+    assert!(leaves.contains(&"leaf_alloc"), "{leaves:?}");
     assert_eq!(single["new"]["estimator"], "horvitz-thompson");
     assert_eq!(single["new"]["sampling_period"], 1);
     let inuse = &single["metrics"]["inuse-space"];

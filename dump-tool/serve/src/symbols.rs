@@ -52,7 +52,7 @@ impl SymbolMemory {
                     if names.len() >= ADDRESSES {
                         break 'samples;
                     }
-                    let Some(location) = view.table.locations.get(frame.location) else {
+                    let Some(location) = view.table.locations.get(frame.location()) else {
                         continue;
                     };
                     // The function at the address itself is the outermost.

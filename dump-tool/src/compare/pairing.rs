@@ -50,7 +50,7 @@ mod tests {
         };
         let mut profile = Profile::build(
             &dump,
-            &[],
+            &crate::symbols::InternedStacks::default(),
             &LocationTable::default(),
             BuildOptions::default(),
         );

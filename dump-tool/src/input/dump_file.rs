@@ -50,7 +50,12 @@ pub fn load_opened(file: File, name: &Path) -> Result<Input> {
         }),
     }
     .map_err(fail)?;
+    drop(bytes);
     validate(&dump).map_err(fail)?;
+    let mut dump = dump;
+    // Decoding grew the vectors by doubling: give back what is unused.
+    dump.stacks.shrink_to_fit();
+    dump.live_samples.shrink_to_fit();
     Ok(Input {
         path: name.to_path_buf(),
         dump,

@@ -13,46 +13,71 @@ use crate::symbols::{Line, LocationId, LocationTable};
 use std::collections::{HashMap, HashSet};
 
 /// One function frame of a stack: line `line` of location `location`.
+/// Eight bytes: a large profile holds millions of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FrameRef {
-    pub location: LocationId,
-    pub line: usize,
+    location: u32,
+    line: u32,
+}
+
+impl FrameRef {
+    /// Line `line` of location `location` (both far below 2^32: a dump is
+    /// at most 1 GiB).
+    pub fn new(location: LocationId, line: usize) -> FrameRef {
+        FrameRef {
+            location: location as u32,
+            line: line as u32,
+        }
+    }
+
+    /// The location (return address) it is a function frame of.
+    pub fn location(self) -> LocationId {
+        self.location as LocationId
+    }
+
+    /// Which of the location's lines (0: the innermost inlined function).
+    pub fn line(self) -> usize {
+        self.line as usize
+    }
 }
 
 /// Expand locations (leaf first) into function frames (leaf first,
 /// inlined frames before their caller), dropping the allocator's own
-/// frames at the leaf unless `keep_allocator`.
+/// frames at the leaf unless `keep_allocator`. The result is allocated at
+/// its exact size.
 pub fn frames_of(
-    locations: &[LocationId],
+    locations: impl Iterator<Item = LocationId> + Clone,
     table: &LocationTable,
     keep_allocator: bool,
 ) -> Vec<FrameRef> {
-    let frames: Vec<FrameRef> = locations
-        .iter()
-        .flat_map(|&location| {
+    let all = || {
+        locations.clone().flat_map(|location| {
             let count = table.locations.get(location).map_or(0, |l| l.lines.len());
-            (0..count).map(move |line| FrameRef { location, line })
+            (0..count).map(move |line| FrameRef::new(location, line))
         })
-        .collect();
-    if keep_allocator {
-        return frames;
-    }
-    let allocator_frames = frames
-        .iter()
-        .take_while(|frame| is_allocator_frame(table, **frame))
-        .count();
+    };
+    let total = all().count();
+    let allocator_frames = if keep_allocator {
+        0
+    } else {
+        all()
+            .take_while(|frame| is_allocator_frame(table, *frame))
+            .count()
+    };
     // Never drop everything: a stack made only of allocator frames keeps its
     // outermost one.
-    let keep_from = allocator_frames.min(frames.len().saturating_sub(1));
-    frames[keep_from..].to_vec()
+    let keep_from = allocator_frames.min(total.saturating_sub(1));
+    let mut frames = Vec::with_capacity(total - keep_from);
+    frames.extend(all().skip(keep_from));
+    frames
 }
 
 /// The symbolized line of a frame, `None` if the reference is stale.
 pub fn line_of(table: &LocationTable, frame: FrameRef) -> Option<&Line> {
     table
         .locations
-        .get(frame.location)
-        .and_then(|location| location.lines.get(frame.line))
+        .get(frame.location())
+        .and_then(|location| location.lines.get(frame.line()))
 }
 
 /// True if the frame is one of the allocator's own functions, by its full

@@ -12,7 +12,9 @@
 //! are exact.
 //!
 //! Owns [`Profile::build`]: one sample per distinct (location list,
-//! thread), frames expanded and allocator frames dropped. Never reads files.
+//! thread), frames expanded and allocator frames dropped, every vector at
+//! its exact size (a profile of a large dump holds hundreds of thousands
+//! of them). Never reads files.
 
 use super::frames::{FrameRef, frames_of};
 use super::metric::{Metric, RawCounts, Values};
@@ -22,9 +24,8 @@ use super::time::{
 };
 use crate::stats::residue::whole_if_residue;
 use crate::stats::{Estimate, Sampling};
-use crate::symbols::{LocationId, LocationTable};
+use crate::symbols::{InternedStacks, LocationTable};
 use heapsample_format::{Dump, LifetimeBucket, ThreadInfo, Totals, Weights};
-use std::collections::BTreeMap;
 
 pub use super::time::Birth;
 
@@ -65,6 +66,8 @@ impl StackSums {
             self.raw.temp_bytes = self.raw.temp_bytes.saturating_add(bucket.sampled_bytes);
         }
         if let Some(births) = births {
+            // Exactly: most samples have one stack's births.
+            self.births.reserve_exact(births.len());
             self.births.extend_from_slice(births);
         }
         match births.filter(|_| ranged) {
@@ -233,11 +236,10 @@ impl Profile {
     /// `stacks` are the interned locations of `dump.stacks`, in order.
     pub fn build(
         dump: &Dump,
-        stacks: &[Vec<LocationId>],
+        stacks: &InternedStacks,
         table: &LocationTable,
         options: BuildOptions,
     ) -> Profile {
-        let mut samples = Vec::new();
         let (mut estimated, mut variance, mut sampled) = Default::default();
         let mut time = TimeInfo::of(
             dump,
@@ -257,15 +259,23 @@ impl Profile {
         };
         time.births &= births.is_some();
         let ranged = !options.born.is_all();
-        for ((locations, thread), sums) in
-            sum_by_stack(dump, stacks, births.as_deref(), ranged, temporary)
-        {
+        let groups = StackGroups::of(dump, stacks);
+        let mut samples = Vec::with_capacity(groups.count());
+        for group in groups.iter() {
+            let first = group[0] as usize;
+            let mut sums = StackSums::default();
+            for &index in group {
+                let index = index as usize;
+                let stack_births = births.as_ref().map(|b| b.of(index));
+                sums.add(&dump.stacks[index], stack_births, ranged, temporary);
+            }
+            sums.lifetimes.shrink_to_fit();
             let sample = Sample {
-                frames: frames_of(&locations, table, options.keep_allocator_frames),
+                frames: frames_of(stacks.get(first), table, options.keep_allocator_frames),
                 values: Values::estimates(&sums.live, &sums.alloc, &sums.temp),
                 variance: Values::variances(&sums.live, &sums.alloc, &sums.temp),
                 sampled: Values::sampled(&sums.raw),
-                thread,
+                thread: dump.stacks[first].thread,
                 lifetimes: sums.lifetimes,
                 births: sums.births,
                 period: dump.sample_period(),
@@ -296,24 +306,53 @@ impl Profile {
     }
 }
 
-/// Raw counts and weights per distinct location list and thread, in a
-/// deterministic order (the sums are additive, so splitting by thread
-/// changes no total).
-fn sum_by_stack(
-    dump: &Dump,
-    stacks: &[Vec<LocationId>],
-    births: Option<&[Vec<Birth>]>,
-    ranged: bool,
-    temporary: usize,
-) -> BTreeMap<(Vec<LocationId>, u32), StackSums> {
-    let mut sums: BTreeMap<(Vec<LocationId>, u32), StackSums> = BTreeMap::new();
-    for (index, (stack, locations)) in dump.stacks.iter().zip(stacks).enumerate() {
-        let stack_births = births.and_then(|b| b.get(index)).map(Vec::as_slice);
-        sums.entry((locations.clone(), stack.thread))
-            .or_default()
-            .add(stack, stack_births, ranged, temporary);
+/// The stacks of a dump grouped by distinct (location list, thread), the
+/// groups in the order of that key and each group's stacks in the dump's
+/// order: deterministic, and the sums are additive, so splitting by thread
+/// changes no total.
+struct StackGroups {
+    /// Stack indices, sorted by key then index.
+    order: Vec<u32>,
+    /// Where each group ends in `order`.
+    ends: Vec<u32>,
+}
+
+impl StackGroups {
+    fn of(dump: &Dump, stacks: &InternedStacks) -> StackGroups {
+        let count = dump.stacks.len().min(stacks.len());
+        let thread = |index: u32| dump.stacks[index as usize].thread;
+        let same = |a: u32, b: u32| {
+            stacks.identity(a as usize) == stacks.identity(b as usize) && thread(a) == thread(b)
+        };
+        let mut order: Vec<u32> = (0..count as u32).collect();
+        order.sort_by(|&a, &b| {
+            if same(a, b) {
+                return a.cmp(&b);
+            }
+            let (first, second) = (stacks.get(a as usize), stacks.get(b as usize));
+            first.cmp(second).then_with(|| thread(a).cmp(&thread(b)))
+        });
+        let mut ends: Vec<u32> = (1..order.len())
+            .filter(|&at| !same(order[at - 1], order[at]))
+            .map(|at| at as u32)
+            .collect();
+        if !order.is_empty() {
+            ends.push(order.len() as u32);
+        }
+        StackGroups { order, ends }
     }
-    sums
+
+    fn count(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Each group's stack indices, in order.
+    fn iter(&self) -> impl Iterator<Item = &[u32]> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| &self.order[start as usize..end as usize])
+    }
 }
 
 #[cfg(test)]

@@ -194,25 +194,61 @@ impl TimeInfo {
     }
 }
 
-/// The live samples of `dump` per stack index, with their weights, born in
-/// `[low, high)`.
-pub fn births_by_stack(dump: &Dump, low: u64, high: u64) -> Vec<Vec<Birth>> {
-    let law = dump.sampling_law();
-    let mut births = vec![Vec::new(); dump.stacks.len()];
-    for sample in &dump.live_samples {
-        let Some(list) = births.get_mut(sample.stack as usize) else {
-            continue;
+/// The live samples of a dump per stack, with their weights, all in one
+/// table (a stack's are a range of it, in the dump's order): one
+/// allocation for all samples, not one per stack.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BirthsByStack {
+    births: Vec<Birth>,
+    /// Where each stack's births end in `births`.
+    ends: Vec<u32>,
+}
+
+impl BirthsByStack {
+    /// The births of stack `index` (none past the last stack).
+    pub fn of(&self, index: usize) -> &[Birth] {
+        let Some(&end) = self.ends.get(index) else {
+            return &[];
         };
-        if sample.birth_ns >= low && sample.birth_ns < high {
-            list.push(Birth {
-                thread: sample.thread,
-                birth_ns: sample.birth_ns,
-                size: sample.size,
-                weights: law.weights(sample.size),
-            });
-        }
+        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.births[start as usize..end as usize]
     }
-    births
+}
+
+/// The live samples of `dump` per stack index, with their weights, born in
+/// `[low, high)`. (A dump is at most 1 GiB and a sample takes at least a
+/// byte of it: counts fit in 32 bits.)
+pub fn births_by_stack(dump: &Dump, low: u64, high: u64) -> BirthsByStack {
+    let law = dump.sampling_law();
+    let kept = |sample: &&heapsample_format::LiveSample| {
+        (sample.stack as usize) < dump.stacks.len()
+            && sample.birth_ns >= low
+            && sample.birth_ns < high
+    };
+    let mut ends = vec![0u32; dump.stacks.len()];
+    for sample in dump.live_samples.iter().filter(kept) {
+        ends[sample.stack as usize] += 1;
+    }
+    let mut total = 0;
+    for end in &mut ends {
+        total += *end;
+        *end = total;
+    }
+    // Each stack's samples placed from its end backwards, the samples taken
+    // in reverse: the dump's order is kept within a stack.
+    let mut births = vec![Birth::default(); total as usize];
+    let mut next = ends.clone();
+    for sample in dump.live_samples.iter().rev().filter(kept) {
+        let at = &mut next[sample.stack as usize];
+        *at -= 1;
+        births[*at as usize] = Birth {
+            thread: sample.thread,
+            birth_ns: sample.birth_ns,
+            size: sample.size,
+            weights: law.weights(sample.size),
+        };
+    }
+    BirthsByStack { births, ends }
 }
 
 #[cfg(test)]

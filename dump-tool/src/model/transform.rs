@@ -106,11 +106,11 @@ fn transform_sample(
         && let Some(size) = mean_size(&sample.values, metric)
     {
         let location = table.synthetic(&size_class(size));
-        frames.insert(0, FrameRef { location, line: 0 });
+        frames.insert(0, FrameRef::new(location, 0));
     }
     if transforms.by_thread {
         let location = table.synthetic(&thread_frame(profile, sample.thread));
-        frames.push(FrameRef { location, line: 0 });
+        frames.push(FrameRef::new(location, 0));
     }
     Some(Sample {
         frames,

@@ -7,7 +7,7 @@
 //! symbolized once, each dump corrected and transformed as the settings
 //! say.
 
-use super::session::{Loaded, Notice, intern, side};
+use super::session::{Loaded, Notice, intern, release_free_memory, side};
 use super::settings::Settings;
 use super::view::Side;
 use crate::input::{Input, legacy_note};
@@ -24,25 +24,27 @@ impl Series {
     /// earlier sessions).
     pub fn open(
         mut table: LocationTable,
-        inputs: Vec<Input>,
+        mut inputs: Vec<Input>,
         settings: &Settings,
         notice: &mut dyn FnMut(Notice),
     ) -> Series {
         if let Some(note) = legacy_note(&inputs.iter().collect::<Vec<_>>()) {
             notice(Notice::Note(note));
         }
-        let stacks = intern(&mut table, &inputs);
         let symbolize = settings
             .symbolize
             .with_dump_directories(inputs.iter().map(|input| input.path.as_path()));
+        let stacks = intern(&mut table, &mut inputs);
+        release_free_memory();
         table.symbolize(&symbolize, &mut |w| notice(Notice::Warning(w)));
+        release_free_memory();
         table.assign_display_names(settings.names);
         let sides = inputs
             .into_iter()
             .zip(stacks)
             .map(|(input, stacks)| {
                 let name = input.path.display().to_string();
-                side(&mut table, Loaded::one(name, input), &[stacks], settings)
+                side(&mut table, Loaded::one(name, input), vec![stacks], settings)
             })
             .collect();
         Series { table, sides }

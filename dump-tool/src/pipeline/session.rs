@@ -19,7 +19,7 @@ use crate::input::{Input, check_comparable, legacy_note, load, merge_warnings};
 use crate::model::merge::merged;
 use crate::model::transform::apply;
 use crate::model::{Metric, Profile, TimeInfo};
-use crate::symbols::{LocationId, LocationTable, NameStyle};
+use crate::symbols::{InternedStacks, LocationTable, NameStyle};
 use std::path::PathBuf;
 
 /// Something a step says that does not stop the session.
@@ -89,24 +89,29 @@ impl Session {
     /// addresses are not symbolized again).
     pub fn open(
         mut table: LocationTable,
-        new: Loaded,
-        base: Option<Loaded>,
+        mut new: Loaded,
+        mut base: Option<Loaded>,
         settings: &Settings,
         notice: &mut dyn FnMut(Notice),
     ) -> Result<Session> {
         check(&new, base.as_ref(), settings, notice)?;
-        let new_stacks = intern(&mut table, &new.inputs);
-        let base_stacks = base.as_ref().map(|base| intern(&mut table, &base.inputs));
         let paths = new.inputs.iter().chain(base.iter().flat_map(|b| &b.inputs));
         let symbolize = settings
             .symbolize
             .with_dump_directories(paths.map(|input| input.path.as_path()));
+        let new_stacks = intern(&mut table, &mut new.inputs);
+        let base_stacks = base
+            .as_mut()
+            .map(|base| intern(&mut table, &mut base.inputs));
+        release_free_memory();
         table.symbolize(&symbolize, &mut |w| notice(Notice::Warning(w)));
+        release_free_memory();
         table.assign_display_names(settings.names);
-        let new = side(&mut table, new, &new_stacks, settings);
+        // Each side's interned stacks are dropped once it is built.
+        let new = side(&mut table, new, new_stacks, settings);
         let base = base
             .zip(base_stacks)
-            .map(|(base, stacks)| side(&mut table, base, &stacks, settings));
+            .map(|(base, stacks)| side(&mut table, base, stacks, settings));
         Ok(Session {
             table,
             new,
@@ -202,11 +207,28 @@ pub(super) fn lacks_time(input: &Input, time: &TimeInfo, what: &str) -> String {
     }
 }
 
-/// Every dump's stacks as interned locations.
-pub(super) fn intern(table: &mut LocationTable, inputs: &[Input]) -> Vec<Vec<Vec<LocationId>>> {
+/// Give the memory freed so far back to the system. The steps of a
+/// session free large amounts in small pieces (the dumps' frames once
+/// interned, the symbol files' tables once every address is resolved) that
+/// the allocator would keep: what the next step allocates would then come
+/// on top of them instead of in their place, and a large dump's view would
+/// peak at the sum of its steps (glibc's `malloc_trim`; other C libraries
+/// return such memory themselves or not at all).
+pub(super) fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases memory the allocator holds free.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Every dump's stacks as interned locations; the dumps' own frames are
+/// released (a side's dumps keep everything but their stacks' frames,
+/// which are in the table).
+pub(super) fn intern(table: &mut LocationTable, inputs: &mut [Input]) -> Vec<InternedStacks> {
     inputs
-        .iter()
-        .map(|input| table.intern_dump(&input.dump))
+        .iter_mut()
+        .map(|input| table.intern_and_release_frames(&mut input.dump))
         .collect()
 }
 
@@ -215,15 +237,16 @@ pub(super) fn intern(table: &mut LocationTable, inputs: &[Input]) -> Vec<Vec<Vec
 pub(super) fn side(
     table: &mut LocationTable,
     loaded: Loaded,
-    stacks: &[Vec<Vec<LocationId>>],
+    stacks: Vec<InternedStacks>,
     settings: &Settings,
 ) -> Side {
     let profiles: Vec<Profile> = loaded
         .inputs
         .iter()
-        .zip(stacks)
+        .zip(&stacks)
         .map(|(input, stacks)| Profile::build(&input.dump, stacks, table, settings.build))
         .collect();
+    drop(stacks);
     let profile = match <[Profile; 1]>::try_from(profiles) {
         Ok([one]) => one,
         Err(several) => merged(several),

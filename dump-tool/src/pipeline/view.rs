@@ -13,7 +13,9 @@ pub struct Side {
     /// How titles and reports name it (a path, an id, "3 dumps merged").
     pub name: String,
     /// Its dumps: at least one (several when merged), as every side is
-    /// made by a `Session` from a `Loaded`.
+    /// made by a `Session` from a `Loaded`. Their stacks' frames are empty:
+    /// the session moved them into its location table (the profile's
+    /// samples hold the frames).
     pub(crate) inputs: Vec<Input>,
     /// Their corrected profile, transformed as the view shows it.
     pub profile: Profile,

@@ -1,32 +1,55 @@
 //! The machine-readable report (`--format json`), for scripts and CI.
 //!
-//! One JSON object, schema `heapdiff-report/1` (documented field by field
+//! One JSON object, schema `heapdiff-report/2` (documented field by field
 //! in dump-tool/README.md). Fields are only ever added within a schema
 //! version; a change of meaning gets a new version. Every estimate is
 //! `{"estimate", "low", "high", "sampled"}` with the 95 % interval (see
 //! `estimate`); every change is `{"estimate", "low", "high", "significant"}`.
 //! All four metrics are reported whatever `--metric` says.
+//!
+//! Stacks are written once, as lists of indices into one table of function
+//! names (`names`), and each metric's stacks refer to them by index: a
+//! report of a large dump is about 0.6 KB per stack instead of a copy of
+//! every name per stack and metric. The report is serialized straight from
+//! the view (no copy of its names per stack), in the layout of
+//! [`super::json_rows`].
 
 use crate::compare::{Comparison, FunctionChange, function_changes, function_values};
 use crate::input::{Input, trigger_name};
-use crate::model::{Metric, Profile, TimeInfo, function_name};
+use crate::model::{FrameRef, Metric, Profile, TimeInfo, function_name};
 use crate::pipeline::View;
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
 use heapsample_format::{LEGACY_VERSION, Peak, ProcessContext, Totals};
 use serde::Serialize;
+use serde::ser::{SerializeSeq, Serializer};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 /// The schema name and version written in every report.
-pub const SCHEMA: &str = "heapdiff-report/1";
+pub const SCHEMA: &str = "heapdiff-report/2";
 
-/// The report as pretty-printed JSON, ending with a newline.
+/// The report as JSON, ending with a newline.
 pub fn render(view: &View<'_>) -> String {
+    let mut bytes = Vec::new();
+    // Writing into memory fails only on a serialization error, which these
+    // types do not have.
+    let _ = write(view, &mut bytes);
+    String::from_utf8(bytes).unwrap_or_default()
+}
+
+/// Write the report as JSON, ending with a newline, into `writer`.
+pub fn write(view: &View<'_>, mut writer: impl std::io::Write) -> std::io::Result<()> {
     let comparison = view
         .base
         .map(|base| Comparison::of(&base.profile, &view.new.profile));
+    let metrics: Vec<Metric> = Metric::ALL
+        .iter()
+        .chain(Metric::TEMPORARY.iter().filter(|_| has_lifetimes(view)))
+        .copied()
+        .collect();
+    let stacks = StackTable::of(&view.new.profile, view.table, &metrics);
     let report = Report {
         schema: SCHEMA,
         confidence: 0.95,
@@ -34,18 +57,18 @@ pub fn render(view: &View<'_>) -> String {
         base: view.base.map(|base| DumpInfo::of(base.first_input())),
         pairing: comparison.as_ref().map(|c| c.pairing().name()),
         in_use_variance_note: comparison.as_ref().and_then(|c| c.in_use_fallback()),
-        metrics: Metric::ALL
+        names: &stacks.names,
+        stacks: &stacks,
+        metrics: metrics
             .iter()
-            .chain(Metric::TEMPORARY.iter().filter(|_| has_lifetimes(view)))
             .map(|&metric| {
-                let report = MetricReport::of(view, comparison.as_ref(), metric);
+                let report = MetricReport::of(view, comparison.as_ref(), metric, &stacks);
                 (metric.name(), report)
             })
             .collect(),
     };
-    let mut text = serde_json::to_string_pretty(&report).unwrap_or_default();
-    text.push('\n');
-    text
+    super::json_rows::write_rows(&mut writer, &report)?;
+    writer.write_all(b"\n")
 }
 
 /// Every side's dumps carry lifetimes: the temporary metrics are reported.
@@ -54,7 +77,7 @@ fn has_lifetimes(view: &View<'_>) -> bool {
 }
 
 #[derive(Serialize)]
-struct Report {
+struct Report<'a> {
     schema: &'static str,
     confidence: f64,
     new: DumpInfo,
@@ -68,8 +91,13 @@ struct Report {
     /// conservative rule (`variance_rule` `independent`), why.
     #[serde(skip_serializing_if = "Option::is_none")]
     in_use_variance_note: Option<&'static str>,
+    /// The function names of the stacks, each once.
+    names: &'a [&'a str],
+    /// The new dump's stacks with a value in some metric: their frames,
+    /// root first, as indices into `names`.
+    stacks: &'a StackTable<'a>,
     /// Keyed by metric name (`inuse-space`, ...).
-    metrics: BTreeMap<&'static str, MetricReport>,
+    metrics: BTreeMap<&'static str, MetricReport<'a>>,
 }
 
 #[derive(Serialize)]
@@ -238,12 +266,130 @@ struct FunctionReport {
     total: Bound,
 }
 
+/// The stacks a report lists (the samples of the new profile with a value
+/// in some reported metric) and the names of their frames.
+struct StackTable<'a> {
+    profile: &'a Profile,
+    /// Every name a listed stack shows, each once, in increasing order (so
+    /// that stacks compare by their name indices as by their names).
+    names: Vec<&'a str>,
+    /// Per location, where its lines' entries start in `name_of`.
+    first_line: Vec<u32>,
+    /// Per line of every location, its name's index in `names`.
+    name_of: Vec<u32>,
+    /// Per sample, its index among the listed stacks (`u32::MAX`: not
+    /// listed).
+    row_of: Vec<u32>,
+}
+
+impl<'a> StackTable<'a> {
+    fn of(profile: &'a Profile, table: &'a LocationTable, metrics: &[Metric]) -> StackTable<'a> {
+        let mut first_line = Vec::with_capacity(table.locations.len());
+        let mut lines = 0u32;
+        for location in &table.locations {
+            first_line.push(lines);
+            lines += location.lines.len() as u32;
+        }
+        let mut name_of = vec![u32::MAX; lines as usize];
+        let mut row_of = Vec::with_capacity(profile.samples.len());
+        let mut rows = 0;
+        let mut used: Vec<(&str, FrameRef)> = Vec::new();
+        for sample in &profile.samples {
+            if !metrics.iter().any(|m| m.of(&sample.values) > 0.0) {
+                row_of.push(u32::MAX);
+                continue;
+            }
+            row_of.push(rows);
+            rows += 1;
+            for &frame in &sample.frames {
+                let at = first_line[frame.location()] as usize + frame.line();
+                if name_of[at] == u32::MAX {
+                    name_of[at] = 0;
+                    used.push((function_name(table, frame), frame));
+                }
+            }
+        }
+        used.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut names: Vec<&str> = Vec::new();
+        for (name, frame) in used {
+            if names.last() != Some(&name) {
+                names.push(name);
+            }
+            name_of[first_line[frame.location()] as usize + frame.line()] = names.len() as u32 - 1;
+        }
+        StackTable {
+            profile,
+            names,
+            first_line,
+            name_of,
+            row_of,
+        }
+    }
+
+    /// The index in `names` of a listed stack's frame.
+    fn name_index(&self, frame: FrameRef) -> u32 {
+        self.name_of[self.first_line[frame.location()] as usize + frame.line()]
+    }
+
+    /// The name indices of a sample's frames, root first.
+    fn frame_names(&self, sample: usize) -> impl Iterator<Item = u32> + '_ {
+        let frames = &self.profile.samples[sample].frames;
+        frames.iter().rev().map(|&frame| self.name_index(frame))
+    }
+}
+
+/// A listed stack: its frames' name indices, root first.
+struct StackFrames<'a> {
+    table: &'a StackTable<'a>,
+    sample: usize,
+}
+
+impl Serialize for StackFrames<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.table.frame_names(self.sample))
+    }
+}
+
+impl Serialize for StackTable<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let listed = self.row_of.iter().filter(|&&row| row != u32::MAX).count();
+        let mut seq = serializer.serialize_seq(Some(listed))?;
+        let listed = (0..self.row_of.len()).filter(|&sample| self.row_of[sample] != u32::MAX);
+        for sample in listed {
+            seq.serialize_element(&StackFrames {
+                table: self,
+                sample,
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// One metric's value of a listed stack.
 #[derive(Serialize)]
-struct StackReport {
-    /// Function names, root first.
-    frames: Vec<String>,
+struct StackValue {
+    /// Its index in the report's `stacks`.
+    stack: u32,
     #[serde(flatten)]
     value: Bound,
+}
+
+/// One metric's listed stacks with a non-zero value, largest first.
+struct MetricStacks<'a> {
+    table: &'a StackTable<'a>,
+    metric: Metric,
+    /// Sample indices, in the order written.
+    order: Vec<u32>,
+}
+
+impl Serialize for MetricStacks<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let samples = &self.table.profile.samples;
+        serializer.collect_seq(self.order.iter().map(|&sample| StackValue {
+            stack: self.table.row_of[sample as usize],
+            value: Bound::of(&samples[sample as usize].estimate(self.metric)),
+        }))
+    }
 }
 
 #[derive(Serialize)]
@@ -290,7 +436,7 @@ impl ChangeReport {
 }
 
 #[derive(Serialize)]
-struct MetricReport {
+struct MetricReport<'a> {
     unit: &'static str,
     /// The new (or only) dump's detection limit.
     detection_limit: DetectionLimit,
@@ -303,8 +449,9 @@ struct MetricReport {
     total: Bound,
     /// Its functions, largest total first.
     functions: Vec<FunctionReport>,
-    /// Its distinct stacks with a non-zero estimate, largest first.
-    stacks: Vec<StackReport>,
+    /// Its distinct stacks with a non-zero estimate, largest first: their
+    /// indices in the report's `stacks` and their values.
+    stacks: MetricStacks<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     base_total: Option<Bound>,
     /// With a base: how the changes' variances were made,
@@ -322,8 +469,13 @@ struct MetricReport {
     changes: Option<Vec<ChangeReport>>,
 }
 
-impl MetricReport {
-    fn of(view: &View<'_>, comparison: Option<&Comparison<'_>>, metric: Metric) -> MetricReport {
+impl<'a> MetricReport<'a> {
+    fn of(
+        view: &View<'_>,
+        comparison: Option<&Comparison<'_>>,
+        metric: Metric,
+        table: &'a StackTable<'a>,
+    ) -> MetricReport<'a> {
         let base = view.base.map(|b| &b.profile);
         let sampling = view.new.profile.sampling(metric);
         MetricReport {
@@ -333,7 +485,7 @@ impl MetricReport {
             base_detection_limit: base.map(|b| DetectionLimit::of(&b.sampling(metric))),
             total: Bound::of(&view.new.profile.estimate(metric)),
             functions: functions(&view.new.profile, view.table, metric),
-            stacks: stacks(&view.new.profile, view.table, metric),
+            stacks: stacks(table, metric),
             base_total: base.map(|b| Bound::of(&b.estimate(metric))),
             variance_rule: comparison.map(|c| c.rule(metric).name()),
             delta: comparison.map(|c| DeltaBound::of(&c.total(metric))),
@@ -363,29 +515,34 @@ fn functions(profile: &Profile, table: &LocationTable, metric: Metric) -> Vec<Fu
     rows
 }
 
-fn stacks(profile: &Profile, table: &LocationTable, metric: Metric) -> Vec<StackReport> {
-    let mut rows: Vec<StackReport> = profile
-        .samples
-        .iter()
-        .filter(|sample| metric.of(&sample.values) > 0.0)
-        .map(|sample| StackReport {
-            frames: sample
-                .frames
-                .iter()
-                .rev()
-                .map(|&frame| function_name(table, frame).to_string())
-                .collect(),
-            value: Bound::of(&sample.estimate(metric)),
+fn stacks<'a>(table: &'a StackTable<'a>, metric: Metric) -> MetricStacks<'a> {
+    let samples = &table.profile.samples;
+    let value = |sample: u32| metric.of(&samples[sample as usize].values);
+    let mut rows: Vec<(u32, f64)> = (0..samples.len() as u32)
+        .filter(|&sample| value(sample) > 0.0)
+        .map(|sample| {
+            let estimate = samples[sample as usize]
+                .estimate(metric)
+                .interval()
+                .estimate;
+            (sample, estimate)
         })
         .collect();
-    rows.sort_by(|a, b| {
-        b.value
-            .estimate
-            .partial_cmp(&a.value.estimate)
+    rows.sort_by(|&(a, estimate_a), &(b, estimate_b)| {
+        estimate_b
+            .partial_cmp(&estimate_a)
             .unwrap_or(Ordering::Equal)
-            .then_with(|| a.frames.cmp(&b.frames))
+            .then_with(|| {
+                table
+                    .frame_names(a as usize)
+                    .cmp(table.frame_names(b as usize))
+            })
     });
-    rows
+    MetricStacks {
+        table,
+        metric,
+        order: rows.into_iter().map(|(sample, _)| sample).collect(),
+    }
 }
 
 fn changes(

@@ -7,6 +7,7 @@ pub mod folded;
 pub mod gate;
 pub mod html;
 pub mod json;
+pub mod json_rows;
 pub mod live_heap;
 pub mod pprof;
 pub mod svg;

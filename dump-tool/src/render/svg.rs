@@ -15,7 +15,7 @@ use crate::model::line_of;
 use crate::pipeline::View;
 use inferno::flamegraph::color::{BasicPalette, Palette};
 use inferno::flamegraph::{self, Direction, Options, TextTruncateDirection};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// The flamegraph knobs of the command line.
 #[derive(Clone, Debug, Default)]
@@ -62,8 +62,14 @@ fn tooltip_details(view: &View<'_>) -> BTreeMap<String, String> {
     let profiles: Vec<&Profile> = std::iter::once(&view.new.profile)
         .chain(view.base.map(|b| &b.profile))
         .collect();
+    // Every frame gives the same details wherever it is: each is looked at
+    // once, in order of first appearance.
+    let mut seen = HashSet::new();
     for profile in profiles {
         for frame in profile.samples.iter().flat_map(|s| &s.frames) {
+            if !seen.insert(*frame) {
+                continue;
+            }
             let Some(line) = line_of(view.table, *frame) else {
                 continue;
             };

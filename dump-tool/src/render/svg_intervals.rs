@@ -17,7 +17,7 @@ use super::bounds::bracket;
 use super::xml::{escape, unescape};
 use crate::compare::{ChangeSums, Comparison};
 use crate::model::folding::folded_frame;
-use crate::model::{Metric, Sample, function_name};
+use crate::model::{FrameRef, Metric, Sample, function_name};
 use crate::pipeline::View;
 use crate::stats::Estimate;
 use crate::symbols::LocationTable;
@@ -29,11 +29,11 @@ pub fn annotate(svg: Vec<u8>, view: &View<'_>) -> Vec<u8> {
         return Vec::new();
     };
     let frames = parse_frames(&svg);
-    let paths = frame_paths(&frames);
     let notes_of = Notes::of(view);
-    let notes: Vec<Option<Note>> = paths
+    let nodes = frame_paths(&frames, 0, |&node, name| notes_of.child(node, name));
+    let notes: Vec<Option<Note>> = nodes
         .iter()
-        .map(|path| path.as_ref().and_then(|p| notes_of.note(p)))
+        .map(|node| node.and_then(|node| notes_of.note(node)))
         .collect();
     rewrite(&svg, &frames, &notes)
 }
@@ -90,14 +90,19 @@ fn attribute(element: &str, key: &str) -> Option<f64> {
     element[start..start + length].parse().ok()
 }
 
-/// Each frame's path of names from the root (the `all` frame has the empty
-/// path), or None when the geometry does not say.
-fn frame_paths(frames: &[Frame]) -> Vec<Option<Vec<String>>> {
+/// Each frame's path of names from the root, as `child` extends it from
+/// `root` (the `all` frame's) name by name, or None when the geometry does
+/// not say or `child` knows no such name.
+fn frame_paths<P: Clone>(
+    frames: &[Frame],
+    root: P,
+    child_of: impl Fn(&P, &str) -> Option<P>,
+) -> Vec<Option<P>> {
     // The widest `all` frame (a function may be called `all` too).
-    let root = (0..frames.len())
+    let root_frame = (0..frames.len())
         .filter(|&i| frames[i].name == "all")
         .max_by_key(|&i| frames[i].width);
-    let Some(root) = root else {
+    let Some(root_frame) = root_frame else {
         return frames.iter().map(|_| None).collect();
     };
     // Rows ordered from the root: the root's row is the lowest (flame) or
@@ -105,7 +110,7 @@ fn frame_paths(frames: &[Frame]) -> Vec<Option<Vec<String>>> {
     let mut rows: Vec<f64> = frames.iter().map(|f| f.y).collect();
     rows.sort_by(|a, b| a.total_cmp(b));
     rows.dedup();
-    if rows.last() == Some(&frames[root].y) {
+    if rows.last() == Some(&frames[root_frame].y) {
         rows.reverse();
     }
     let depth_of = |frame: &Frame| rows.iter().position(|&y| y == frame.y);
@@ -115,20 +120,26 @@ fn frame_paths(frames: &[Frame]) -> Vec<Option<Vec<String>>> {
             by_depth[depth].push(index);
         }
     }
-    let mut paths: Vec<Option<Vec<String>>> = frames.iter().map(|_| None).collect();
-    paths[root] = Some(Vec::new());
+    let mut paths: Vec<Option<P>> = frames.iter().map(|_| None).collect();
+    paths[root_frame] = Some(root);
+    // Each row's frames by position: a child's parent is the last frame of
+    // the row below it that starts at or before the child.
+    for row in &mut by_depth {
+        row.sort_by_key(|&index| frames[index].x);
+    }
     for depth in 1..by_depth.len() {
-        for &child in &by_depth[depth] {
-            let x = frames[child].x;
-            let parent = by_depth[depth - 1].iter().copied().find(|&p| {
+        for &child_frame in &by_depth[depth] {
+            let x = frames[child_frame].x;
+            let parents = &by_depth[depth - 1];
+            let before = parents.partition_point(|&p| frames[p].x <= x);
+            let parent = parents[..before].last().copied().filter(|&p| {
                 let f = &frames[p];
-                f.x <= x && x < f.x + f.width.max(1)
+                x < f.x + f.width.max(1)
             });
-            let path = parent.and_then(|p| paths[p].clone()).map(|mut path| {
-                path.push(frames[child].name.clone());
-                path
-            });
-            paths[child] = path;
+            let path = parent
+                .and_then(|p| paths[p].as_ref())
+                .and_then(|path| child_of(path, &frames[child_frame].name));
+            paths[child_frame] = path;
         }
     }
     paths
@@ -141,9 +152,12 @@ struct Note {
 }
 
 /// Sums over every stack prefix: estimates of one side, or for a
-/// comparison what both sides add to a change.
+/// comparison what both sides add to a change. Names are interned: a node's
+/// children are keyed by the name's number, each frame's name is made once.
 struct StackTrie<T> {
-    children: HashMap<(usize, String), usize>,
+    children: HashMap<(usize, u32), usize>,
+    /// Every folded frame name, numbered.
+    names: HashMap<String, u32>,
     /// Per node.
     values: Vec<T>,
 }
@@ -158,18 +172,30 @@ impl<T: Copy> StackTrie<T> {
     ) -> StackTrie<T> {
         let mut trie = StackTrie {
             children: HashMap::new(),
+            names: HashMap::new(),
             values: vec![zero],
         };
+        let mut frame_names: HashMap<FrameRef, u32> = HashMap::new();
+        let mut path = Vec::new();
         for (sample, value) in samples {
+            path.clear();
+            if sample.frames.is_empty() {
+                path.push(trie.name("[no frames]"));
+            }
+            for &frame in sample.frames.iter().rev() {
+                let id = match frame_names.get(&frame) {
+                    Some(&id) => id,
+                    None => {
+                        let id = trie.name(&folded_frame(function_name(table, frame)));
+                        frame_names.insert(frame, id);
+                        id
+                    }
+                };
+                path.push(id);
+            }
             let mut node = 0;
             trie.values[node] = plus(&trie.values[node], &value);
-            let names = sample.frames.iter().rev().map(|&f| function_name(table, f));
-            let names: Vec<String> = if sample.frames.is_empty() {
-                vec!["[no frames]".to_string()]
-            } else {
-                names.map(folded_frame).collect()
-            };
-            for name in names {
+            for &name in &path {
                 let next = trie.values.len();
                 node = *trie.children.entry((node, name)).or_insert(next);
                 if node == next {
@@ -181,11 +207,20 @@ impl<T: Copy> StackTrie<T> {
         trie
     }
 
-    fn find(&self, path: &[String]) -> Option<T> {
-        let node = path.iter().try_fold(0, |node, name| {
-            self.children.get(&(node, name.clone())).copied()
-        })?;
-        Some(self.values[node])
+    /// The number of a folded frame name.
+    fn name(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.names.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.insert(name.to_string(), id);
+        id
+    }
+
+    /// The node of `name` called from `node` (0: the root).
+    fn child(&self, node: usize, name: &str) -> Option<usize> {
+        let name = *self.names.get(name)?;
+        self.children.get(&(node, name)).copied()
     }
 }
 
@@ -222,10 +257,18 @@ impl<'a> Notes<'a> {
         }
     }
 
-    fn note(&self, path: &[String]) -> Option<Note> {
+    /// The node of `name` called from `node` (0: the root).
+    fn child(&self, node: usize, name: &str) -> Option<usize> {
+        match self {
+            Notes::Single(trie, _) => trie.child(node, name),
+            Notes::Changes(trie, _, _) => trie.child(node, name),
+        }
+    }
+
+    fn note(&self, node: usize) -> Option<Note> {
         match self {
             Notes::Single(trie, metric) => {
-                let new = trie.find(path)?;
+                let new = *trie.values.get(node)?;
                 Some(Note {
                     text: format!(
                         "95 %: {} {}{}",
@@ -237,7 +280,7 @@ impl<'a> Notes<'a> {
                 })
             }
             Notes::Changes(trie, comparison, metric) => {
-                let delta = comparison.delta(&trie.find(path)?, *metric);
+                let delta = comparison.delta(trie.values.get(node)?, *metric);
                 let significant = delta.significant();
                 Some(Note {
                     text: format!(
@@ -361,8 +404,14 @@ mod tests {
             ]
             .concat();
             let frames = parse_frames(&svg);
-            let paths = frame_paths(&frames);
-            let names = |i: usize| paths[i].clone().unwrap().join(";");
+            let paths = frame_paths(&frames, String::new(), |path, name| {
+                Some(if path.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{path};{name}")
+                })
+            });
+            let names = |i: usize| paths[i].clone().unwrap();
             assert_eq!(names(0), "");
             assert_eq!(names(1), "main");
             assert_eq!(names(2), "main;f<int>");

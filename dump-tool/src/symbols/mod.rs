@@ -2,7 +2,8 @@
 //! functions, files and lines, and the names people read.
 //!
 //! Owns the [`LocationTable`] ([`table`]): addresses interned once per
-//! module identity and file address, symbolized module by module
+//! module identity and file address (a dump's stacks as
+//! [`InternedStacks`]), symbolized module by module
 //! ([`debug_files`] finds and checks the file holding a module's symbols,
 //! [`resolve`] reads its DWARF and symbol table), and the names frames show
 //! ([`names`]: demangling and short names; [`display`]: short or full,
@@ -11,6 +12,7 @@
 
 pub mod debug_files;
 pub mod display;
+pub mod interned;
 pub mod location;
 pub mod module;
 pub mod names;
@@ -20,6 +22,7 @@ pub mod resolve;
 pub mod table;
 
 pub use display::NameStyle;
+pub use interned::{InternedStacks, StackLocations};
 pub use location::{Line, Location, LocationId, ModuleId};
 pub use module::{ModuleRecord, hex};
 pub use options::SymbolizeOptions;

@@ -422,8 +422,8 @@ impl<'a> ModelBuilder<'a> {
     fn frame(&mut self, frame: FrameRef) -> u32 {
         if let Some(&id) = self
             .frame_refs
-            .get(frame.location)
-            .and_then(|lines| lines.get(frame.line))
+            .get(frame.location())
+            .and_then(|lines| lines.get(frame.line()))
             .filter(|&&id| id != u32::MAX)
         {
             return id;
@@ -433,16 +433,19 @@ impl<'a> ModelBuilder<'a> {
         if self.frame_refs.len() < locations.len() {
             self.frame_refs.resize(locations.len(), Vec::new());
         }
-        if let Some(lines) = self.frame_refs.get_mut(frame.location) {
-            let count = locations[frame.location].lines.len().max(frame.line + 1);
+        if let Some(lines) = self.frame_refs.get_mut(frame.location()) {
+            let count = locations[frame.location()]
+                .lines
+                .len()
+                .max(frame.line() + 1);
             lines.resize(count, u32::MAX);
-            lines[frame.line] = id;
+            lines[frame.line()] = id;
         }
         id
     }
 
     fn new_frame(&mut self, frame: FrameRef) -> u32 {
-        let location = self.table.locations.get(frame.location);
+        let location = self.table.locations.get(frame.location());
         let module = location
             .and_then(|l| l.module)
             .map_or(-1, |m| self.module(m));

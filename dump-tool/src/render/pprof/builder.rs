@@ -1,5 +1,8 @@
 //! Building the pprof message of a view: strings, functions, locations and
-//! mappings interned while samples are added, base samples negated.
+//! mappings interned while samples are added, base samples negated. Each
+//! sample is encoded as it is added (a large view has hundreds of thousands
+//! of them: their encoding is a third of their structs' size), the rest of
+//! the message at the end ([`Encoded`]).
 
 use super::proto::{
     PbFunction, PbLabel, PbLine, PbLocation, PbMapping, PbProfile, PbSample, PbValueType,
@@ -41,7 +44,8 @@ pub struct Builder<'a> {
     location_ids: HashMap<(LocationId, usize), u64>,
     mapping_ids: HashMap<usize, u64>,
     mapping_order: Vec<usize>,
-    samples: Vec<PbSample>,
+    /// The samples added so far, encoded as `Profile.sample` fields.
+    samples: Vec<u8>,
     /// How many of [`SAMPLE_TYPES`] the samples carry.
     types: usize,
 }
@@ -107,11 +111,12 @@ impl<'a> Builder<'a> {
             if sign < 0 {
                 label.push(self.string_label("pprof::base", "true"));
             }
-            self.samples.push(PbSample {
+            let sample = PbSample {
                 location_id,
                 value,
                 label,
-            });
+            };
+            prost::encoding::message::encode(SAMPLE_FIELD, &sample, &mut self.samples);
         }
     }
 
@@ -121,11 +126,11 @@ impl<'a> Builder<'a> {
         let mut ids = Vec::new();
         let mut previous = None;
         for frame in &sample.frames {
-            if previous == Some(frame.location) {
+            if previous == Some(frame.location()) {
                 continue;
             }
-            previous = Some(frame.location);
-            ids.push(self.location(frame.location, frame.line));
+            previous = Some(frame.location());
+            ids.push(self.location(frame.location(), frame.line()));
         }
         ids
     }
@@ -271,7 +276,7 @@ impl<'a> Builder<'a> {
             .collect()
     }
 
-    pub fn finish(mut self, view: &View<'_>, options: &PprofOptions) -> PbProfile {
+    pub fn finish(mut self, view: &View<'_>, options: &PprofOptions) -> Encoded {
         let sample_type = SAMPLE_TYPES[..self.types]
             .iter()
             .map(|(kind, unit)| PbValueType {
@@ -286,9 +291,9 @@ impl<'a> Builder<'a> {
         let default_sample_type = self.string(sample_type_name(view.metric));
         let comment = options.comments.iter().map(|c| self.string(c)).collect();
         let mapping = self.mappings();
-        PbProfile {
+        let rest = PbProfile {
             sample_type,
-            sample: self.samples,
+            sample: Vec::new(),
             mapping,
             location: self.locations,
             function: self.functions,
@@ -298,8 +303,26 @@ impl<'a> Builder<'a> {
             period: i64::try_from(view.new.profile.period).unwrap_or(i64::MAX),
             comment,
             default_sample_type,
+        };
+        Encoded {
+            rest,
+            samples: self.samples,
         }
     }
+}
+
+/// The field number of `Profile.sample` in `profile.proto`.
+const SAMPLE_FIELD: u32 = 2;
+
+/// A profile as built: its samples encoded, everything else as a message.
+/// Protobuf fields may come in any order and a repeated field's elements
+/// add up wherever they are, so `rest`'s encoding followed by `samples` is
+/// the whole profile's encoding.
+pub struct Encoded {
+    /// The profile without its samples.
+    pub rest: PbProfile,
+    /// The samples, encoded as `Profile.sample` fields.
+    pub samples: Vec<u8>,
 }
 
 /// The file offset of a mapping whose file heapdiff could not read, as

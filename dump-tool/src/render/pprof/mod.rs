@@ -19,7 +19,7 @@ pub use proto::{
 
 use crate::model::Metric;
 use crate::pipeline::View;
-use builder::Builder;
+use builder::{Builder, Encoded};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
@@ -27,18 +27,29 @@ use std::io::Write;
 
 /// The gzipped profile.
 pub fn render(view: &View<'_>, options: &PprofOptions) -> Result<Vec<u8>, String> {
-    let profile = build(view, options);
-    gzip(&profile.encode_to_vec()).map_err(|e| format!("compression failed: {e}"))
+    let profile = encoded(view, options);
+    gzip(&[&profile.rest.encode_to_vec(), &profile.samples])
+        .map_err(|e| format!("compression failed: {e}"))
 }
 
-fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+fn gzip(parts: &[&[u8]]) -> std::io::Result<Vec<u8>> {
     let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
-    encoder.write_all(bytes)?;
+    for part in parts {
+        encoder.write_all(part)?;
+    }
     encoder.finish()
 }
 
-/// The message before encoding (tests decode it back and compare).
+/// The message, decoded back from its encoding (for tests).
 pub fn build(view: &View<'_>, options: &PprofOptions) -> PbProfile {
+    let profile = encoded(view, options);
+    let mut bytes = profile.rest.encode_to_vec();
+    bytes.extend_from_slice(&profile.samples);
+    PbProfile::decode(bytes.as_slice()).unwrap_or(profile.rest)
+}
+
+/// The profile of the view, its samples encoded as they were added.
+fn encoded(view: &View<'_>, options: &PprofOptions) -> Encoded {
     let mut builder = Builder::new(view.table, &options.executable);
     let lifetimes =
         view.new.profile.time.lifetimes && view.base.is_none_or(|b| b.profile.time.lifetimes);
