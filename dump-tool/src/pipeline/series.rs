@@ -34,6 +34,7 @@ impl Series {
         let stacks = intern(&mut table, &inputs);
         table.symbolize(&settings.symbolize, &mut |w| notice(Notice::Warning(w)));
         table.assign_display_names(settings.names);
+        settings.not_mine.classify(&mut table);
         let sides = inputs
             .into_iter()
             .zip(stacks)

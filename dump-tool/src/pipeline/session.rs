@@ -99,6 +99,7 @@ impl Session {
         let base_stacks = base.as_ref().map(|base| intern(&mut table, &base.inputs));
         table.symbolize(&settings.symbolize, &mut |w| notice(Notice::Warning(w)));
         table.assign_display_names(settings.names);
+        settings.not_mine.classify(&mut table);
         let new = side(&mut table, new, &new_stacks, settings);
         let base = base
             .zip(base_stacks)

@@ -169,13 +169,122 @@ fn profiles(series: &Series) -> Vec<&Profile> {
     series.sides().iter().map(|side| &side.profile).collect()
 }
 
+/// Dumps a series' leaks are measured on at most.
+pub const MAX_LEAK_SERIES: usize = 12;
+
+/// Which dumps of a series (oldest first; `is_exit` tells the exit dumps)
+/// the leak candidates are measured on, by their index: the exit dumps
+/// left out when at least two others remain (programs often free
+/// everything on the way out, which says nothing about what grew while
+/// they ran), then at most [`MAX_LEAK_SERIES`] spread evenly, the first
+/// and the last kept. The command line's `leaks` and the viewer's growing
+/// panel both measure these, so they give one answer.
+pub fn leak_series(is_exit: &[bool]) -> Vec<usize> {
+    let running: Vec<usize> = (0..is_exit.len()).filter(|&i| !is_exit[i]).collect();
+    let kept = if running.len() >= 2 {
+        running
+    } else {
+        (0..is_exit.len()).collect()
+    };
+    let n = kept.len();
+    if n <= MAX_LEAK_SERIES {
+        return kept;
+    }
+    let mut picked: Vec<usize> = (0..MAX_LEAK_SERIES)
+        .map(|i| kept[i * (n - 1) / (MAX_LEAK_SERIES - 1)])
+        .collect();
+    picked.dedup();
+    picked
+}
+
+/// Which dumps of a series are exit dumps (trigger `final`).
+pub fn exit_dumps(series: &Series) -> Vec<bool> {
+    series
+        .sides()
+        .iter()
+        .map(|side| side.first_dump().trigger == heapsample_format::Trigger::Final)
+        .collect()
+}
+
 /// Leak candidates of a series, most likely first (the births of the last
-/// dump, the growth from the first to the last).
+/// measured dump, the growth from the first to the last), measured on the
+/// dumps [`leak_series`] picks.
 pub fn leaks(series: &Series) -> Vec<LeakRow> {
-    leak_candidates(&profiles(series), series.table())
+    let all = profiles(series);
+    let measured: Vec<&Profile> = leak_series(&exit_dumps(series))
+        .into_iter()
+        .map(|i| all[i])
+        .collect();
+    leak_candidates(&measured, series.table())
+}
+
+/// What the exit dump [`leak_series`] left out freed: the live heap of the
+/// last dump before it and its own, in bytes (the exact live heap where
+/// both counted it, else the estimates).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExitFreed {
+    /// The exit dump's index in the series.
+    pub exit: usize,
+    /// The last dump before it.
+    pub before: usize,
+    pub live_before: f64,
+    pub live_at_exit: f64,
+    /// True when both are the exact live heap (usable bytes).
+    pub exact: bool,
+}
+
+/// The exit dump [`leak_series`] leaves out of `series`, if any, and what
+/// it freed.
+pub fn exit_left_out(series: &Series) -> Option<ExitFreed> {
+    let is_exit = exit_dumps(series);
+    let measured = leak_series(&is_exit);
+    let exit = (0..is_exit.len())
+        .rev()
+        .find(|&i| is_exit[i] && !measured.contains(&i))?;
+    let before = (0..exit).rev().find(|&i| !is_exit[i])?;
+    let profile = |i: usize| &series.sides()[i].profile;
+    let exact = |i: usize| profile(i).totals.live_usable_bytes;
+    let (live_before, live_at_exit, exact) = match (exact(before), exact(exit)) {
+        (Some(a), Some(b)) => (a as f64, b as f64, true),
+        _ => (
+            profile(before).estimated.inuse_space,
+            profile(exit).estimated.inuse_space,
+            false,
+        ),
+    };
+    Some(ExitFreed {
+        exit,
+        before,
+        live_before,
+        live_at_exit,
+        exact,
+    })
 }
 
 /// The peak a series knows and the dump nearest to it.
 pub fn series_peak(series: &Series) -> Option<PeakInfo> {
     peak(&profiles(series))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_dump_is_left_out_when_two_others_remain() {
+        assert_eq!(leak_series(&[false, false, false, true]), [0, 1, 2]);
+        assert_eq!(leak_series(&[false, true]), [0, 1]);
+        assert_eq!(leak_series(&[true]), [0]);
+        assert_eq!(leak_series(&[]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_long_series_is_spread_evenly_with_both_ends() {
+        let mut exits = vec![false; 2000];
+        exits.push(true);
+        let picked = leak_series(&exits);
+        assert_eq!(picked.len(), MAX_LEAK_SERIES);
+        assert_eq!((picked[0], picked[MAX_LEAK_SERIES - 1]), (0, 1999));
+        assert!(picked.windows(2).all(|w| w[0] < w[1]));
+    }
 }

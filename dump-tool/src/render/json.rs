@@ -7,9 +7,11 @@
 //! `estimate`); every change is `{"estimate", "low", "high", "significant"}`.
 //! All four metrics are reported whatever `--metric` says.
 
-use crate::compare::{Comparison, FunctionChange, function_changes, function_values};
+use crate::compare::{
+    Comparison, FunctionChange, function_changes, function_values, program_frame_values,
+};
 use crate::input::{Input, trigger_name};
-use crate::model::{Metric, Profile, TimeInfo, function_name};
+use crate::model::{Metric, Profile, ProgramFrames, Sample, TimeInfo, function_name, leaf_name};
 use crate::pipeline::View;
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Sampling, Unit};
@@ -228,9 +230,25 @@ impl DeltaBound {
 #[derive(Serialize)]
 struct FunctionReport {
     name: String,
+    /// The program's own function that called into it where it allocated
+    /// (the program frame carrying most of its self value); `null` when it
+    /// allocated nothing itself or no frame of its stacks is the program's.
+    program_frame: Option<String>,
     #[serde(rename = "self")]
     self_value: Bound,
     total: Bound,
+}
+
+#[derive(Serialize)]
+struct ProgramFrameReport {
+    /// The program frame (the leaf of a stack without one).
+    name: String,
+    /// The self value of the stacks whose program frame it is.
+    #[serde(rename = "self")]
+    self_value: Bound,
+    /// The allocating function carrying most of it, `null` when that is
+    /// the program frame itself.
+    via: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -298,6 +316,8 @@ struct MetricReport {
     total: Bound,
     /// Its functions, largest total first.
     functions: Vec<FunctionReport>,
+    /// Its self values grouped by program frame, largest first.
+    program_frames: Vec<ProgramFrameReport>,
     /// Its distinct stacks with a non-zero estimate, largest first.
     stacks: Vec<StackReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -328,6 +348,14 @@ impl MetricReport {
             base_detection_limit: base.map(|b| DetectionLimit::of(&b.sampling(metric))),
             total: Bound::of(&view.new.profile.estimate(metric)),
             functions: functions(&view.new.profile, view.table, metric),
+            program_frames: program_frame_values(&view.new.profile, view.table, metric)
+                .into_iter()
+                .map(|row| ProgramFrameReport {
+                    name: row.name,
+                    self_value: Bound::of(&row.estimate),
+                    via: row.via,
+                })
+                .collect(),
             stacks: stacks(&view.new.profile, view.table, metric),
             base_total: base.map(|b| Bound::of(&b.estimate(metric))),
             variance_rule: comparison.map(|c| c.rule(metric).name()),
@@ -344,9 +372,12 @@ fn by_size_then_name(a: (f64, &str), b: (f64, &str)) -> Ordering {
 }
 
 fn functions(profile: &Profile, table: &LocationTable, metric: Metric) -> Vec<FunctionReport> {
+    let leaf = |sample: &Sample| leaf_name(sample, table).to_string();
+    let program = ProgramFrames::of(profile, table, metric, leaf);
     let mut rows: Vec<FunctionReport> = function_values(profile, table, metric)
         .into_iter()
         .map(|(name, value)| FunctionReport {
+            program_frame: program.get(&name).map(str::to_string),
             name,
             self_value: Bound::of(&value.self_estimate),
             total: Bound::of(&value.total_estimate),

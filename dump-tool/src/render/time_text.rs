@@ -3,10 +3,10 @@
 //! main text report.
 
 use super::bounds::bracket;
-use super::{duration, round};
+use super::{duration, program_first, round};
 use crate::compare::ages::{Ages, LeakRow};
 use crate::compare::lifetimes::Amount;
-use crate::pipeline::time::{Lifetimes, PeakInfo};
+use crate::pipeline::time::{ExitFreed, Lifetimes, PeakInfo};
 use crate::stats::Estimate;
 use std::fmt::Write;
 
@@ -61,7 +61,8 @@ pub fn lifetimes(dump: &str, lifetimes: &Lifetimes, top: usize) -> String {
         "heapdiff: lifetimes of freed memory in {dump} per allocating function (values corrected for sampling, [low,high] = 95 % interval; temporary = {threshold})"
     );
     for row in lifetimes.functions.iter().take(top) {
-        let _ = writeln!(out, "\n{}", row.name);
+        let name = program_first(&row.name, row.program_frame.as_deref());
+        let _ = writeln!(out, "\n{name}");
         let _ = writeln!(out, "  freed     {}", amount(&row.freed));
         let _ = writeln!(out, "  temporary {}", amount(&row.temporary));
         for bucket in &row.buckets {
@@ -101,7 +102,7 @@ pub fn ages(dump: &str, ages: &Ages, peak: Option<(PeakInfo, &str)>, top: usize)
         let _ = writeln!(
             out,
             "\n{}: {} ({} live bytes {})",
-            row.name,
+            program_first(&row.name, row.program_frame.as_deref()),
             row.class.name(),
             round(row.live.bytes.value),
             bracket(&row.live.bytes.interval())
@@ -128,13 +129,32 @@ pub fn ages(dump: &str, ages: &Ages, peak: Option<(PeakInfo, &str)>, top: usize)
     out
 }
 
+/// One line on the exit dump left out of a series' trend and what it
+/// freed; `names` are the series' dumps.
+pub fn exit_line(exit: &ExitFreed, names: &[String]) -> String {
+    let what = if exit.exact {
+        "exact live heap, usable bytes"
+    } else {
+        "estimated live heap"
+    };
+    format!(
+        "exit dump {} left out of the trend: it freed {} bytes ({what}: {} at {} before exit, {} at exit)\n",
+        names[exit.exit],
+        round((exit.live_before - exit.live_at_exit).max(0.0)),
+        round(exit.live_before),
+        names[exit.before],
+        round(exit.live_at_exit)
+    )
+}
+
 /// `heapdiff leaks`: the candidates, most likely first, with the gate's
-/// verdict per row.
+/// verdict per row; `exit`: the exit dump line ([`exit_line`]).
 pub fn leaks(
     dumps: usize,
     rows: &[LeakRow],
     failing: &[&LeakRow],
     peak: Option<(PeakInfo, &str)>,
+    exit: Option<String>,
     top: usize,
 ) -> String {
     let mut out = String::new();
@@ -148,6 +168,7 @@ pub fn leaks(
         "heapdiff: leak candidates from the {source}, most likely first (bytes per second, [low,high] = 95 % interval)"
     );
     out.push_str(&peak_line(peak));
+    out.push_str(exit.as_deref().unwrap_or_default());
     if rows.is_empty() {
         let _ = writeln!(
             out,
@@ -156,7 +177,7 @@ pub fn leaks(
     }
     let _ = writeln!(
         out,
-        "\n{:>14} {:>27}  {:<13} {:<10} function",
+        "\n{:>14} {:>27}  {:<13} {:<10} program frame ← via allocating function",
         "bytes/s", "95% interval", "class", "trend"
     );
     for row in rows.iter().take(top) {
@@ -174,7 +195,7 @@ pub fn leaks(
             bracket(&row.rate),
             class,
             trend,
-            row.name
+            program_first(&row.name, row.program_frame.as_deref())
         );
     }
     out
