@@ -7,7 +7,9 @@
 //! Owns the one rule of what is "not mine" ([`NotMine`]): by module (the
 //! system's library directories, libc, libstdc++, ld.so, libpython…) and
 //! by symbol namespace (`std::`, `__gnu_cxx::`, `core::`, `alloc::`,
-//! `hashbrown::`, CPython's `Py*`/`_Py*`…), extended by `--not-mine` and
+//! `hashbrown::`, CPython's `Py*`/`_Py*`…) and, for functions inlined into
+//! the program, by source directory (`/usr/include/`, the Rust standard
+//! library's `/rustc/…`), extended by `--not-mine` and
 //! switched off by `--all-mine`. [`NotMine::classify`] marks every line
 //! of the location table once ([`Line::program`]); [`program_frame`] and
 //! [`ProgramFrames`] read the marks. No I/O.
@@ -28,6 +30,17 @@ const SYSTEM_DIRECTORIES: &[&str] = &[
     "/usr/lib32/",
     "/usr/lib64/",
     "/usr/libexec/",
+];
+
+/// Source directories of the system's headers and the Rust standard
+/// library: a function inlined into the program from them (glibc's
+/// `getline` wrapper of `__getdelim` in `<bits/stdio.h>`, libstdc++'s
+/// templates) is not the program's.
+const SYSTEM_SOURCES: &[&str] = &[
+    "/usr/include/",
+    "/usr/lib/gcc/",
+    "/usr/local/include/c++/",
+    "/rustc/",
 ];
 
 /// Module file names (their starts) of the C and C++ runtimes, the loader,
@@ -157,7 +170,12 @@ impl NotMine {
             return true;
         }
         let short = line.short.as_str();
-        let runtime = is_allocator_function(&line.function)
+        let system_source = line
+            .file
+            .as_deref()
+            .is_some_and(|file| SYSTEM_SOURCES.iter().any(|d| file.starts_with(d)));
+        let runtime = system_source
+            || is_allocator_function(&line.function)
             || RUNTIME_PREFIXES.iter().any(|p| short.starts_with(p))
             || is_cpython_api(short)
             || runtime_self_type(short);
@@ -323,6 +341,12 @@ mod tests {
             c("Py_INCREF"),
             c("malloc"),
             c("__libc_start_main"),
+            Line::named(
+                "getline".into(),
+                Language::Other,
+                Some("/usr/include/x86_64-linux-gnu/bits/stdio.h".into()),
+                117,
+            ),
         ] {
             assert!(!rules.name_is_mine(&line), "{}", line.function);
         }
