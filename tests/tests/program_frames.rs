@@ -16,10 +16,13 @@
 //! `--not-mine` and `--all-mine` change it; and `heapdiff leaks`, its JSON
 //! and the served growth report give the same candidates in the same order
 //! on the same files, the exit dump left out of the trend with a line
-//! saying what it freed.
+//! saying what it freed; in Chromium, the front page's growing panel and
+//! the viewer's age panel lead their rows with the program frame.
 
+mod browser_common;
 mod serve_common;
 
+use browser_common::*;
 use heapsample_tests::*;
 use serde_json::Value;
 use serve_common::*;
@@ -342,4 +345,89 @@ fn rust_leaks_through_vec_and_hashmap_are_named_by_the_program() {
     for (name, program) in candidates(&report) {
         assert_eq!(program.as_deref(), Some(name.as_str()));
     }
+}
+
+/// In Chromium: the growing panel of the front page and the age panel of
+/// the viewer lead the C++ program's rows with its own functions, in the
+/// order of `heapdiff leaks` (the panel) and of `heapdiff ages` (the ages).
+#[tokio::test]
+async fn the_viewer_leads_with_the_program_frame() {
+    let program = compile_cxx("program_frames.cpp", &BuildOptions::pie());
+    let (outcome, dumps) = dumps_of(&program);
+    let last_running = dumps[dumps.len() - 2].clone();
+    let leaks = candidates(&json(&["leaks", "-f", "json"], &dumps));
+    let ages = json(&["ages", "-f", "json"], std::slice::from_ref(&last_running));
+    let server = Server::start(&[outcome.dir.path()]);
+    let listing: Value = serde_json::from_str(&server.get("/api/dumps").1).unwrap();
+    let key = listing["processes"][0]["key"].as_str().unwrap().to_string();
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let client = connect(&driver).await;
+    client.goto(&format!("{}/", server.url)).await.unwrap();
+    let rows = format!(
+        "Array.from(document.querySelectorAll(\"section.process[data-key='{key}'] tr.grows\"))"
+    );
+    wait_for(&client, &format!("{rows}.length > 0")).await;
+    let drawn = eval(
+        &client,
+        &format!("{rows}.map(tr => [tr.dataset.name, tr.dataset.program || null, tr.querySelector('td.name').textContent])"),
+    )
+    .await;
+    let drawn: Vec<(String, Option<String>, String)> = serde_json::from_value(drawn).unwrap();
+    let expected: Vec<(String, Option<String>)> = leaks
+        .iter()
+        .filter(|c| drawn.iter().any(|d| d.0 == c.0))
+        .cloned()
+        .collect();
+    let got: Vec<(String, Option<String>)> =
+        drawn.iter().map(|d| (d.0.clone(), d.1.clone())).collect();
+    assert_eq!(got, expected, "the panel against heapdiff leaks");
+    assert!(drawn.len() >= 3, "{drawn:?}");
+    for (name, program, text) in &drawn {
+        assert_eq!(
+            text,
+            &led(name, program),
+            "the row leads with the program frame"
+        );
+    }
+    assert!(drawn[0].2.starts_with("svc::"), "{drawn:?}");
+
+    let id = last_running.file_name().unwrap().to_str().unwrap();
+    client
+        .goto(&format!("{}/view?dump={id}", server.url))
+        .await
+        .unwrap();
+    let rows = "Array.from(document.querySelectorAll('#ages tr[data-name]'))";
+    wait_for(&client, &format!("{rows}.length > 0")).await;
+    let drawn = eval(
+        &client,
+        &format!("{rows}.map(tr => [tr.dataset.name, tr.dataset.program || null, tr.querySelector('td.name').textContent])"),
+    )
+    .await;
+    let drawn: Vec<(String, Option<String>, String)> = serde_json::from_value(drawn).unwrap();
+    let reported: Vec<(String, Option<String>)> = ages["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(drawn.len())
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_string(),
+                f["program_frame"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    let got: Vec<(String, Option<String>)> =
+        drawn.iter().map(|d| (d.0.clone(), d.1.clone())).collect();
+    assert_eq!(got, reported, "the age panel against heapdiff ages");
+    for (name, program, text) in &drawn {
+        assert_eq!(text, &led(name, program));
+    }
+    let programs: Vec<&str> = drawn.iter().filter_map(|d| d.1.as_deref()).collect();
+    assert!(
+        programs.contains(&RECORD) && programs.contains(&KEEP),
+        "{drawn:?}"
+    );
+    client.close().await.unwrap();
 }
