@@ -28,7 +28,7 @@ const TINY_SHAPE: f64 = 1e-3;
 /// `gamma_lr` panics outside its domain).
 pub fn upper_point(shape: f64) -> f64 {
     const LEVEL: f64 = 0.975;
-    if !(shape > 0.0) {
+    if shape.is_nan() || shape <= 0.0 {
         return 0.0;
     }
     if shape < TINY_SHAPE {
