@@ -431,3 +431,45 @@ async fn the_viewer_leads_with_the_program_frame() {
     );
     client.close().await.unwrap();
 }
+
+/// `-f text` and `-f json` keep two instantiations of one template apart
+/// as the viewer does (`Cache<int>::fill` keeps 512 KiB, `Cache<double>::fill`
+/// 1 MiB in `viewer_service.cpp`, blocks sampled on every run at lg 14),
+/// and label every other function by its short name.
+#[test]
+fn text_keeps_template_instantiations_apart() {
+    let outcome = run_cpp_service();
+    let mut dumps: Vec<PathBuf> = outcome.dump_files().into_iter().map(|f| f.path).collect();
+    dumps.sort();
+    let last = [dumps.last().unwrap().clone()];
+    let text = heapdiff(&["-f", "text"], &last);
+    let self_table = text.split("\n\n").nth(1).unwrap();
+    let self_of = |name: &str| -> f64 {
+        let line = self_table
+            .lines()
+            .find(|l| l.trim_end().ends_with(&format!("  {name}")))
+            .unwrap_or_else(|| panic!("{name} not in\n{self_table}"));
+        line.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    assert!(
+        self_of("Cache<int>::fill") >= 512.0 * 1024.0,
+        "{self_table}"
+    );
+    assert!(
+        self_of("Cache<double>::fill") >= 1024.0 * 1024.0,
+        "{self_table}"
+    );
+    assert!(!self_table.contains("Cache<…>::fill"), "{self_table}");
+    assert!(self_table.contains("Registry<…>::add"), "{self_table}");
+    let report = json(&["-f", "json"], &last);
+    let names: Vec<&str> = report["metrics"]["inuse-space"]["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"Cache<int>::fill") && names.contains(&"Cache<double>::fill"),
+        "{names:?}"
+    );
+}

@@ -7,7 +7,7 @@
 //! [`crate::stats`]'. No I/O.
 
 use super::comparison::{ChangeSums, Comparison};
-use crate::model::{Metric, Profile, function_name, leaf_name, program_frame_name};
+use crate::model::{FrameLabels, Metric, Profile, leaf_name, program_frame_name};
 use crate::stats::{Delta, Estimate, Sampling};
 use crate::symbols::LocationTable;
 use std::collections::{BTreeMap, HashMap};
@@ -37,18 +37,20 @@ impl FunctionValue {
     }
 }
 
-/// Self and total value per function name.
+/// Self and total value per function, labelled as the viewer labels them
+/// ([`FrameLabels`]: two instantiations of a template stay apart).
 pub fn function_values(
     profile: &Profile,
     table: &LocationTable,
     metric: Metric,
 ) -> HashMap<String, FunctionValue> {
+    let labels = FrameLabels::of(table, profile.samples.iter().map(|s| &s.frames[..]));
     let mut functions: HashMap<String, FunctionValue> = HashMap::new();
     for sample in &profile.samples {
         let estimate = sample.estimate(metric);
         let mut seen: Vec<&str> = Vec::new();
         for (depth, &frame) in sample.frames.iter().enumerate() {
-            let name = function_name(table, frame);
+            let name = labels.get(table, frame);
             let entry = functions
                 .entry(name.to_string())
                 .or_insert_with(|| FunctionValue::zero(estimate.sampling));
@@ -83,11 +85,15 @@ pub fn function_changes(
     metric: Metric,
 ) -> Vec<FunctionChange> {
     let zero = comparison.zero(metric);
+    let stacks = [comparison.base(), comparison.new_profile()]
+        .into_iter()
+        .flat_map(|p| p.samples.iter().map(|s| &s.frames[..]));
+    let labels = FrameLabels::of(table, stacks);
     let mut sums: BTreeMap<&str, (ChangeSums, ChangeSums)> = BTreeMap::new();
     for (sample, contribution) in comparison.contributions(metric) {
         let mut seen: Vec<&str> = Vec::new();
         for (depth, &frame) in sample.frames.iter().enumerate() {
-            let name = function_name(table, frame);
+            let name = labels.get(table, frame);
             let (self_sums, total) = sums.entry(name).or_insert((zero, zero));
             if depth == 0 {
                 *self_sums = self_sums.plus(&contribution);

@@ -23,7 +23,7 @@ pub mod size_class;
 pub mod time;
 pub mod transform;
 
-pub use frames::{FrameRef, FunctionNames, distinct_labels, function_name, line_of};
+pub use frames::{FrameLabels, FrameRef, FunctionNames, distinct_labels, function_name, line_of};
 pub use metric::{Metric, RawCounts, Values};
 pub use profile::{BuildOptions, Origin, Profile, Sample};
 pub use program_frame::{NotMine, ProgramFrames, leaf_name, program_frame, program_frame_name};

@@ -11,7 +11,7 @@ use crate::compare::{
     Comparison, FunctionChange, function_changes, function_values, program_frame_values,
 };
 use crate::input::{Input, trigger_name};
-use crate::model::{Metric, Profile, ProgramFrames, Sample, TimeInfo, function_name, leaf_name};
+use crate::model::{FrameLabels, Metric, Profile, ProgramFrames, Sample, TimeInfo, function_name};
 use crate::pipeline::View;
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Sampling, Unit};
@@ -372,7 +372,15 @@ fn by_size_then_name(a: (f64, &str), b: (f64, &str)) -> Ordering {
 }
 
 fn functions(profile: &Profile, table: &LocationTable, metric: Metric) -> Vec<FunctionReport> {
-    let leaf = |sample: &Sample| leaf_name(sample, table).to_string();
+    // Keyed by the label `function_values` gives each function.
+    let labels = FrameLabels::of(table, profile.samples.iter().map(|s| &s.frames[..]));
+    let leaf = |sample: &Sample| {
+        sample
+            .frames
+            .first()
+            .map_or("??", |&frame| labels.get(table, frame))
+            .to_string()
+    };
     let program = ProgramFrames::of(profile, table, metric, leaf);
     let mut rows: Vec<FunctionReport> = function_values(profile, table, metric)
         .into_iter()
