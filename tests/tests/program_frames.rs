@@ -39,12 +39,12 @@ fn json(args: &[&str], dumps: &[PathBuf]) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: {e}\n{text}"))
 }
 
-/// Run `program` under the shim at `lg_prof_sample:0`; its dumps, oldest
-/// first.
+/// Run `program` under the shim at `lg_prof_sample:0` with the exact
+/// counters; its dumps, oldest first.
 fn dumps_of(program: &Program) -> (Outcome, Vec<PathBuf>) {
     let outcome = Run::program(program)
         .with_shim()
-        .prof_conf("lg_prof_sample:0")
+        .prof_conf("lg_prof_sample:0,prof_exact:true")
         .run();
     outcome.assert_success();
     let mut dumps: Vec<PathBuf> = outcome.dump_files().into_iter().map(|f| f.path).collect();
@@ -142,8 +142,37 @@ fn cxx_leaks_through_std_are_named_by_the_program_everywhere() {
         left_out["freed_bytes"].as_f64().unwrap() > 1e6,
         "{left_out}"
     );
+    // The process summary: the peak and the dump nearest to it, the live
+    // heap before exit and at exit (exact), the top leak by program frame.
+    let summary = &report["process_summary"];
+    let peak = report["peak"]["live_usable_bytes"].as_f64().unwrap();
+    let nearest = summary["nearest_live_bytes"].as_f64().unwrap();
+    assert!(nearest <= peak, "{summary}");
+    assert_eq!(summary["missed_bytes"].as_f64().unwrap(), peak - nearest);
+    let before = &summary["live_before_exit"];
+    let at_exit = &summary["live_at_exit"];
+    assert_eq!(before["exact"], true, "{summary}");
+    assert!(
+        before["dump"].as_str().unwrap().ends_with(".m7.prof"),
+        "{summary}"
+    );
+    assert!(
+        at_exit["dump"].as_str().unwrap().ends_with(".f.prof"),
+        "{summary}"
+    );
+    assert!(
+        before["bytes"].as_f64().unwrap() > at_exit["bytes"].as_f64().unwrap() + 1e6,
+        "{summary}"
+    );
+    assert_eq!(summary["top_leak"].as_str(), Some(rows[0].0.as_str()));
+    assert_eq!(
+        summary["top_leak_program_frame"].as_str(),
+        rows[0].1.as_deref()
+    );
     let text = heapdiff(&["leaks"], &dumps);
     assert!(text.contains("left out of the trend: it freed"), "{text}");
+    assert!(text.contains("process: top leak candidate svc::"), "{text}");
+    assert!(text.contains("process: exact peak "), "{text}");
     let led_rows: Vec<String> = rows.iter().map(|(n, p)| led(n, p)).collect();
     assert_eq!(
         text_candidates(&text),

@@ -266,9 +266,93 @@ pub fn series_peak(series: &Series) -> Option<PeakInfo> {
     peak(&profiles(series))
 }
 
+/// The live heap of one dump of a series: its index, bytes, and whether
+/// they are the exact live heap (usable bytes) or the estimate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LiveAt {
+    pub dump: usize,
+    pub bytes: f64,
+    pub exact: bool,
+}
+
+/// One process's story in a few numbers: the exact peak and the dump
+/// nearest to it (what it misses, and the high-water step that would have
+/// caught it), the live heap at the last dump before exit and at exit, and
+/// the top leak candidate with its program frame.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessSummary {
+    pub peak: Option<PeakInfo>,
+    /// The exact live heap of the dump nearest to the peak.
+    pub nearest_live: Option<u64>,
+    /// How much of the peak that dump misses, bytes.
+    pub missed: Option<u64>,
+    /// A `prof_gdump_step` (with `prof_gdump:true`) whose high-water dumps
+    /// would have come within `missed / 2` of the peak: the largest power
+    /// of two not above half of it.
+    pub gdump_step: Option<u64>,
+    pub before_exit: Option<LiveAt>,
+    pub at_exit: Option<LiveAt>,
+    /// The top leak candidate: its function and program frame.
+    pub top_leak: Option<(String, Option<String>)>,
+}
+
+fn live_at(series: &Series, dump: usize) -> LiveAt {
+    let profile = &series.sides()[dump].profile;
+    match profile.totals.live_usable_bytes {
+        Some(bytes) => LiveAt {
+            dump,
+            bytes: bytes as f64,
+            exact: true,
+        },
+        None => LiveAt {
+            dump,
+            bytes: profile.estimated.inuse_space,
+            exact: false,
+        },
+    }
+}
+
+/// The summary of `series` with its leak candidates `rows`.
+pub fn process_summary(series: &Series, rows: &[LeakRow]) -> ProcessSummary {
+    let peak = series_peak(series);
+    let nearest_live =
+        peak.and_then(|p| series.sides()[p.nearest].profile.totals.live_usable_bytes);
+    let missed = peak
+        .zip(nearest_live)
+        .map(|(p, live)| p.peak.live_usable_bytes.saturating_sub(live));
+    let gdump_step = missed
+        .filter(|&m| m >= 2)
+        .map(|m| 1u64 << (63 - (m / 2).leading_zeros()));
+    let is_exit = exit_dumps(series);
+    let exit = is_exit.iter().rposition(|&e| e);
+    let before = (0..exit.unwrap_or(is_exit.len()))
+        .rev()
+        .find(|&i| !is_exit[i]);
+    ProcessSummary {
+        peak,
+        nearest_live,
+        missed,
+        gdump_step,
+        before_exit: before.map(|i| live_at(series, i)),
+        at_exit: exit.map(|i| live_at(series, i)),
+        top_leak: rows
+            .iter()
+            .find(|r| r.leaking())
+            .map(|r| (r.name.clone(), r.program_frame.clone())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_suggested_step_is_a_power_of_two_within_half_the_miss() {
+        for missed in [2u64, 3, 1000, 1 << 20, (1 << 20) + 1, 63 << 20] {
+            let step = 1u64 << (63 - (missed / 2).leading_zeros());
+            assert!(step.is_power_of_two() && step <= missed / 2 && 2 * step > missed / 2);
+        }
+    }
 
     #[test]
     fn the_exit_dump_is_left_out_when_two_others_remain() {

@@ -6,7 +6,7 @@
 use super::json::{Bound, DeltaBound};
 use crate::compare::ages::{AgeRow, Ages, LeakRow};
 use crate::compare::lifetimes::{Amount, LifetimeRow};
-use crate::pipeline::time::{ExitFreed, Lifetimes, PeakInfo};
+use crate::pipeline::time::{ExitFreed, Lifetimes, LiveAt, PeakInfo, ProcessSummary};
 use crate::stats::Interval;
 use serde::Serialize;
 
@@ -258,6 +258,48 @@ struct ExitReport {
     exact: bool,
 }
 
+#[derive(Serialize)]
+struct LiveReport {
+    dump: String,
+    bytes: f64,
+    /// The exact live heap (usable bytes), or the estimate.
+    exact: bool,
+}
+
+#[derive(Serialize)]
+struct SummaryReport {
+    /// The exact live heap of the dump nearest to the peak (`peak`), and
+    /// how much of the peak it misses.
+    nearest_live_bytes: Option<u64>,
+    missed_bytes: Option<u64>,
+    /// `prof_gdump_step` (with `prof_gdump:true`) that would have caught
+    /// the peak within half of what the nearest dump misses.
+    gdump_step_bytes: Option<u64>,
+    live_before_exit: Option<LiveReport>,
+    live_at_exit: Option<LiveReport>,
+    top_leak: Option<String>,
+    top_leak_program_frame: Option<String>,
+}
+
+impl SummaryReport {
+    fn of(summary: &ProcessSummary, dumps: &[String]) -> SummaryReport {
+        let live = |at: &LiveAt| LiveReport {
+            dump: dumps[at.dump].clone(),
+            bytes: at.bytes.round(),
+            exact: at.exact,
+        };
+        SummaryReport {
+            nearest_live_bytes: summary.nearest_live,
+            missed_bytes: summary.missed,
+            gdump_step_bytes: summary.gdump_step,
+            live_before_exit: summary.before_exit.as_ref().map(live),
+            live_at_exit: summary.at_exit.as_ref().map(live),
+            top_leak: summary.top_leak.as_ref().map(|t| t.0.clone()),
+            top_leak_program_frame: summary.top_leak.as_ref().and_then(|t| t.1.clone()),
+        }
+    }
+}
+
 /// `heapdiff leaks --format json`; `exit`: the exit dump left out of the
 /// trend, named by `dumps`.
 pub fn leaks(
@@ -266,6 +308,7 @@ pub fn leaks(
     failing: &[&LeakRow],
     peak: Option<(PeakInfo, &str)>,
     exit: Option<&ExitFreed>,
+    summary: Option<&ProcessSummary>,
 ) -> String {
     #[derive(Serialize)]
     struct Report {
@@ -276,6 +319,8 @@ pub fn leaks(
         peak: Option<PeakReport>,
         #[serde(skip_serializing_if = "Option::is_none")]
         exit_dump_left_out: Option<ExitReport>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        process_summary: Option<SummaryReport>,
         candidates: Vec<LeakReport>,
     }
     to_json(&Report {
@@ -290,6 +335,7 @@ pub fn leaks(
             freed_bytes: (e.live_before - e.live_at_exit).max(0.0).round(),
             exact: e.exact,
         }),
+        process_summary: summary.map(|s| SummaryReport::of(s, dumps)),
         candidates: rows
             .iter()
             .map(|row| LeakReport {

@@ -6,7 +6,7 @@ use super::bounds::bracket;
 use super::{duration, program_first, round};
 use crate::compare::ages::{Ages, LeakRow};
 use crate::compare::lifetimes::Amount;
-use crate::pipeline::time::{ExitFreed, Lifetimes, PeakInfo};
+use crate::pipeline::time::{ExitFreed, Lifetimes, PeakInfo, ProcessSummary};
 use crate::stats::Estimate;
 use std::fmt::Write;
 
@@ -145,6 +145,55 @@ pub fn exit_line(exit: &ExitFreed, names: &[String]) -> String {
         names[exit.before],
         round(exit.live_at_exit)
     )
+}
+
+/// The process in a few lines (a series of its dumps, `names`): the exact
+/// peak and what the dump nearest to it misses, with the high-water step
+/// that would have caught it, the live heap before exit and at exit, and
+/// the top leak candidate by its program frame.
+pub fn summary_lines(summary: &ProcessSummary, names: &[String]) -> String {
+    let mut out = String::new();
+    let live = |at: &crate::pipeline::time::LiveAt| {
+        let kind = if at.exact { "exact" } else { "estimated" };
+        format!("{} bytes ({kind}, {})", round(at.bytes), names[at.dump])
+    };
+    if let (Some(peak), Some(nearest), Some(missed)) =
+        (summary.peak, summary.nearest_live, summary.missed)
+    {
+        let step = summary.gdump_step.map_or_else(String::new, |step| {
+            format!("; prof_gdump:true,prof_gdump_step:{step} would have caught it")
+        });
+        let _ = writeln!(
+            out,
+            "process: exact peak {} usable bytes at {}; the nearest dump {} holds {nearest}, {missed} bytes short of it{step}",
+            peak.peak.live_usable_bytes,
+            duration(peak.peak.at_ns),
+            names[peak.nearest],
+        );
+    }
+    if let Some(before) = &summary.before_exit {
+        let _ = writeln!(
+            out,
+            "process: live at the last dump before exit {}",
+            live(before)
+        );
+    }
+    if let Some(exit) = &summary.at_exit {
+        let _ = writeln!(out, "process: still live (leaked) at exit {}", live(exit));
+    }
+    match &summary.top_leak {
+        Some((name, program)) => {
+            let _ = writeln!(
+                out,
+                "process: top leak candidate {}",
+                program_first(name, program.as_deref())
+            );
+        }
+        None => {
+            let _ = writeln!(out, "process: no leak candidate");
+        }
+    }
+    out
 }
 
 /// `heapdiff leaks`: the candidates, most likely first, with the gate's
