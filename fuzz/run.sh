@@ -23,6 +23,10 @@ for target in decode prof_conf; do
     mkdir -p "corpus/$target" "artifacts/$target"
     cp -n "$seeds"/* "corpus/$target/" 2>/dev/null || true
     if [ "$target" = decode ]; then
+        # Dumps the decoder must refuse with one line (a weight below 1).
+        for f in seeds/dump-refused/*.prof; do
+            cp -n "$f" "corpus/$target/refused-$(basename "$f")"
+        done
         # Dumps of the previous format version, which the decoder converts.
         for f in seeds/dump-v2/*.prof; do
             cp -n "$f" "corpus/$target/v2-$(basename "$f")"

@@ -69,17 +69,21 @@ fn random_stack(rng: &mut Lcg, addresses: &[u64]) -> Stack {
             rng.below(50)
         }
     };
+    // Weights of the stack's own counts (at least one unit per sample, as
+    // the decoder requires), the counts themselves random and unrelated.
+    let (live_objects, live_bytes) = (count(rng), count(rng).saturating_mul(64));
+    let (alloc_objects, alloc_bytes) = (count(rng), count(rng).saturating_mul(100));
     Stack {
         frames,
         thread: rng.below(4) as u32,
         epoch: rng.below(3) as u32,
-        live_objects: count(rng),
-        live_bytes: count(rng).saturating_mul(64),
+        live_objects,
+        live_bytes,
         live_usable_bytes: count(rng),
-        alloc_objects: count(rng),
-        alloc_bytes: count(rng).saturating_mul(100),
-        live: heapsample_format::legacy_weights(count(rng), count(rng).saturating_mul(64), 1),
-        alloc: heapsample_format::legacy_weights(count(rng), count(rng), 1 << 19),
+        alloc_objects,
+        alloc_bytes,
+        live: heapsample_format::legacy_weights(live_objects, live_bytes, 1),
+        alloc: heapsample_format::legacy_weights(alloc_objects, alloc_bytes, 1 << 19),
         lifetimes: vec![],
     }
 }

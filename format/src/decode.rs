@@ -26,8 +26,10 @@ pub fn decode_versioned(file: &[u8]) -> Result<(Dump, u32), DecodeError> {
 }
 
 /// What the estimators downstream rely on: every weight is finite and not
-/// negative, lifetime buckets exist and come in increasing order, and every
-/// live sample names a stack of the dump.
+/// negative, no sum of weights is below what its samples count (each
+/// sampled object weighs `1/p ≥ 1`, each byte `s/p ≥ s`: see
+/// [`below_its_samples`]), lifetime buckets exist and come in increasing
+/// order, and every live sample names a stack of the dump.
 fn validate(dump: &Dump) -> Result<(), DecodeError> {
     let bad = |why: String| Err(DecodeError::Body(why));
     let valid = |weights: &Weights| {
@@ -44,6 +46,11 @@ fn validate(dump: &Dump) -> Result<(), DecodeError> {
             .all(valid)
         {
             return bad(format!("stack {index} has a negative or non-finite weight"));
+        }
+        if below_its_samples(stack) {
+            return bad(format!(
+                "stack {index} has a weight below 1 per sampled object or byte"
+            ));
         }
         let ordered = stack
             .lifetimes
@@ -73,6 +80,33 @@ fn validate(dump: &Dump) -> Result<(), DecodeError> {
     Ok(())
 }
 
+/// True when a sum of weights of `stack` is below the samples it counts:
+/// no shim writes that (a sample's weight is the inverse of a probability),
+/// and the intervals' gamma limit has no meaning below one unit. Cumulative
+/// sums (all allocations, each lifetime bucket) only add; the live sum also
+/// subtracts, so it may lie below its count by its rounding residue (at
+/// most `operations · ε · cumulative`, see heapdiff's `stats::residue`).
+/// A sum of zero is "not weighed" (hand-made dumps) and stays accepted: it
+/// gives estimates of zero, never an interval from a sub-unit weight.
+fn below_its_samples(stack: &crate::model::Stack) -> bool {
+    const RELATIVE: f64 = 1e-9;
+    let below = |weight: f64, count: u64, residue: f64| {
+        let count = count as f64;
+        weight > 0.0 && weight < count * (1.0 - RELATIVE) - residue
+    };
+    let operations = 2.0 * stack.alloc_objects as f64;
+    let residue = |cumulative: f64| f64::EPSILON * cumulative * operations.max(1.0);
+    let (live, alloc) = (&stack.live, &stack.alloc);
+    below(alloc.objects, stack.alloc_objects, 0.0)
+        || below(alloc.bytes, stack.alloc_bytes, 0.0)
+        || below(live.objects, stack.live_objects, residue(alloc.objects))
+        || below(live.bytes, stack.live_bytes, residue(alloc.bytes))
+        || stack.lifetimes.iter().any(|bucket| {
+            below(bucket.weights.objects, bucket.samples, 0.0)
+                || below(bucket.weights.bytes, bucket.sampled_bytes, 0.0)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +119,22 @@ mod tests {
     fn round_trip() {
         let dump = sample_dump();
         assert_eq!(decode(&encode(&dump)).unwrap(), dump);
+    }
+
+    #[test]
+    fn weights_below_their_samples_are_refused() {
+        let mut dump = sample_dump();
+        let stack = 0;
+        dump.stacks[stack].live.objects = 5e-324;
+        let error = decode(&encode(&dump)).unwrap_err().to_string();
+        assert!(error.contains("weight below 1"), "{error}");
+        // The rounding residue of a live sum is not a weight below 1.
+        let mut dump = sample_dump();
+        let stack = &mut dump.stacks[stack];
+        stack.alloc_objects = 3;
+        stack.alloc.objects = 3.5;
+        stack.live.objects = stack.live_objects as f64 - 1e-13;
+        assert!(decode(&encode(&dump)).is_ok());
     }
 
     #[test]

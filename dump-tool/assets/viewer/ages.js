@@ -63,13 +63,18 @@ const hdAges = (function () {
     box.innerHTML = summary + '<p class="hint">Live bytes per function by birth, in ' + n + " slices of the " +
       escapeText(duration(ages.run_ns / 1e9)) + " run (hover a bar for its 95 % interval)" +
       (ages.more ? "; " + ages.more + " smaller functions left out" : "") + ".</p>" +
-      '<table class="ages"><thead><tr><th>function</th><th>live</th><th>by birth</th><th>kind</th></tr></thead><tbody></tbody></table>';
+      '<table class="ages"><thead><tr><th>program frame ← via function</th><th>live</th><th>by birth</th><th>kind</th></tr></thead><tbody></tbody></table>';
     const body = box.querySelector("tbody");
     for (const f of ages.functions) {
       const tr = document.createElement("tr");
       tr.dataset.name = f.name;
       tr.dataset.class = f.class;
-      tr.innerHTML = '<td class="name"><a href="#" title="' + escapeText(f.name) + '">' + escapeText(f.name) + "</a></td>" +
+      // Led by the program's own frame when it is another function, as
+      // `heapdiff ages` prints it.
+      const program = f.program_frame && f.program_frame !== f.name
+        ? '<span class="program">' + escapeText(f.program_frame) + '</span> <span class="via">← via</span> ' : "";
+      if (f.program_frame) tr.dataset.program = f.program_frame;
+      tr.innerHTML = '<td class="name">' + program + '<a href="#" title="' + escapeText(f.name) + '">' + escapeText(f.name) + "</a></td>" +
         '<td class="live" title="95 % [' + escapeText(bytes(f.live[1])) + ", " + escapeText(bytes(f.live[2])) + ']">' + escapeText(bytes(f.live[0])) +
         '</td><td class="bars"></td><td class="kind" title="' + escapeText((KINDS[f.class] || [])[1] || "") + '">' +
         escapeText((KINDS[f.class] || [f.class])[0]) + "</td>";

@@ -2,6 +2,7 @@
 
 use clap::Args;
 use heapdiff::model::BuildOptions;
+use heapdiff::model::NotMine;
 use heapdiff::pipeline::Settings;
 use heapdiff::symbols::{NameStyle, SymbolizeOptions};
 use heapdiff_serve::Config;
@@ -34,6 +35,14 @@ pub struct ServeArgs {
     /// full names either way).
     #[arg(long)]
     pub full_names: bool,
+    /// Also treat as not the program's own code when naming program
+    /// frames: a module (an entry with `/` or `.so`) or a function name
+    /// prefix, as `heapdiff --not-mine`. Repeatable.
+    #[arg(long, value_name = "PREFIX|MODULE")]
+    pub not_mine: Vec<String>,
+    /// Every named frame is the program's own, as `heapdiff --all-mine`.
+    #[arg(long)]
+    pub all_mine: bool,
 }
 
 impl ServeArgs {
@@ -60,6 +69,10 @@ impl ServeArgs {
                     NameStyle::Short
                 },
                 allow_mismatch: false,
+                not_mine: NotMine {
+                    extra: self.not_mine.clone(),
+                    all_mine: self.all_mine,
+                },
                 ..Settings::default()
             },
         }

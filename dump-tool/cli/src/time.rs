@@ -15,8 +15,8 @@ use heapdiff::compare::gate::Threshold;
 use heapdiff::input::load;
 use heapdiff::model::Metric;
 use heapdiff::pipeline::time::{
-    DEFAULT_AGE_SLICES, leaks, lifetimes, live_ages, live_ages_by_stack, open_series, peak,
-    require_loaded, series_peak,
+    DEFAULT_AGE_SLICES, exit_left_out, leaks, lifetimes, live_ages, live_ages_by_stack,
+    open_series, peak, process_summary, require_loaded, series_peak,
 };
 use heapdiff::pipeline::{Loaded, Session};
 use heapdiff::render::{time_json, time_text};
@@ -199,9 +199,30 @@ pub fn run_leaks(args: &LeaksArgs) -> Result<ExitCode> {
         .unwrap_or_default();
     let names: Vec<String> = series.sides().iter().map(|s| s.name.clone()).collect();
     let peak = series_peak(&series).map(|p| (p, names[p.nearest].as_str()));
+    let exit = exit_left_out(&series);
+    // The process summary of a series (one dump tells no story of it).
+    let summary = (names.len() > 1).then(|| process_summary(&series, &rows));
+    let mut lines = exit.map_or_else(String::new, |e| time_text::exit_line(&e, &names));
+    if let Some(summary) = &summary {
+        lines.push_str(&time_text::summary_lines(summary, &names));
+    }
     args.out.write(match args.out.format {
-        TimeFormat::Text => time_text::leaks(names.len(), &rows, &failing, peak, args.out.top),
-        TimeFormat::Json => time_json::leaks(&names, &rows, &failing, peak),
+        TimeFormat::Text => time_text::leaks(
+            names.len(),
+            &rows,
+            &failing,
+            peak,
+            Some(lines),
+            args.out.top,
+        ),
+        TimeFormat::Json => time_json::leaks(
+            &names,
+            &rows,
+            &failing,
+            peak,
+            exit.as_ref(),
+            summary.as_ref(),
+        ),
     })?;
     let Some(rate) = args.fail_if_grows else {
         return Ok(ExitCode::SUCCESS);

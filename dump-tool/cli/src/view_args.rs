@@ -3,7 +3,7 @@
 
 use clap::Args;
 use clap::builder::PossibleValue;
-use heapdiff::model::{BirthRange, BuildOptions, Metric, TimePoint, Transforms};
+use heapdiff::model::{BirthRange, BuildOptions, Metric, NotMine, TimePoint, Transforms};
 use heapdiff::pipeline::Settings;
 use heapdiff::symbols::{NameStyle, SymbolizeOptions};
 use regex::Regex;
@@ -61,6 +61,22 @@ pub struct ViewArgs {
     /// In-use values count only memory born before T (as --born-after).
     #[arg(long, value_name = "T", value_parser = parse_time_point)]
     pub born_before: Option<TimePoint>,
+    /// Also treat as not the program's own code, when naming each ranked
+    /// function's program frame: a module (an entry with `/` or `.so`: a
+    /// path's start, `/opt/vendor/`, or a file name's start,
+    /// `libvendor.so`) or a function name prefix (`absl::`, `g_`).
+    /// Repeatable; added to the built-in system libraries and runtimes.
+    #[arg(long, value_name = "PREFIX|MODULE")]
+    pub not_mine: Vec<String>,
+    /// Every named frame is the program's own (no runtime or system
+    /// library is skipped when naming program frames).
+    #[arg(long)]
+    pub all_mine: bool,
+    /// Group by program frame: the runtime's and system libraries' frames
+    /// at the leaf are dropped, so every table ranks the program's
+    /// functions that called into them (bottom-up by program frame).
+    #[arg(long, value_name = "GROUPING", value_parser = ["program-frame"])]
+    pub group: Option<String>,
 }
 
 impl ViewArgs {
@@ -91,9 +107,14 @@ impl ViewArgs {
                     .filter(|_| !self.keep_allocator_frames),
                 by_thread: self.by_thread,
                 size_frames: self.size_frames,
+                program_frames: self.group.is_some(),
             },
             metric,
             allow_mismatch,
+            not_mine: NotMine {
+                extra: self.not_mine.clone(),
+                all_mine: self.all_mine,
+            },
         }
     }
 }

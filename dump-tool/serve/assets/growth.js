@@ -40,6 +40,14 @@ const hdGrowth = (function () {
     return '<td class="kind kind-' + escapeText(f.class) + '" data-class="' + escapeText(f.class) + '" title="' + escapeText(why) + '">' +
       escapeText(KINDS[f.class] || f.class) + "</td>";
   }
+  // The program's own function that called into the allocating one, when
+  // it is another (`svc::Ledger::record ← via std::make_unique<…>`): what
+  // the row leads with, as `heapdiff leaks` prints it.
+  function programFirst(f) {
+    if (!f.program_frame || f.program_frame === f.label) return "";
+    return '<span class="program" title="the program\'s own frame (the innermost outside the runtime and system libraries)">' +
+      escapeText(f.program_frame) + '</span> <span class="via">← via</span> ';
+  }
   function render(panel, report) {
     const first = report.dumps[0], last = report.dumps[report.dumps.length - 1];
     const head = '<h3>Growing across the series</h3><p class="hint">Functions (where memory was allocated) whose live memory grew ' +
@@ -50,14 +58,15 @@ const hdGrowth = (function () {
       return;
     }
     const classified = report.functions.some((f) => f.class);
-    panel.innerHTML = head + '<table class="growing"><thead><tr><th>function</th><th>over time</th><th>first → last</th>' +
+    panel.innerHTML = head + '<table class="growing"><thead><tr><th>program frame ← via function</th><th>over time</th><th>first → last</th>' +
       "<th>change (95 %)</th><th>trend</th>" + (classified ? "<th>kind</th><th title=\"live bytes in the last dump per birth slice of its run\">by birth</th>" : "") + "</tr></thead><tbody></tbody></table>";
     const body = panel.querySelector("tbody");
     for (const f of report.functions) {
       const tr = document.createElement("tr");
       tr.className = "grows";
       tr.dataset.name = f.label;
-      tr.innerHTML = '<td class="name"><a href="' + escapeText(viewUrl(last, first, f.label)) + '" title="' + escapeText(f.full) + '">' +
+      if (f.program_frame) tr.dataset.program = f.program_frame;
+      tr.innerHTML = '<td class="name">' + programFirst(f) + '<a href="' + escapeText(viewUrl(last, first, f.label)) + '" title="' + escapeText(f.full) + '">' +
         escapeText(f.label) + '</a></td><td class="spark"></td><td>' + bytes(f.values[0]) + " → " + bytes(f.values[f.values.length - 1]) +
         "</td><td>" + signed(f.change, "bytes") + " [" + signed(f.change_low, "bytes") + ", " + signed(f.change_high, "bytes") + "]</td>" +
         '<td class="trend">' + (f.still_growing ? "still growing" : "levelled off") + "</td>" + (classified ? kind(f) + '<td class="ages"></td>' : "");

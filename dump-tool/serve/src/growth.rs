@@ -8,12 +8,13 @@
 //! the last dump (leak, cache or start-up: `heapdiff::compare::ages`) and
 //! its live bytes per birth slice of that dump (`heapdiff ages`' slices).
 //!
-//! The exit dump is left out when there are at least two others: many
-//! programs free everything on the way out (CPython, Rust), which says
-//! nothing about what grew while they ran. A long series is measured on at
-//! most [`MAX_SERIES`] dumps spread evenly over it (the first and the last
-//! always among them); the answer is kept for the next request while the
-//! dumps stay the same (`built_cache`).
+//! The dumps measured are those `heapdiff leaks` measures
+//! (`heapdiff::pipeline::time::leak_series`: the exit dump left out when
+//! at least two others remain, at most 12 spread evenly over a long
+//! series), and the rows come in the order of its leak candidates
+//! (`candidates`, the same list `heapdiff leaks` prints), each named with
+//! its program frame: one answer from every door. The answer is kept for
+//! the next request while the dumps stay the same (`built_cache`).
 
 use crate::AppState;
 use crate::catalog::Entry;
@@ -25,16 +26,14 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
-use heapdiff::compare::ages::{Ages, ages};
+use heapdiff::compare::ages::{Ages, ages, leak_candidates};
 use heapdiff::compare::growth::{Growth, growing};
 use heapdiff::model::Metric;
-use heapdiff::pipeline::time::DEFAULT_AGE_SLICES;
+use heapdiff::pipeline::time::{DEFAULT_AGE_SLICES, leak_series};
 use heapdiff::render::html::ages::slice_bounds;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// Dumps a series is measured on at most.
-pub const MAX_SERIES: usize = 12;
 /// Functions listed at most.
 const MAX_FUNCTIONS: usize = 20;
 
@@ -55,11 +54,25 @@ struct Report {
     /// high)` ns since the start (`heapdiff ages`' slices of that dump).
     slices_ns: Option<Vec<(u64, u64)>>,
     functions: Vec<Row>,
+    /// The leak candidates of `heapdiff leaks` on the same dumps, most
+    /// likely first: the order of `functions`.
+    candidates: Vec<Candidate>,
+}
+
+#[derive(Serialize)]
+struct Candidate {
+    name: String,
+    /// The program's own function that called into it.
+    program_frame: Option<String>,
+    leaking: bool,
 }
 
 #[derive(Serialize)]
 struct Row {
     label: String,
+    /// The program's own function that called into it (where most of its
+    /// live memory was allocated): what the panel leads with.
+    program_frame: Option<String>,
     full: String,
     values: Vec<f64>,
     lows: Vec<f64>,
@@ -85,6 +98,7 @@ impl Row {
         let change = growth.change.interval();
         Row {
             still_growing: growth.still_growing(),
+            program_frame: growth.program_frame,
             label: growth.label,
             full: growth.full,
             values: intervals.iter().map(|i| i.estimate.round()).collect(),
@@ -126,10 +140,13 @@ pub async fn growth(
     if dumps.first().is_none_or(|(first, _)| *first != key) {
         return refuse(StatusCode::NOT_FOUND, &format!("no process {key:?} here"));
     }
-    let all = dumps.len();
-    let running = while_running(dumps.into_iter().map(|(_, e)| e).collect());
-    let without_exit = running.len() < all;
-    let series = spread(running);
+    let is_exit: Vec<bool> = dumps
+        .iter()
+        .map(|(_, e)| matches!(&e.summary, Ok(s) if s.trigger == "final"))
+        .collect();
+    let measured = leak_series(&is_exit);
+    let without_exit = measured.iter().all(|&i| !is_exit[i]) && is_exit.contains(&true);
+    let series: Vec<Arc<Entry>> = measured.into_iter().map(|i| dumps[i].1.clone()).collect();
     let key = cache_key("growth", &series);
     let entries = series.clone();
     json_kept_or_built(
@@ -140,33 +157,6 @@ pub async fn growth(
         move |state, _| report(state, &series, without_exit),
     )
     .await
-}
-
-/// The dumps but the exit dump, when at least two others remain.
-fn while_running(dumps: Vec<Arc<Entry>>) -> Vec<Arc<Entry>> {
-    let is_exit = |e: &Arc<Entry>| matches!(&e.summary, Ok(s) if s.trigger == "final");
-    if dumps.iter().filter(|e| !is_exit(e)).count() >= 2 {
-        dumps.into_iter().filter(|e| !is_exit(e)).collect()
-    } else {
-        dumps
-    }
-}
-
-/// At most [`MAX_SERIES`] of `dumps`, evenly spread, first and last kept.
-fn spread<T>(dumps: Vec<T>) -> Vec<T> {
-    let n = dumps.len();
-    if n <= MAX_SERIES {
-        return dumps;
-    }
-    let picked: Vec<usize> = (0..MAX_SERIES)
-        .map(|i| i * (n - 1) / (MAX_SERIES - 1))
-        .collect();
-    dumps
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| picked.contains(i))
-        .map(|(_, d)| d)
-        .collect()
 }
 
 fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result<String, Failure> {
@@ -181,7 +171,7 @@ fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result
     let births = series
         .last()
         .is_some_and(|e| matches!(&e.summary, Ok(s) if s.births));
-    let (functions, ages) = state.symbols.with_series(inputs, &settings, |series| {
+    let (functions, ages, candidates) = state.symbols.with_series(inputs, &settings, |series| {
         let profiles: Vec<_> = series.sides().iter().map(|side| &side.profile).collect();
         let ages = births
             .then(|| {
@@ -190,8 +180,17 @@ fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result
                     .map(|last| ages(last, series.table(), usize::from(DEFAULT_AGE_SLICES)))
             })
             .flatten();
-        (growing(&profiles, series.table(), metric), ages)
+        let candidates = leak_candidates(&profiles, series.table());
+        (growing(&profiles, series.table(), metric), ages, candidates)
     });
+    let rank = |label: &str| {
+        candidates
+            .iter()
+            .position(|c| c.name == label)
+            .unwrap_or(usize::MAX)
+    };
+    let mut functions = functions;
+    functions.sort_by_key(|growth| rank(&growth.label));
     let report = Report {
         metric: metric.name(),
         without_exit_dump: without_exit,
@@ -203,20 +202,14 @@ fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result
             .take(MAX_FUNCTIONS)
             .map(|growth| Row::of(growth).classified(ages.as_ref()))
             .collect(),
+        candidates: candidates
+            .iter()
+            .map(|c| Candidate {
+                name: c.name.clone(),
+                program_frame: c.program_frame.clone(),
+                leaking: c.leaking(),
+            })
+            .collect(),
     };
     serde_json::to_string(&report).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_long_series_is_spread_evenly_with_both_ends() {
-        let picked = spread((0..2000).collect::<Vec<_>>());
-        assert_eq!(picked.len(), MAX_SERIES);
-        assert_eq!(picked[0], 0);
-        assert_eq!(*picked.last().unwrap(), 1999);
-        assert_eq!(spread(vec![1, 2, 3]), [1, 2, 3]);
-    }
 }

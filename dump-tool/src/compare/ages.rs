@@ -11,7 +11,7 @@
 use super::growth::growing;
 use super::lifetimes::Amount;
 use crate::model::folding::folded_key;
-use crate::model::{Birth, Metric, Profile, Sample, function_name};
+use crate::model::{Birth, Metric, Profile, ProgramFrames, Sample, leaf_name};
 use crate::stats::births::STARTUP_SHARE;
 use crate::stats::{Class, Delta, Estimate, Interval, Windows, per_second};
 use crate::symbols::LocationTable;
@@ -33,6 +33,10 @@ pub struct AgeRow {
     /// which memory born there was kept (a leak's rate; about 0 for a
     /// cache that turns over).
     pub kept_rate: Estimate,
+    /// The program's own function that called into it, where most of its
+    /// live bytes were allocated ([`crate::model::program_frame`]); rows
+    /// per function only.
+    pub program_frame: Option<String>,
 }
 
 /// The ages of a profile's live memory.
@@ -52,13 +56,13 @@ pub struct Ages {
 /// The ages of `profile`'s live memory in `slices` equal slices of the run
 /// (at least 1), per allocating function.
 pub fn ages(profile: &Profile, table: &LocationTable, slices: usize) -> Ages {
-    ages_by(profile, slices, |sample| {
-        sample
-            .frames
-            .first()
-            .map_or("??", |&f| function_name(table, f))
-            .to_string()
-    })
+    let key = |sample: &Sample| leaf_name(sample, table).to_string();
+    let program = ProgramFrames::of(profile, table, Metric::InuseSpace, key);
+    let mut ages = ages_by(profile, slices, key);
+    for row in &mut ages.rows {
+        row.program_frame = program.get(&row.name).map(str::to_string);
+    }
+    ages
 }
 
 /// [`ages`] per stack (its functions root first, joined by `;`).
@@ -106,6 +110,7 @@ fn ages_by(profile: &Profile, slices: usize, key: impl Fn(&Sample) -> String) ->
                 class: windows.class(),
                 kept_rate: per_second(&windows.older, older_seconds),
                 windows,
+                program_frame: None,
             }
         })
         .collect();
@@ -180,6 +185,9 @@ impl Trend {
 #[derive(Clone, Debug, PartialEq)]
 pub struct LeakRow {
     pub name: String,
+    /// The program's own function that called into it
+    /// ([`crate::model::program_frame`]): what the report leads with.
+    pub program_frame: Option<String>,
     /// The class and its evidence, from the births in the last dump.
     pub ages: Option<AgeRow>,
     /// The change of its live bytes from the first to the last dump of the
@@ -222,6 +230,7 @@ pub fn leak_candidates(series: &[&Profile], table: &LocationTable) -> Vec<LeakRo
             if age.class == Class::Accumulating {
                 let row = LeakRow {
                     name: age.name.clone(),
+                    program_frame: age.program_frame.clone(),
                     rate: age.kept_rate.interval(),
                     ages: Some(age),
                     growth: None,
@@ -247,8 +256,13 @@ pub fn leak_candidates(series: &[&Profile], table: &LocationTable) -> Vec<LeakRo
             } else {
                 Trend::LevelledOff
             };
+            let ages = classes.get(&grown.label).cloned();
             let row = LeakRow {
-                ages: classes.get(&grown.label).cloned(),
+                program_frame: grown
+                    .program_frame
+                    .clone()
+                    .or_else(|| ages.as_ref().and_then(|a| a.program_frame.clone())),
+                ages,
                 name: grown.label,
                 growth: Some(grown.change),
                 trend: Some(trend),

@@ -13,7 +13,9 @@
 //! [`crate::model::distinct_labels`]). No I/O.
 
 use super::comparison::{ChangeSums, Comparison};
-use crate::model::{FunctionNames, Metric, Profile, Sample, distinct_labels, line_of};
+use crate::model::{
+    FunctionNames, Metric, Profile, ProgramFrames, Sample, distinct_labels, line_of,
+};
 use crate::stats::{Delta, Estimate};
 use crate::symbols::LocationTable;
 use std::collections::HashMap;
@@ -31,6 +33,10 @@ pub struct Growth {
     pub change: Delta,
     /// From the middle profile to the last.
     pub late_change: Delta,
+    /// The program's own function that called into it, where most of its
+    /// live memory in the last profile was allocated
+    /// ([`crate::model::program_frame`]).
+    pub program_frame: Option<String>,
 }
 
 impl Growth {
@@ -53,6 +59,10 @@ pub fn growing(series: &[&Profile], table: &LocationTable, metric: Metric) -> Ve
     let middle = series[series.len() / 2];
     let (names, values) = self_values(series, table, metric);
     let labels = distinct_labels(&names);
+    let templates_of = |sample: &Sample| {
+        leaf_function(table, sample).map_or_else(String::new, |names| names.templates)
+    };
+    let program = ProgramFrames::of(last, table, metric, templates_of);
     let (whole, late) = (Comparison::of(first, last), Comparison::of(middle, last));
     let (whole, late) = (
         leaf_changes(&whole, table, metric),
@@ -63,6 +73,7 @@ pub fn growing(series: &[&Profile], table: &LocationTable, metric: Metric) -> Ve
         .zip(labels)
         .zip(values)
         .map(|((names, label), values)| Growth {
+            program_frame: program.get(&names.templates).map(str::to_string),
             change: whole(&names.templates),
             late_change: late(&names.templates),
             label,

@@ -10,7 +10,7 @@
 
 use crate::model::folding::folded_key;
 use crate::model::time::temporary_buckets;
-use crate::model::{Profile, Sample, function_name};
+use crate::model::{Metric, Profile, ProgramFrames, Sample, leaf_name};
 use crate::stats::{Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
 use heapsample_format::{LifetimeBucket, Weights, bucket_bounds_ns};
@@ -87,17 +87,21 @@ pub struct LifetimeRow {
     pub temporary: Amount,
     /// The non-empty buckets, shortest lifetimes first.
     pub buckets: Vec<BucketAmount>,
+    /// The program's own function that called into it, where most of its
+    /// allocations were made ([`crate::model::program_frame`]); rows per
+    /// function only.
+    pub program_frame: Option<String>,
 }
 
 /// One row per allocating function, most objects freed first.
 pub fn function_lifetimes(profile: &Profile, table: &LocationTable) -> Vec<LifetimeRow> {
-    rows(profile, |sample| {
-        sample
-            .frames
-            .first()
-            .map_or("??", |&f| function_name(table, f))
-            .to_string()
-    })
+    let key = |sample: &Sample| leaf_name(sample, table).to_string();
+    let program = ProgramFrames::of(profile, table, Metric::AllocObjects, key);
+    let mut rows = rows(profile, key);
+    for row in &mut rows {
+        row.program_frame = program.get(&row.name).map(str::to_string);
+    }
+    rows
 }
 
 /// One row per stack (root first), most objects freed first.
@@ -143,5 +147,6 @@ fn row(name: String, buckets: &[LifetimeBucket], temporary: usize, period: u64) 
         freed,
         temporary: temp,
         buckets: amounts,
+        program_frame: None,
     }
 }

@@ -21,7 +21,10 @@ pub mod lifetimes;
 pub mod pairing;
 
 pub use comparison::{ChangeSums, Comparison, VarianceRule};
-pub use functions::{FunctionChange, FunctionValue, function_changes, function_values};
+pub use functions::{
+    FunctionChange, FunctionValue, ProgramFrameValue, function_changes, function_values,
+    program_frame_values,
+};
 pub use pairing::pairing;
 
 /// Sorts `rows` largest `value` first, ties by `name` (a value that is not

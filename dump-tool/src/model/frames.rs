@@ -161,6 +161,63 @@ pub fn distinct_labels(functions: &[FunctionNames]) -> Vec<String> {
         .collect()
 }
 
+/// The label of every function frame of some stacks, as the viewer
+/// labels them: a short name that two instantiations of a template share
+/// becomes the name with template arguments ([`distinct_labels`]); other
+/// frames keep their display name (full names, module qualifiers).
+#[derive(Clone, Debug, Default)]
+pub struct FrameLabels {
+    by_frame: HashMap<FrameRef, String>,
+}
+
+impl FrameLabels {
+    /// The labels of the frames of `stacks`.
+    pub fn of<'a>(
+        table: &LocationTable,
+        stacks: impl IntoIterator<Item = &'a [FrameRef]>,
+    ) -> FrameLabels {
+        let mut frames: HashSet<FrameRef> = HashSet::new();
+        for stack in stacks {
+            frames.extend(stack.iter().copied());
+        }
+        // Frames showing their short name, each with its names.
+        let named: Vec<(FrameRef, FunctionNames)> = frames
+            .into_iter()
+            .filter_map(|frame| {
+                let line = line_of(table, frame)?;
+                let names = FunctionNames::of(line);
+                (line.display == names.short).then_some((frame, names))
+            })
+            .collect();
+        let mut functions: Vec<FunctionNames> = named.iter().map(|(_, n)| n.clone()).collect();
+        functions.sort_by(|a, b| a.templates.cmp(&b.templates));
+        functions.dedup_by(|a, b| a.templates == b.templates);
+        let labels: HashMap<&str, String> = functions
+            .iter()
+            .map(|n| n.templates.as_str())
+            .zip(distinct_labels(&functions))
+            .collect();
+        FrameLabels {
+            by_frame: named
+                .iter()
+                .filter_map(|(frame, names)| {
+                    let label = labels.get(names.templates.as_str())?;
+                    (label != &names.short).then(|| (*frame, label.clone()))
+                })
+                .collect(),
+        }
+    }
+
+    /// The label of `frame`: its display name unless two instantiations
+    /// share it.
+    pub fn get<'a>(&'a self, table: &'a LocationTable, frame: FrameRef) -> &'a str {
+        match self.by_frame.get(&frame) {
+            Some(label) => label,
+            None => function_name(table, frame),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

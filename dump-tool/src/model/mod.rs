@@ -6,8 +6,9 @@
 //! ([`frames`], [`allocator`]), lifetimes, births and the time a dump
 //! tells ([`time`]), folded stacks ([`folding`]), the views
 //! (`--focus`, `--hide`, threads, size classes: [`transform`]), the
-//! merge of many profiles ([`merge`]) and the live heap three ways
-//! ([`live_heap`]: estimated, in usable bytes, exact). Reads dumps and the
+//! merge of many profiles ([`merge`]), the live heap three ways
+//! ([`live_heap`]: estimated, in usable bytes, exact) and the program's
+//! own frame of a stack ([`program_frame`]: what is "not mine"). Reads dumps and the
 //! symbolized location table; never reads files, never formats output.
 
 pub mod allocator;
@@ -17,12 +18,14 @@ pub mod live_heap;
 pub mod merge;
 pub mod metric;
 pub mod profile;
+pub mod program_frame;
 pub mod size_class;
 pub mod time;
 pub mod transform;
 
-pub use frames::{FrameRef, FunctionNames, distinct_labels, function_name, line_of};
+pub use frames::{FrameLabels, FrameRef, FunctionNames, distinct_labels, function_name, line_of};
 pub use metric::{Metric, RawCounts, Values};
 pub use profile::{BuildOptions, Origin, Profile, Sample};
+pub use program_frame::{NotMine, ProgramFrames, leaf_name, program_frame, program_frame_name};
 pub use time::{Birth, BirthRange, TimeInfo, TimePoint};
 pub use transform::Transforms;

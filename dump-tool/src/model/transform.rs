@@ -1,5 +1,6 @@
-//! Views of a profile: focus, ignore, hide, extra allocator frames, a root
-//! frame per thread, a leaf frame per size class.
+//! Views of a profile: focus, ignore, hide, extra allocator frames, the
+//! grouping by program frame, a root frame per thread, a leaf frame per
+//! size class.
 //!
 //! Owns [`Transforms`] and [`apply`], a plain function from a profile to the
 //! profile every renderer then draws, so every format shows the same view.
@@ -32,6 +33,11 @@ pub struct Transforms {
     /// A leaf frame per size class of the stack's mean object size,
     /// `[4–8 KiB]`, measured by the metric's side (in use or allocated).
     pub size_frames: bool,
+    /// Group by program frame: the frames at the leaf that are not the
+    /// program's own code ([`super::program_frame`]) are dropped, so each
+    /// stack's leaf is its program frame (a stack without one keeps its
+    /// outermost frame).
+    pub program_frames: bool,
 }
 
 impl Transforms {
@@ -43,6 +49,7 @@ impl Transforms {
             && self.allocator_frames.is_none()
             && !self.by_thread
             && !self.size_frames
+            && !self.program_frames
     }
 }
 
@@ -88,6 +95,13 @@ fn transform_sample(
     if let Some(allocator) = &transforms.allocator_frames {
         let wrappers = frames.iter().take_while(|f| matches(allocator, f)).count();
         frames.drain(..wrappers.min(frames.len().saturating_sub(1)));
+    }
+    if transforms.program_frames {
+        let runtime = frames
+            .iter()
+            .take_while(|f| line_of(table, **f).is_some_and(|line| !line.program))
+            .count();
+        frames.drain(..runtime.min(frames.len().saturating_sub(1)));
     }
     if let Some(ignore) = &transforms.ignore
         && frames.iter().any(|f| matches(ignore, f))

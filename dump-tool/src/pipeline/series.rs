@@ -39,6 +39,7 @@ impl Series {
         table.symbolize(&symbolize, &mut |w| notice(Notice::Warning(w)));
         release_free_memory();
         table.assign_display_names(settings.names);
+        settings.not_mine.classify(&mut table);
         let sides = inputs
             .into_iter()
             .zip(stacks)

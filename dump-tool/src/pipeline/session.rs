@@ -107,6 +107,7 @@ impl Session {
         table.symbolize(&symbolize, &mut |w| notice(Notice::Warning(w)));
         release_free_memory();
         table.assign_display_names(settings.names);
+        settings.not_mine.classify(&mut table);
         // Each side's interned stacks are dropped once it is built.
         let new = side(&mut table, new, new_stacks, settings);
         let base = base

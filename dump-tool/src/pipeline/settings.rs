@@ -1,7 +1,7 @@
 //! Everything that shapes a view, gathered from the command line or the
 //! server's options.
 
-use crate::model::{BuildOptions, Metric, Transforms};
+use crate::model::{BuildOptions, Metric, NotMine, Transforms};
 use crate::symbols::{NameStyle, SymbolizeOptions};
 
 /// How to symbolize, build and transform the dumps of a session.
@@ -19,4 +19,7 @@ pub struct Settings {
     pub metric: Metric,
     /// Compare dumps of different programs instead of refusing to.
     pub allow_mismatch: bool,
+    /// What is not the program's own code (`--not-mine`, `--all-mine`):
+    /// the rule naming each ranked function's program frame.
+    pub not_mine: NotMine,
 }

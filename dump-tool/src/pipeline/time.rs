@@ -169,13 +169,206 @@ fn profiles(series: &Series) -> Vec<&Profile> {
     series.sides().iter().map(|side| &side.profile).collect()
 }
 
+/// Dumps a series' leaks are measured on at most.
+pub const MAX_LEAK_SERIES: usize = 12;
+
+/// Which dumps of a series (oldest first; `is_exit` tells the exit dumps)
+/// the leak candidates are measured on, by their index: the exit dumps
+/// left out when at least two others remain (programs often free
+/// everything on the way out, which says nothing about what grew while
+/// they ran), then at most [`MAX_LEAK_SERIES`] spread evenly, the first
+/// and the last kept. The command line's `leaks` and the viewer's growing
+/// panel both measure these, so they give one answer.
+pub fn leak_series(is_exit: &[bool]) -> Vec<usize> {
+    let running: Vec<usize> = (0..is_exit.len()).filter(|&i| !is_exit[i]).collect();
+    let kept = if running.len() >= 2 {
+        running
+    } else {
+        (0..is_exit.len()).collect()
+    };
+    let n = kept.len();
+    if n <= MAX_LEAK_SERIES {
+        return kept;
+    }
+    let mut picked: Vec<usize> = (0..MAX_LEAK_SERIES)
+        .map(|i| kept[i * (n - 1) / (MAX_LEAK_SERIES - 1)])
+        .collect();
+    picked.dedup();
+    picked
+}
+
+/// Which dumps of a series are exit dumps (trigger `final`).
+pub fn exit_dumps(series: &Series) -> Vec<bool> {
+    series
+        .sides()
+        .iter()
+        .map(|side| side.first_dump().trigger == heapsample_format::Trigger::Final)
+        .collect()
+}
+
 /// Leak candidates of a series, most likely first (the births of the last
-/// dump, the growth from the first to the last).
+/// measured dump, the growth from the first to the last), measured on the
+/// dumps [`leak_series`] picks.
 pub fn leaks(series: &Series) -> Vec<LeakRow> {
-    leak_candidates(&profiles(series), series.table())
+    let all = profiles(series);
+    let measured: Vec<&Profile> = leak_series(&exit_dumps(series))
+        .into_iter()
+        .map(|i| all[i])
+        .collect();
+    leak_candidates(&measured, series.table())
+}
+
+/// What the exit dump [`leak_series`] left out freed: the live heap of the
+/// last dump before it and its own, in bytes (the exact live heap where
+/// both counted it, else the estimates).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExitFreed {
+    /// The exit dump's index in the series.
+    pub exit: usize,
+    /// The last dump before it.
+    pub before: usize,
+    pub live_before: f64,
+    pub live_at_exit: f64,
+    /// True when both are the exact live heap (usable bytes).
+    pub exact: bool,
+}
+
+/// The exit dump [`leak_series`] leaves out of `series`, if any, and what
+/// it freed.
+pub fn exit_left_out(series: &Series) -> Option<ExitFreed> {
+    let is_exit = exit_dumps(series);
+    let measured = leak_series(&is_exit);
+    let exit = (0..is_exit.len())
+        .rev()
+        .find(|&i| is_exit[i] && !measured.contains(&i))?;
+    let before = (0..exit).rev().find(|&i| !is_exit[i])?;
+    let profile = |i: usize| &series.sides()[i].profile;
+    let exact = |i: usize| profile(i).totals.live_usable_bytes;
+    let (live_before, live_at_exit, exact) = match (exact(before), exact(exit)) {
+        (Some(a), Some(b)) => (a as f64, b as f64, true),
+        _ => (
+            profile(before).estimated.inuse_space,
+            profile(exit).estimated.inuse_space,
+            false,
+        ),
+    };
+    Some(ExitFreed {
+        exit,
+        before,
+        live_before,
+        live_at_exit,
+        exact,
+    })
 }
 
 /// The peak a series knows and the dump nearest to it.
 pub fn series_peak(series: &Series) -> Option<PeakInfo> {
     peak(&profiles(series))
+}
+
+/// The live heap of one dump of a series: its index, bytes, and whether
+/// they are the exact live heap (usable bytes) or the estimate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LiveAt {
+    pub dump: usize,
+    pub bytes: f64,
+    pub exact: bool,
+}
+
+/// One process's story in a few numbers: the exact peak and the dump
+/// nearest to it (what it misses, and the high-water step that would have
+/// caught it), the live heap at the last dump before exit and at exit, and
+/// the top leak candidate with its program frame.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessSummary {
+    pub peak: Option<PeakInfo>,
+    /// The exact live heap of the dump nearest to the peak.
+    pub nearest_live: Option<u64>,
+    /// How much of the peak that dump misses, bytes.
+    pub missed: Option<u64>,
+    /// A `prof_gdump_step` (with `prof_gdump:true`) whose high-water dumps
+    /// would have come within `missed / 2` of the peak: the largest power
+    /// of two not above half of it.
+    pub gdump_step: Option<u64>,
+    pub before_exit: Option<LiveAt>,
+    pub at_exit: Option<LiveAt>,
+    /// The top leak candidate: its function and program frame.
+    pub top_leak: Option<(String, Option<String>)>,
+}
+
+fn live_at(series: &Series, dump: usize) -> LiveAt {
+    let profile = &series.sides()[dump].profile;
+    match profile.totals.live_usable_bytes {
+        Some(bytes) => LiveAt {
+            dump,
+            bytes: bytes as f64,
+            exact: true,
+        },
+        None => LiveAt {
+            dump,
+            bytes: profile.estimated.inuse_space,
+            exact: false,
+        },
+    }
+}
+
+/// The summary of `series` with its leak candidates `rows`.
+pub fn process_summary(series: &Series, rows: &[LeakRow]) -> ProcessSummary {
+    let peak = series_peak(series);
+    let nearest_live =
+        peak.and_then(|p| series.sides()[p.nearest].profile.totals.live_usable_bytes);
+    let missed = peak
+        .zip(nearest_live)
+        .map(|(p, live)| p.peak.live_usable_bytes.saturating_sub(live));
+    let gdump_step = missed
+        .filter(|&m| m >= 2)
+        .map(|m| 1u64 << (63 - (m / 2).leading_zeros()));
+    let is_exit = exit_dumps(series);
+    let exit = is_exit.iter().rposition(|&e| e);
+    let before = (0..exit.unwrap_or(is_exit.len()))
+        .rev()
+        .find(|&i| !is_exit[i]);
+    ProcessSummary {
+        peak,
+        nearest_live,
+        missed,
+        gdump_step,
+        before_exit: before.map(|i| live_at(series, i)),
+        at_exit: exit.map(|i| live_at(series, i)),
+        top_leak: rows
+            .iter()
+            .find(|r| r.leaking())
+            .map(|r| (r.name.clone(), r.program_frame.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suggested_step_is_a_power_of_two_within_half_the_miss() {
+        for missed in [2u64, 3, 1000, 1 << 20, (1 << 20) + 1, 63 << 20] {
+            let step = 1u64 << (63 - (missed / 2).leading_zeros());
+            assert!(step.is_power_of_two() && step <= missed / 2 && 2 * step > missed / 2);
+        }
+    }
+
+    #[test]
+    fn the_exit_dump_is_left_out_when_two_others_remain() {
+        assert_eq!(leak_series(&[false, false, false, true]), [0, 1, 2]);
+        assert_eq!(leak_series(&[false, true]), [0, 1]);
+        assert_eq!(leak_series(&[true]), [0]);
+        assert_eq!(leak_series(&[]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_long_series_is_spread_evenly_with_both_ends() {
+        let mut exits = vec![false; 2000];
+        exits.push(true);
+        let picked = leak_series(&exits);
+        assert_eq!(picked.len(), MAX_LEAK_SERIES);
+        assert_eq!((picked[0], picked[MAX_LEAK_SERIES - 1]), (0, 1999));
+        assert!(picked.windows(2).all(|w| w[0] < w[1]));
+    }
 }

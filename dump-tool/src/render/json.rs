@@ -14,9 +14,13 @@
 //! the view (no copy of its names per stack), in the layout of
 //! [`super::json_rows`].
 
-use crate::compare::{Comparison, FunctionChange, function_changes, function_values};
+use crate::compare::{
+    Comparison, FunctionChange, function_changes, function_values, program_frame_values,
+};
 use crate::input::{Input, trigger_name};
-use crate::model::{FrameRef, Metric, Profile, TimeInfo, function_name};
+use crate::model::{
+    FrameLabels, FrameRef, Metric, Profile, ProgramFrames, Sample, TimeInfo, function_name,
+};
 use crate::pipeline::View;
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Sampling, Unit};
@@ -261,6 +265,10 @@ impl DeltaBound {
 #[derive(Serialize)]
 struct FunctionReport {
     name: String,
+    /// The program's own function that called into it where it allocated
+    /// (the program frame carrying most of its self value); `null` when it
+    /// allocated nothing itself or no frame of its stacks is the program's.
+    program_frame: Option<String>,
     #[serde(rename = "self")]
     self_value: Bound,
     total: Bound,
@@ -365,6 +373,19 @@ impl Serialize for StackTable<'_> {
     }
 }
 
+/// One program frame's self value.
+#[derive(Serialize)]
+struct ProgramFrameReport {
+    /// The program frame (the leaf of a stack without one).
+    name: String,
+    /// The self value of the stacks whose program frame it is.
+    #[serde(rename = "self")]
+    self_value: Bound,
+    /// The allocating function carrying most of it, `null` when that is
+    /// the program frame itself.
+    via: Option<String>,
+}
+
 /// One metric's value of a listed stack.
 #[derive(Serialize)]
 struct StackValue {
@@ -449,6 +470,8 @@ struct MetricReport<'a> {
     total: Bound,
     /// Its functions, largest total first.
     functions: Vec<FunctionReport>,
+    /// Its self values grouped by program frame, largest first.
+    program_frames: Vec<ProgramFrameReport>,
     /// Its distinct stacks with a non-zero estimate, largest first: their
     /// indices in the report's `stacks` and their values.
     stacks: MetricStacks<'a>,
@@ -485,6 +508,14 @@ impl<'a> MetricReport<'a> {
             base_detection_limit: base.map(|b| DetectionLimit::of(&b.sampling(metric))),
             total: Bound::of(&view.new.profile.estimate(metric)),
             functions: functions(&view.new.profile, view.table, metric),
+            program_frames: program_frame_values(&view.new.profile, view.table, metric)
+                .into_iter()
+                .map(|row| ProgramFrameReport {
+                    name: row.name,
+                    self_value: Bound::of(&row.estimate),
+                    via: row.via,
+                })
+                .collect(),
             stacks: stacks(table, metric),
             base_total: base.map(|b| Bound::of(&b.estimate(metric))),
             variance_rule: comparison.map(|c| c.rule(metric).name()),
@@ -501,9 +532,20 @@ fn by_size_then_name(a: (f64, &str), b: (f64, &str)) -> Ordering {
 }
 
 fn functions(profile: &Profile, table: &LocationTable, metric: Metric) -> Vec<FunctionReport> {
+    // Keyed by the label `function_values` gives each function.
+    let labels = FrameLabels::of(table, profile.samples.iter().map(|s| &s.frames[..]));
+    let leaf = |sample: &Sample| {
+        sample
+            .frames
+            .first()
+            .map_or("??", |&frame| labels.get(table, frame))
+            .to_string()
+    };
+    let program = ProgramFrames::of(profile, table, metric, leaf);
     let mut rows: Vec<FunctionReport> = function_values(profile, table, metric)
         .into_iter()
         .map(|(name, value)| FunctionReport {
+            program_frame: program.get(&name).map(str::to_string),
             name,
             self_value: Bound::of(&value.self_estimate),
             total: Bound::of(&value.total_estimate),

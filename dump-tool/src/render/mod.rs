@@ -17,6 +17,16 @@ pub mod time_json;
 pub mod time_text;
 pub mod xml;
 
+/// A ranked function led by its program frame: `svc::Ledger::record ←
+/// via std::make_unique<…>`, or the function alone when it is its own
+/// program frame or has none.
+pub fn program_first(name: &str, program_frame: Option<&str>) -> String {
+    match program_frame {
+        Some(program) if program != name => format!("{program} ← via {name}"),
+        _ => name.to_string(),
+    }
+}
+
 /// Round a corrected estimate to the integer the text formats show.
 pub fn round(value: f64) -> i64 {
     value.round() as i64

@@ -7,6 +7,7 @@ use super::bounds::{change_bracket, estimate_bracket, limits_sentence, variance_
 use super::round;
 use crate::compare::{
     Comparison, FunctionChange, FunctionValue, function_changes, function_values,
+    program_frame_values,
 };
 use crate::input::foreign::is_foreign;
 use crate::model::Metric;
@@ -90,8 +91,46 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
             );
         }
     }
+    program_frames_table(out, view, top, whole);
     let _ = writeln!(out);
     totals_lines(out, "", view.new);
+}
+
+/// The self values grouped by program frame (the program's own function
+/// that called into the runtime or a system library), each with the
+/// allocating function carrying most of it; left out when every stack's
+/// leaf is its own program frame (the self table says it all).
+fn program_frames_table(out: &mut String, view: &View<'_>, top: usize, whole: f64) {
+    let rows = program_frame_values(&view.new.profile, view.table, view.metric);
+    let rows: Vec<_> = rows
+        .into_iter()
+        .filter(|row| round(row.estimate.value) != 0)
+        .take(top)
+        .collect();
+    if rows.iter().all(|row| row.via.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nTop {top} program frames by self {} ({}):",
+        view.metric.name(),
+        view.metric.unit()
+    );
+    let _ = writeln!(
+        out,
+        "{:>14} {:>7} {:>27}  program frame ← via allocating function",
+        "self", "self%", "self 95% interval"
+    );
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "{:>14} {:>7} {:>27}  {}",
+            round(row.estimate.value),
+            percent(row.estimate.value, whole),
+            estimate_bracket(&row.estimate),
+            super::program_first(row.via.as_deref().unwrap_or(&row.name), Some(&row.name)),
+        );
+    }
 }
 
 fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) {

@@ -6,7 +6,7 @@
 use super::json::{Bound, DeltaBound};
 use crate::compare::ages::{AgeRow, Ages, LeakRow};
 use crate::compare::lifetimes::{Amount, LifetimeRow};
-use crate::pipeline::time::{Lifetimes, PeakInfo};
+use crate::pipeline::time::{ExitFreed, Lifetimes, LiveAt, PeakInfo, ProcessSummary};
 use crate::stats::Interval;
 use serde::Serialize;
 
@@ -59,6 +59,9 @@ struct BucketReport {
 #[derive(Serialize)]
 struct LifetimeReport {
     name: String,
+    /// The program's own function that called into it (`null`: none, or
+    /// a stack row).
+    program_frame: Option<String>,
     freed: AmountReport,
     temporary: AmountReport,
     buckets: Vec<BucketReport>,
@@ -68,6 +71,7 @@ impl LifetimeReport {
     fn of(row: &LifetimeRow) -> LifetimeReport {
         LifetimeReport {
             name: row.name.clone(),
+            program_frame: row.program_frame.clone(),
             freed: AmountReport::of(&row.freed),
             temporary: AmountReport::of(&row.temporary),
             buckets: row
@@ -135,6 +139,9 @@ struct WindowsReport {
 #[derive(Serialize)]
 struct AgeReport {
     name: String,
+    /// The program's own function that called into it (`null`: none, or
+    /// a stack row).
+    program_frame: Option<String>,
     class: &'static str,
     live: AmountReport,
     /// Live memory born in each slice of `slices_ns`.
@@ -150,6 +157,7 @@ impl AgeReport {
     fn of(row: &AgeRow) -> AgeReport {
         AgeReport {
             name: row.name.clone(),
+            program_frame: row.program_frame.clone(),
             class: row.class.name(),
             live: AmountReport::of(&row.live),
             slices: row.slices.iter().map(AmountReport::of).collect(),
@@ -212,6 +220,10 @@ impl RateReport {
 #[derive(Serialize)]
 struct LeakReport {
     name: String,
+    /// The program's own function that called into it: what the text
+    /// report and the viewer lead with (`null` when every frame of its
+    /// stacks is the runtime's).
+    program_frame: Option<String>,
     /// From the births in the last dump; `null` without births.
     class: Option<&'static str>,
     /// From the series: `growing`, `plateau`, `shrinking`, `flat`; `null`
@@ -232,12 +244,71 @@ struct LeakReport {
     fails: bool,
 }
 
-/// `heapdiff leaks --format json`.
+#[derive(Serialize)]
+struct ExitReport {
+    /// The exit dump left out of the trend.
+    dump: String,
+    /// The last dump before it.
+    before_dump: String,
+    live_before_bytes: f64,
+    live_at_exit_bytes: f64,
+    /// What it freed on the way out.
+    freed_bytes: f64,
+    /// True: the exact live heap (usable bytes); false: estimates.
+    exact: bool,
+}
+
+#[derive(Serialize)]
+struct LiveReport {
+    dump: String,
+    bytes: f64,
+    /// The exact live heap (usable bytes), or the estimate.
+    exact: bool,
+}
+
+#[derive(Serialize)]
+struct SummaryReport {
+    /// The exact live heap of the dump nearest to the peak (`peak`), and
+    /// how much of the peak it misses.
+    nearest_live_bytes: Option<u64>,
+    missed_bytes: Option<u64>,
+    /// `prof_gdump_step` (with `prof_gdump:true`) that would have caught
+    /// the peak within half of what the nearest dump misses.
+    gdump_step_bytes: Option<u64>,
+    live_before_exit: Option<LiveReport>,
+    live_at_exit: Option<LiveReport>,
+    top_leak: Option<String>,
+    top_leak_program_frame: Option<String>,
+}
+
+impl SummaryReport {
+    fn of(summary: &ProcessSummary, dumps: &[String]) -> SummaryReport {
+        let live = |at: &LiveAt| LiveReport {
+            dump: dumps[at.dump].clone(),
+            bytes: at.bytes.round(),
+            exact: at.exact,
+        };
+        SummaryReport {
+            nearest_live_bytes: summary.nearest_live,
+            missed_bytes: summary.missed,
+            gdump_step_bytes: summary.gdump_step,
+            live_before_exit: summary.before_exit.as_ref().map(live),
+            live_at_exit: summary.at_exit.as_ref().map(live),
+            top_leak: summary.top_leak.as_ref().map(|t| t.0.clone()),
+            top_leak_program_frame: summary.top_leak.as_ref().and_then(|t| t.1.clone()),
+        }
+    }
+}
+
+/// `heapdiff leaks --format json`; `exit`: the exit dump left out of the
+/// trend, named by `dumps`.
 pub fn leaks(
     dumps: &[String],
     rows: &[LeakRow],
     failing: &[&LeakRow],
     peak: Option<(PeakInfo, &str)>,
+    exit: Option<&ExitFreed>,
+    summary: Option<&ProcessSummary>,
 ) -> String {
     #[derive(Serialize)]
     struct Report {
@@ -246,16 +317,30 @@ pub fn leaks(
         dumps: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         peak: Option<PeakReport>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit_dump_left_out: Option<ExitReport>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        process_summary: Option<SummaryReport>,
         candidates: Vec<LeakReport>,
     }
     to_json(&Report {
         header: Header::of("leaks"),
         dumps: dumps.to_vec(),
         peak: peak_report(peak),
+        exit_dump_left_out: exit.map(|e| ExitReport {
+            dump: dumps[e.exit].clone(),
+            before_dump: dumps[e.before].clone(),
+            live_before_bytes: e.live_before.round(),
+            live_at_exit_bytes: e.live_at_exit.round(),
+            freed_bytes: (e.live_before - e.live_at_exit).max(0.0).round(),
+            exact: e.exact,
+        }),
+        process_summary: summary.map(|s| SummaryReport::of(s, dumps)),
         candidates: rows
             .iter()
             .map(|row| LeakReport {
                 name: row.name.clone(),
+                program_frame: row.program_frame.clone(),
                 class: row.ages.as_ref().map(|a| a.class.name()),
                 trend: row.trend.map(|t| t.name()),
                 leaking: row.leaking(),

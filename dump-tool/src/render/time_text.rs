@@ -3,10 +3,10 @@
 //! main text report.
 
 use super::bounds::bracket;
-use super::{duration, round};
+use super::{duration, program_first, round};
 use crate::compare::ages::{Ages, LeakRow};
 use crate::compare::lifetimes::Amount;
-use crate::pipeline::time::{Lifetimes, PeakInfo};
+use crate::pipeline::time::{ExitFreed, Lifetimes, PeakInfo, ProcessSummary};
 use crate::stats::Estimate;
 use std::fmt::Write;
 
@@ -61,7 +61,8 @@ pub fn lifetimes(dump: &str, lifetimes: &Lifetimes, top: usize) -> String {
         "heapdiff: lifetimes of freed memory in {dump} per allocating function (values corrected for sampling, [low,high] = 95 % interval; temporary = {threshold})"
     );
     for row in lifetimes.functions.iter().take(top) {
-        let _ = writeln!(out, "\n{}", row.name);
+        let name = program_first(&row.name, row.program_frame.as_deref());
+        let _ = writeln!(out, "\n{name}");
         let _ = writeln!(out, "  freed     {}", amount(&row.freed));
         let _ = writeln!(out, "  temporary {}", amount(&row.temporary));
         for bucket in &row.buckets {
@@ -101,7 +102,7 @@ pub fn ages(dump: &str, ages: &Ages, peak: Option<(PeakInfo, &str)>, top: usize)
         let _ = writeln!(
             out,
             "\n{}: {} ({} live bytes {})",
-            row.name,
+            program_first(&row.name, row.program_frame.as_deref()),
             row.class.name(),
             round(row.live.bytes.value),
             bracket(&row.live.bytes.interval())
@@ -128,13 +129,81 @@ pub fn ages(dump: &str, ages: &Ages, peak: Option<(PeakInfo, &str)>, top: usize)
     out
 }
 
+/// One line on the exit dump left out of a series' trend and what it
+/// freed; `names` are the series' dumps.
+pub fn exit_line(exit: &ExitFreed, names: &[String]) -> String {
+    let what = if exit.exact {
+        "exact live heap, usable bytes"
+    } else {
+        "estimated live heap"
+    };
+    format!(
+        "exit dump {} left out of the trend: it freed {} bytes ({what}: {} at {} before exit, {} at exit)\n",
+        names[exit.exit],
+        round((exit.live_before - exit.live_at_exit).max(0.0)),
+        round(exit.live_before),
+        names[exit.before],
+        round(exit.live_at_exit)
+    )
+}
+
+/// The process in a few lines (a series of its dumps, `names`): the exact
+/// peak and what the dump nearest to it misses, with the high-water step
+/// that would have caught it, the live heap before exit and at exit, and
+/// the top leak candidate by its program frame.
+pub fn summary_lines(summary: &ProcessSummary, names: &[String]) -> String {
+    let mut out = String::new();
+    let live = |at: &crate::pipeline::time::LiveAt| {
+        let kind = if at.exact { "exact" } else { "estimated" };
+        format!("{} bytes ({kind}, {})", round(at.bytes), names[at.dump])
+    };
+    if let (Some(peak), Some(nearest), Some(missed)) =
+        (summary.peak, summary.nearest_live, summary.missed)
+    {
+        let step = summary.gdump_step.map_or_else(String::new, |step| {
+            format!("; prof_gdump:true,prof_gdump_step:{step} would have caught it")
+        });
+        let _ = writeln!(
+            out,
+            "process: exact peak {} usable bytes at {}; the nearest dump {} holds {nearest}, {missed} bytes short of it{step}",
+            peak.peak.live_usable_bytes,
+            duration(peak.peak.at_ns),
+            names[peak.nearest],
+        );
+    }
+    if let Some(before) = &summary.before_exit {
+        let _ = writeln!(
+            out,
+            "process: live at the last dump before exit {}",
+            live(before)
+        );
+    }
+    if let Some(exit) = &summary.at_exit {
+        let _ = writeln!(out, "process: still live (leaked) at exit {}", live(exit));
+    }
+    match &summary.top_leak {
+        Some((name, program)) => {
+            let _ = writeln!(
+                out,
+                "process: top leak candidate {}",
+                program_first(name, program.as_deref())
+            );
+        }
+        None => {
+            let _ = writeln!(out, "process: no leak candidate");
+        }
+    }
+    out
+}
+
 /// `heapdiff leaks`: the candidates, most likely first, with the gate's
-/// verdict per row.
+/// verdict per row; `exit`: the exit dump line ([`exit_line`]).
 pub fn leaks(
     dumps: usize,
     rows: &[LeakRow],
     failing: &[&LeakRow],
     peak: Option<(PeakInfo, &str)>,
+    exit: Option<String>,
     top: usize,
 ) -> String {
     let mut out = String::new();
@@ -148,6 +217,7 @@ pub fn leaks(
         "heapdiff: leak candidates from the {source}, most likely first (bytes per second, [low,high] = 95 % interval)"
     );
     out.push_str(&peak_line(peak));
+    out.push_str(exit.as_deref().unwrap_or_default());
     if rows.is_empty() {
         let _ = writeln!(
             out,
@@ -156,7 +226,7 @@ pub fn leaks(
     }
     let _ = writeln!(
         out,
-        "\n{:>14} {:>27}  {:<13} {:<10} function",
+        "\n{:>14} {:>27}  {:<13} {:<10} program frame ← via allocating function",
         "bytes/s", "95% interval", "class", "trend"
     );
     for row in rows.iter().take(top) {
@@ -174,7 +244,7 @@ pub fn leaks(
             bracket(&row.rate),
             class,
             trend,
-            row.name
+            program_first(&row.name, row.program_frame.as_deref())
         );
     }
     out

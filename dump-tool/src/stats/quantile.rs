@@ -18,10 +18,25 @@ pub const Z95: f64 = 1.959_963_984_540_054;
 /// Shapes from which Wilson–Hilferty is used as it is.
 const LARGE_SHAPE: f64 = 1000.0;
 
-/// The 97.5 % quantile of the gamma distribution of `shape` (> 0) and
-/// scale 1.
+/// Shapes under which the point is `(0.975·Γ(1 + k))^(1/k)`, where the
+/// law's distribution function is `x^k/Γ(1 + k)` to within `x`.
+const TINY_SHAPE: f64 = 1e-3;
+
+/// The 97.5 % quantile of the gamma distribution of `shape` and scale 1;
+/// 0 for a shape that is not positive (the limit as it goes to 0, what a
+/// degenerate or subnormal weight gives), never a panic (statrs'
+/// `gamma_lr` panics outside its domain).
 pub fn upper_point(shape: f64) -> f64 {
     const LEVEL: f64 = 0.975;
+    if shape.is_nan() || shape <= 0.0 {
+        return 0.0;
+    }
+    if shape < TINY_SHAPE {
+        return ((LEVEL.ln() + ln_gamma(1.0 + shape)) / shape).exp();
+    }
+    if shape.is_infinite() {
+        return shape;
+    }
     let start = wilson_hilferty(shape);
     if shape >= LARGE_SHAPE {
         return start;
@@ -76,6 +91,29 @@ mod tests {
             assert!((gamma_lr(shape, x) - 0.975).abs() < 1e-12, "{shape}: {x}");
         }
         for shape in [1000.0, 1e4, 1e8] {
+            let x = upper_point(shape);
+            assert!((gamma_lr(shape, x) - 0.975).abs() < 1e-6, "{shape}: {x}");
+        }
+    }
+
+    #[test]
+    fn subnormal_and_degenerate_shapes() {
+        // A weight of 5e-324 (subnormal) makes shapes of that order or 0.
+        for shape in [5e-324, 0.0, -1.0, f64::NAN, 1e-300] {
+            let x = upper_point(shape);
+            assert!(x.is_finite() && x >= 0.0, "{shape}: {x}");
+        }
+        assert_eq!(upper_point(f64::INFINITY), f64::INFINITY);
+        // Just under the handover the closed form agrees with the exact
+        // point just over it (the point is ~10⁻¹¹ there).
+        let (below, above) = (upper_point(0.999e-3), upper_point(1.001e-3));
+        assert!(below > 0.0 && below < above, "{below} {above}");
+        assert!((gamma_lr(0.999e-3, below) - 0.975).abs() < 1e-4);
+    }
+
+    #[test]
+    fn tiny_shapes_meet_the_exact_point() {
+        for shape in [2e-3, 1e-2] {
             let x = upper_point(shape);
             assert!((gamma_lr(shape, x) - 0.975).abs() < 1e-6, "{shape}: {x}");
         }

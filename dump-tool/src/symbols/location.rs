@@ -28,6 +28,11 @@ pub struct Line {
     pub file: Option<String>,
     /// Source line, 0 if unknown.
     pub line: u32,
+    /// The program's own code rather than a system library, the language
+    /// runtime or the standard library: set by
+    /// `model::program_frame::NotMine::classify`; until then true for a
+    /// named function, false for a placeholder or synthetic frame.
+    pub program: bool,
 }
 
 /// A distinct return address.
@@ -55,6 +60,7 @@ impl Line {
             function: name,
             file: None,
             line: 0,
+            program: false,
         }
     }
 
@@ -68,6 +74,7 @@ impl Line {
             short,
             file,
             line,
+            program: true,
         }
     }
 

@@ -34,6 +34,9 @@ pub struct AgesModel {
 #[derive(Debug, Serialize)]
 pub struct AgeFunction {
     pub name: String,
+    /// The program's own function that called into it (where most of its
+    /// live bytes were allocated), `null` without one.
+    pub program_frame: Option<String>,
     /// `accumulating`, `recent-only`, `start-up` or `empty`.
     pub class: &'static str,
     /// All its live bytes: `[estimate, low, high]`.
@@ -70,6 +73,7 @@ impl AgeFunction {
     fn of(row: &AgeRow) -> AgeFunction {
         AgeFunction {
             name: row.name.clone(),
+            program_frame: row.program_frame.clone(),
             class: row.class.name(),
             live: triple(&row.live.bytes),
             slices: slice_bounds(row),
