@@ -1,7 +1,7 @@
 // heapdiff serve's front page: per process its timeline (hdTimeline), the
 // peak one click away, the functions that grow (hdGrowth) and its dumps in
-// pages; refreshed every two seconds so new dumps appear while the program
-// runs. `#process=KEY` in the URL picks a process (the viewer's "timeline"
+// pages; refreshed every two seconds while a process may still write (no
+// exit dump yet), so new dumps appear while the program runs. `#process=KEY` in the URL picks a process (the viewer's "timeline"
 // link).
 "use strict";
 (function () {
@@ -100,19 +100,25 @@
     const pager = text("div", undefined, { class: "pager" });
     const table = text("table", undefined, { class: "dumps" });
     details.append(pager, table);
+    // Pages are counted back from the newest dump, so the newest page
+    // (shown first) is a full one and the oldest holds the rest.
     const pageCount = Math.ceil(p.dumps.length / PAGE);
+    const bounds = (page) => {
+      const end = p.dumps.length - (pageCount - 1 - page) * PAGE;
+      return [Math.max(0, end - PAGE), end];
+    };
     const show = (page) => {
       pages.set(p.key, page);
       pager.replaceChildren();
+      const [from, to] = bounds(page);
       if (pageCount > 1) {
         const older = text("button", "older", { class: "older" }), newer = text("button", "newer", { class: "newer" });
         older.disabled = page === 0; newer.disabled = page === pageCount - 1;
         older.onclick = () => show(page - 1); newer.onclick = () => show(page + 1);
-        pager.append(older, text("span", "dumps " + (page * PAGE + 1) + "–" + Math.min(p.dumps.length, (page + 1) * PAGE) +
-          " of " + p.dumps.length), newer);
+        pager.append(older, text("span", "dumps " + (from + 1) + "–" + to + " of " + p.dumps.length), newer);
       }
       table.replaceChildren(header());
-      for (const d of p.dumps.slice(page * PAGE, (page + 1) * PAGE)) table.appendChild(row(d));
+      for (const d of p.dumps.slice(from, to)) table.appendChild(row(d));
     };
     show(Math.min(pages.has(p.key) ? pages.get(p.key) : pageCount - 1, pageCount - 1));
     section.appendChild(details);
@@ -210,22 +216,42 @@
     if (data && Math.abs(window.innerWidth - width) > 40) { width = window.innerWidth; render(); }
   });
 
+  // Polls every two seconds while some process may still write: one
+  // without an exit dump, or no dump at all yet. The server answers 304
+  // to the version held (ETag), so an unchanged list costs no parse.
+  let etag = null, timer = null, polls = 0;
+  const writing = () => !data || data.processes.length === 0 ||
+    data.processes.some((p) => !p.dumps.some((d) => d.trigger === "final"));
   async function refresh() {
+    polls++;
     try {
-      const response = await fetch("/api/dumps");
-      const body = await response.text();
-      if (body !== last) { last = body; data = JSON.parse(body); render(); }
+      const response = await fetch("/api/dumps", { headers: etag ? { "If-None-Match": etag } : {} });
+      if (response.status !== 304) {
+        const body = await response.text();
+        etag = response.headers.get("ETag");
+        if (body !== last) { last = body; data = JSON.parse(body); render(); }
+      }
       if (firstPaintMs === null) {
         await new Promise((r) => requestAnimationFrame(() => r()));
         firstPaintMs = Math.round(performance.now());
       }
     } catch (e) { $("count").textContent = "server unreachable"; }
+    schedule();
   }
+  function schedule() {
+    clearTimeout(timer);
+    timer = null;
+    const still = writing();
+    $("polling").hidden = still;
+    if (still) timer = setTimeout(refresh, 2000);
+  }
+  $("poll-again").addEventListener("click", refresh);
   refresh();
-  setInterval(refresh, 2000);
   // What tests and scripts may read.
   window.heapdiffIndex = {
     get firstPaintMs() { return firstPaintMs; },
+    get polling() { return timer !== null; },
+    get polls() { return polls; },
     pointOf: (key, id) => timelines.get(key) && timelines.get(key).pointOf(id),
     drawnPoints: (key) => timelines.get(key) && timelines.get(key).drawnPoints,
   };
