@@ -74,18 +74,18 @@
   }
   function actions(p) {
     const div = text("div", undefined, { class: "actions" });
-    const dumps = p.dumps, first = dumps[0], latest = dumps[dumps.length - 1];
+    const dumps = p.dumps, first = dumps[0], latest = dumps[dumps.length - 1], t0 = hdTimeline.origin(dumps);
     const at = dumps.findIndex((d) => d.id === p.peak);
     if (at >= 0) {
       const peak = dumps[at];
       const live = peak.live_exact !== null ? bytes(peak.live_exact) + " (exact)" : bytes(peak.live_estimate);
-      div.appendChild(link("peak: " + live + " live at +" + duration((peak.time_unix_ns - first.time_unix_ns) / 1e9),
+      div.appendChild(link("peak: " + live + " live at +" + duration((peak.time_unix_ns - t0) / 1e9),
         viewUrl(peak.id), "peak"));
       if (at > 0) div.appendChild(link("what made the peak (diff with the dump before)", viewUrl(peak.id, dumps[at - 1].id), "peak-diff"));
     }
     const exact = p.exact_peak;
     if (exact) {
-      div.appendChild(link("exact peak: " + bytes(exact.bytes) + " at +" + duration((exact.at_unix_ns - first.time_unix_ns) / 1e9) +
+      div.appendChild(link("exact peak: " + bytes(exact.bytes) + " at +" + duration((exact.at_unix_ns - t0) / 1e9) +
         " (the dump nearest to it)", viewUrl(exact.nearest), "exact-peak"));
     }
     if (dumps.length > 1) div.appendChild(link("diff first → last", viewUrl(latest.id, first.id), "whole"));
@@ -125,7 +125,7 @@
   }
   function header() {
     const head = text("tr");
-    for (const h of ["", "dump", "trigger", "time", "live heap (estimate, requested bytes, 95 %)", "exact live (usable bytes)", "the two", "allocated", "samples", "stacks", ""]) {
+    for (const h of ["", "dump", "trigger", "time (UTC)", "live heap (estimate, requested bytes, 95 %)", "exact live (usable bytes)", "the two", "allocated", "samples", "stacks", ""]) {
       head.appendChild(text("th", h));
     }
     return head;
@@ -138,8 +138,14 @@
     const td0 = text("td"); td0.appendChild(box); tr.appendChild(td0);
     const name = text("td"); name.appendChild(link(d.id, viewUrl(d.id), "open")); tr.appendChild(name);
     tr.appendChild(text("td", d.trigger + " #" + d.trigger_seq));
-    tr.appendChild(text("td", fmtTime(d.time_unix_ns)));
-    tr.appendChild(text("td", liveText(d), { class: "live", title: d.live_note }));
+    tr.appendChild(text("td", fmtTime(d.time_unix_ns).slice(11), { class: "time", title: fmtTime(d.time_unix_ns) }));
+    // The estimate, then its interval kept whole on the next line if the
+    // column is narrow.
+    const live = text("td", undefined, { class: "live", title: d.live_note });
+    const [estimate, interval] = liveText(d).split(/ (?=\[)/);
+    live.append(estimate);
+    if (interval) live.append(" ", text("span", interval, { class: "interval" }));
+    tr.appendChild(live);
     tr.appendChild(text("td", d.live_exact === null ? "–" : bytes(d.live_exact), { class: "exact", title: d.live_note }));
     tr.appendChild(text("td", AGREEMENT[d.live_agreement](d), { class: "agreement", title: d.live_note }));
     tr.appendChild(text("td", bytes(d.allocated_exact)));
