@@ -136,7 +136,10 @@
     box.checked = selected.includes(d.id);
     box.addEventListener("change", () => pick(d, box.checked));
     const td0 = text("td"); td0.appendChild(box); tr.appendChild(td0);
-    const name = text("td"); name.appendChild(link(d.id, viewUrl(d.id), "open")); tr.appendChild(name);
+    // A long id keeps its end (sequence and trigger), the whole on hover.
+    const name = text("td", undefined, { class: "name", title: d.id });
+    name.appendChild(link(d.id.length > 28 ? "…" + d.id.slice(-27) : d.id, viewUrl(d.id), "open"));
+    tr.appendChild(name);
     tr.appendChild(text("td", d.trigger + " #" + d.trigger_seq));
     tr.appendChild(text("td", fmtTime(d.time_unix_ns).slice(11), { class: "time", title: fmtTime(d.time_unix_ns) }));
     // The estimate, then its interval kept whole on the next line if the

@@ -80,7 +80,7 @@ const hdTimeline = (function () {
   // exactPeak: the exact peak where the dumps counted it ({bytes,
   // at_unix_ns, margin_bytes, nearest}), marked at its own moment.
   function draw(container, dumps, peakId, hooks, exactPeak) {
-    const width = Math.max(560, container.clientWidth || 900);
+    const width = Math.max(560, (container.clientWidth || 900) - 2); // inside its 1 px border
     const plotW = width - LEFT - RIGHT;
     const height = LIVE_H + GAP + RATE_H + MARKS_H + AXIS_H + 8;
     const svg = el("svg", { width, height, class: "timeline", tabindex: 0, role: "img",
@@ -194,7 +194,8 @@ const hdTimeline = (function () {
     if (span > 0) {
       for (const s of ticks(span, Math.max(2, Math.floor(plotW / 110)))) {
         el("line", { x1: X(s), x2: X(s), y1: axisY - 6, y2: axisY - 2, class: "axis" }, svg);
-        el("text", { x: X(s), y: axisY + 8, class: "tick time-tick", "text-anchor": "middle" }, svg, "+" + duration(s));
+        const anchor = X(s) > width - RIGHT - 24 ? "end" : "middle"; // the last one stays inside
+        el("text", { x: anchor === "end" ? width - 2 : X(s), y: axisY + 8, class: "tick time-tick", "text-anchor": anchor }, svg, "+" + duration(s));
       }
     }
     el("text", { x: width - RIGHT, y: axisY + 22, class: "tick", "text-anchor": "end" }, svg,

@@ -131,7 +131,11 @@ impl Listed {
     fn of(body: String) -> Listed {
         let mut hasher = std::hash::DefaultHasher::new();
         std::hash::Hasher::write(&mut hasher, body.as_bytes());
-        let etag = format!("\"{:016x}-{:x}\"", std::hash::Hasher::finish(&hasher), body.len());
+        let etag = format!(
+            "\"{:016x}-{:x}\"",
+            std::hash::Hasher::finish(&hasher),
+            body.len()
+        );
         Listed {
             body: Bytes::from(body),
             etag,
@@ -152,9 +156,7 @@ impl Snapshot {
 
     /// The list built by `build` from this snapshot, once.
     pub fn listing(&self, build: impl FnOnce(&Snapshot) -> String) -> Listed {
-        self.listing
-            .get_or_init(|| Listed::of(build(self)))
-            .clone()
+        self.listing.get_or_init(|| Listed::of(build(self))).clone()
     }
 
     /// The same entries (the same versions of the same files) as `other`.
