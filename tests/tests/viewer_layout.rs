@@ -21,7 +21,7 @@ mod serve_common;
 use browser_common::*;
 use fantoccini::Client;
 use heapsample_tests::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use serve_common::*;
 use std::time::Duration;
 
@@ -59,8 +59,19 @@ const OVERLAPPING_LABELS: &str = "Array.from(document.querySelectorAll('svg.time
     return out;
 })";
 
-fn none(what: &str, width: u32, found: Value) {
-    assert_eq!(found, json!([]), "{what} at {width} px");
+/// Assert that `expression` finds nothing once the page has settled (the
+/// growth panels and the list load in the background): it is evaluated
+/// until it finds nothing, for at most 10 s, and the last finding reported.
+async fn none(client: &Client, what: &str, width: u32, expression: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = eval(client, expression).await;
+        if found == json!([]) || std::time::Instant::now() > deadline {
+            assert_eq!(found, json!([]), "{what} at {width} px");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn resize(client: &Client, width: u32) {
@@ -119,21 +130,21 @@ async fn no_number_hidden_at_1024_1280_and_1600_px() {
     for width in WIDTHS {
         resize(&client, width).await;
         front_page_ready(&client, &format!("{}/", server.url), 3).await;
+        none(&client, "cut cells on the front page", width, CUT_CELLS).await;
         none(
-            "cut cells on the front page",
-            width,
-            eval(&client, CUT_CELLS).await,
-        );
-        none(
+            &client,
             "elements past a process's section",
             width,
-            eval(&client, &too_wide("section.process")).await,
-        );
+            &too_wide("section.process"),
+        )
+        .await;
         none(
+            &client,
             "overlapping timeline labels",
             width,
-            eval(&client, OVERLAPPING_LABELS).await,
-        );
+            OVERLAPPING_LABELS,
+        )
+        .await;
         let page = eval(&client, "document.documentElement.scrollWidth").await;
         assert!(
             page.as_u64().unwrap() <= u64::from(width),
@@ -142,16 +153,14 @@ async fn no_number_hidden_at_1024_1280_and_1600_px() {
 
         client.goto(&diff).await.unwrap();
         viewer_ready(&client).await;
+        none(&client, "cut cells in the viewer", width, CUT_CELLS).await;
         none(
-            "cut cells in the viewer",
-            width,
-            eval(&client, CUT_CELLS).await,
-        );
-        none(
+            &client,
             "elements past the viewer's side panel",
             width,
-            eval(&client, &too_wide("#side")).await,
-        );
+            &too_wide("#side"),
+        )
+        .await;
         let page = eval(&client, "document.documentElement.scrollWidth").await;
         assert!(
             page.as_u64().unwrap() <= u64::from(width),
