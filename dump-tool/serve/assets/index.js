@@ -138,7 +138,7 @@
     const td0 = text("td"); td0.appendChild(box); tr.appendChild(td0);
     // A long id keeps its end (sequence and trigger), the whole on hover.
     const name = text("td", undefined, { class: "name", title: d.id });
-    name.appendChild(link(d.id.length > 28 ? "…" + d.id.slice(-27) : d.id, viewUrl(d.id), "open"));
+    name.appendChild(link(d.id.length > 24 ? "…" + d.id.slice(-23) : d.id, viewUrl(d.id), "open"));
     tr.appendChild(name);
     tr.appendChild(text("td", d.trigger + " #" + d.trigger_seq));
     tr.appendChild(text("td", fmtTime(d.time_unix_ns).slice(11), { class: "time", title: fmtTime(d.time_unix_ns) }));
