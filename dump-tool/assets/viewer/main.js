@@ -369,7 +369,10 @@
     } else { m.textContent = ""; delete m.dataset.value; delete m.dataset.percent; }
     legend();
     const t = M.totals[0], est = (i) => fmt(val(tree.n, 0, i), UNITS[i]);
-    const lines = ["Estimated from samples: in use " + est(0) + " in " + est(1) + " objects; allocated " + est(2) +
+    // The first pair of metrics is the live heap, or in the temporary view
+    // the temporary allocations (freed within the threshold).
+    const first = M.metrics[0].startsWith("temp") ? "temporary (freed soon after allocation) " : "in use ";
+    const lines = ["Estimated from samples: " + first + est(0) + " in " + est(1) + " objects; allocated " + est(2) +
       " in " + est(3) + " objects; sampling period " + M.period + " bytes. Exact counters: allocated " +
       fmt(t.bytes_allocated, "bytes") + " in " + fmt(t.allocations, "") + " allocations, " + t.samples_taken + " samples."];
     (M.live || []).forEach((text, i) => lines.push((DIFF ? (i === 0 ? "New: " : "Base: ") : "") + text));

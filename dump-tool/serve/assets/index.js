@@ -1,7 +1,7 @@
 // heapdiff serve's front page: per process its timeline (hdTimeline), the
 // peak one click away, the functions that grow (hdGrowth) and its dumps in
-// pages; refreshed every two seconds so new dumps appear while the program
-// runs. `#process=KEY` in the URL picks a process (the viewer's "timeline"
+// pages; refreshed every two seconds while a process may still write (no
+// exit dump yet), so new dumps appear while the program runs. `#process=KEY` in the URL picks a process (the viewer's "timeline"
 // link).
 "use strict";
 (function () {
@@ -74,18 +74,18 @@
   }
   function actions(p) {
     const div = text("div", undefined, { class: "actions" });
-    const dumps = p.dumps, first = dumps[0], latest = dumps[dumps.length - 1];
+    const dumps = p.dumps, first = dumps[0], latest = dumps[dumps.length - 1], t0 = hdTimeline.origin(dumps);
     const at = dumps.findIndex((d) => d.id === p.peak);
     if (at >= 0) {
       const peak = dumps[at];
       const live = peak.live_exact !== null ? bytes(peak.live_exact) + " (exact)" : bytes(peak.live_estimate);
-      div.appendChild(link("peak: " + live + " live at +" + duration((peak.time_unix_ns - first.time_unix_ns) / 1e9),
+      div.appendChild(link("peak: " + live + " live at +" + duration((peak.time_unix_ns - t0) / 1e9),
         viewUrl(peak.id), "peak"));
       if (at > 0) div.appendChild(link("what made the peak (diff with the dump before)", viewUrl(peak.id, dumps[at - 1].id), "peak-diff"));
     }
     const exact = p.exact_peak;
     if (exact) {
-      div.appendChild(link("exact peak: " + bytes(exact.bytes) + " at +" + duration((exact.at_unix_ns - first.time_unix_ns) / 1e9) +
+      div.appendChild(link("exact peak: " + bytes(exact.bytes) + " at +" + duration((exact.at_unix_ns - t0) / 1e9) +
         " (the dump nearest to it)", viewUrl(exact.nearest), "exact-peak"));
     }
     if (dumps.length > 1) div.appendChild(link("diff first → last", viewUrl(latest.id, first.id), "whole"));
@@ -100,26 +100,32 @@
     const pager = text("div", undefined, { class: "pager" });
     const table = text("table", undefined, { class: "dumps" });
     details.append(pager, table);
+    // Pages are counted back from the newest dump, so the newest page
+    // (shown first) is a full one and the oldest holds the rest.
     const pageCount = Math.ceil(p.dumps.length / PAGE);
+    const bounds = (page) => {
+      const end = p.dumps.length - (pageCount - 1 - page) * PAGE;
+      return [Math.max(0, end - PAGE), end];
+    };
     const show = (page) => {
       pages.set(p.key, page);
       pager.replaceChildren();
+      const [from, to] = bounds(page);
       if (pageCount > 1) {
         const older = text("button", "older", { class: "older" }), newer = text("button", "newer", { class: "newer" });
         older.disabled = page === 0; newer.disabled = page === pageCount - 1;
         older.onclick = () => show(page - 1); newer.onclick = () => show(page + 1);
-        pager.append(older, text("span", "dumps " + (page * PAGE + 1) + "–" + Math.min(p.dumps.length, (page + 1) * PAGE) +
-          " of " + p.dumps.length), newer);
+        pager.append(older, text("span", "dumps " + (from + 1) + "–" + to + " of " + p.dumps.length), newer);
       }
       table.replaceChildren(header());
-      for (const d of p.dumps.slice(page * PAGE, (page + 1) * PAGE)) table.appendChild(row(d));
+      for (const d of p.dumps.slice(from, to)) table.appendChild(row(d));
     };
     show(Math.min(pages.has(p.key) ? pages.get(p.key) : pageCount - 1, pageCount - 1));
     section.appendChild(details);
   }
   function header() {
     const head = text("tr");
-    for (const h of ["", "dump", "trigger", "time", "live heap (estimate, requested bytes, 95 %)", "exact live (usable bytes)", "the two", "allocated", "samples", "stacks", ""]) {
+    for (const h of ["", "dump", "trigger", "time (UTC)", "live heap (estimate, requested bytes, 95 %)", "exact live (usable bytes)", "the two", "allocated", "samples", "stacks", ""]) {
       head.appendChild(text("th", h));
     }
     return head;
@@ -130,10 +136,19 @@
     box.checked = selected.includes(d.id);
     box.addEventListener("change", () => pick(d, box.checked));
     const td0 = text("td"); td0.appendChild(box); tr.appendChild(td0);
-    const name = text("td"); name.appendChild(link(d.id, viewUrl(d.id), "open")); tr.appendChild(name);
+    // A long id keeps its end (sequence and trigger), the whole on hover.
+    const name = text("td", undefined, { class: "name", title: d.id });
+    name.appendChild(link(d.id.length > 24 ? "…" + d.id.slice(-23) : d.id, viewUrl(d.id), "open"));
+    tr.appendChild(name);
     tr.appendChild(text("td", d.trigger + " #" + d.trigger_seq));
-    tr.appendChild(text("td", fmtTime(d.time_unix_ns)));
-    tr.appendChild(text("td", liveText(d), { class: "live", title: d.live_note }));
+    tr.appendChild(text("td", fmtTime(d.time_unix_ns).slice(11), { class: "time", title: fmtTime(d.time_unix_ns) }));
+    // The estimate, then its interval kept whole on the next line if the
+    // column is narrow.
+    const live = text("td", undefined, { class: "live", title: d.live_note });
+    const [estimate, interval] = liveText(d).split(/ (?=\[)/);
+    live.append(estimate);
+    if (interval) live.append(" ", text("span", interval, { class: "interval" }));
+    tr.appendChild(live);
     tr.appendChild(text("td", d.live_exact === null ? "–" : bytes(d.live_exact), { class: "exact", title: d.live_note }));
     tr.appendChild(text("td", AGREEMENT[d.live_agreement](d), { class: "agreement", title: d.live_note }));
     tr.appendChild(text("td", bytes(d.allocated_exact)));
@@ -210,22 +225,42 @@
     if (data && Math.abs(window.innerWidth - width) > 40) { width = window.innerWidth; render(); }
   });
 
+  // Polls every two seconds while some process may still write: one
+  // without an exit dump, or no dump at all yet. The server answers 304
+  // to the version held (ETag), so an unchanged list costs no parse.
+  let etag = null, timer = null, polls = 0;
+  const writing = () => !data || data.processes.length === 0 ||
+    data.processes.some((p) => !p.dumps.some((d) => d.trigger === "final"));
   async function refresh() {
+    polls++;
     try {
-      const response = await fetch("/api/dumps");
-      const body = await response.text();
-      if (body !== last) { last = body; data = JSON.parse(body); render(); }
+      const response = await fetch("/api/dumps", { headers: etag ? { "If-None-Match": etag } : {} });
+      if (response.status !== 304) {
+        const body = await response.text();
+        etag = response.headers.get("ETag");
+        if (body !== last) { last = body; data = JSON.parse(body); render(); }
+      }
       if (firstPaintMs === null) {
         await new Promise((r) => requestAnimationFrame(() => r()));
         firstPaintMs = Math.round(performance.now());
       }
     } catch (e) { $("count").textContent = "server unreachable"; }
+    schedule();
   }
+  function schedule() {
+    clearTimeout(timer);
+    timer = null;
+    const still = writing();
+    $("polling").hidden = still;
+    if (still) timer = setTimeout(refresh, 2000);
+  }
+  $("poll-again").addEventListener("click", refresh);
   refresh();
-  setInterval(refresh, 2000);
   // What tests and scripts may read.
   window.heapdiffIndex = {
     get firstPaintMs() { return firstPaintMs; },
+    get polling() { return timer !== null; },
+    get polls() { return polls; },
     pointOf: (key, id) => timelines.get(key) && timelines.get(key).pointOf(id),
     drawnPoints: (key) => timelines.get(key) && timelines.get(key).drawnPoints,
   };

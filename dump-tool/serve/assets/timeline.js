@@ -68,22 +68,42 @@ const hdTimeline = (function () {
     return el("polygon", { points: points.map((p) => p.join(",")).join(" "), fill: colour, class: cls }, parent);
   }
 
+  // The moment a process's times count from: its profiler's start where
+  // the dumps know it, else its first dump.
+  function origin(dumps) {
+    const first = dumps[0], start = first.start_unix_ns;
+    return start > 0 && start <= first.time_unix_ns ? start : first.time_unix_ns;
+  }
+
   // dumps: the process's rows (oldest first); peakId: the server's peak;
   // hooks: open(id), range(baseId, newId), tip(html or null, x, y);
   // exactPeak: the exact peak where the dumps counted it ({bytes,
   // at_unix_ns, margin_bytes, nearest}), marked at its own moment.
   function draw(container, dumps, peakId, hooks, exactPeak) {
-    const width = Math.max(560, container.clientWidth || 900);
+    const width = Math.max(560, (container.clientWidth || 900) - 2); // inside its 1 px border
     const plotW = width - LEFT - RIGHT;
     const height = LIVE_H + GAP + RATE_H + MARKS_H + AXIS_H + 8;
     const svg = el("svg", { width, height, class: "timeline", tabindex: 0, role: "img",
       "aria-label": "live heap and allocation rate over time: arrows move between dumps, Enter opens one, Shift+arrows select a range, Enter opens its diff" });
-    const t0 = dumps[0].time_unix_ns;
+    // Time counts from the process's start (as the age bars and
+    // `since_start_ns` do), the first dump marked; from the first dump
+    // where the start is not known.
+    const t0 = origin(dumps), fromStart = t0 !== dumps[0].time_unix_ns;
     const span = (dumps[dumps.length - 1].time_unix_ns - t0) / 1e9;
     const seconds = dumps.map((d, i) => (span > 0 ? (d.time_unix_ns - t0) / 1e9 : i));
     const spanX = span > 0 ? span : Math.max(1, dumps.length - 1);
     const X = (s) => LEFT + (s / spanX) * plotW;
     const xs = seconds.map(X);
+    // Labels drawn so far (boxes estimated from their length), so that no
+    // two overlap: a label that would is moved down a line at a time.
+    const placed = [];
+    function placeLabel(parent, label, px, y, charW, cls) {
+      const w = charW * label.length, x = Math.max(LEFT, Math.min(px + 8, width - RIGHT - w));
+      const hits = (b) => x < b.x + b.w && b.x < x + w && Math.abs(y - b.y) < 14;
+      while (placed.some(hits)) y += 14;
+      placed.push({ x, y, w });
+      return el("text", { x, y, class: cls }, parent, label);
+    }
 
     // ---- live heap -----------------------------------------------------------
     let liveMax = 0;
@@ -120,7 +140,7 @@ const hdTimeline = (function () {
       const mark = el("g", { class: "peak-mark", "data-id": p.id }, svg);
       shape(mark, "triangle", px, py - 9, 5, "#c0392b");
       const label = "peak " + bytes(v);
-      el("text", { x: Math.min(px + 8, width - RIGHT - 8 * label.length), y: Math.max(10, py - 8), class: "peak-label" }, mark, label);
+      placeLabel(mark, label, px, Math.max(10, py - 8), 7, "peak-label");
       mark.addEventListener("mousedown", (e) => e.stopPropagation());
       mark.addEventListener("click", (e) => { e.stopPropagation(); hooks.open(p.id); });
     }
@@ -132,9 +152,15 @@ const hdTimeline = (function () {
       el("line", { x1: px, x2: px, y1: py, y2: Y(0), class: "exact-peak-line" }, mark);
       shape(mark, "diamond", px, py, 4, "#2c3e50");
       const label = "exact peak " + bytes(exactPeak.bytes);
-      el("text", { x: Math.min(px + 8, width - RIGHT - 7 * label.length), y: Math.max(10, py + 4), class: "exact-peak-label" }, mark, label);
+      placeLabel(mark, label, px, Math.max(10, py + 4), 6, "exact-peak-label");
       mark.addEventListener("mousedown", (e) => e.stopPropagation());
       mark.addEventListener("click", (e) => { e.stopPropagation(); hooks.open(exactPeak.nearest); });
+    }
+
+    if (fromStart) {
+      const fx = xs[0];
+      el("line", { x1: fx, x2: fx, y1: 22, y2: Y(0), class: "first-dump-line" }, svg);
+      placeLabel(svg, "first dump", fx, Y(0) - 4, 5.5, "first-dump-label");
     }
 
     // ---- allocation rate ---------------------------------------------------------
@@ -168,11 +194,13 @@ const hdTimeline = (function () {
     if (span > 0) {
       for (const s of ticks(span, Math.max(2, Math.floor(plotW / 110)))) {
         el("line", { x1: X(s), x2: X(s), y1: axisY - 6, y2: axisY - 2, class: "axis" }, svg);
-        el("text", { x: X(s), y: axisY + 8, class: "tick time-tick", "text-anchor": "middle" }, svg, "+" + duration(s));
+        const anchor = X(s) > width - RIGHT - 24 ? "end" : "middle"; // the last one stays inside
+        el("text", { x: anchor === "end" ? width - 2 : X(s), y: axisY + 8, class: "tick time-tick", "text-anchor": anchor }, svg, "+" + duration(s));
       }
     }
     el("text", { x: width - RIGHT, y: axisY + 22, class: "tick", "text-anchor": "end" }, svg,
-      span > 0 ? "time since the first dump" : "dumps in order (all written at the same time)");
+      span <= 0 ? "dumps in order (all written at the same time)"
+        : fromStart ? "time since the process started (first dump at +" + duration(seconds[0]) + ")" : "time since the first dump");
 
     // ---- hover, click, drag, keyboard ------------------------------------------------
     const cursor = el("line", { x1: 0, x2: 0, y1: 4, y2: axisY - 6, class: "cursor", visibility: "hidden" }, svg);
@@ -264,5 +292,5 @@ const hdTimeline = (function () {
       '<span><span class="key key-exact-peak"></span>exact peak (between dumps too)</span>';
     return div;
   }
-  return { draw };
+  return { origin, draw };
 })();

@@ -114,8 +114,33 @@ pub struct Snapshot {
     number: u64,
     by_id: HashMap<String, Arc<Entry>>,
     sorted: Vec<Arc<Entry>>,
-    /// The list as sent (built once, by the first listing that asks).
-    listing: OnceLock<Bytes>,
+    /// The list as sent (built once, by the first listing that asks, and
+    /// carried to the next scan when that found the same files).
+    listing: OnceLock<Listed>,
+}
+
+/// The dump list as sent and its entity tag (a hash of the body), so a
+/// poller that holds this version is answered 304 without the body.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    pub body: Bytes,
+    pub etag: String,
+}
+
+impl Listed {
+    fn of(body: String) -> Listed {
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hasher::write(&mut hasher, body.as_bytes());
+        let etag = format!(
+            "\"{:016x}-{:x}\"",
+            std::hash::Hasher::finish(&hasher),
+            body.len()
+        );
+        Listed {
+            body: Bytes::from(body),
+            etag,
+        }
+    }
 }
 
 impl Snapshot {
@@ -130,10 +155,18 @@ impl Snapshot {
     }
 
     /// The list built by `build` from this snapshot, once.
-    pub fn listing(&self, build: impl FnOnce(&Snapshot) -> String) -> Bytes {
-        self.listing
-            .get_or_init(|| Bytes::from(build(self)))
-            .clone()
+    pub fn listing(&self, build: impl FnOnce(&Snapshot) -> String) -> Listed {
+        self.listing.get_or_init(|| Listed::of(build(self))).clone()
+    }
+
+    /// The same entries (the same versions of the same files) as `other`.
+    fn same_entries(&self, other: &Snapshot) -> bool {
+        self.sorted.len() == other.sorted.len()
+            && self
+                .sorted
+                .iter()
+                .zip(&other.sorted)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
     }
 }
 
@@ -211,12 +244,16 @@ impl Catalog {
         }
         let mut sorted: Vec<Arc<Entry>> = by_id.values().cloned().collect();
         sorted.sort_by(|a, b| a.id.cmp(&b.id));
-        let snapshot = Arc::new(Snapshot {
+        let mut snapshot = Snapshot {
             number,
             by_id,
             sorted,
             listing: OnceLock::new(),
-        });
+        };
+        if snapshot.same_entries(&old) {
+            snapshot.listing = old.listing.clone();
+        }
+        let snapshot = Arc::new(snapshot);
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = snapshot.clone();
         snapshot
     }

@@ -1,12 +1,14 @@
 //! The dump list (`/api/dumps`): processes with their dumps, and the files
 //! that are not readable dumps, from a scan that started after the request
-//! arrived (`Catalog::refresh`), built once per scan.
+//! arrived (`Catalog::refresh`), built once per scan (and kept while a
+//! scan finds the same files), with an entity tag: a poller that sends it
+//! back in `If-None-Match` is answered 304 without the body.
 
 use crate::AppState;
 use crate::catalog::{Entry, Snapshot, Summary};
 use crate::responses::refuse;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -62,13 +64,31 @@ struct ErrorRow<'a> {
     error: &'a str,
 }
 
-pub async fn list(State(state): State<Arc<AppState>>) -> Response {
+/// The list, or 304 with no body when `If-None-Match` names its version
+/// (the front page polls with it).
+pub async fn list(State(state): State<Arc<AppState>>, request: HeaderMap) -> Response {
     let snapshot = state.catalog.refresh().await;
-    let body = tokio::task::spawn_blocking(move || snapshot.listing(listing_json)).await;
-    match body {
-        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
-        Err(_) => refuse(StatusCode::INTERNAL_SERVER_ERROR, "listing failed"),
+    let listed = tokio::task::spawn_blocking(move || snapshot.listing(listing_json)).await;
+    let Ok(listed) = listed else {
+        return refuse(StatusCode::INTERNAL_SERVER_ERROR, "listing failed");
+    };
+    let held = request
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|tag| tag.trim() == listed.etag || tag.trim() == "*");
+    if held {
+        return (StatusCode::NOT_MODIFIED, [(header::ETAG, listed.etag)]).into_response();
     }
+    (
+        [
+            (header::CONTENT_TYPE, "application/json".to_string()),
+            (header::ETAG, listed.etag),
+        ],
+        listed.body,
+    )
+        .into_response()
 }
 
 /// The id of the dump with the largest live heap (the first of equals).
