@@ -427,7 +427,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
             // are not remembered (their frames' addresses are never read as code,
             // which a replay's end check would do), so the memo forgets.
             Step::NoUnwindInfo => {
-                if crate::walk::frame_pointer_step(&regs, top).is_none() {
+                if crate::walk::step_without_cfi(&regs, top, true).is_none() {
                     memo.remember_fresh(fresh, End::NoUnwindInfo, false);
                     return WalkEnd::Complete(written);
                 }

@@ -307,6 +307,46 @@ const MIN_RETURN_ADDRESS: u64 = 0x1000;
 /// stack), so a corrupt or reused rbp never makes the walk read outside the stack;
 /// the caller's stack pointer is above this frame's, so a chain cannot loop. `None`
 /// ends the walk: rbp is not a frame pointer there, or the chain ends.
+///
+/// `code_readable`: the frame's pc came from a step by unwind tables (a real
+/// return address), so its code may be read: a stub that keeps no frame pointer
+/// but returns by `add rsp, N; ret` (CPython 3.12's perf trampolines: `sub rsp, 8;
+/// call; add rsp, 8; ret`) is stepped by that epilogue instead, rbp unchanged.
+#[inline]
+pub(crate) fn step_without_cfi(
+    regs: &Registers,
+    top: u64,
+    code_readable: bool,
+) -> Option<Registers> {
+    if code_readable && let Some(pop) = stack_adjustment_before_ret(regs.pc) {
+        let cfa = regs.rsp + pop + 8;
+        if top == u64::MAX || cfa > top {
+            return None;
+        }
+        // SAFETY: `regs.rsp < cfa <= top`: the slot lies in the thread's mapped stack.
+        let return_address = unsafe { read_stack(cfa - 8) };
+        return (return_address >= MIN_RETURN_ADDRESS).then_some(Registers {
+            pc: return_address,
+            rsp: cfa,
+            rbp: regs.rbp,
+        });
+    }
+    frame_pointer_step(regs, top)
+}
+
+/// N if the code at `pc` is `add rsp, N; ret` (`48 83 c4 N c3`, N a multiple of 8
+/// below 128).
+fn stack_adjustment_before_ret(pc: u64) -> Option<u64> {
+    // SAFETY: a return address found by unwind tables: code the thread returns to,
+    // read as `cfi::libgcc_stops_at` reads it.
+    let code = unsafe { core::ptr::read_unaligned(pc as *const [u8; 5]) };
+    match code {
+        [0x48, 0x83, 0xc4, n, 0xc3] if n % 8 == 0 && n < 0x80 => Some(u64::from(n)),
+        _ => None,
+    }
+}
+
+/// The frame-pointer step of [`step_without_cfi`].
 #[inline]
 pub(crate) fn frame_pointer_step(regs: &Registers, top: u64) -> Option<Registers> {
     let rbp = regs.rbp;
@@ -367,7 +407,7 @@ fn walk_from<S: RuleStore>(
             }
             // A zero return address is what libgcc reports as its terminal frame.
             Step::Outermost | Step::ZeroReturn { .. } => return WalkEnd::Complete(at.written),
-            Step::NoUnwindInfo => match frame_pointer_step(&at.regs, top) {
+            Step::NoUnwindInfo => match step_without_cfi(&at.regs, top, !via_frame_pointer) {
                 Some(caller) => {
                     at.advance(caller, frames);
                     via_frame_pointer = true;
@@ -391,7 +431,7 @@ pub(crate) fn walk_on_without_cfi<S: RuleStore>(
     top: u64,
     frames: &mut [u64],
 ) -> WalkEnd {
-    match frame_pointer_step(&at.regs, top) {
+    match step_without_cfi(&at.regs, top, true) {
         Some(caller) => {
             at.advance(caller, frames);
             walk_from(at, store, top, frames, true)

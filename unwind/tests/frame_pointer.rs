@@ -9,7 +9,10 @@ mod common;
 use std::cell::RefCell;
 use std::hint::black_box;
 
-use common::{Capturer, SHARED, chain, jit_stub_with_frame_pointer, jit_stub_with_rbp};
+use common::{
+    Capturer, SHARED, chain, jit_stub_like_cpython_trampoline, jit_stub_with_frame_pointer,
+    jit_stub_with_rbp,
+};
 use heapsample_unwind::{RuleCache, capture, capture_libgcc, capture_shared};
 
 const MAX_FRAMES: usize = 256;
@@ -62,7 +65,17 @@ fn take_captured() -> Captured {
 
 #[test]
 fn the_walk_steps_through_jit_code_with_frame_pointers_and_goes_on_with_cfi() {
-    let stub = jit_stub_with_frame_pointer();
+    through_stub(jit_stub_with_frame_pointer());
+}
+
+#[test]
+fn the_walk_steps_through_a_trampoline_by_its_epilogue() {
+    through_stub(jit_stub_like_cpython_trampoline());
+}
+
+/// Captures under `stub` (whose call returns to its address + 6) and checks the
+/// fast captures go on above it as libgcc sees the stack from the stub's caller.
+fn through_stub(stub: extern "C" fn(extern "C" fn())) {
     let stub_return = stub as usize as u64 + 6;
     CAPTURER.with(|capturer| *capturer.borrow_mut() = Some(Capturer::new()));
     // Several rounds: the remembering capture's later rounds replay.

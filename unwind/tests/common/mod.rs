@@ -127,6 +127,17 @@ pub fn jit_stub_with_frame_pointer() -> extern "C" fn(extern "C" fn()) {
     unsafe { core::mem::transmute::<*mut u8, extern "C" fn(extern "C" fn())>(executable(&CODE)) }
 }
 
+/// CPython 3.12's perf trampoline (no frame pointer, no unwind information):
+/// `sub rsp, 8; call rdi; add rsp, 8; ret`. The return address of its call is
+/// the mapping's address + 6.
+pub fn jit_stub_like_cpython_trampoline() -> extern "C" fn(extern "C" fn()) {
+    const CODE: [u8; 11] = [
+        0x48, 0x83, 0xec, 0x08, 0xff, 0xd7, 0x48, 0x83, 0xc4, 0x08, 0xc3,
+    ];
+    // SAFETY: as in `jit_stub`.
+    unsafe { core::mem::transmute::<*mut u8, extern "C" fn(extern "C" fn())>(executable(&CODE)) }
+}
+
 /// Code without unwind information that calls `rdi` with rbp set to its second
 /// argument (a corrupt frame chain): `push rbp; mov rbp, rsi; call rdi; pop rbp;
 /// ret`. The return address of its call is the mapping's address + 6.
