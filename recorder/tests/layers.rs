@@ -54,6 +54,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "process",
             "process_context",
             "dump_contents",
+            "runtime_names",
             "dump_file",
             "writer",
             "api",

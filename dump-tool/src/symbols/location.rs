@@ -5,6 +5,7 @@
 //! demangled name ([`super::names`]). No I/O.
 
 use super::names::{self, Language};
+use heapsample_format::FrameKind;
 
 /// Index into `LocationTable::locations`.
 pub type LocationId = usize;
@@ -28,6 +29,8 @@ pub struct Line {
     pub file: Option<String>,
     /// Source line, 0 if unknown.
     pub line: u32,
+    /// What kind of code the frame is in (native unless a runtime named it).
+    pub kind: FrameKind,
 }
 
 /// A distinct return address.
@@ -55,6 +58,7 @@ impl Line {
             function: name,
             file: None,
             line: 0,
+            kind: FrameKind::Native,
         }
     }
 
@@ -68,6 +72,7 @@ impl Line {
             short,
             file,
             line,
+            kind: FrameKind::Native,
         }
     }
 
