@@ -18,6 +18,7 @@ mod inject;
 mod library;
 mod options;
 mod run;
+mod runtime_names;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

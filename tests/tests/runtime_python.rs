@@ -65,7 +65,7 @@ fn check(version: &str) {
     let (file, dump) = outcome.final_dump();
     let map = format!("/tmp/perf-{}.map", outcome.pid);
     let _ = std::fs::remove_file(&map);
-    assert_eq!(dump.runtime.sources, [map.clone()], "{}", outcome.context());
+    assert_eq!(dump.runtime.sources, [map], "{}", outcome.context());
     for function in ["make_record", "handle_request"] {
         assert!(
             dump.runtime
