@@ -11,7 +11,7 @@
 //! (`PYTHONPERFSUPPORT` is left as set). Runs the interpreter once to ask a
 //! Python its version (before 3.12 it has no perf support: one line says so).
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 
@@ -85,8 +85,7 @@ fn python_has_perf_support(program: &OsStr) -> bool {
         .env_remove("LD_PRELOAD")
         .output();
     asked.is_ok_and(|output| {
-        output.status.success()
-            && OsString::from(String::from_utf8_lossy(&output.stdout).trim()) == "1"
+        output.status.success() && String::from_utf8_lossy(&output.stdout).trim() == "1"
     })
 }
 
