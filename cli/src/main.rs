@@ -25,6 +25,7 @@ mod library;
 mod options;
 mod output_dir;
 mod run;
+mod runtime_names;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -7,7 +7,9 @@
 //! Dumps go to `-o DIR` (the current directory by default) under an
 //! absolute prefix, so a descendant that changes directory still writes
 //! there. Which descendants write an exit dump is `--descendants`
-//! (`prof_fork_final` and `prof_exec_final`).
+//! (`prof_fork_final` and `prof_exec_final`). A Python, Node.js or Java
+//! command gets its runtime's perf support switched on (`runtime_names`)
+//! unless `--no-runtime-names`.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -52,6 +54,10 @@ pub struct RunArgs {
     /// Which descendants (forked or started by exec) write an exit dump.
     #[arg(long, value_enum, default_value = "lived")]
     descendants: Descendants,
+    /// Do not switch on the perf support of a Python (3.12+), Node.js or Java
+    /// command (which names their functions' frames in the dumps).
+    #[arg(long)]
+    no_runtime_names: bool,
     /// The command and its arguments.
     #[arg(
         required = true,
@@ -89,6 +95,9 @@ pub fn run(library: Option<PathBuf>, args: RunArgs) -> Result<u8, Failure> {
         .args(arguments)
         .env("LD_PRELOAD", preload)
         .env("PROF_CONF", options::join(&items));
+    if !args.no_runtime_names {
+        crate::runtime_names::switch_on(program, &mut command);
+    }
     install_signal_forwarding();
     let mut child = command
         .spawn()

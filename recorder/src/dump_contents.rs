@@ -4,7 +4,8 @@
 //! with their lifetimes, the live samples one by one, the module map and
 //! its contexts, the thread list, the exact counters and peak) into one
 //! value, and the process facts it carries (command line, time, identity,
-//! the clocks' origin, the attach time, where it runs).
+//! the clocks' origin, the attach time, where it runs, the runtimes' names
+//! of generated code its frames fall in: `runtime_names`).
 //! Naming, numbering and writing the file are `writer`'s and `dump_file`'s.
 //!
 //! A dump is consistent within itself while the program runs on: the live
@@ -50,6 +51,7 @@ pub fn assemble(trigger: Trigger) -> Dump {
     );
     let (start_monotonic_ns, start_unix_ns) = state::start_time();
     let live_samples = live_samples(walked, &records, start_monotonic_ns);
+    let runtime = crate::runtime_names::runtime_frames(&stacks);
     let mut thread_list = threads::thread_infos();
     if stacks.iter().any(|stack| stack.thread == OTHER_THREADS) {
         thread_list.push(ThreadInfo {
@@ -109,7 +111,7 @@ pub fn assemble(trigger: Trigger) -> Dump {
             }
         }),
         context: crate::process_context::read(),
-        runtime: Default::default(),
+        runtime,
         cost: Default::default(),
         removed_dumps: Vec::new(),
     }

@@ -38,6 +38,7 @@
 //! 9. never inside malloc: [`process`] (the process's identity and fork
 //!    record), [`process_context`] (where it runs: architecture,
 //!    namespaces, cgroup), [`dump_contents`] (what a dump holds),
+//!    [`runtime_names`] (the perf map's names of JIT code in a dump),
 //!    [`dump_file`] (writing one atomically), [`writer`] (when, in what
 //!    order and under what name dumps are written), [`api`] (the C API),
 //!    [`lifecycle`] (constructor, exit, fork), [`exec_final`] (which
@@ -71,6 +72,7 @@ pub mod own_heap;
 pub mod process;
 pub mod process_context;
 pub mod routes;
+pub mod runtime_names;
 pub mod sample;
 pub mod sampler;
 pub mod sampling;

@@ -49,6 +49,7 @@ const LAYERS: heapsample_layers::Layers<'static> = &[
             "process",
             "process_context",
             "dump_contents",
+            "runtime_names",
             "dump_file",
             "writer",
             "api",

@@ -16,9 +16,17 @@
 //!    frame (CFA expressions, signal trampolines, unusual register rules, implausible
 //!    stack values), the whole stack is captured again from scratch with libgcc's
 //!    `_Unwind_Backtrace` ([`capture_libgcc`]): correctness beats speed. A frame in
-//!    code without any unwind information (JIT code) ends the walk after it is
-//!    reported, exactly where libgcc's walk ends: libgcc's own `_Unwind_Find_FDE`
-//!    (which also sees frames a JIT registered) and its `rt_sigreturn` test confirm it.
+//!    code without any unwind information (JIT code, an interpreter's trampoline;
+//!    libgcc's own `_Unwind_Find_FDE`, which also sees frames a JIT registered, and its
+//!    `rt_sigreturn` test confirm there is none) is reported, and the walk goes on
+//!    by the frame-pointer chain (`walk::frame_pointer_step`: V8, CPython's perf
+//!    trampolines and the JVM with `-XX:+PreserveFramePointer` keep one), reading
+//!    only the thread's own stack below its known top, and with the unwind tables
+//!    again once back in code that has them. Where rbp is no frame pointer the walk
+//!    ends after that frame, where libgcc's ends. Addresses reached by such a step
+//!    are only looked up, never read as code. Code without unwind information that
+//!    keeps no frame pointer but holds a stack address in rbp can add wrong frames
+//!    above itself (as for every frame-pointer unwinder).
 //! 4. [`capture_remembered`] also keeps a thread's previous walk in a [`StackMemo`] and
 //!    replays its outer frames when the new walk reaches one of their register states:
 //!    two loads and a compare per frame instead of a rule lookup, re-reading exactly
@@ -29,8 +37,9 @@
 //!
 //! `frames[0]` is the address the `capture*` call returns to (a return address inside
 //! its caller), `frames[1]` the caller's return address, and so on outwards, exactly as
-//! `_Unwind_GetIP` reports them, minus libgcc's terminal zero entry. At most
-//! `frames.len()` entries are written; the number written is returned.
+//! `_Unwind_GetIP` reports them, minus libgcc's terminal zero entry, and then on
+//! through code without unwind information by its frame pointers (3. above), where
+//! libgcc stops. At most `frames.len()` entries are written; the number written is returned.
 //! [`capture_remembered_from`] starts further out, at the caller of a function whose
 //! entry registers it is given ([`FunctionEntry`]): its `frames[0]` is that function's
 //! return address, and the frames of the function and of what it called are never

@@ -52,9 +52,7 @@
 //! loads and a compare per frame.
 
 use crate::cache::RuleStore;
-use crate::cfi;
-use crate::rule::Rule;
-use crate::walk::{Registers, Start, Step, WalkEnd, read_stack, step};
+use crate::walk::{Cursor, Registers, Start, Step, WalkEnd, read_stack, step};
 
 /// One frame of a remembered walk: its registers, the slot its rbp was read from (0 if
 /// rbp was carried over from the inner frame), and two flags in that slot's low bits
@@ -151,8 +149,9 @@ enum End {
     Outermost,
     /// The next return-address slot (at this address) held 0.
     ZeroAt(u64),
-    /// No unwind information covered the outermost level's code and libgcc stops
-    /// there (checked again on every replay: code may since have been generated there).
+    /// No unwind information covered the outermost level's code, libgcc stops there
+    /// and no frame-pointer step went on (stepped again on every replay: code may
+    /// since have been generated there, and the step depends on rbp).
     NoUnwindInfo,
     /// The frame buffer was full: outer frames may follow.
     Open,
@@ -409,7 +408,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
             memo.remember_fresh(fresh, End::Open, true);
             return WalkEnd::Complete(written);
         }
-        let (caller, level) = match step(store, &regs, lookup_address, top) {
+        let (caller, level) = match step(store, &regs, lookup_address, top, false) {
             Step::Caller {
                 regs,
                 rbp_slot,
@@ -423,9 +422,22 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
                 memo.remember_fresh(fresh, End::ZeroAt(slot), cfa_from_rbp);
                 return WalkEnd::Complete(written);
             }
+            // Code without unwind information (JIT code) that keeps no frame
+            // pointer ends the walk, as for libgcc. Frame-pointer steps through it
+            // are not remembered (their frames' addresses are never read as code,
+            // which a replay's end check would do), so the memo forgets.
             Step::NoUnwindInfo => {
-                memo.remember_fresh(fresh, End::NoUnwindInfo, false);
-                return WalkEnd::Complete(written);
+                if crate::walk::step_without_cfi(&regs, top, true).is_none() {
+                    memo.remember_fresh(fresh, End::NoUnwindInfo, false);
+                    return WalkEnd::Complete(written);
+                }
+                memo.len = 0;
+                let at = Cursor {
+                    regs,
+                    lookup_address,
+                    written,
+                };
+                return crate::walk::walk_on_without_cfi(at, store, top, frames);
             }
             Step::Unsupported => {
                 memo.len = 0;
@@ -502,10 +514,10 @@ fn replay<const LEVELS: usize>(
             // SAFETY: the slot `step` read when it found the zero return address, from
             // the outermost level, whose state was just proven current.
             End::ZeroAt(slot) => (unsafe { read_stack(slot) }) == 0,
-            End::NoUnwindInfo => {
-                let pc = memo.levels[0].pc;
-                cfi::rule_for_address(pc - 1) == Rule::NoUnwindInfo && cfi::libgcc_stops_at(pc)
-            }
+            // Stepped again from the outermost level with its real rbp: code may
+            // since have been generated there, and whether a frame-pointer step goes
+            // on depends on rbp.
+            End::NoUnwindInfo => false,
             End::Open => false,
         };
     if ended {

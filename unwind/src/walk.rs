@@ -210,10 +210,11 @@ pub(crate) fn step<S: RuleStore>(
     regs: &Registers,
     lookup_address: u64,
     top: u64,
+    via_frame_pointer: bool,
 ) -> Step {
     let bits = store.rule_bits(lookup_address);
     let Some(rule) = StepBits::of(bits) else {
-        return other_step(Rule::decode(bits), regs, lookup_address);
+        return other_step(Rule::decode(bits), regs, lookup_address, via_frame_pointer);
     };
     let cfa_from_rbp = rule.cfa_from_rbp();
     let base = if cfa_from_rbp { regs.rbp } else { regs.rsp };
@@ -261,41 +262,181 @@ pub(crate) fn step<S: RuleStore>(
 }
 
 /// [`step`] for a frame whose rule is not a plain step (`None`: no rule at all).
+///
+/// A frame reached by a frame-pointer step (`via_frame_pointer`) may hold any
+/// address the stack held: its code is never read, only looked up (a JIT's frames
+/// registered with libgcc still go to libgcc).
 #[cold]
 #[inline(never)]
-fn other_step(rule: Option<Rule>, regs: &Registers, lookup_address: u64) -> Step {
+fn other_step(
+    rule: Option<Rule>,
+    regs: &Registers,
+    lookup_address: u64,
+    via_frame_pointer: bool,
+) -> Step {
     match rule {
         Some(Rule::Outermost) => Step::Outermost,
         // Not the capture's own frame (whose code has unwind information).
-        Some(Rule::NoUnwindInfo) if lookup_address != regs.pc && cfi::libgcc_stops_at(regs.pc) => {
-            Step::NoUnwindInfo
+        Some(Rule::NoUnwindInfo) if lookup_address != regs.pc => {
+            let stops = if via_frame_pointer {
+                !crate::libgcc::has_fde(lookup_address)
+            } else {
+                cfi::libgcc_stops_at(regs.pc)
+            };
+            if stops {
+                Step::NoUnwindInfo
+            } else {
+                Step::Unsupported
+            }
         }
         _ => Step::Unsupported,
     }
+}
+
+/// The lowest return address a frame-pointer step accepts: below it lies the
+/// unmapped first page, so the value is not a return address but data.
+const MIN_RETURN_ADDRESS: u64 = 0x1000;
+
+/// The caller of a frame in code without unwind information (JIT code, an
+/// interpreter's trampoline), by the frame-pointer chain: x86_64's `push rbp;
+/// mov rbp, rsp` prologue leaves rbp pointing at the caller's rbp, with the return
+/// address above it. Every x86_64 specific of the walk through such code is here.
+///
+/// Only where the thread's stack top is known, and only if rbp lies 8-aligned
+/// between `regs.rsp` and that top (everything between is the thread's mapped
+/// stack), so a corrupt or reused rbp never makes the walk read outside the stack;
+/// the caller's stack pointer is above this frame's, so a chain cannot loop. `None`
+/// ends the walk: rbp is not a frame pointer there, or the chain ends.
+///
+/// `code_readable`: the frame's pc came from a step by unwind tables (a real
+/// return address), so its code may be read: a stub that keeps no frame pointer
+/// but returns by `add rsp, N; ret` (CPython 3.12's perf trampolines: `sub rsp, 8;
+/// call; add rsp, 8; ret`) is stepped by that epilogue instead, rbp unchanged.
+#[inline]
+pub(crate) fn step_without_cfi(
+    regs: &Registers,
+    top: u64,
+    code_readable: bool,
+) -> Option<Registers> {
+    if code_readable && let Some(pop) = stack_adjustment_before_ret(regs.pc) {
+        let cfa = regs.rsp + pop + 8;
+        if top == u64::MAX || cfa > top {
+            return None;
+        }
+        // SAFETY: `regs.rsp < cfa <= top`: the slot lies in the thread's mapped stack.
+        let return_address = unsafe { read_stack(cfa - 8) };
+        return (return_address >= MIN_RETURN_ADDRESS).then_some(Registers {
+            pc: return_address,
+            rsp: cfa,
+            rbp: regs.rbp,
+        });
+    }
+    frame_pointer_step(regs, top)
+}
+
+/// N if the code at `pc` is `add rsp, N; ret` (`48 83 c4 N c3`, N a multiple of 8
+/// below 128).
+fn stack_adjustment_before_ret(pc: u64) -> Option<u64> {
+    // SAFETY: a return address found by unwind tables: code the thread returns to,
+    // read as `cfi::libgcc_stops_at` reads it.
+    let code = unsafe { core::ptr::read_unaligned(pc as *const [u8; 5]) };
+    match code {
+        [0x48, 0x83, 0xc4, n, 0xc3] if n % 8 == 0 && n < 0x80 => Some(u64::from(n)),
+        _ => None,
+    }
+}
+
+/// The frame-pointer step of [`step_without_cfi`].
+#[inline]
+pub(crate) fn frame_pointer_step(regs: &Registers, top: u64) -> Option<Registers> {
+    let rbp = regs.rbp;
+    if top == u64::MAX
+        || !rbp.is_multiple_of(8)
+        || rbp < regs.rsp
+        || rbp - regs.rsp > MAX_FRAME_BYTES
+        || top < 16
+        || rbp > top - 16
+    {
+        return None;
+    }
+    // SAFETY: `regs.rsp <= rbp < rbp + 16 <= top`: both slots lie in the thread's
+    // mapped stack (see `stack_top`).
+    let (saved_rbp, return_address) = unsafe { (read_stack(rbp), read_stack(rbp + 8)) };
+    if return_address < MIN_RETURN_ADDRESS {
+        return None;
+    }
+    Some(Registers {
+        pc: return_address,
+        rsp: rbp + 16,
+        rbp: saved_rbp,
+    })
 }
 
 /// Walks from `start` outwards, writing each return address to `frames`.
 #[inline(never)]
 pub(crate) fn walk<S: RuleStore>(start: Start, store: &mut S, frames: &mut [u64]) -> WalkEnd {
     let (regs, lookup_address, written) = start.begin(frames);
-    let mut at = Cursor {
+    let at = Cursor {
         regs,
         lookup_address,
         written,
     };
-    let top = stack_top(regs.rsp);
+    walk_from(at, store, stack_top(regs.rsp), frames, false)
+}
+
+/// The loop of [`walk`] from `at`; `via_frame_pointer` if `at` was reached by a
+/// [`frame_pointer_step`].
+#[inline(always)]
+fn walk_from<S: RuleStore>(
+    mut at: Cursor,
+    store: &mut S,
+    top: u64,
+    frames: &mut [u64],
+    mut via_frame_pointer: bool,
+) -> WalkEnd {
     loop {
+        let before = at.written;
         if plain_steps(store, &mut at, top, frames) || at.written == frames.len() {
             return WalkEnd::Complete(at.written);
         }
-        match step(store, &at.regs, at.lookup_address, top) {
-            Step::Caller { regs: caller, .. } => at.advance(caller, frames),
-            // A zero return address is what libgcc reports as its terminal frame.
-            Step::Outermost | Step::ZeroReturn { .. } | Step::NoUnwindInfo => {
-                return WalkEnd::Complete(at.written);
+        via_frame_pointer &= at.written == before;
+        match step(store, &at.regs, at.lookup_address, top, via_frame_pointer) {
+            Step::Caller { regs: caller, .. } => {
+                at.advance(caller, frames);
+                via_frame_pointer = false;
             }
+            // A zero return address is what libgcc reports as its terminal frame.
+            Step::Outermost | Step::ZeroReturn { .. } => return WalkEnd::Complete(at.written),
+            Step::NoUnwindInfo => match step_without_cfi(&at.regs, top, !via_frame_pointer) {
+                Some(caller) => {
+                    at.advance(caller, frames);
+                    via_frame_pointer = true;
+                }
+                None => return WalkEnd::Complete(at.written),
+            },
             Step::Unsupported => return WalkEnd::NeedsFallback,
         }
+    }
+}
+
+/// Goes on from a frame in code without unwind information (at which a step
+/// returned [`Step::NoUnwindInfo`]) by [`frame_pointer_step`]s, then as [`walk`]
+/// does once back in code with unwind information. `frames` must have room for one
+/// more frame.
+#[cold]
+#[inline(never)]
+pub(crate) fn walk_on_without_cfi<S: RuleStore>(
+    mut at: Cursor,
+    store: &mut S,
+    top: u64,
+    frames: &mut [u64],
+) -> WalkEnd {
+    match step_without_cfi(&at.regs, top, true) {
+        Some(caller) => {
+            at.advance(caller, frames);
+            walk_from(at, store, top, frames, true)
+        }
+        None => WalkEnd::Complete(at.written),
     }
 }
 
@@ -419,7 +560,7 @@ mod tests {
             cfa_offset: 64,
             saved_rbp_offset: None,
         };
-        let step = step(&mut OneRule(rule), &regs, 0xfff, 0x7000 + 32);
+        let step = step(&mut OneRule(rule), &regs, 0xfff, 0x7000 + 32, false);
         assert!(matches!(step, Step::Unsupported), "{step:?}");
     }
 
@@ -447,7 +588,7 @@ mod tests {
             rsp: stack.as_ptr() as u64,
             rbp: 77,
         };
-        step(&mut OneRule(rule), &regs, 0xfff, u64::MAX)
+        step(&mut OneRule(rule), &regs, 0xfff, u64::MAX, false)
     }
 
     fn caller(step: Step) -> Option<(u64, u64)> {

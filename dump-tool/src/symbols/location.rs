@@ -5,6 +5,7 @@
 //! demangled name ([`super::names`]). No I/O.
 
 use super::names::{self, Language};
+use heapsample_format::FrameKind;
 
 /// Index into `LocationTable::locations`.
 pub type LocationId = usize;
@@ -33,6 +34,8 @@ pub struct Line {
     /// `model::program_frame::NotMine::classify`; until then true for a
     /// named function, false for a placeholder or synthetic frame.
     pub program: bool,
+    /// What kind of code the frame is in (native unless a runtime named it).
+    pub kind: FrameKind,
 }
 
 /// A distinct return address.
@@ -61,6 +64,7 @@ impl Line {
             file: None,
             line: 0,
             program: false,
+            kind: FrameKind::Native,
         }
     }
 
@@ -75,6 +79,7 @@ impl Line {
             file,
             line,
             program: true,
+            kind: FrameKind::Native,
         }
     }
 

@@ -7,7 +7,8 @@
 //! ([`debug_files`] finds and checks the file holding a module's symbols,
 //! [`resolve`] reads its DWARF and symbol table), and the names frames show
 //! ([`names`]: demangling and short names; [`display`]: short or full,
-//! qualified where two modules share a name). Reads symbol files, never
+//! qualified where two modules share a name), and the names a dump carries
+//! for runtime-generated code ([`runtime`]). Reads symbol files, never
 //! dumps; knows nothing of profiles or output.
 
 pub mod debug_files;
@@ -19,6 +20,7 @@ pub mod names;
 pub mod options;
 pub mod progress;
 pub mod resolve;
+pub mod runtime;
 pub mod table;
 
 pub use display::NameStyle;

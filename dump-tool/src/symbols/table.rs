@@ -10,7 +10,8 @@
 //! cannot be symbolized give `module+0xoffset` frames and one warning each;
 //! so do modules whose debug info is missing (names then come from the
 //! symbol table, without file and line). Synthetic frames (a thread root,
-//! a size class) are locations outside every module.
+//! a size class) are locations outside every module, and so are frames in
+//! runtime-generated code, one per name the dump's runtime section gives.
 
 use super::debug_files::{SearchPaths, SymbolFile, file_offset_of, find_symbol_file};
 use super::interned::{InternedStacks, StacksBuilder};
@@ -19,8 +20,10 @@ use super::module::ModuleRecord;
 use super::options::SymbolizeOptions;
 use super::progress::Progress;
 use super::resolve::resolve;
+use super::runtime;
 use addr2line::Loader;
 use ahash::AHashMap;
+use heapsample_format::FrameKind;
 use heapsample_format::{Dump, Module};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -88,6 +91,14 @@ impl LocationTable {
         // The file address uses this dump's load bias: the same library sits
         // elsewhere in another process (ASLR), yet maps to the same location.
         let found = dump.modules.iter().position(|m| m.contains(address, epoch));
+        if found.is_none() {
+            if let Some(symbol) = runtime::symbol_for(dump, address) {
+                return self.runtime_location(&symbol.name, symbol.kind);
+            }
+            if let Some(name) = runtime::unnamed(dump) {
+                return self.synthetic(&name);
+            }
+        }
         let file_address =
             found.map_or(address, |m| address.wrapping_sub(dump.modules[m].load_bias));
         let module =
@@ -250,6 +261,31 @@ impl LocationTable {
             resolved: true,
         });
         self.synthetic_names.insert(name.to_string(), id);
+        id
+    }
+
+    /// A frame in runtime-generated code that the runtime named `name` in its
+    /// dump: one location per name and kind (an address reused for other code
+    /// between two dumps is two locations), resolved, with the cleaned name.
+    fn runtime_location(&mut self, name: &str, kind: FrameKind) -> LocationId {
+        let key = format!("{}\0{name}", runtime::kind_name(kind));
+        if let Some(&id) = self.synthetic_names.get(&key) {
+            return id;
+        }
+        let clean = runtime::clean(name, kind);
+        let mut line = Line::plain(clean.function);
+        line.file = clean.file;
+        line.line = clean.line;
+        line.kind = kind;
+        let id = self.locations.len();
+        self.locations.push(Location {
+            module: None,
+            address: 0,
+            file_address: 0,
+            lines: vec![line],
+            resolved: true,
+        });
+        self.synthetic_names.insert(key, id);
         id
     }
 

@@ -107,12 +107,50 @@ pub fn assert_same_stack(fast: &[u64], libgcc: &[u64], what: &str) {
     assert_eq!(&fast[1..], &libgcc[1..], "{what}: frames differ");
 }
 
-/// Machine code without unwind information, like a JIT's: `sub rsp, 8; call rdi;
-/// add rsp, 8; ret`, in an anonymous executable mapping.
+/// Machine code without unwind information, like a JIT's that keeps no frame
+/// pointer: `push rbp; xor ebp, ebp; call rdi; pop rbp; ret`, in an anonymous
+/// executable mapping. rbp is 0 while it calls, so the walk cannot step past it.
 pub fn jit_stub() -> extern "C" fn(extern "C" fn()) {
+    const CODE: [u8; 7] = [0x55, 0x31, 0xed, 0xff, 0xd7, 0x5d, 0xc3];
+    // SAFETY: the code is a complete function with the C ABI taking one function
+    // pointer.
+    unsafe { core::mem::transmute::<*mut u8, extern "C" fn(extern "C" fn())>(executable(&CODE)) }
+}
+
+/// Like [`jit_stub`], but keeping frame pointers as V8, CPython's perf trampolines
+/// and the JVM with `-XX:+PreserveFramePointer` do: `push rbp; mov rbp, rsp;
+/// call rdi; pop rbp; ret`. The return address of its call is the mapping's
+/// address + 6.
+pub fn jit_stub_with_frame_pointer() -> extern "C" fn(extern "C" fn()) {
+    const CODE: [u8; 8] = [0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7, 0x5d, 0xc3];
+    // SAFETY: as in `jit_stub`.
+    unsafe { core::mem::transmute::<*mut u8, extern "C" fn(extern "C" fn())>(executable(&CODE)) }
+}
+
+/// CPython 3.12's perf trampoline (no frame pointer, no unwind information):
+/// `sub rsp, 8; call rdi; add rsp, 8; ret`. The return address of its call is
+/// the mapping's address + 6.
+pub fn jit_stub_like_cpython_trampoline() -> extern "C" fn(extern "C" fn()) {
     const CODE: [u8; 11] = [
         0x48, 0x83, 0xec, 0x08, 0xff, 0xd7, 0x48, 0x83, 0xc4, 0x08, 0xc3,
     ];
+    // SAFETY: as in `jit_stub`.
+    unsafe { core::mem::transmute::<*mut u8, extern "C" fn(extern "C" fn())>(executable(&CODE)) }
+}
+
+/// Code without unwind information that calls `rdi` with rbp set to its second
+/// argument (a corrupt frame chain): `push rbp; mov rbp, rsi; call rdi; pop rbp;
+/// ret`. The return address of its call is the mapping's address + 6.
+pub fn jit_stub_with_rbp() -> extern "C" fn(extern "C" fn(), u64) {
+    const CODE: [u8; 8] = [0x55, 0x48, 0x89, 0xf5, 0xff, 0xd7, 0x5d, 0xc3];
+    // SAFETY: as in `jit_stub`, with a second integer argument.
+    unsafe {
+        core::mem::transmute::<*mut u8, extern "C" fn(extern "C" fn(), u64)>(executable(&CODE))
+    }
+}
+
+/// `code` copied into a fresh anonymous executable mapping (never unmapped).
+fn executable(code: &[u8]) -> *mut u8 {
     // SAFETY: a fresh private anonymous mapping; checked below.
     let page = unsafe {
         libc::mmap(
@@ -125,10 +163,8 @@ pub fn jit_stub() -> extern "C" fn(extern "C" fn()) {
         )
     };
     assert_ne!(page, libc::MAP_FAILED);
-    // SAFETY: the mapping holds 4096 writable bytes; the code is a complete function
-    // with the C ABI taking one function pointer.
-    unsafe {
-        core::ptr::copy_nonoverlapping(CODE.as_ptr(), page.cast::<u8>(), CODE.len());
-        core::mem::transmute::<*mut libc::c_void, extern "C" fn(extern "C" fn())>(page)
-    }
+    assert!(code.len() <= 4096);
+    // SAFETY: the mapping holds 4096 writable bytes.
+    unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), page.cast::<u8>(), code.len()) };
+    page.cast()
 }
