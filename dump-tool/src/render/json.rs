@@ -10,7 +10,7 @@
 use crate::compare::{Comparison, FunctionChange, function_changes, function_values};
 use crate::input::{Input, trigger_name};
 use crate::model::{Metric, Profile, TimeInfo, function_name};
-use crate::pipeline::View;
+use crate::pipeline::{View, ViewSpec};
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
@@ -30,6 +30,7 @@ pub fn render(view: &View<'_>) -> String {
     let report = Report {
         schema: SCHEMA,
         confidence: 0.95,
+        view: view.spec,
         new: DumpInfo::of(view.new.first_input()),
         base: view.base.map(|base| DumpInfo::of(base.first_input())),
         pairing: comparison.as_ref().map(|c| c.pairing().name()),
@@ -54,9 +55,11 @@ fn has_lifetimes(view: &View<'_>) -> bool {
 }
 
 #[derive(Serialize)]
-struct Report {
+struct Report<'a> {
     schema: &'static str,
     confidence: f64,
+    /// What shaped the view: every `total` below is the view's.
+    view: &'a ViewSpec,
     new: DumpInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     base: Option<DumpInfo>,

@@ -36,6 +36,7 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
         view.new.name,
         view.new.profile.period
     );
+    let _ = writeln!(out, "heapdiff: {}", view.spec.summary());
     if let Some(note) = &view.new.profile.origin.attach_note {
         let _ = writeln!(out, "heapdiff: {note}");
     }
