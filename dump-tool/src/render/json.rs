@@ -30,7 +30,10 @@ pub fn render(view: &View<'_>) -> String {
     let report = Report {
         schema: SCHEMA,
         confidence: 0.95,
-        view: view.spec,
+        view: ViewJson {
+            spec: view.spec,
+            summary: view.spec.summary(),
+        },
         new: DumpInfo::of(view.new.first_input()),
         base: view.base.map(|base| DumpInfo::of(base.first_input())),
         pairing: comparison.as_ref().map(|c| c.pairing().name()),
@@ -59,7 +62,7 @@ struct Report<'a> {
     schema: &'static str,
     confidence: f64,
     /// What shaped the view: every `total` below is the view's.
-    view: &'a ViewSpec,
+    view: ViewJson<'a>,
     new: DumpInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     base: Option<DumpInfo>,
@@ -73,6 +76,15 @@ struct Report<'a> {
     in_use_variance_note: Option<&'static str>,
     /// Keyed by metric name (`inuse-space`, ...).
     metrics: BTreeMap<&'static str, MetricReport>,
+}
+
+/// The view's settings as fields and as the one line the other formats
+/// print.
+#[derive(Serialize)]
+struct ViewJson<'a> {
+    #[serde(flatten)]
+    spec: &'a ViewSpec,
+    summary: String,
 }
 
 #[derive(Serialize)]

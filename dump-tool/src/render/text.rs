@@ -106,6 +106,7 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
         base_name,
         view.new.name
     );
+    let _ = writeln!(out, "heapdiff: {}", view.spec.summary());
     let _ = writeln!(
         out,
         "{}",
