@@ -105,7 +105,12 @@ impl Session {
         let base = base
             .zip(base_stacks)
             .map(|(base, stacks)| side(&mut table, base, &stacks, settings));
-        let spec = ViewSpec::of(settings, &new, base.as_ref());
+        let spec = ViewSpec::of(
+            settings,
+            &new.profile,
+            new.first_dump(),
+            base.as_ref().map(|b| &b.profile),
+        );
         Ok(Session {
             table,
             new,

@@ -9,9 +9,9 @@
 //! computes estimates and never does I/O.
 
 use super::settings::Settings;
-use super::view::Side;
-use crate::model::Metric;
+use crate::model::{Metric, Profile};
 use crate::symbols::NameStyle;
+use heapsample_format::Dump;
 use serde::Serialize;
 
 /// Everything that shaped a view, as the outputs state it.
@@ -66,11 +66,11 @@ pub struct BornRange {
 }
 
 impl ViewSpec {
-    /// The description of a view of `new` (and `base`) made with `settings`.
-    pub fn of(settings: &Settings, new: &Side, base: Option<&Side>) -> ViewSpec {
+    /// The description of a view made with `settings` of the profile `new`
+    /// (whose first dump is `dump`) and, for a comparison, `base`.
+    pub fn of(settings: &Settings, new: &Profile, dump: &Dump, base: Option<&Profile>) -> ViewSpec {
         let t = &settings.transforms;
         let regex = |r: &Option<regex::Regex>| r.as_ref().map(|r| r.as_str().to_string());
-        let dump = new.first_dump();
         ViewSpec {
             metric: settings.metric.name(),
             names: match settings.names {
@@ -84,7 +84,7 @@ impl ViewSpec {
             keep_allocator_frames: settings.build.keep_allocator_frames,
             by_thread: t.by_thread,
             size_frames: t.size_frames,
-            born_ns: new.profile.time.born_ns.map(|(low, high)| BornRange {
+            born_ns: new.time.born_ns.map(|(low, high)| BornRange {
                 low,
                 high: (high != u64::MAX).then_some(high),
             }),
@@ -94,8 +94,8 @@ impl ViewSpec {
             attached_s_before_dump: dump
                 .attached_unix_ns()
                 .map(|at| dump.time_unix_ns.saturating_sub(at) as f64 / 1e9),
-            sampling_period: new.profile.period,
-            base_sampling_period: base.map(|b| b.profile.period),
+            sampling_period: new.period,
+            base_sampling_period: base.map(|b| b.period),
         }
     }
 
