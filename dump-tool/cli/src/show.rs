@@ -153,7 +153,10 @@ fn render_output(cli: &ShowArgs, view: &View<'_>) -> Result<Vec<u8>> {
             note_vanished_stacks(cli, view);
             render::svg::render(view, &svg_options(cli)).map_err(fail)
         }
-        Format::Folded => Ok(render::folded::render(view, diff_columns(cli)).into_bytes()),
+        Format::Folded => {
+            note_folded_view(cli, view);
+            Ok(render::folded::render(view, diff_columns(cli)).into_bytes())
+        }
         Format::Text => Ok(render::text::render(view, cli.top).into_bytes()),
         Format::Pprof => render::pprof::render(view, &pprof_options(cli, view)).map_err(fail),
         Format::Html => Ok(html_page(cli, view).into_bytes()),
@@ -203,6 +206,15 @@ fn pprof_options(cli: &ShowArgs, view: &View<'_>) -> PprofOptions {
 
 /// Stacks of the base that are gone from the new dump have width 0 in the
 /// default differential flamegraph: say so, and how to see them.
+/// Folded stacks have no comment syntax (inferno and flamegraph.pl count
+/// a line they cannot parse as invalid, and one ending in a number as a
+/// stack), so the view's settings go to stderr instead.
+fn note_folded_view(cli: &ShowArgs, view: &View<'_>) {
+    if !cli.quiet {
+        eprintln!("heapdiff: note: {}", view.spec.summary());
+    }
+}
+
 fn note_vanished_stacks(cli: &ShowArgs, view: &View<'_>) {
     if cli.negate {
         return;

@@ -5,7 +5,8 @@
 //!
 //! Owns [`Session`] (the steps, in order, and what they report on the
 //! way), [`Series`] (the same steps for many dumps of one process),
-//! [`Settings`] (everything that shapes a view) and [`View`]. The
+//! [`Settings`] (everything that shapes a view), [`View`] and the
+//! [`ViewSpec`] every output states. The
 //! command line, `heapdiff merge` and `heapdiff serve` all build their
 //! outputs through a [`Session`], so every view option works in every
 //! format. [`time`]: the time views (lifetimes, ages, leaks, peak) over a
@@ -17,8 +18,10 @@ pub mod session;
 pub mod settings;
 pub mod time;
 pub mod view;
+pub mod view_spec;
 
 pub use series::Series;
 pub use session::{Loaded, Notice, Session};
 pub use settings::Settings;
 pub use view::{Side, View};
+pub use view_spec::ViewSpec;

@@ -14,6 +14,7 @@
 
 use super::settings::Settings;
 use super::view::{Side, View};
+use super::view_spec::ViewSpec;
 use crate::error::{Error, Result};
 use crate::input::{Input, check_comparable, legacy_note, load, merge_warnings};
 use crate::model::merge::merged;
@@ -81,6 +82,7 @@ pub struct Session {
     base: Option<Side>,
     metric: Metric,
     names: NameStyle,
+    spec: ViewSpec,
 }
 
 impl Session {
@@ -113,12 +115,19 @@ impl Session {
         let base = base
             .zip(base_stacks)
             .map(|(base, stacks)| side(&mut table, base, stacks, settings));
+        let spec = ViewSpec::of(
+            settings,
+            &new.profile,
+            new.first_dump(),
+            base.as_ref().map(|b| &b.profile),
+        );
         Ok(Session {
             table,
             new,
             base,
             metric: settings.metric,
             names: settings.names,
+            spec,
         })
     }
 
@@ -130,6 +139,7 @@ impl Session {
             base: self.base.as_ref(),
             metric: self.metric,
             names: self.names,
+            spec: &self.spec,
         }
     }
 

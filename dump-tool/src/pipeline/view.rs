@@ -2,6 +2,7 @@
 //! for a comparison, the base side, each with its dumps and its profile as
 //! the view shows it.
 
+use super::view_spec::ViewSpec;
 use crate::input::Input;
 use crate::model::{Metric, Profile};
 use crate::symbols::{LocationTable, NameStyle};
@@ -47,4 +48,6 @@ pub struct View<'a> {
     pub metric: Metric,
     /// The names the frames show (`LocationTable::assign_display_names`).
     pub names: NameStyle,
+    /// What shaped it, as every output states it.
+    pub spec: &'a ViewSpec,
 }

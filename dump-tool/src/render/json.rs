@@ -21,7 +21,7 @@ use crate::input::{Input, trigger_name};
 use crate::model::{
     FrameLabels, FrameRef, Metric, Profile, ProgramFrames, Sample, TimeInfo, function_name,
 };
-use crate::pipeline::View;
+use crate::pipeline::{View, ViewSpec};
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
@@ -57,6 +57,10 @@ pub fn write(view: &View<'_>, mut writer: impl std::io::Write) -> std::io::Resul
     let report = Report {
         schema: SCHEMA,
         confidence: 0.95,
+        view: ViewJson {
+            spec: view.spec,
+            summary: view.spec.summary(),
+        },
         new: DumpInfo::of(view.new.first_input()),
         base: view.base.map(|base| DumpInfo::of(base.first_input())),
         pairing: comparison.as_ref().map(|c| c.pairing().name()),
@@ -84,6 +88,8 @@ fn has_lifetimes(view: &View<'_>) -> bool {
 struct Report<'a> {
     schema: &'static str,
     confidence: f64,
+    /// What shaped the view: every `total` below is the view's.
+    view: ViewJson<'a>,
     new: DumpInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     base: Option<DumpInfo>,
@@ -102,6 +108,15 @@ struct Report<'a> {
     stacks: &'a StackTable<'a>,
     /// Keyed by metric name (`inuse-space`, ...).
     metrics: BTreeMap<&'static str, MetricReport<'a>>,
+}
+
+/// The view's settings as fields and as the one line the other formats
+/// print.
+#[derive(Serialize)]
+struct ViewJson<'a> {
+    #[serde(flatten)]
+    spec: &'a ViewSpec,
+    summary: String,
 }
 
 #[derive(Serialize)]

@@ -154,7 +154,7 @@ fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
         .clone()
         .unwrap_or_else(|| default_title(view, options));
     inferno.subtitle = Some(format!(
-        "{} {}, corrected for sampling (mean period {} bytes); tooltips give 95 % intervals{}",
+        "{} {}, corrected for sampling (mean period {} bytes); tooltips give 95 % intervals{} | {}",
         view.metric.name(),
         view.metric.unit(),
         view.new.profile.period,
@@ -162,7 +162,8 @@ fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
             ", faded frames changed within sampling noise"
         } else {
             ""
-        }
+        },
+        view.spec.summary()
     ));
     inferno.count_name = view.metric.unit().to_string();
     inferno.colors = Palette::Basic(BasicPalette::Mem);

@@ -37,6 +37,7 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
         view.new.name,
         view.new.profile.period
     );
+    let _ = writeln!(out, "heapdiff: {}", view.spec.summary());
     if let Some(note) = &view.new.profile.origin.attach_note {
         let _ = writeln!(out, "heapdiff: {note}");
     }
@@ -144,6 +145,7 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
         base_name,
         view.new.name
     );
+    let _ = writeln!(out, "heapdiff: {}", view.spec.summary());
     let _ = writeln!(
         out,
         "{}",

@@ -159,6 +159,7 @@ pub fn model(view: &View<'_>) -> Model {
     if let Some(note) = &view.new.profile.origin.attach_note {
         title = format!("{title} ({note})");
     }
+    title = format!("{title} — {}", view.spec.summary());
     builder.finish(Model {
         title,
         new_name: view.new.name.clone(),

@@ -289,7 +289,13 @@ impl<'a> Builder<'a> {
             unit: self.string("bytes"),
         });
         let default_sample_type = self.string(sample_type_name(view.metric));
-        let comment = options.comments.iter().map(|c| self.string(c)).collect();
+        let spec = view.spec.summary();
+        let comment = options
+            .comments
+            .iter()
+            .chain(std::iter::once(&spec))
+            .map(|c| self.string(c))
+            .collect();
         let mapping = self.mappings();
         let rest = PbProfile {
             sample_type,

@@ -1,0 +1,113 @@
+//! Every output format × every view option: the output names the setting
+//! (folded, which has no comment syntax, names it on stderr). Fails when a
+//! renderer omits the view's description.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use common::{Fixture, dump, module, stack};
+use heapsample_format::encode;
+use std::path::Path;
+use std::process::Command;
+
+/// Each option and the words every output must show for it.
+const OPTIONS: &[(&[&str], &str)] = &[
+    (&[], "metric inuse-space"),
+    (&["-m", "alloc-space"], "metric alloc-space"),
+    (&["--focus", "."], "focus /./"),
+    (&["--ignore", "^none_ignored$"], "ignore /^none_ignored$/"),
+    (&["--hide", "^none_hidden$"], "hide /^none_hidden$/"),
+    (
+        &["--allocator-frames", "^none_wrapped$"],
+        "allocator-frames /^none_wrapped$/",
+    ),
+    (&["--by-thread"], "by thread"),
+    (&["--size-frames"], "size frames"),
+    (&["--full-names"], "full names"),
+    (&["--keep-allocator-frames"], "allocator frames kept"),
+];
+
+const FORMATS: &[&str] = &["text", "json", "svg", "pprof", "html", "folded"];
+
+/// What a run of `format` shows: its output file or stdout, and for
+/// folded its stderr (pprof decompressed: its comments are plain strings).
+fn shown(dir: &Path, dump: &Path, format: &str, args: &[&str], base: Option<&Path>) -> String {
+    let out_path = dir.join(format!("out.{format}"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_heapdiff"));
+    command.args(["-f", format]).args(args);
+    if format != "folded" {
+        // Folded goes to stdout and names the view on stderr (not with -q).
+        command.args(["-q", "-o"]).arg(&out_path);
+    }
+    if let Some(base) = base {
+        command.arg("--base").arg(base);
+    }
+    let out = command.arg(dump).output().expect("run heapdiff");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{format} {args:?}: {stderr}");
+    match format {
+        "folded" => stderr,
+        "pprof" => {
+            let profile = common::read_pprof(&out_path);
+            let strings = &profile.string_table;
+            let comments: Vec<&str> = profile
+                .comment
+                .iter()
+                .map(|&i| strings[i as usize].as_str())
+                .collect();
+            comments.join("\n")
+        }
+        _ => std::fs::read_to_string(&out_path).unwrap(),
+    }
+}
+
+#[test]
+fn every_format_names_every_view_option() {
+    let fixture = Fixture::new("cli-view-spec", &["-no-pie"]);
+    let exe = fixture.binary.display().to_string();
+    let modules = vec![module(&fixture.binary, 0)];
+    let profile = dump(
+        &exe,
+        0,
+        modules.clone(),
+        vec![stack(fixture.leaf_stack(0), 10, 100)],
+    );
+    let path = fixture.dir.join("one.prof");
+    std::fs::write(&path, encode(&profile)).unwrap();
+    let mut missing = Vec::new();
+    for format in FORMATS {
+        for (args, words) in OPTIONS {
+            let shown = shown(&fixture.dir, &path, format, args, None);
+            if !shown.contains(words) {
+                missing.push(format!("{format} {args:?}: no {words:?}"));
+            }
+            if !shown.contains("sampling period 1 bytes") {
+                missing.push(format!("{format} {args:?}: no sampling period"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+#[test]
+fn every_format_names_the_base_sampling() {
+    let fixture = Fixture::new("cli-view-spec-base", &["-no-pie"]);
+    let exe = fixture.binary.display().to_string();
+    let modules = vec![module(&fixture.binary, 0)];
+    let one = dump(
+        &exe,
+        0,
+        modules.clone(),
+        vec![stack(fixture.leaf_stack(0), 10, 100)],
+    );
+    let base = fixture.dir.join("base.prof");
+    let new = fixture.dir.join("new.prof");
+    std::fs::write(&base, encode(&one)).unwrap();
+    std::fs::write(&new, encode(&one)).unwrap();
+    for format in FORMATS {
+        let shown = shown(&fixture.dir, &new, format, &["--focus", "."], Some(&base));
+        for words in ["(base 1 bytes)", "focus /./"] {
+            assert!(shown.contains(words), "{format}: no {words:?} in\n{shown}");
+        }
+    }
+}
