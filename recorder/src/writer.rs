@@ -1,6 +1,8 @@
 //! Dumps: when one may be written, what it is called, and in what order.
 //!
-//! Owns the dump sequence numbers (per process and per trigger), the lock
+//! Owns the dump sequence numbers (per process and per trigger), what the
+//! written dumps cost (count, bytes, time: each dump's `cost` reports those
+//! written before it), the lock
 //! that serializes dumps and closes them at exit, and the automatic names:
 //! `<prefix>.<pid>.<seq>.<trigger><n>.prof`, where a pid already used in the
 //! directory (a container's first process is pid 1 every time) gets a
@@ -28,6 +30,10 @@ pub const NOT_DUE: Errno = libc::EALREADY;
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 /// Dumps per trigger, indexed by [`trigger_index`].
 static TRIGGER_SEQUENCE: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
+/// What this process's written dumps cost: how many, their bytes and the
+/// nanoseconds spent assembling and writing them (reported in the next
+/// dump's `cost`).
+static WRITTEN: [AtomicU64; 3] = [const { AtomicU64::new(0) }; 3];
 /// Serializes dumps; holds true once the process is exiting and no dump may start any more (a dump
 /// begun after the exit dump could be cut short by the process ending and
 /// leave its temporary file behind).
@@ -95,10 +101,14 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
     if path.is_none() && config.prof_prefix.is_empty() {
         return Err(libc::EINVAL);
     }
+    let started = std::time::Instant::now();
     let mut dump = assemble(trigger);
     if !triggers::still_due(trigger, &dump) {
         return Err(NOT_DUE);
     }
+    dump.cost.dumps_written = WRITTEN[0].load(Relaxed);
+    dump.cost.dump_bytes = WRITTEN[1].load(Relaxed);
+    dump.cost.dump_ns = WRITTEN[2].load(Relaxed);
     dump.seq = SEQUENCE.fetch_add(1, Relaxed);
     // As in jemalloc, a dump to an explicit path does not use up a number of
     // the automatic names.
@@ -116,7 +126,25 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
         None => write_automatic(&config.prof_prefix, seq, trigger, trigger_seq, &dump)?,
     };
     triggers::dumped(trigger, &dump);
+    count_written(&target, started);
     Ok((target, dump))
+}
+
+/// Add a written dump to [`WRITTEN`] (its size as the file system reports
+/// it: the file was just renamed into place).
+fn count_written(target: &str, started: std::time::Instant) {
+    let bytes = std::ffi::CString::new(target).map_or(0, |path| {
+        // SAFETY: an all-zero `stat` is a valid value to be overwritten.
+        let mut status: libc::stat = unsafe { core::mem::zeroed() };
+        // SAFETY: a NUL-terminated path and a writable `stat`.
+        match unsafe { crate::syscalls::lstat(path.as_ptr(), &mut status) } {
+            0 => status.st_size as u64,
+            _ => 0,
+        }
+    });
+    WRITTEN[0].fetch_add(1, Relaxed);
+    WRITTEN[1].fetch_add(bytes, Relaxed);
+    WRITTEN[2].fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
 }
 
 /// Dumps numbered so far in this process (written or attempted).
@@ -190,6 +218,9 @@ pub unsafe fn reset_in_child() {
         crate::store_if_changed!(*counter, 0);
     }
     crate::store_if_changed!(GENERATION, 0);
+    for counter in &WRITTEN {
+        crate::store_if_changed!(*counter, 0);
+    }
     // SAFETY: only this thread exists in the child; a guard of the lock
     // held by a thread that did not survive the fork is never used.
     unsafe { DUMP_LOCK.reset_in_child(false) };

@@ -1,6 +1,6 @@
 //! `prof_interval_s`: dumps by wall time (`t<n>`), and none from a process
 //! that went quiet (nothing sampled and no sampled block freed since the
-//! previous time dump).
+//! previous time dump); each dump's cost counts the dumps before it.
 
 use heapsample_tests::format::Trigger;
 use heapsample_tests::{BuildOptions, Run, TempDir, compile_c, dump_files_in, shim_path};
@@ -28,9 +28,20 @@ fn time_dumps_come_each_period_and_stop_when_the_process_is_quiet() {
         .and_then(|t| t.parse::<f64>().ok())
         .expect("the program says when it went quiet")
         * 1e9) as u64;
-    let dumps: Vec<_> = dump_files_in(dir.path())
+    let all: Vec<_> = dump_files_in(dir.path())
         .iter()
         .map(|file| (file.path.clone(), file.decode()))
+        .collect();
+    // Each dump's cost counts the dumps written before it, as on disk.
+    let mut bytes_before = 0;
+    for (path, dump) in &all {
+        assert_eq!(dump.cost.dumps_written, dump.seq, "{}", path.display());
+        assert_eq!(dump.cost.dump_bytes, bytes_before, "{}", path.display());
+        assert_eq!(dump.cost.dump_ns > 0, dump.seq > 0, "{}", path.display());
+        bytes_before += std::fs::metadata(path).unwrap().len();
+    }
+    let dumps: Vec<_> = all
+        .into_iter()
         .filter(|(_, dump)| dump.trigger == Trigger::Time)
         .collect();
     assert!(!dumps.is_empty(), "{}", outcome.context());
