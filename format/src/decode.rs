@@ -26,9 +26,8 @@ pub fn decode_versioned(file: &[u8]) -> Result<(Dump, u32), DecodeError> {
 }
 
 /// What the estimators downstream rely on: every weight is finite and not
-/// negative, no sum of weights is below what its samples count (each
-/// sampled object weighs `1/p ≥ 1`, each byte `s/p ≥ s`: see
-/// [`below_its_samples`]), lifetime buckets exist and come in increasing
+/// negative, no positive sum of weights is below one unit (each sampled
+/// object weighs `1/p ≥ 1`: see [`below_its_samples`]), lifetime buckets exist and come in increasing
 /// order, and every live sample names a stack of the dump.
 fn validate(dump: &Dump) -> Result<(), DecodeError> {
     let bad = |why: String| Err(DecodeError::Body(why));
@@ -49,7 +48,7 @@ fn validate(dump: &Dump) -> Result<(), DecodeError> {
         }
         if below_its_samples(stack) {
             return bad(format!(
-                "stack {index} has a weight below 1 per sampled object or byte"
+                "stack {index} has a weight below 1 (no sampled object weighs less)"
             ));
         }
         let ordered = stack
@@ -80,31 +79,27 @@ fn validate(dump: &Dump) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// True when a sum of weights of `stack` is below the samples it counts:
-/// no shim writes that (a sample's weight is the inverse of a probability),
-/// and the intervals' gamma limit has no meaning below one unit. Cumulative
-/// sums (all allocations, each lifetime bucket) only add; the live sum also
-/// subtracts, so it may lie below its count by its rounding residue (at
-/// most `operations · ε · cumulative`, see heapdiff's `stats::residue`).
-/// A sum of zero is "not weighed" (hand-made dumps) and stays accepted: it
-/// gives estimates of zero, never an interval from a sub-unit weight.
+/// True when a positive sum of weights of `stack` is below one unit (a
+/// subnormal weight, say): no shim writes that (a sample's weight is the
+/// inverse of a probability, at least 1), and the intervals' gamma limit
+/// has no meaning below one unit. A sum is not compared with its count:
+/// a dump assembled while threads allocate and free may read a stack's
+/// count after a sample and its weights before it. A sum of zero is "not
+/// weighed" (hand-made dumps) and stays accepted: it gives estimates of
+/// zero, never an interval from a sub-unit weight.
 fn below_its_samples(stack: &crate::model::Stack) -> bool {
     const RELATIVE: f64 = 1e-9;
-    let below = |weight: f64, count: u64, residue: f64| {
-        let count = count as f64;
-        weight > 0.0 && weight < count * (1.0 - RELATIVE) - residue
-    };
-    let operations = 2.0 * stack.alloc_objects as f64;
-    let residue = |cumulative: f64| f64::EPSILON * cumulative * operations.max(1.0);
+    let below_one = |weight: f64| weight > 0.0 && weight < 1.0 - RELATIVE;
     let (live, alloc) = (&stack.live, &stack.alloc);
-    below(alloc.objects, stack.alloc_objects, 0.0)
-        || below(alloc.bytes, stack.alloc_bytes, 0.0)
-        || below(live.objects, stack.live_objects, residue(alloc.objects))
-        || below(live.bytes, stack.live_bytes, residue(alloc.bytes))
-        || stack.lifetimes.iter().any(|bucket| {
-            below(bucket.weights.objects, bucket.samples, 0.0)
-                || below(bucket.weights.bytes, bucket.sampled_bytes, 0.0)
-        })
+    [live.objects, live.bytes, alloc.objects, alloc.bytes]
+        .into_iter()
+        .chain(
+            stack
+                .lifetimes
+                .iter()
+                .flat_map(|bucket| [bucket.weights.objects, bucket.weights.bytes]),
+        )
+        .any(below_one)
 }
 
 #[cfg(test)]
@@ -122,7 +117,7 @@ mod tests {
     }
 
     #[test]
-    fn weights_below_their_samples_are_refused() {
+    fn weights_below_one_are_refused() {
         let mut dump = sample_dump();
         let stack = 0;
         dump.stacks[stack].live.objects = 5e-324;

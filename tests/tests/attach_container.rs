@@ -7,7 +7,8 @@
 //! status are unchanged, and the dumps still name the allocating function
 //! with file and line once the container's root is gone. Also in a user
 //! namespace made by an unprivileged user, with a read-only root, and the
-//! refusal when the container has nowhere to write.
+//! refusal when the container has nowhere to write; a 4-thread C++
+//! program too.
 
 mod attach_common;
 
@@ -269,4 +270,54 @@ fn a_container_with_nowhere_to_write_is_refused_and_unchanged() {
     let (transcript, exit) = driven.finish();
     assert_eq!(transcript, expected.0);
     assert_eq!(exit.code(), expected.1.code());
+}
+
+#[test]
+fn a_four_thread_cxx_program_in_a_container_is_profiled_from_the_host() {
+    if !namespaces_allowed() {
+        return;
+    }
+    let work = TempDir::new("container-cxx");
+    let program = heapsample_tests::compile_cxx("attach_cxx.cpp", &BuildOptions::pie()).path;
+    let root = container_root(work.path(), &program);
+    let commands = ["start", "stop", "end"];
+    let expected = unattached(&program, &[], &[], &commands);
+    let host = work.path().join("dumps");
+    let mut driven = start_in_container(&root, "", &[]);
+    assert_eq!(driven.send("start"), "started");
+    let pid = child_of(driven.pid()).to_string();
+    let attach = [
+        "attach",
+        "-o",
+        host.to_str().unwrap(),
+        "--lg-sample",
+        "14",
+        &pid,
+    ];
+    heapsample_ok(&attach);
+    let first = PathBuf::from(heapsample_ok(&["dump", &pid]).trim());
+    for _ in 0..20 {
+        heapsample_ok(&["detach", &pid]);
+        heapsample_ok(&attach);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let last = PathBuf::from(heapsample_ok(&["dump", &pid]).trim());
+    heapsample_ok(&["detach", &pid]);
+    assert_eq!(driven.send("stop"), "thread 0 ok");
+    driven.send_only("end");
+    let (transcript, exit) = driven.finish();
+    assert_eq!(transcript, expected.0, "the program's output is unchanged");
+    assert_eq!(exit.code(), expected.1.code(), "and its exit status");
+    assert!(first.is_file() && last.is_file() && last.starts_with(&host));
+    let inside: Vec<_> = std::fs::read_dir(root.join("tmp"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(
+        inside.is_empty(),
+        "nothing left in the container: {inside:?}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+    let text = heapdiff_ok(&["-f", "text", "--all-mine", last.to_str().unwrap()]);
+    assert!(text.contains("round_of_work"), "{text}");
 }

@@ -612,10 +612,13 @@ fn views_in_every_format() {
         let flat = pprof_flat(&top);
         // big_site's 500,000 B plus stdio's 4 KiB buffer.
         assert_eq!(flat.get("[4–8 KiB]"), Some(&504_096), "{top}");
+        // The rows (the profile's comments above them name the view).
+        let rows = top.split_once("flat%").map_or("", |(_, rows)| rows);
         assert!(
-            !top.contains("small_site") && !top.contains("xmalloc"),
+            !rows.contains("small_site") && !rows.contains("xmalloc"),
             "{top}"
         );
+        assert!(top.contains("view: "), "the view in the comments: {top}");
     }
 }
 

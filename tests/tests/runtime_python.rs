@@ -107,12 +107,16 @@ fn check(version: &str) {
         .as_array()
         .expect("stacks")
         .iter()
-        .map(|stack| {
-            stack["frames"]
+        .map(|value| {
+            let index = value["stack"].as_u64().expect("a stack index") as usize;
+            json["stacks"][index]
                 .as_array()
-                .expect("frames")
+                .expect("a stack's name indices")
                 .iter()
-                .map(|frame| frame.as_str().expect("a name").to_string())
+                .map(|name| {
+                    let name = name.as_u64().expect("a name index") as usize;
+                    json["names"][name].as_str().expect("a name").to_string()
+                })
                 .collect::<Vec<_>>()
                 .join(";")
         })

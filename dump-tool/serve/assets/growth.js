@@ -68,7 +68,7 @@ const hdGrowth = (function () {
       if (f.program_frame) tr.dataset.program = f.program_frame;
       tr.innerHTML = '<td class="name">' + programFirst(f) + '<a href="' + escapeText(viewUrl(last, first, f.label)) + '" title="' + escapeText(f.full) + '">' +
         escapeText(f.label) + '</a></td><td class="spark"></td><td>' + bytes(f.values[0]) + " → " + bytes(f.values[f.values.length - 1]) +
-        "</td><td>" + signed(f.change, "bytes") + " [" + signed(f.change_low, "bytes") + ", " + signed(f.change_high, "bytes") + "]</td>" +
+        "</td><td class=\"change\">" + signed(f.change, "bytes") + ' <span class="interval">[' + signed(f.change_low, "bytes") + ", " + signed(f.change_high, "bytes") + "]</span></td>" +
         '<td class="trend">' + (f.still_growing ? "still growing" : "levelled off") + "</td>" + (classified ? kind(f) + '<td class="ages"></td>' : "");
       tr.querySelector(".spark").appendChild(sparkline(f.values, f.lows, f.highs));
       if (f.born_slices) tr.querySelector("td.ages").appendChild(hdAges.bars(f.born_slices, report.slices_ns));
