@@ -34,7 +34,7 @@ pub struct AgeRow {
     /// cache that turns over).
     pub kept_rate: Estimate,
     /// The program's own function that called into it, where most of its
-    /// live bytes were allocated ([`crate::model::program_frame`]); rows
+    /// live bytes were allocated ([`crate::model::program_frame()`]); rows
     /// per function only.
     pub program_frame: Option<String>,
 }
@@ -186,7 +186,7 @@ impl Trend {
 pub struct LeakRow {
     pub name: String,
     /// The program's own function that called into it
-    /// ([`crate::model::program_frame`]): what the report leads with.
+    /// ([`crate::model::program_frame()`]): what the report leads with.
     pub program_frame: Option<String>,
     /// The class and its evidence, from the births in the last dump.
     pub ages: Option<AgeRow>,

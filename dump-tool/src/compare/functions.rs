@@ -114,7 +114,7 @@ pub fn function_changes(
 }
 
 /// The self value of one program frame: the stacks whose program frame
-/// ([`crate::model::program_frame`]) it is.
+/// ([`crate::model::program_frame()`]) it is.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProgramFrameValue {
     /// The program frame, or the leaf of a stack that has none.

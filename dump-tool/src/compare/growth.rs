@@ -35,7 +35,7 @@ pub struct Growth {
     pub late_change: Delta,
     /// The program's own function that called into it, where most of its
     /// live memory in the last profile was allocated
-    /// ([`crate::model::program_frame`]).
+    /// ([`crate::model::program_frame()`]).
     pub program_frame: Option<String>,
 }
 

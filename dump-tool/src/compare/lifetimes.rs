@@ -88,7 +88,7 @@ pub struct LifetimeRow {
     /// The non-empty buckets, shortest lifetimes first.
     pub buckets: Vec<BucketAmount>,
     /// The program's own function that called into it, where most of its
-    /// allocations were made ([`crate::model::program_frame`]); rows per
+    /// allocations were made ([`crate::model::program_frame()`]); rows per
     /// function only.
     pub program_frame: Option<String>,
 }

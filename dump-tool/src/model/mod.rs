@@ -8,7 +8,7 @@
 //! (`--focus`, `--hide`, threads, size classes: [`transform`]), the
 //! merge of many profiles ([`merge`]), the live heap three ways
 //! ([`live_heap`]: estimated, in usable bytes, exact) and the program's
-//! own frame of a stack ([`program_frame`]: what is "not mine"). Reads dumps and the
+//! own frame of a stack ([`program_frame`](mod@program_frame): what is "not mine"). Reads dumps and the
 //! symbolized location table; never reads files, never formats output.
 
 pub mod allocator;

@@ -34,7 +34,7 @@ pub struct Transforms {
     /// `[4–8 KiB]`, measured by the metric's side (in use or allocated).
     pub size_frames: bool,
     /// Group by program frame: the frames at the leaf that are not the
-    /// program's own code ([`super::program_frame`]) are dropped, so each
+    /// program's own code ([`super::program_frame()`]) are dropped, so each
     /// stack's leaf is its program frame (a stack without one keeps its
     /// outermost frame).
     pub program_frames: bool,
