@@ -708,29 +708,23 @@ fn version_2_seeds_still_load() {
     assert!(seen >= 3, "expected at least 3 format-2 seeds");
 }
 
-/// The dumps of `fuzz/seeds/dump-v3/`, written by the shim in dump format
-/// 3, still load: no process identity, clocks, live samples, lifetimes or
-/// peak, their countdown's law (no unit per call) kept, and heapdiff reads
-/// them.
-#[test]
-fn version_3_seeds_still_load() {
-    let dir = workspace_root().join("fuzz").join("seeds").join("dump-v3");
+/// Each seed of `fuzz/seeds/dump-v<version>/` decodes as that version,
+/// passes `check`, and `heapdiff --format text` reads it; at least three.
+fn older_seeds_still_load(version: u32, check: impl Fn(&format::Dump) -> Result<(), String>) {
+    let dir = workspace_root()
+        .join("fuzz")
+        .join("seeds")
+        .join(format!("dump-v{version}"));
     let mut seen = 0;
-    for entry in std::fs::read_dir(&dir).expect("the format-3 seeds") {
+    for entry in std::fs::read_dir(&dir).expect("the older format's seeds") {
         let path = entry.unwrap().path();
         let bytes = std::fs::read(&path).unwrap();
-        let (dump, version) =
+        let (dump, read) =
             format::decode_versioned(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert_eq!(version, format::VERSION_3, "{}", path.display());
-        assert_eq!(
-            dump.process,
-            format::Process::default(),
-            "{}",
-            path.display()
-        );
-        assert_eq!(dump.bytes_per_call, 0, "{}", path.display());
-        assert!(dump.live_samples.is_empty() && dump.peak.is_none());
-        assert!(dump.stacks.iter().all(|s| s.lifetimes.is_empty()));
+        assert_eq!(read, version, "{}", path.display());
+        if let Err(why) = check(&dump) {
+            panic!("{}: {why}", path.display());
+        }
         let output = std::process::Command::new(heapsample_tests::heapdiff_path())
             .args(["--format", "text"])
             .arg(&path)
@@ -744,7 +738,25 @@ fn version_3_seeds_still_load() {
         );
         seen += 1;
     }
-    assert!(seen >= 3, "expected at least 3 format-3 seeds");
+    assert!(seen >= 3, "expected at least 3 format-{version} seeds");
+}
+
+/// The dumps of `fuzz/seeds/dump-v3/`, written by the shim in dump format
+/// 3, still load: no process identity, clocks, live samples, lifetimes or
+/// peak, their countdown's law (no unit per call) kept, and heapdiff reads
+/// them.
+#[test]
+fn version_3_seeds_still_load() {
+    older_seeds_still_load(format::VERSION_3, |dump| {
+        let untimed = dump.process == format::Process::default()
+            && dump.bytes_per_call == 0
+            && dump.live_samples.is_empty()
+            && dump.peak.is_none()
+            && dump.stacks.iter().all(|s| s.lifetimes.is_empty());
+        untimed
+            .then_some(())
+            .ok_or_else(|| format!("time data in a format-3 dump: {:?}", dump.process))
+    });
 }
 
 /// The dumps of `fuzz/seeds/dump-v4/`, written by the shim in dump format
@@ -753,31 +765,16 @@ fn version_3_seeds_still_load() {
 /// them.
 #[test]
 fn version_4_seeds_still_load() {
-    let dir = workspace_root().join("fuzz").join("seeds").join("dump-v4");
-    let mut seen = 0;
-    for entry in std::fs::read_dir(&dir).expect("the format-4 seeds") {
-        let path = entry.unwrap().path();
-        let bytes = std::fs::read(&path).unwrap();
-        let (dump, version) =
-            format::decode_versioned(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert_eq!(version, format::PREVIOUS_VERSION, "{}", path.display());
-        assert_ne!(dump.process.id, 0, "{}", path.display());
-        assert_eq!(dump.context, format::ProcessContext::default());
-        assert!(dump.runtime.symbols.is_empty() && dump.removed_dumps.is_empty());
-        let output = std::process::Command::new(heapsample_tests::heapdiff_path())
-            .args(["--format", "text"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}: {}",
-            path.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        seen += 1;
-    }
-    assert!(seen >= 3, "expected at least 3 format-4 seeds");
+    older_seeds_still_load(format::PREVIOUS_VERSION, |dump| {
+        let converted = dump.process.id != 0
+            && dump.context == format::ProcessContext::default()
+            && dump.runtime.symbols.is_empty()
+            && dump.removed_dumps.is_empty()
+            && dump.cost == format::ProfilerCost::default();
+        converted
+            .then_some(())
+            .ok_or_else(|| format!("a format-4 dump converted wrongly: {:?}", dump.context))
+    });
 }
 
 #[test]
