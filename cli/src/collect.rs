@@ -177,8 +177,9 @@ fn under(root: &Path, path: &Path) -> PathBuf {
 }
 
 /// Write `bytes` as `target`, never replacing an existing file: a
-/// temporary file beside it, linked into place, then removed.
-fn place(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// temporary file beside it, linked into place, then removed. False when
+/// `target` existed (and was kept).
+pub fn place(target: &Path, bytes: &[u8]) -> std::io::Result<bool> {
     let parent = target.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent)?;
     let temporary = parent.join(format!(
@@ -194,8 +195,9 @@ fn place(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
         file.write_all(bytes)?;
         file.sync_all()?;
         match std::fs::hard_link(&temporary, target) {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            other => other,
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
         }
     })();
     let _ = std::fs::remove_file(&temporary);
@@ -222,8 +224,8 @@ mod tests {
     fn a_file_is_placed_once_and_never_replaced() {
         let dir = std::env::temp_dir().join(format!("heapsample-collect-{}", std::process::id()));
         let target = dir.join(".build-id/ab/cdef");
-        place(&target, b"first").unwrap();
-        place(&target, b"second").unwrap();
+        assert!(place(&target, b"first").unwrap());
+        assert!(!place(&target, b"second").unwrap());
         assert_eq!(std::fs::read(&target).unwrap(), b"first");
         let left: Vec<_> = std::fs::read_dir(target.parent().unwrap())
             .unwrap()

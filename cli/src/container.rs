@@ -194,16 +194,27 @@ impl Outpost {
     }
 }
 
-/// Copy `from` to `to` (a temporary name beside it, then linked into
-/// place, so no reader sees half a dump and nothing is replaced), then
-/// remove `from`.
+/// Copy `from` to `to` (`collect::place`: a temporary name beside it,
+/// linked into place, so no reader sees half a dump and nothing is
+/// replaced), then remove `from`.
 fn move_file(from: &Path, to: &Path) -> Result<(), Failure> {
-    let temporary = to.with_extension(format!("prof.{}.tmp", std::process::id()));
-    let result = std::fs::copy(from, &temporary)
-        .and_then(|_| std::fs::File::open(&temporary)?.sync_all())
-        .and_then(|()| std::fs::hard_link(&temporary, to));
-    let _ = std::fs::remove_file(&temporary);
-    result.map_err(|e| Failure::new(format!("cannot bring {} home: {e}", from.display())))?;
+    let placed = std::fs::read(from).and_then(|bytes| crate::collect::place(to, &bytes));
+    match placed {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(Failure::new(format!(
+                "cannot bring {} home: {} exists",
+                from.display(),
+                to.display()
+            )));
+        }
+        Err(e) => {
+            return Err(Failure::new(format!(
+                "cannot bring {} home: {e}",
+                from.display()
+            )));
+        }
+    }
     std::fs::remove_file(from)
         .map_err(|e| Failure::new(format!("cannot remove {}: {e}", from.display())))
 }
