@@ -8,7 +8,7 @@ use heapsample_format::Trigger;
 
 use crate::live_table::LIVE;
 use crate::stack_table::STACKS;
-use crate::{state, tls, triggers, writer};
+use crate::{dump_sequence, state, tls, triggers};
 
 /// Write a dump now, to `path` or (None) to the automatic `m` name.
 /// Returns 0 or an errno value.
@@ -17,7 +17,7 @@ pub fn dump(path: Option<&str>) -> i32 {
         return libc::ENOTSUP;
     }
     let _guard = tls::Guard::enter();
-    match writer::write_dump(Trigger::Manual, path) {
+    match dump_sequence::write_dump(Trigger::Manual, path) {
         Ok(_) => 0,
         Err(errno) => errno,
     }
@@ -30,7 +30,7 @@ pub fn dump_named() -> Result<String, i32> {
         return Err(libc::ENOTSUP);
     }
     let _guard = tls::Guard::enter();
-    let (path, _) = writer::write_dump(Trigger::Manual, None)?;
+    let (path, _) = dump_sequence::write_dump(Trigger::Manual, None)?;
     Ok(std::path::absolute(&path)
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or(path))

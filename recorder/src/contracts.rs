@@ -15,7 +15,7 @@ use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::backtrace::HookEntry;
-use crate::counting::after_alloc_any;
+use crate::call_accounting::after_alloc_any;
 use crate::next_alloc::{self, in_bootstrap_arena};
 use crate::routes::{CALLOC_ROUTE, CallocFn, REALLOC_ROUTE, ReallocFn, enomem, start_or_bootstrap};
 use crate::{spin_lock, state};

@@ -27,9 +27,9 @@ use core::ffi::{CStr, c_void};
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering, Ordering::Relaxed};
 
 use crate::backtrace::{self, HookEntry};
-use crate::counting::{after_alloc_any, before_free_any};
+use crate::call_accounting::{after_alloc_any, before_free_any};
 use crate::tls::{self, ThreadState};
-use crate::{contracts, next_alloc, routes, sampling, spin_lock, state, sys};
+use crate::{contracts, next_alloc, routes, sampling_law, spin_lock, state, sys};
 
 const UNKNOWN: u8 = 0;
 const FORWARD_ONLY: u8 = 1;
@@ -158,7 +158,8 @@ pub unsafe fn operator_new(
         route.store(address.cast(), Ordering::Release);
         return forward(address);
     }
-    if sampling::lg_period() <= routes::ENTRY_STUB_MAX_LG && route.load(Relaxed) != call.with_entry
+    if sampling_law::lg_period() <= routes::ENTRY_STUB_MAX_LG
+        && route.load(Relaxed) != call.with_entry
     {
         route.store(call.with_entry, Ordering::Release);
     }

@@ -12,8 +12,8 @@
 //! through one `GOTTPOFF` load.
 //!
 //! - `malloc` (6 instructions): take the request's countdown units
-//!   ([`crate::sampler::units`]: its bytes plus one, with `stc; sbb` on the
-//!   thread's countdown in memory, [`crate::sampler::Sampler`]); if the
+//!   ([`crate::thread_countdown::units`]: its bytes plus one, with `stc; sbb` on the
+//!   thread's countdown in memory, [`crate::thread_countdown::Sampler`]); if the
 //!   countdown stays positive, count the call and jump to the next
 //!   `malloc`. Otherwise jump through [`crate::routes::MALLOC_ROUTE`] with
 //!   the units taken: the route gives them back first

@@ -14,9 +14,9 @@
 //!    without their libc wrappers), [`clock`] (the time of sample events),
 //!    [`warn`](mod@warn), [`config`] (PROF_CONF, the `heapsample-options`
 //!    crate's, re-exported),
-//!    [`sampling`] (the law of the countdown), [`sampler`] (one thread's
+//!    [`sampling_law`] (the law of the countdown), [`thread_countdown`] (one thread's
 //!    countdown), [`nursery`] (a table's page for a forked child's entries),
-//!    [`chunks`] (table entries that never move), [`counters`] (one record
+//!    [`chunks`] (table entries that never move), [`record_counters`] (one record
 //!    of sampled counts and weights).
 //! 1. [`tls`]: the initial-exec per-thread block and the guard.
 //! 2. [`spin_lock`] (and the lock order), which keeps each thread's kernel
@@ -27,19 +27,19 @@
 //! 4. [`next_alloc`]: the next allocator and the bootstrap arena.
 //! 5. [`state`]: the process-wide mode, flags, configuration and counters,
 //!    behind functions; [`attachment`]: preloaded or attached, since when.
-//! 6. events: [`sample`] (the sample event), [`threads`] (set-up, registry,
+//! 6. events: [`sample_event`] (the sample event), [`threads`] (set-up, registry,
 //!    exit flush), [`triggers`] (when a dump is due), [`memory_limit`]
-//!    (the cgroup's use against its limit), [`dumper`] (the request queue
+//!    (the cgroup's use against its limit), [`dump_thread`] (the request queue
 //!    and the thread; what it writes is registered from layer 9),
 //!    [`table_setup`] (the tables, made at the first sample).
-//! 7. dispatch: [`startup`], [`counting`], [`routes`].
+//! 7. dispatch: [`startup`], [`call_accounting`], [`routes`].
 //! 8. hooks: [`contracts`] (the rest of the malloc family), [`fast_path`]
 //!    (malloc's and free's assembly), [`cxx`] (C++ operator accounting).
 //! 9. never inside malloc: [`process`] (the process's identity and fork
 //!    record), [`process_context`] (where it runs: architecture,
-//!    namespaces, cgroup), [`dump_contents`] (what a dump holds),
+//!    namespaces, cgroup), [`dump_assembly`] (what a dump holds),
 //!    [`runtime_names`] (the perf map's names of JIT code in a dump),
-//!    [`dump_file`] (writing one atomically), [`writer`] (when, in what
+//!    [`dump_file`] (writing one atomically), [`dump_sequence`] (when, in what
 //!    order and under what name dumps are written), [`api`] (the C API),
 //!    [`lifecycle`] (constructor, exit, fork), [`exec_final`] (which
 //!    descendants started by `exec` write an exit dump), [`slots`]
@@ -51,13 +51,13 @@ pub mod backtrace;
 pub mod chunks;
 pub mod clock;
 pub use heapsample_options::config;
+pub mod call_accounting;
 pub mod contracts;
-pub mod counters;
-pub mod counting;
 pub mod cxx;
-pub mod dump_contents;
+pub mod dump_assembly;
 pub mod dump_file;
-pub mod dumper;
+pub mod dump_sequence;
+pub mod dump_thread;
 pub mod exec_final;
 pub mod fast_path;
 pub mod lifecycle;
@@ -71,11 +71,11 @@ pub mod object_ids;
 pub mod own_heap;
 pub mod process;
 pub mod process_context;
+pub mod record_counters;
 pub mod routes;
 pub mod runtime_names;
-pub mod sample;
-pub mod sampler;
-pub mod sampling;
+pub mod sample_event;
+pub mod sampling_law;
 pub mod slots;
 pub mod spin_lock;
 pub mod stack_table;
@@ -86,10 +86,10 @@ pub mod sys;
 pub mod syscalls;
 pub mod table_setup;
 pub mod takeover;
+pub mod thread_countdown;
 pub mod threads;
 pub mod tls;
 pub mod triggers;
 pub mod warn;
-pub mod writer;
 
 pub use lifecycle::on_library_load;

@@ -20,7 +20,8 @@ use crate::config::{Config, FORK_FINAL_MIN_LIFE_NS, ForkFinal};
 use crate::process::{self, FORK_RECORD};
 use crate::stack_table::STACKS;
 use crate::{
-    dumper, modules, own_heap, routes, state, table_setup, threads, tls, triggers, writer,
+    dump_sequence, dump_thread, modules, own_heap, routes, state, table_setup, threads, tls,
+    triggers,
 };
 
 /// The shim's constructor: start, then register the exit dump and the fork
@@ -43,7 +44,7 @@ pub fn on_library_load() {
 /// and pre-OOM triggers. Also called by an attach (`takeover`).
 pub fn start_services() {
     process::draw_identity();
-    dumper::set_dump_writer(write_background_dump);
+    dump_thread::set_dump_writer(write_background_dump);
     {
         // The objects loaded with the program, while relative names still
         // mean what they meant at start-up; forked children inherit the map.
@@ -76,11 +77,11 @@ pub fn start_services() {
 /// the heap fell below the last high before the dump was assembled.
 fn write_background_dump(trigger: Trigger) {
     let live_before = triggers::live_heap();
-    let written = writer::write_dump(trigger, None);
+    let written = dump_sequence::write_dump(trigger, None);
     if trigger == Trigger::HighWater {
         triggers::high_water_dumped(match &written {
             Ok((_, dump)) => Some(triggers::dump_live_heap(dump)),
-            Err(writer::NOT_DUE) => None,
+            Err(dump_sequence::NOT_DUE) => None,
             Err(_) => Some(live_before),
         });
     }
@@ -122,17 +123,17 @@ extern "C" fn at_exit() {
     // that never had another thread has none to refuse (and closing would
     // cost a forked child a copy-on-write fault).
     let written = if wanted && config.prof_final && !config.prof_prefix.is_empty() {
-        writer::write_dump(Trigger::Final, None).ok()
+        dump_sequence::write_dump(Trigger::Final, None).ok()
     } else {
         if !crate::sys::single_threaded() {
-            writer::close();
+            dump_sequence::close();
         }
         None
     };
     if wanted && config.prof_leak {
         let dump = match &written {
             Some((_, dump)) => dump.clone(),
-            None => crate::dump_contents::assemble(Trigger::Final),
+            None => crate::dump_assembly::assemble(Trigger::Final),
         };
         print_leak_summary(&dump, written.as_ref().map(|(path, _)| path.as_str()));
     }
@@ -230,7 +231,7 @@ extern "C" fn fork_parent() {
 /// survived the fork gets a generator seeded from its new `pid`.
 fn reseed_forking_thread(pid: u32) {
     let state = tls::current();
-    let seed = crate::sampling::seed(state as *const tls::ThreadState as usize, pid);
+    let seed = crate::sampling_law::seed(state as *const tls::ThreadState as usize, pid);
     if state.sampler.reseed_after_fork(seed) {
         state.set_flag(tls::FLAG_REDRAW, true);
     }
@@ -252,8 +253,8 @@ extern "C" fn fork_child() {
         }
     }
     // SAFETY: once per fork, in the child.
-    unsafe { writer::reset_in_child() };
-    dumper::reset_in_child();
+    unsafe { dump_sequence::reset_in_child() };
+    dump_thread::reset_in_child();
     triggers::reset_in_child();
     let record = &FORK_RECORD;
     record

@@ -23,7 +23,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use heapsample_format::{LIFETIME_BUCKETS, LifetimeBucket, Weights};
 
 use crate::chunks::Chunks;
-use crate::counters::{WeightCells, certain_weights};
+use crate::record_counters::{WeightCells, certain_weights};
 
 const BLOCKS_PER_CHUNK: usize = 64;
 const MAX_CHUNKS: usize = 256;
@@ -163,7 +163,7 @@ impl LifetimeTable {
     /// (the caller holds the insert lock).
     fn map(&self, id: usize) -> Option<&LifetimeBlock> {
         let block = self.blocks.get_or_map(id)?;
-        if !crate::sampling::samples_every_allocation() && block.weights().is_none() {
+        if !crate::sampling_law::samples_every_allocation() && block.weights().is_none() {
             let sums = self.weights.get_or_map(id)?;
             block
                 .weights
@@ -202,8 +202,8 @@ mod tests {
 
     #[test]
     fn buckets_keep_counts_and_sums() {
-        let _period = crate::sampling::tests::PERIOD_LOCK.lock();
-        crate::sampling::set_lg_period(19);
+        let _period = crate::sampling_law::tests::PERIOD_LOCK.lock();
+        crate::sampling_law::set_lg_period(19);
         let table = Box::new(LifetimeTable::new());
         // SAFETY: one caller (this test).
         let id = unsafe { table.hand_out() }.unwrap();
@@ -233,12 +233,12 @@ mod tests {
     /// memory is mapped for them, and the block reads the same.
     #[test]
     fn at_period_1_blocks_keep_counts_only() {
-        let _period = crate::sampling::tests::PERIOD_LOCK.lock();
-        crate::sampling::set_lg_period(0);
+        let _period = crate::sampling_law::tests::PERIOD_LOCK.lock();
+        crate::sampling_law::set_lg_period(0);
         let table = Box::new(LifetimeTable::new());
         // SAFETY: one caller (this test).
         let id = unsafe { table.hand_out() }.unwrap();
-        crate::sampling::set_lg_period(19);
+        crate::sampling_law::set_lg_period(19);
         let block = table.get(id).unwrap();
         assert!(block.weights().is_none());
         assert!(table.weights.get(id as usize).is_none());

@@ -107,8 +107,8 @@ fn random_id() -> u128 {
         // SAFETY: getpid has no preconditions.
         ^ u64::from(unsafe { libc::getpid() } as u32) << 40
         ^ (&bytes as *const _ as u64);
-    let high = crate::sampling::next_random(&mut state);
-    let low = crate::sampling::next_random(&mut state);
+    let high = crate::sampling_law::next_random(&mut state);
+    let low = crate::sampling_law::next_random(&mut state);
     (u128::from(high) << 64 | u128::from(low)) | 1
 }
 

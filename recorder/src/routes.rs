@@ -20,14 +20,14 @@ use core::ffi::c_void;
 use core::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 use crate::backtrace::HookEntry;
-use crate::counting::{after_alloc, after_alloc_any, give_back_units};
+use crate::call_accounting::{after_alloc, after_alloc_any, give_back_units};
 use crate::live_table::LIVE;
 use crate::next_alloc::{self, in_bootstrap_arena};
 use crate::state::{
     self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_PROFILING_EXACT,
 };
 use crate::tls::{self, ThreadState};
-use crate::{counting, sample, spin_lock, startup};
+use crate::{call_accounting, sample_event, spin_lock, startup};
 
 /// Start the profiler if nobody has (see `startup`), pointing the routes at
 /// the paths for the mode it chooses. Returns false when the request must
@@ -241,7 +241,7 @@ unsafe extern "C" fn malloc_exact(size: usize) -> *mut c_void {
     // SAFETY: resolved before MODE was set.
     let pointer = unsafe { next_alloc::malloc(size) };
     // SAFETY: returned by the next allocator just now, by this thread.
-    unsafe { counting::after_alloc_exact(state, pointer, size) };
+    unsafe { call_accounting::after_alloc_exact(state, pointer, size) };
     pointer
 }
 
@@ -253,7 +253,7 @@ unsafe extern "C" fn free_exact(pointer: *mut c_void) {
     let _hook = spin_lock::enter_hook();
     if !pointer.is_null() {
         // SAFETY: a live pointer of the next allocator, released below.
-        unsafe { counting::before_free_exact(pointer) };
+        unsafe { call_accounting::before_free_exact(pointer) };
     }
     // SAFETY: resolved before MODE was set; released once.
     unsafe { next_alloc::free(pointer) }
@@ -287,7 +287,7 @@ pub unsafe extern "C" fn free_maybe_sampled(pointer: *mut c_void) {
         return;
     }
     // SAFETY: a live allocation; the real free comes after.
-    let _ = unsafe { sample::on_sampled_free(pointer) };
+    let _ = unsafe { sample_event::on_sampled_free(pointer) };
     // SAFETY: a pointer of the next allocator, released once.
     unsafe { next_alloc::free(pointer) }
 }
@@ -309,7 +309,7 @@ pub unsafe extern "C" fn free_other(pointer: *mut c_void) {
     }
     if state::profiling() && !pointer.is_null() {
         // SAFETY: a live pointer of the next allocator, released below.
-        unsafe { counting::before_free_any(pointer) };
+        unsafe { call_accounting::before_free_any(pointer) };
     }
     // SAFETY: started, so the next allocator is resolved; released once.
     unsafe { next_alloc::free(pointer) }
@@ -487,7 +487,7 @@ unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -
         state::exact_live_down(old_usable as u64);
     }
     if let Some(sample) = sampled {
-        sample::release(sample);
+        sample_event::release(sample);
     }
     // SAFETY: returned by the next allocator just now.
     unsafe { after_alloc_any(result, size, entry) };
@@ -498,7 +498,7 @@ unsafe fn realloc_counted(pointer: *mut c_void, size: usize, entry: HookEntry) -
 fn take_live_sample(pointer: *mut c_void) -> Option<crate::live_table::LiveSample> {
     // SAFETY: the pointer is still allocated.
     LIVE.remove(pointer as usize)
-        .map(|sample| unsafe { sample::with_usable(sample, pointer) })
+        .map(|sample| unsafe { sample_event::with_usable(sample, pointer) })
 }
 
 /// realloc of a block of the bootstrap arena: a new block of the real
@@ -539,7 +539,7 @@ mod tests {
     /// that sets them; the profiler is not started here).
     #[test]
     fn each_mode_has_its_routes() {
-        let _period = crate::sampling::tests::PERIOD_LOCK.lock();
+        let _period = crate::sampling_law::tests::PERIOD_LOCK.lock();
         let other = [
             malloc_other as MallocFn as *mut (),
             free_other as FreeFn as *mut (),

@@ -67,7 +67,7 @@ pub struct LockInfo {
 pub const LOCK_ORDER: [LockInfo; 6] = [
     LockInfo {
         class: LockClass::Dump,
-        name: "writer::DUMP_LOCK",
+        name: "dump_sequence::DUMP_LOCK",
         taken_by: "whoever writes a dump (dumper thread, heapsample_dump, the exit \
                    handler); never around fork (fork must not wait for a dump): \
                    a forked child resets it",

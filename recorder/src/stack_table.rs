@@ -39,9 +39,9 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use heapsample_format::{LifetimeBucket, Stack, Weights};
 
 use crate::chunks::Chunks;
-use crate::counters::Counters;
 use crate::lifetimes::{LifetimeBlock, LifetimeTable};
 use crate::nursery::Nursery;
+use crate::record_counters::Counters;
 use crate::spin_lock::{LockClass, SpinLock};
 use crate::stack_threads::StackThreads;
 use crate::sys;

@@ -18,7 +18,7 @@
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::chunks::Chunks;
-use crate::counters::Counters;
+use crate::record_counters::Counters;
 use crate::sys;
 
 const RECORDS_PER_CHUNK: usize = 4096;

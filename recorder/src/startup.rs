@@ -20,7 +20,7 @@ use crate::state::{
 };
 use crate::tls;
 use crate::warn::Kind;
-use crate::{backtrace, next_alloc, sampling, threads, triggers};
+use crate::{backtrace, next_alloc, sampling_law, threads, triggers};
 
 const STARTING: u8 = 1;
 const STARTED: u8 = 2;
@@ -104,7 +104,7 @@ fn configure() -> u8 {
     if !config.prof {
         return MODE_PASS_THROUGH;
     }
-    sampling::set_lg_period(config.lg_prof_sample);
+    sampling_law::set_lg_period(config.lg_prof_sample);
     state::set_exact(config.prof_exact);
     state::set_start_time();
     triggers::configure(config);

@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use heapsample_format::Weights;
 
 use crate::config::Config;
-use crate::counters::WeightCells;
+use crate::record_counters::WeightCells;
 
 /// Not started yet: the next hook call starts the profiler.
 pub const MODE_UNINIT: u8 = 0;

@@ -221,7 +221,7 @@ pub fn detach() -> Result<usize, String> {
     let restored = slots::restore_all();
     state::set_active(false);
     attachment::set_state(DETACHED);
-    crate::dumper::stop_thread();
+    crate::dump_thread::stop_thread();
     Ok(restored)
 }
 
@@ -304,7 +304,11 @@ pub fn status() -> String {
     );
     let _ = writeln!(out, "allocations: {}", exact.allocations);
     let _ = writeln!(out, "bytes_allocated: {}", exact.bytes_allocated);
-    let _ = writeln!(out, "dumps_written: {}", crate::writer::dumps_written());
+    let _ = writeln!(
+        out,
+        "dumps_written: {}",
+        crate::dump_sequence::dumps_written()
+    );
     let _ = writeln!(out, "slots_redirected: {}", slots::rewritten_count());
     let _ = writeln!(out, "profiler_bytes: {}", sys::MAPPED_BYTES.load(Relaxed));
     out

@@ -88,7 +88,7 @@ pub fn setup_current(state: &'static ThreadState) {
     let mut ext = ext.unwrap_or_else(ThreadExt::new_boxed);
     ext.reset();
     ext.unwinder
-        .set_computed_only(!crate::sampling::samples_often());
+        .set_computed_only(!crate::sampling_law::samples_often());
     state.ext.store(Box::into_raw(ext), Relaxed);
     arm_exit_flush(1);
 }

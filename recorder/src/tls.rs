@@ -20,7 +20,7 @@
 use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use crate::config::MAX_BT_MAX;
-use crate::sampler::Sampler;
+use crate::thread_countdown::Sampler;
 
 /// The thread is inside the profiler's own machinery: allocations pass
 /// through unsampled.
@@ -232,7 +232,7 @@ const _: () = assert!(core::mem::offset_of!(ThreadState, serial) < 64);
 /// Offset of the sampling countdown in the thread block (for the assembly
 /// fast path).
 pub const COUNTDOWN_OFFSET: usize =
-    core::mem::offset_of!(ThreadState, sampler) + crate::sampler::COUNTDOWN_OFFSET;
+    core::mem::offset_of!(ThreadState, sampler) + crate::thread_countdown::COUNTDOWN_OFFSET;
 
 impl ThreadState {
     /// Adds to a counter of this thread. Only the owning thread may call it.

@@ -18,7 +18,7 @@
 //! only, no lock, no allocation, except that a due interval or high-water
 //! dump starts the dumper thread if it is not running (`dumper`). The
 //! signal handler posts a request and, if the dumper thread is not running
-//! yet, starts it when the interrupted code allows (`dumper::on_dump_signal`).
+//! yet, starts it when the interrupted code allows (`dump_thread::on_dump_signal`).
 //! The rest runs at start-up (configure), in the constructor (installing
 //! the handler), in the interposed `sigaction` and in the writer.
 
@@ -32,7 +32,7 @@ use heapsample_format::Trigger;
 use crate::config::Config;
 use crate::tls::{ThreadExt, ThreadState};
 use crate::warn::Kind;
-use crate::{dumper, sampling, state};
+use crate::{dump_thread, sampling_law, state};
 
 /// Bytes between interval dumps; 0 when off.
 static INTERVAL: AtomicU64 = AtomicU64::new(0);
@@ -62,16 +62,16 @@ pub fn configure(config: &Config) {
     EXACT_LIVE.store(config.prof_exact, Relaxed);
     NEXT_HIGH_WATER.store(config.prof_gdump_step.step_over(0), Relaxed);
     SIGNAL.store(config.prof_signal, Relaxed);
-    dumper::configure_time_dumps(config.prof_interval_s);
+    dump_thread::configure_time_dumps(config.prof_interval_s);
 }
 
 /// The bytes a sampled object of `size` bytes stands for (its
 /// Horvitz–Thompson weight, as in the dump).
 pub fn sample_weight(size: u64) -> i64 {
-    if sampling::samples_every_allocation() {
+    if sampling_law::samples_every_allocation() {
         return size as i64;
     }
-    (size as f64 / sampling::inclusion_probability(size)) as i64
+    (size as f64 / sampling_law::inclusion_probability(size)) as i64
 }
 
 /// A sample of `size` bytes was recorded (`+1`) or its object freed (`-1`).
@@ -97,9 +97,9 @@ pub fn live_heap() -> u64 {
 /// redrawn): hand over what the thread allocated since its last event and
 /// check the triggers.
 pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
-    dumper::start_if_wanted();
+    dump_thread::start_if_wanted();
     if crate::memory_limit::check() {
-        dumper::request_and_start(Trigger::MemoryLimit);
+        dump_thread::request_and_start(Trigger::MemoryLimit);
     }
     let allocated = state.bytes_allocated();
     let new_bytes = allocated.wrapping_sub(ext.bytes_fed);
@@ -109,7 +109,7 @@ pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
         let before = ALLOCATED.fetch_add(new_bytes, Relaxed);
         let after = before.wrapping_add(new_bytes);
         if after.checked_div(interval) != before.checked_div(interval) {
-            dumper::request_and_start(Trigger::Interval);
+            dump_thread::request_and_start(Trigger::Interval);
         }
     }
     if HIGH_WATER_ON.load(Relaxed) {
@@ -126,7 +126,7 @@ fn check_high_water() {
         return;
     }
     if !HIGH_WATER_REQUESTED.swap(true, Acquire) {
-        dumper::request_and_start(Trigger::HighWater);
+        dump_thread::request_and_start(Trigger::HighWater);
     }
 }
 
@@ -214,7 +214,7 @@ extern "C" fn on_signal(
     // Async-signal-safe: a counter and sem_post (or the dumper's start, when
     // the interrupted code allows it); errno is preserved.
     let _errno = crate::sys::ErrnoGuard::save();
-    dumper::on_dump_signal(signal, info, context.cast());
+    dump_thread::on_dump_signal(signal, info, context.cast());
 }
 
 static HANDLER_INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -231,7 +231,7 @@ pub fn handles_dump_signal(signal: libc::c_int) -> bool {
 /// stop, with one warning.
 pub fn on_program_sigaction(signal: libc::c_int) {
     if handles_dump_signal(signal) && HANDLER_INSTALLED.swap(false, Relaxed) {
-        dumper::cancel_retry();
+        dump_thread::cancel_retry();
         crate::warn!(
             Kind::Signal,
             "prof_signal: the program installed its own handler for signal {}; signal dumps are off",
@@ -247,7 +247,7 @@ pub fn install_signal_handler() {
     if signal == 0 {
         return;
     }
-    dumper::learn_risky_code();
+    dump_thread::learn_risky_code();
     // SAFETY: querying and setting a disposition with valid structures.
     unsafe {
         let mut current: libc::sigaction = core::mem::zeroed();

@@ -25,7 +25,7 @@
 use core::mem::offset_of;
 use core::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
-use crate::sampling;
+use crate::sampling_law;
 
 /// The countdown units of an allocation of `size` bytes: `size + 1`
 /// (wrapping: a request of `usize::MAX` bytes, which never succeeds, uses
@@ -154,7 +154,7 @@ impl Sampler {
     /// Draw the next interval with the thread's generator.
     fn draw(&self) -> i64 {
         let mut rng = self.rng.load(Relaxed);
-        let interval = sampling::draw_interval(&mut rng);
+        let interval = sampling_law::draw_interval(&mut rng);
         self.rng.store(rng, Relaxed);
         interval
     }
@@ -173,7 +173,7 @@ impl Sampler {
     /// generator from `seed_source` if the thread has none yet).
     pub fn rearm(&self, minimum: i64, seed_source: usize) {
         if self.rng.load(Relaxed) == 0 {
-            self.rng.store(sampling::seed(seed_source, 0), Relaxed);
+            self.rng.store(sampling_law::seed(seed_source, 0), Relaxed);
         }
         let interval = self.draw().max(minimum);
         self.set_countdown(interval);
@@ -230,7 +230,7 @@ impl Sampler {
     /// threads that are exiting, where no countdown is kept).
     pub fn sample_independently(&self, size: usize) -> bool {
         let mut rng = self.rng.load(Relaxed);
-        let sampled = sampling::sample_independently(&mut rng, size);
+        let sampled = sampling_law::sample_independently(&mut rng, size);
         self.rng.store(rng, Relaxed);
         sampled
     }
@@ -314,8 +314,8 @@ mod tests {
 
     #[test]
     fn reseeding_after_fork_draws_anew_and_keeps_the_byte_count() {
-        let _period = sampling::tests::PERIOD_LOCK.lock();
-        sampling::set_lg_period(19);
+        let _period = sampling_law::tests::PERIOD_LOCK.lock();
+        sampling_law::set_lg_period(19);
         let sampler = Sampler::new();
         sampler.reseed_after_fork(12345);
         assert_eq!(
@@ -323,7 +323,7 @@ mod tests {
             0,
             "a thread not set up stays so"
         );
-        assert!(!sampler.start(sampling::seed(1, 1)));
+        assert!(!sampler.start(sampling_law::seed(1, 1)));
         assert!(sampler.take(100));
         let twin = Sampler::new();
         twin.countdown
@@ -331,8 +331,8 @@ mod tests {
         twin.base.store(sampler.base.load(Relaxed), Relaxed);
         twin.rng.store(sampler.rng.load(Relaxed), Relaxed);
         let used = sampler.units_used();
-        assert!(sampler.reseed_after_fork(sampling::seed(2, 2)));
-        assert!(twin.reseed_after_fork(sampling::seed(3, 3)));
+        assert!(sampler.reseed_after_fork(sampling_law::seed(2, 2)));
+        assert!(twin.reseed_after_fork(sampling_law::seed(3, 3)));
         assert_eq!(sampler.units_used(), used);
         // The first allocation after the fork crosses the placeholder and
         // draws the countdown, counted in it.
@@ -357,13 +357,15 @@ mod tests {
     /// standard errors of the mean): false failures below 1e-8.
     #[test]
     fn a_deferred_redraw_has_the_law_of_a_draw_at_the_fork() {
-        let _period = sampling::tests::PERIOD_LOCK.lock();
-        sampling::set_lg_period(12);
+        let _period = sampling_law::tests::PERIOD_LOCK.lock();
+        sampling_law::set_lg_period(12);
         let (mut sampled, mut left, mut unsampled) = (0u64, 0f64, 0u64);
         for child in 0..20_000u64 {
             let sampler = Sampler::new();
-            sampler.start(sampling::seed(7, 1));
-            assert!(sampler.reseed_after_fork(sampling::seed(child as usize, child as u32 + 2)));
+            sampler.start(sampling_law::seed(7, 1));
+            assert!(
+                sampler.reseed_after_fork(sampling_law::seed(child as usize, child as u32 + 2))
+            );
             assert!(sampler.count(2047), "the placeholder is crossed");
             if sampler.redraw_after_fork() {
                 sampled += 1;
@@ -387,8 +389,8 @@ mod tests {
 
     #[test]
     fn units_used_survive_rearming_and_folding() {
-        let _period = sampling::tests::PERIOD_LOCK.lock();
-        sampling::set_lg_period(12);
+        let _period = sampling_law::tests::PERIOD_LOCK.lock();
+        sampling_law::set_lg_period(12);
         let sampler = Sampler::new();
         sampler.start(12345);
         let mut total = 0u64;
@@ -402,13 +404,13 @@ mod tests {
         }
         assert_eq!(sampler.take_units_used(), total);
         assert_eq!(sampler.units_used(), 0);
-        sampling::set_lg_period(19);
+        sampling_law::set_lg_period(19);
     }
 
     #[test]
     fn the_exact_swap_keeps_the_fast_path_at_zero_and_counts_every_byte() {
-        let _period = sampling::tests::PERIOD_LOCK.lock();
-        sampling::set_lg_period(10);
+        let _period = sampling_law::tests::PERIOD_LOCK.lock();
+        sampling_law::set_lg_period(10);
         let sampler = Sampler::new();
         sampler.start(777);
         sampler.park();
@@ -433,6 +435,6 @@ mod tests {
         sampler.stop();
         assert!(!sampler.exact_take_without_crossing(1));
         assert!(!sampler.take(1));
-        sampling::set_lg_period(19);
+        sampling_law::set_lg_period(19);
     }
 }

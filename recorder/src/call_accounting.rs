@@ -15,7 +15,7 @@ use core::ffi::c_void;
 use crate::backtrace::HookEntry;
 use crate::live_table::LIVE;
 use crate::tls::{self, ThreadState};
-use crate::{next_alloc, sample, state};
+use crate::{next_alloc, sample_event, state};
 
 /// A route entered from an allocating fast path (or its Rust mirror) with
 /// the request's countdown units taken: give them back, so that the route
@@ -39,7 +39,7 @@ pub unsafe fn after_alloc(pointer: *mut c_void, size: usize, entry: HookEntry) {
     ThreadState::bump(&state.allocations, 1);
     if state.sampler.count(size) {
         // SAFETY: forwarded from our caller's contract.
-        unsafe { sample::on_countdown_expired(pointer, size, entry) };
+        unsafe { sample_event::on_countdown_expired(pointer, size, entry) };
     }
 }
 
@@ -53,7 +53,7 @@ pub unsafe fn after_alloc(pointer: *mut c_void, size: usize, entry: HookEntry) {
 pub unsafe fn before_free(pointer: *mut c_void) {
     if LIVE.may_contain(pointer as usize) {
         // SAFETY: forwarded from our caller's contract.
-        let _ = unsafe { sample::on_sampled_free(pointer) };
+        let _ = unsafe { sample_event::on_sampled_free(pointer) };
     }
 }
 
@@ -98,7 +98,7 @@ unsafe fn after_alloc_exact_cold(pointer: *mut c_void, size: usize) {
 
 /// [`after_alloc`] under `prof_exact`, where every allocation must reach
 /// this slow path: the fast path's countdown stays 0 and the real one is
-/// parked in the [`crate::sampler::Sampler`], which swaps it in around the
+/// parked in the [`crate::thread_countdown::Sampler`], which swaps it in around the
 /// usual logic at a crossing.
 ///
 /// # Safety
@@ -147,7 +147,7 @@ pub unsafe fn before_free_exact(pointer: *mut c_void) {
     ThreadState::bump(&state.frees, 1);
     let sampled = if LIVE.may_contain(pointer as usize) {
         // SAFETY: forwarded from our caller's contract.
-        unsafe { sample::on_sampled_free(pointer) }
+        unsafe { sample_event::on_sampled_free(pointer) }
     } else {
         None
     };

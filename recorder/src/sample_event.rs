@@ -40,7 +40,7 @@ use crate::state;
 use crate::sys::{self, ErrnoGuard};
 use crate::tls::{self, RecentKey, ThreadState};
 use crate::warn::Kind;
-use crate::{backtrace, clock, modules, next_alloc, sampling, table_setup, threads, triggers};
+use crate::{backtrace, clock, modules, next_alloc, sampling_law, table_setup, threads, triggers};
 
 /// The countdown of `state` reached zero with the allocation `pointer` of
 /// `size` bytes, made by the hook entered at `entry`: set the thread up if
@@ -57,7 +57,7 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
         // preloaded dlsym may), unsampled: keep the fast path fast until the
         // guard is lifted. Not when every allocation is sampled: a countdown
         // left above zero would skip the program's next allocations.
-        let minimum = if sampling::samples_every_allocation() {
+        let minimum = if sampling_law::samples_every_allocation() {
             0
         } else {
             GUARDED_MIN_INTERVAL
@@ -70,7 +70,7 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
     let _guard = tls::Guard::enter();
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH == 0
         && state.serial.load(Relaxed) != 0
-        && sampling::samples_every_allocation()
+        && sampling_law::samples_every_allocation()
     {
         // Every allocation is a sample: no interval to draw (the countdown
         // stays at 0), and nothing on this path changes errno but the cold
@@ -121,11 +121,11 @@ fn record_and_feed(state: &ThreadState, pointer: *mut c_void, size: usize, entry
 /// later samples skip the path that makes them (the process's first
 /// sample, below, at longer periods).
 fn first_interval_crossed(state: &'static ThreadState) -> bool {
-    if sampling::samples_every_allocation() {
+    if sampling_law::samples_every_allocation() {
         table_setup::ensure();
     }
     threads::setup_current(state);
-    let seed = sampling::seed(
+    let seed = sampling_law::seed(
         state as *const ThreadState as usize,
         state.serial.load(Relaxed),
     );
@@ -280,7 +280,8 @@ fn birth(state: &ThreadState) -> u64 {
 #[inline(never)]
 fn drop_sample(why: &str, size: u64) {
     let _errno = ErrnoGuard::save();
-    let weights = sample_weights(size).unwrap_or_else(|| crate::counters::certain_weights(1, size));
+    let weights =
+        sample_weights(size).unwrap_or_else(|| crate::record_counters::certain_weights(1, size));
     state::note_sample_dropped(&weights);
     crate::warn!(Kind::TableFull, "{why}; some allocations are not sampled");
 }
@@ -292,10 +293,10 @@ fn drop_sample(why: &str, size: u64) {
 /// allocation is sampled: each weight is then 1 and the stack's counts are
 /// its sums, so none are kept.
 pub fn sample_weights(size: u64) -> Option<heapsample_format::Weights> {
-    if sampling::samples_every_allocation() {
+    if sampling_law::samples_every_allocation() {
         return None;
     }
-    let probability = sampling::inclusion_probability(size);
+    let probability = sampling_law::inclusion_probability(size);
     Some(heapsample_format::weights_with_probability(
         size,
         probability,

@@ -25,8 +25,8 @@ use std::collections::HashMap;
 
 use heapsample_format::{Dump, LiveSample, Peak, Process, ThreadInfo, Totals, Trigger};
 
-use crate::counters::certain_weights;
 use crate::live_table::{self, LIVE, USABLE_UNKNOWN};
+use crate::record_counters::certain_weights;
 use crate::stack_table::{LiveCounts, OTHER_THREADS, STACKS};
 use crate::{modules, process, state, sys, threads};
 
@@ -41,7 +41,7 @@ pub fn assemble(trigger: Trigger) -> Dump {
     let exact = threads::exact_counts();
     let mut contexts = modules::Contexts::new();
     let walked = walk_live();
-    let counts_are_weights = crate::sampling::samples_every_allocation();
+    let counts_are_weights = crate::sampling_law::samples_every_allocation();
     let live_counts = live_counts(&walked, counts_are_weights);
     let (stacks, records) = STACKS.snapshot(
         config.prof_accum,
@@ -69,7 +69,7 @@ pub fn assemble(trigger: Trigger) -> Dump {
         trigger,
         seq: 0,
         trigger_seq: 0,
-        lg_sample_period: crate::sampling::lg_period(),
+        lg_sample_period: crate::sampling_law::lg_period(),
         config: config.describe(),
         modules: contexts.modules(),
         threads: thread_list,
@@ -143,7 +143,7 @@ fn live_counts(
         } else {
             sample.usable
         };
-        if let Some(weights) = crate::sample::sample_weights(sample.size) {
+        if let Some(weights) = crate::sample_event::sample_weights(sample.size) {
             record.weights = record.weights.plus(&weights);
         }
     }

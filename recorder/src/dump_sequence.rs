@@ -16,7 +16,7 @@ use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use heapsample_format::{Dump, Trigger};
 
-use crate::dump_contents::assemble;
+use crate::dump_assembly::assemble;
 use crate::dump_file::{self, Errno, Placement};
 use crate::spin_lock::{LockClass, SpinLock};
 use crate::warn::Kind;
