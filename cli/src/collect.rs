@@ -118,14 +118,14 @@ fn modules_of_dumps(dir: &Path) -> Result<BTreeMap<Vec<u8>, String>, Failure> {
     Ok(modules)
 }
 
-/// `.build-id/xx/yyyy…SUFFIX` for `build_id`.
-pub fn build_id_path(build_id: &[u8], suffix: &str) -> PathBuf {
-    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
-    PathBuf::from(format!(".build-id/{}/{}{suffix}", &hex[..2], &hex[2..]))
-}
-
 fn collect_one(dir: &Path, root: &Path, path: &str, build_id: &[u8], max_bytes: u64) -> Outcome {
-    let target = dir.join(build_id_path(build_id, ""));
+    let (Some(module), Some(debug)) = (
+        heapsample_format::build_id_path(build_id, ""),
+        heapsample_format::build_id_path(build_id, ".debug"),
+    ) else {
+        return Outcome::Skipped("no build-id".to_string());
+    };
+    let target = dir.join(module);
     if target.exists() {
         return Outcome::AlreadyThere;
     }
@@ -157,7 +157,6 @@ fn collect_one(dir: &Path, root: &Path, path: &str, build_id: &[u8], max_bytes: 
         return Outcome::Skipped(format!("cannot write {}: {e}", target.display()));
     }
     let mut copied = bytes.len() as u64;
-    let debug = build_id_path(build_id, ".debug");
     let system_debug = Path::new("/usr/lib/debug").join(&debug);
     for candidate in [under(root, &system_debug), system_debug.clone()] {
         if let Ok(debug_bytes) = std::fs::read(&candidate)
@@ -210,10 +209,6 @@ mod tests {
 
     #[test]
     fn collected_copies_use_the_debuggers_layout() {
-        assert_eq!(
-            build_id_path(&[0xab, 0xcd, 0xef], ".debug"),
-            PathBuf::from(".build-id/ab/cdef.debug")
-        );
         assert_eq!(
             under(Path::new("/proc/7/root"), Path::new("/usr/lib/x.so")),
             PathBuf::from("/proc/7/root/usr/lib/x.so")

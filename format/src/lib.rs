@@ -21,7 +21,8 @@
 //! 1. leaves: `weights` ([`Weights`], the Horvitz–Thompson sums),
 //!    `trigger` ([`Trigger`]), `file_layout` (the header's numbers and the
 //!    [`VERSION`]s), `error` ([`DecodeError`]), `codec` (bincode as every
-//!    body uses it), `serde_strings`;
+//!    body uses it), `serde_strings`, `collected_files` (where a module's
+//!    files are kept beside collected dumps, [`build_id_path`]);
 //! 2. parts of a dump: `sampling` (the sampling law and the weights of a
 //!    sample, [`SamplingLaw`], [`sample_weights`], used inside malloc),
 //!    `lifetimes` (the log-scale buckets of freed samples' lifetimes,
@@ -47,6 +48,7 @@
 //! knows nothing about interposition.
 
 mod codec;
+mod collected_files;
 mod decode;
 mod encode;
 mod error;
@@ -68,6 +70,7 @@ mod weights;
 mod attached;
 
 pub use attached::ATTACHED_KEY;
+pub use collected_files::build_id_path;
 pub use decode::{decode, decode_versioned};
 pub use encode::{encode, encode_to};
 pub use error::DecodeError;

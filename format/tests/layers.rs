@@ -16,6 +16,7 @@ const LAYERS: heapsample_layers::Layers<'static> = &[
             "trigger",
             "error",
             "codec",
+            "collected_files",
         ],
     ),
     (

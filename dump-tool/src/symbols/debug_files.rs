@@ -160,7 +160,7 @@ fn find_module_file(
 ) -> Option<(PathBuf, ObjectInfo)> {
     let recorded = PathBuf::from(&module.path);
     let basename = recorded.file_name().map(PathBuf::from);
-    let collected = collected_path(&module.build_id, "");
+    let collected = heapsample_format::build_id_path(&module.build_id, "");
     let candidates = search
         .collected
         .iter()
@@ -199,24 +199,13 @@ fn find_debug_file(
 /// `ROOT/.build-id/xx/yyyy….debug` for the collected copies' directories
 /// and each debug root.
 fn build_id_candidates(build_id: &[u8], search: &SearchPaths) -> Vec<PathBuf> {
-    let Some(relative) = collected_path(build_id, ".debug") else {
+    let Some(relative) = heapsample_format::build_id_path(build_id, ".debug") else {
         return Vec::new();
     };
     search
         .build_id_roots()
         .map(|root| root.join(&relative))
         .collect()
-}
-
-/// `.build-id/xx/yyyy…SUFFIX`, the layout debuggers use (the module's own
-/// file without a suffix, its separate debug file with `.debug`); None
-/// without a build-id.
-pub fn collected_path(build_id: &[u8], suffix: &str) -> Option<PathBuf> {
-    let (first, rest) = build_id.split_first()?;
-    Some(PathBuf::from(format!(
-        ".build-id/{first:02x}/{}{suffix}",
-        hex(rest)
-    )))
 }
 
 /// The places gdb looks for a `.gnu_debuglink` name.
