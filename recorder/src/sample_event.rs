@@ -229,6 +229,7 @@ fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64, b
 
 /// Count a sample in `record` and enter it in the live table, born at
 /// `birth`.
+#[inline(always)]
 fn record_stack_sample(
     state: &ThreadState,
     record: u32,
@@ -305,6 +306,7 @@ pub fn sample_weights(size: u64) -> Option<heapsample_format::Weights> {
 
 /// A live sample's object was freed (or reallocated); its usable size is
 /// known. Its lifetime goes into its stack's distribution.
+#[inline(always)]
 pub fn release(sample: LiveSample) {
     let lifetime = clock::now_ns().saturating_sub(sample.birth);
     release_with(sample, Some(heapsample_format::lifetime_bucket(lifetime)));
@@ -319,6 +321,7 @@ fn release_unseen(sample: LiveSample) {
 /// A live sample left the live table: the triggers stop counting it, and
 /// its lifetime goes into its stack's distribution in bucket `lifetime` if
 /// known.
+#[inline(always)]
 fn release_with(sample: LiveSample, lifetime: Option<usize>) {
     if let Some(bucket) = lifetime {
         let weights = sample_weights(sample.size);

@@ -281,6 +281,7 @@ impl StackTable {
     /// for a time in bucket `lifetime`: count it in its stack's lifetime
     /// distribution (the stack's first freed sample takes the insert lock
     /// for its block; without memory the lifetime is not counted).
+    #[inline(always)]
     pub fn count_lifetime(
         &self,
         record: u32,
