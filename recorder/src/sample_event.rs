@@ -82,7 +82,7 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH != 0 {
         table_setup::ensure();
         if threads::after_final_flush(state, size) && state::active() {
-            record_sample(state, pointer, size as u64, entry);
+            record_sample_after_flush(state, pointer, size as u64, entry);
         }
         return;
     }
@@ -144,6 +144,15 @@ fn rearm(state: &ThreadState, minimum: i64) {
         .rearm(minimum, state as *const ThreadState as usize);
 }
 
+/// [`record_sample`] for a thread past its exit flush (out of line: the
+/// sample event's own path keeps its one copy inline).
+#[cold]
+#[inline(never)]
+fn record_sample_after_flush(state: &ThreadState, pointer: *mut c_void, size: u64, entry: HookEntry) {
+    record_sample(state, pointer, size, entry);
+}
+
+#[inline(always)]
 fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: HookEntry) {
     // Born when the allocator returned it, before the stack is captured.
     let birth = birth(state);
