@@ -35,6 +35,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use crate::backtrace::HookEntry;
 use crate::live_table::{LIVE, LiveSample, USABLE_UNKNOWN};
+use crate::record_counters::Counters;
 use crate::stack_table::STACKS;
 use crate::state;
 use crate::sys::{self, ErrnoGuard};
@@ -167,17 +168,17 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
     let generation = modules::generation();
     let key = RecentKey::of(frames);
-    let record = match ext.recent_stacks.find(key, generation) {
-        Some(record) if STACKS.record_holds(record, frames) => record,
-        _ => {
-            let Some(record) = new_record(state, frames, size) else {
-                return;
-            };
-            ext.recent_stacks.remember(key, record, generation);
-            record
-        }
+    let recent = ext.recent_stacks.find(key, generation);
+    if let Some(record) = recent
+        && let Some(counters) = STACKS.counters_if_holds(record, frames)
+    {
+        return record_stack_sample(state, record, counters, pointer, size, birth);
+    }
+    let Some(record) = new_record(state, frames, size) else {
+        return;
     };
-    record_stack_sample(state, record, pointer, size, birth);
+    ext.recent_stacks.remember(key, record, generation);
+    record_counted_sample(state, record, pointer, size, birth);
 }
 
 /// The record a sample of `frames` (of `size` bytes) by this thread is
@@ -232,23 +233,38 @@ fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64, b
     let range = backtrace::capture(frames);
     let frames = &frames[range.start..range.end.min(range.start + max_frames())];
     if let Some(record) = new_record(state, frames, size) {
-        record_stack_sample(state, record, pointer, size, birth);
+        record_counted_sample(state, record, pointer, size, birth);
     }
 }
 
-/// Count a sample in `record` and enter it in the live table, born at
-/// `birth`.
-#[inline(always)]
-fn record_stack_sample(
+/// [`record_stack_sample`] in `record`, its counters looked up (a record
+/// just found or made in the stack table).
+#[cold]
+#[inline(never)]
+fn record_counted_sample(
     state: &ThreadState,
     record: u32,
     pointer: *mut c_void,
     size: u64,
     birth: u64,
 ) {
-    let Some(counters) = STACKS.counters(record) else {
-        return drop_sample("a stack record was not found", size);
-    };
+    match STACKS.counters(record) {
+        Some(counters) => record_stack_sample(state, record, counters, pointer, size, birth),
+        None => drop_sample("a stack record was not found", size),
+    }
+}
+
+/// Count a sample in `record` (whose `counters` these are) and enter it in
+/// the live table, born at `birth`.
+#[inline(always)]
+fn record_stack_sample(
+    state: &ThreadState,
+    record: u32,
+    counters: &Counters,
+    pointer: *mut c_void,
+    size: u64,
+    birth: u64,
+) {
     // SAFETY: `pointer` was just returned by the next allocator.
     let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
     let sample = LiveSample {
