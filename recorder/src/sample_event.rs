@@ -149,7 +149,12 @@ fn rearm(state: &ThreadState, minimum: i64) {
 /// sample event's own path keeps its one copy inline).
 #[cold]
 #[inline(never)]
-fn record_sample_after_flush(state: &ThreadState, pointer: *mut c_void, size: u64, entry: HookEntry) {
+fn record_sample_after_flush(
+    state: &ThreadState,
+    pointer: *mut c_void,
+    size: u64,
+    entry: HookEntry,
+) {
     record_sample(state, pointer, size, entry);
 }
 
