@@ -168,9 +168,10 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
     }
     // SAFETY: the thread's own cold block, used by this thread only.
     let ext = unsafe { &mut *ext };
-    let frames = capture_limit(&mut ext.frames);
+    let max_frames = max_frames();
+    let frames = capture_limit(&mut ext.frames, max_frames);
     let range = backtrace::capture_with(&mut ext.unwinder, frames, entry);
-    let frames = &frames[range.start..range.end.min(range.start + max_frames())];
+    let frames = &frames[range.start..range.end.min(range.start + max_frames)];
     let generation = modules::generation();
     let key = RecentKey::of(frames);
     let recent = ext.recent_stacks.find(key, generation);
@@ -224,9 +225,10 @@ fn max_frames() -> usize {
 }
 
 /// The part of `buffer` a capture may fill: a little deeper than
-/// `prof_bt_max`, as the profiler's own frames are dropped after.
-fn capture_limit(buffer: &mut [u64]) -> &mut [u64] {
-    let limit = (max_frames() + tls::OWN_FRAMES_SLACK).min(buffer.len());
+/// `max_frames` (`prof_bt_max`), as the profiler's own frames are dropped
+/// after.
+fn capture_limit(buffer: &mut [u64], max_frames: usize) -> &mut [u64] {
+    let limit = (max_frames + tls::OWN_FRAMES_SLACK).min(buffer.len());
     &mut buffer[..limit]
 }
 
@@ -234,9 +236,10 @@ fn capture_limit(buffer: &mut [u64]) -> &mut [u64] {
 #[cold]
 fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64, birth: u64) {
     let mut buffer = [0u64; 64];
-    let frames = capture_limit(&mut buffer);
+    let max_frames = max_frames();
+    let frames = capture_limit(&mut buffer, max_frames);
     let range = backtrace::capture(frames);
-    let frames = &frames[range.start..range.end.min(range.start + max_frames())];
+    let frames = &frames[range.start..range.end.min(range.start + max_frames)];
     if let Some(record) = new_record(state, frames, size) {
         record_counted_sample(state, record, pointer, size, birth);
     }
