@@ -594,8 +594,7 @@ def callgrind_markdown(results: dict[str, dict]) -> str:
 # A part's functions must not call each other's (no double counting).
 PARTS = (
     ("walk", r"heapsample_recorder::backtrace::(\w+<_>::)?capture(_with)?$"),
-    ("intern", r"heapsample_recorder::(sample::new_record|stack_table::StackTable::record_holds)$"),
-    ("table insert", r"heapsample_recorder::live_table::LiveTable::insert$"),
+    ("intern", r"heapsample_recorder::sample_event::new_record$"),
     ("sample event", r"::(on_countdown_expired|on_sampled_free)$"),
 )
 CALLGRIND_TIMEOUT_S = 1200
@@ -643,7 +642,7 @@ def sample_parts(out_dir: Path) -> dict[str, int]:
             for name, pattern in PARTS:
                 if re.search(pattern, m.group(2)):
                     totals[name] += int(m.group(1).replace(",", ""))
-    event = totals["sample event"] - totals["walk"] - totals["intern"] - totals["table insert"]
+    event = totals["sample event"] - totals["walk"] - totals["intern"]
     totals["sample event"] = max(event, 0)
     return totals
 
@@ -703,15 +702,16 @@ def exact_markdown(workloads: list[Workload], cg: dict, walls: dict) -> str:
                      f"{fmt(d / base if d and base else None, '.4f')} | {gap} | {je_gap} |")
     parts = ["", "**Where the profiler's instructions go at lg_prof_sample:0** (inclusive "
              "callgrind instructions per allocation call; `rest` = lg 0 − floor − the parts):",
-             "", "| workload | allocations | walk | intern | table insert | rest of the sample "
-             "event and the sampled free | rest | lg 0 − floor |", "|---|---|---|---|---|---|---|---|"]
+             "", "| workload | allocations | walk | intern (new stacks) | rest of the sample "
+             "event and the sampled free (live table included) | rest | lg 0 − floor |",
+             "|---|---|---|---|---|---|---|"]
     for wl in workloads:
         per = cg.get(wl.name, {})
         lg0, fl = per.get("shim-lg0", {}), per.get("floor", {}).get("ir")
         allocs = walls.get(wl.name, {}).get("_allocs")
         p = lg0.get("parts")
         if not p or not allocs or not lg0.get("ir") or not fl:
-            parts.append(f"| {wl.name} | – | – | – | – | – | – | – |")
+            parts.append(f"| {wl.name} | – | – | – | – | – | – |")
             continue
         extra = lg0["ir"] - fl
         rest = extra - sum(p.values())

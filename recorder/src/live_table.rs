@@ -412,6 +412,7 @@ impl LiveTable {
     ///
     /// Looks for an old entry only where the filter says one may exist, and
     /// claims slots without reading them first (see [`Slot::claim`]).
+    #[inline(always)]
     pub fn insert(
         &self,
         address: usize,
@@ -598,6 +599,7 @@ impl LiveTable {
 
     /// Remove `address` if it is a live sample, returning what was recorded.
     /// Call before the memory is released.
+    #[inline(always)]
     pub fn remove(&self, address: usize) -> Option<LiveSample> {
         if !self.may_contain(address) {
             return None;

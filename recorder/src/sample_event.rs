@@ -35,6 +35,7 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use crate::backtrace::HookEntry;
 use crate::live_table::{LIVE, LiveSample, USABLE_UNKNOWN};
+use crate::record_counters::Counters;
 use crate::stack_table::STACKS;
 use crate::state;
 use crate::sys::{self, ErrnoGuard};
@@ -82,7 +83,7 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH != 0 {
         table_setup::ensure();
         if threads::after_final_flush(state, size) && state::active() {
-            record_sample(state, pointer, size as u64, entry);
+            record_sample_after_flush(state, pointer, size as u64, entry);
         }
         return;
     }
@@ -144,6 +145,20 @@ fn rearm(state: &ThreadState, minimum: i64) {
         .rearm(minimum, state as *const ThreadState as usize);
 }
 
+/// [`record_sample`] for a thread past its exit flush (out of line: the
+/// sample event's own path keeps its one copy inline).
+#[cold]
+#[inline(never)]
+fn record_sample_after_flush(
+    state: &ThreadState,
+    pointer: *mut c_void,
+    size: u64,
+    entry: HookEntry,
+) {
+    record_sample(state, pointer, size, entry);
+}
+
+#[inline(always)]
 fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: HookEntry) {
     // Born when the allocator returned it, before the stack is captured.
     let birth = birth(state);
@@ -153,22 +168,23 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
     }
     // SAFETY: the thread's own cold block, used by this thread only.
     let ext = unsafe { &mut *ext };
-    let frames = capture_limit(&mut ext.frames);
+    let max_frames = max_frames();
+    let frames = capture_limit(&mut ext.frames, max_frames);
     let range = backtrace::capture_with(&mut ext.unwinder, frames, entry);
-    let frames = &frames[range.start..range.end.min(range.start + max_frames())];
+    let frames = &frames[range.start..range.end.min(range.start + max_frames)];
     let generation = modules::generation();
     let key = RecentKey::of(frames);
-    let record = match ext.recent_stacks.find(key, generation) {
-        Some(record) if STACKS.record_holds(record, frames) => record,
-        _ => {
-            let Some(record) = new_record(state, frames, size) else {
-                return;
-            };
-            ext.recent_stacks.remember(key, record, generation);
-            record
-        }
+    let recent = ext.recent_stacks.find(key, generation);
+    if let Some(record) = recent
+        && let Some(counters) = STACKS.counters_if_holds(record, frames)
+    {
+        return record_stack_sample(state, record, counters, pointer, size, birth);
+    }
+    let Some(record) = new_record(state, frames, size) else {
+        return;
     };
-    record_stack_sample(state, record, pointer, size, birth);
+    ext.recent_stacks.remember(key, record, generation);
+    record_counted_sample(state, record, pointer, size, birth);
 }
 
 /// The record a sample of `frames` (of `size` bytes) by this thread is
@@ -209,9 +225,10 @@ fn max_frames() -> usize {
 }
 
 /// The part of `buffer` a capture may fill: a little deeper than
-/// `prof_bt_max`, as the profiler's own frames are dropped after.
-fn capture_limit(buffer: &mut [u64]) -> &mut [u64] {
-    let limit = (max_frames() + tls::OWN_FRAMES_SLACK).min(buffer.len());
+/// `max_frames` (`prof_bt_max`), as the profiler's own frames are dropped
+/// after.
+fn capture_limit(buffer: &mut [u64], max_frames: usize) -> &mut [u64] {
+    let limit = (max_frames + tls::OWN_FRAMES_SLACK).min(buffer.len());
     &mut buffer[..limit]
 }
 
@@ -219,26 +236,43 @@ fn capture_limit(buffer: &mut [u64]) -> &mut [u64] {
 #[cold]
 fn record_sample_exiting(state: &ThreadState, pointer: *mut c_void, size: u64, birth: u64) {
     let mut buffer = [0u64; 64];
-    let frames = capture_limit(&mut buffer);
+    let max_frames = max_frames();
+    let frames = capture_limit(&mut buffer, max_frames);
     let range = backtrace::capture(frames);
-    let frames = &frames[range.start..range.end.min(range.start + max_frames())];
+    let frames = &frames[range.start..range.end.min(range.start + max_frames)];
     if let Some(record) = new_record(state, frames, size) {
-        record_stack_sample(state, record, pointer, size, birth);
+        record_counted_sample(state, record, pointer, size, birth);
     }
 }
 
-/// Count a sample in `record` and enter it in the live table, born at
-/// `birth`.
-fn record_stack_sample(
+/// [`record_stack_sample`] in `record`, its counters looked up (a record
+/// just found or made in the stack table).
+#[cold]
+#[inline(never)]
+fn record_counted_sample(
     state: &ThreadState,
     record: u32,
     pointer: *mut c_void,
     size: u64,
     birth: u64,
 ) {
-    let Some(counters) = STACKS.counters(record) else {
-        return drop_sample("a stack record was not found", size);
-    };
+    match STACKS.counters(record) {
+        Some(counters) => record_stack_sample(state, record, counters, pointer, size, birth),
+        None => drop_sample("a stack record was not found", size),
+    }
+}
+
+/// Count a sample in `record` (whose `counters` these are) and enter it in
+/// the live table, born at `birth`.
+#[inline(always)]
+fn record_stack_sample(
+    state: &ThreadState,
+    record: u32,
+    counters: &Counters,
+    pointer: *mut c_void,
+    size: u64,
+    birth: u64,
+) {
     // SAFETY: `pointer` was just returned by the next allocator.
     let usable = unsafe { next_alloc::usable_size(pointer) } as u64;
     let sample = LiveSample {
@@ -305,6 +339,7 @@ pub fn sample_weights(size: u64) -> Option<heapsample_format::Weights> {
 
 /// A live sample's object was freed (or reallocated); its usable size is
 /// known. Its lifetime goes into its stack's distribution.
+#[inline(always)]
 pub fn release(sample: LiveSample) {
     let lifetime = clock::now_ns().saturating_sub(sample.birth);
     release_with(sample, Some(heapsample_format::lifetime_bucket(lifetime)));
@@ -319,6 +354,7 @@ fn release_unseen(sample: LiveSample) {
 /// A live sample left the live table: the triggers stop counting it, and
 /// its lifetime goes into its stack's distribution in bucket `lifetime` if
 /// known.
+#[inline(always)]
 fn release_with(sample: LiveSample, lifetime: Option<usize>) {
     if let Some(bucket) = lifetime {
         let weights = sample_weights(sample.size);

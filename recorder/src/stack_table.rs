@@ -271,9 +271,22 @@ impl StackTable {
     /// chosen with as long as no object was unloaded since: the caller
     /// checks that.)
     pub fn record_holds(&self, record: u32, frames: &[u64]) -> bool {
-        self.stack_of(record)
-            .and_then(|stack| self.entry(stack))
-            .is_some_and(|entry| entry.frames() == frames)
+        self.counters_if_holds(record, frames).is_some()
+    }
+
+    /// The counters of `record` if it counts samples of a stack of these
+    /// `frames` ([`StackTable::record_holds`]): the check and the counters
+    /// of a stack's own record from one lookup of its entry, as a sample
+    /// event recognises its thread's recent stacks.
+    #[inline(always)]
+    pub fn counters_if_holds(&self, record: u32, frames: &[u64]) -> Option<&Counters> {
+        if record & THREAD_RECORD != 0 {
+            let thread_record = self.threads.get(record & !THREAD_RECORD)?;
+            let entry = self.entry(thread_record.stack())?;
+            return (entry.frames() == frames).then_some(&thread_record.counters);
+        }
+        let entry = self.entry(record)?;
+        (entry.frames() == frames).then_some(&entry.counters)
     }
 
     /// A sample of `record` of `size` bytes (`weights`: what its allocation
@@ -281,6 +294,7 @@ impl StackTable {
     /// for a time in bucket `lifetime`: count it in its stack's lifetime
     /// distribution (the stack's first freed sample takes the insert lock
     /// for its block; without memory the lifetime is not counted).
+    #[inline(always)]
     pub fn count_lifetime(
         &self,
         record: u32,

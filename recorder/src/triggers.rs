@@ -96,6 +96,7 @@ pub fn live_heap() -> u64 {
 /// Called at each sample event of a thread (after its countdown was
 /// redrawn): hand over what the thread allocated since its last event and
 /// check the triggers.
+#[inline(always)]
 pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
     dump_thread::start_if_wanted();
     if crate::memory_limit::check() {
