@@ -144,6 +144,7 @@ fn fold_into_retired(state: &ThreadState) {
     RETIRED
         .bytes_allocated
         .fetch_add(units.wrapping_sub(allocations), Relaxed);
+    crate::walk_ends::fold_into_retired(state);
 }
 
 /// The exit flush (pthread key destructor): fold the thread's counters into
@@ -225,6 +226,12 @@ pub fn exact_counts_total() -> ExactCounts {
         counts.bytes_allocated += state.bytes_allocated();
     }
     counts
+}
+
+/// How the walks of every thread's samples ended.
+pub fn walk_ends() -> heapsample_format::WalkEnds {
+    let registry = REGISTRY.lock();
+    crate::walk_ends::sum(registry.live.iter().copied())
 }
 
 /// Every thread that took a sample.
