@@ -245,8 +245,34 @@ fn kept_ending(captured: Captured, range: &core::ops::Range<usize>, capacity: us
 /// `frames[range]` after removing them in place. The profiler's frames are
 /// normally innermost only (none when the walk started at a hook's caller),
 /// and the rest is left where it is.
+#[inline(always)]
 fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
     let (start, end) = (OWN_START.load(Relaxed) as u64, OWN_END.load(Relaxed) as u64);
+    if !maybe_own_frame(frames, start, end) {
+        return 0..frames.len();
+    }
+    drop_own_frames_found(frames, start, end)
+}
+
+/// False only if no frame lies in `[start, end)`: the common case, a walk
+/// from a hook's caller, decided in one pass of subtractions and bit
+/// operations the compiler turns into vector instructions. For a user-space
+/// address `a` (below 2⁶³, as `start` and `end` are) bit 63 of `a - end` is
+/// set exactly when `a < end`, and that of `a - start` exactly when
+/// `a < start`; any other value at worst makes it true, and the exact check
+/// follows.
+#[inline(always)]
+fn maybe_own_frame(frames: &[u64], start: u64, end: u64) -> bool {
+    let inside = frames.iter().fold(0u64, |inside, &address| {
+        inside | (address.wrapping_sub(end) & !address.wrapping_sub(start))
+    });
+    inside >> 63 != 0
+}
+
+/// [`drop_own_frames`] when some frame may be the profiler's.
+#[cold]
+#[inline(never)]
+fn drop_own_frames_found(frames: &mut [u64], start: u64, end: u64) -> core::ops::Range<usize> {
     let span = end.wrapping_sub(start);
     let is_own = |address: u64| address.wrapping_sub(start) < span;
     let first = frames
@@ -285,6 +311,8 @@ mod tests {
         let mut frames = [150, 300, 400];
         let range = drop_own_frames(&mut frames);
         assert_eq!(range, 1..3, "a leading run is skipped without copying");
+        let mut frames = [300, 99, 200, 0x7fff_0000_0000];
+        assert_eq!(drop_own_frames(&mut frames), 0..4, "none of ours");
         let mut frames = [150, 160];
         assert!(drop_own_frames(&mut frames).is_empty());
         OWN_START.store(0, Relaxed);
