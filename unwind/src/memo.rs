@@ -352,7 +352,7 @@ const REMEMBER_FROM_DEPTH: usize = 16;
 /// Like [`crate::walk::walk`], but replays the outer frames it finds unchanged in
 /// `memo`, and leaves the memo describing this walk. `generation` is the rule caches'
 /// current generation. A thread whose last stack was shallow walks without the memo.
-#[inline(never)]
+#[inline(always)]
 pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
     start: Start,
     store: &mut S,

@@ -375,7 +375,7 @@ pub(crate) fn frame_pointer_step(regs: &Registers, top: u64) -> Option<Registers
 }
 
 /// Walks from `start` outwards, writing each return address to `frames`.
-#[inline(never)]
+#[inline(always)]
 pub(crate) fn walk<S: RuleStore>(start: Start, store: &mut S, frames: &mut [u64]) -> WalkEnd {
     let (regs, lookup_address, written) = start.begin(frames);
     let at = Cursor {
