@@ -32,6 +32,20 @@
 //!    two loads and a compare per frame instead of a rule lookup, re-reading exactly
 //!    the slots the real step would read, so a changed caller is never replayed (the
 //!    proof is in [`StackMemo`]'s module).
+//! 5. Every walk says why it ended ([`Ending`], through the `*_ending` captures and
+//!    [`PrivateUnwinder`]): the outermost frame, a full frame buffer, code without
+//!    unwind information whose frame pointer leads nowhere, or such code on a stack
+//!    of unknown bounds; libgcc's fallback is classified alike ([`libgcc_captured`]).
+//!
+//! # Cost per frame (callgrind, the C++ churn at `lg_prof_sample:0`, main thread)
+//!
+//! A rule found in the thread's private cache costs 11 instructions (hash, a probe of
+//! the bucket's four ways, the load); a whole step to the caller with it, bounds
+//! checks and saved-rbp restore included, about 30; a frame replayed from the memo
+//! 11–13 (the return-address slot re-read and compared, and the saved-rbp slot where
+//! it matters); a frame stepped while remembering about 65 (the step, the level it
+//! leaves in the memo, the search for a remembered state). Stacks shallower than
+//! 16 frames are walked without the memo for that reason.
 //!
 //! # Contract shared by every `capture*` function
 //!
