@@ -228,10 +228,16 @@ pub fn exact_counts_total() -> ExactCounts {
     counts
 }
 
-/// How the walks of every thread's samples ended.
+/// How the walks of every thread's samples ended (since the last reset).
 pub fn walk_ends() -> heapsample_format::WalkEnds {
     let registry = REGISTRY.lock();
     crate::walk_ends::sum(registry.live.iter().copied())
+}
+
+/// Forget how the walks so far ended (`heapsample_reset`).
+pub fn forget_walk_ends() {
+    let registry = REGISTRY.lock();
+    crate::walk_ends::forget(registry.live.iter().copied());
 }
 
 /// Every thread that took a sample.
