@@ -52,7 +52,7 @@ pub fn cost_line(dump: &Dump) -> Option<String> {
         )
     };
     Some(format!(
-        "profiler cost: {} dumps written ({} MiB, {:.0} ms), own memory {} MiB \
+        "profiler cost: {} dumps written ({} MiB, {:.0} ms), own memory {} MiB mapped \
          (stack table {}, frames {}, live table {}, lifetimes {}, other {} MiB), \
          sampling ≈ {:.1} ms ({share}), {} samples taken, {} dropped",
         cost.dumps_written,
@@ -182,7 +182,7 @@ mod tests {
         let line = cost_line(&dump).unwrap();
         assert!(
             line.starts_with(
-                "profiler cost: 3 dumps written (3.0 MiB, 12 ms), own memory 8.0 MiB \
+                "profiler cost: 3 dumps written (3.0 MiB, 12 ms), own memory 8.0 MiB mapped \
                  (stack table 2.0, frames 1.0, live table 4.0, lifetimes 0.0, other 1.0 MiB), \
                  sampling ≈ 50.0 ms (0.50 % of the run)"
             ),
