@@ -89,7 +89,7 @@ pub fn removed_line(dump: &Dump) -> Option<String> {
 }
 
 /// The json `cost` object: the dump's own fields, their sums and shares.
-#[derive(Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct CostReport {
     /// The profiler's own mapped memory by table, bytes.
     pub memory: OwnMemory,
