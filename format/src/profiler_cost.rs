@@ -34,8 +34,9 @@ pub struct ProfilerCost {
     pub dump_bytes: u64,
     /// Nanoseconds spent writing them.
     pub dump_ns: u64,
-    /// Estimated nanoseconds spent in the sampling path (sample events and
-    /// sampled frees) since the start.
+    /// Estimated nanoseconds spent in the sampling path since the start:
+    /// the sample events (stack capture, record, live-table entry), one in
+    /// 64 timed with the clock the event already reads and standing for 64.
     pub sampling_ns: u64,
 }
 

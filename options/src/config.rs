@@ -35,6 +35,12 @@ pub struct Config {
     pub lg_prof_interval: i32,
     /// Seconds of wall time between time dumps; 0 is off.
     pub prof_interval_s: u32,
+    /// Most automatic dumps one process keeps in its directory; 0 is no
+    /// bound.
+    pub prof_dump_limit: u32,
+    /// Most bytes of automatic dumps one process keeps in its directory; 0
+    /// is no bound.
+    pub prof_dump_bytes: u64,
     /// Dump at each new high-water mark of the live heap.
     pub prof_gdump: bool,
     /// Minimum growth over the previous high-water dump.
@@ -122,6 +128,8 @@ impl Default for Config {
             prof_exact: false,
             lg_prof_interval: -1,
             prof_interval_s: 0,
+            prof_dump_limit: 0,
+            prof_dump_bytes: 0,
             prof_gdump: false,
             prof_gdump_step: DEFAULT_GDUMP_STEP,
             prof_signal: 0,
@@ -137,6 +145,8 @@ impl Default for Config {
 pub const MAX_LG_PROF_SAMPLE: u32 = 62;
 /// The largest `prof_bt_max`.
 pub const MAX_BT_MAX: u32 = 256;
+/// The largest `prof_dump_limit`.
+pub const MAX_DUMP_LIMIT: i64 = 1_000_000;
 /// The longest `prof_interval_s`: a year.
 pub const MAX_INTERVAL_S: i64 = 365 * 24 * 3600;
 
@@ -225,7 +235,7 @@ macro_rules! choice_option {
 
 /// Every option, in the order of the documentation and of
 /// [`Config::describe`].
-pub static OPTIONS: [OptionSpec; 18] = [
+pub static OPTIONS: [OptionSpec; 20] = [
     bool_option!(prof),
     bool_option!(prof_active),
     OptionSpec {
@@ -281,6 +291,24 @@ pub static OPTIONS: [OptionSpec; 18] = [
         on_error: "",
         set: |c, v| parse_in_range(v, 0, MAX_INTERVAL_S).map(|n| c.prof_interval_s = n as u32),
         get: |c| c.prof_interval_s.to_string(),
+    },
+    OptionSpec {
+        key: "prof_dump_limit",
+        kind: "integer",
+        range: "0–1000000",
+        default_note: "no bound",
+        on_error: "",
+        set: |c, v| parse_in_range(v, 0, MAX_DUMP_LIMIT).map(|n| c.prof_dump_limit = n as u32),
+        get: |c| c.prof_dump_limit.to_string(),
+    },
+    OptionSpec {
+        key: "prof_dump_bytes",
+        kind: "size",
+        range: "0 or a byte size (`512k`, `64M`, `2G`)",
+        default_note: "no bound",
+        on_error: "",
+        set: |c, v| parse_size_or_zero(v).map(|n| c.prof_dump_bytes = n),
+        get: |c| c.prof_dump_bytes.to_string(),
     },
     bool_option!(prof_gdump),
     OptionSpec {
@@ -447,6 +475,12 @@ fn parse_step(value: &str) -> Result<GdumpStep, String> {
             _ => Err(bad()),
         };
     }
+    parse_size(value).map(GdumpStep::Bytes).ok_or_else(bad)
+}
+
+/// A positive byte size: `67108864`, `64M`, `1G`, `512k` (or `KiB`, `MiB`,
+/// `GiB`); None for anything else, or one that does not fit 64 bits.
+fn parse_size(value: &str) -> Option<u64> {
     let (digits, unit) = match value.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
         Some((at, _)) => value.split_at(at),
         None => (value, ""),
@@ -456,12 +490,20 @@ fn parse_step(value: &str) -> Result<GdumpStep, String> {
         "k" | "K" | "KiB" => 10,
         "m" | "M" | "MiB" => 20,
         "g" | "G" | "GiB" => 30,
-        _ => return Err(bad()),
+        _ => return None,
     };
     match digits.parse::<u64>() {
-        Ok(n) if n > 0 && n.leading_zeros() >= shift => Ok(GdumpStep::Bytes(n << shift)),
-        _ => Err(bad()),
+        Ok(n) if n > 0 && n.leading_zeros() >= shift => Some(n << shift),
+        _ => None,
     }
+}
+
+/// `0` (off) or a byte size as [`parse_size`] reads it.
+fn parse_size_or_zero(value: &str) -> Result<u64, String> {
+    if value == "0" {
+        return Ok(0);
+    }
+    parse_size(value).ok_or_else(|| "is not 0 or a byte size (e.g. 512k, 64M, 2G)".to_string())
 }
 
 fn parse_signal(value: &str) -> Result<i32, String> {
@@ -522,6 +564,21 @@ mod tests {
         assert_eq!(config.lg_prof_interval, 20);
         assert_eq!(config.prof_gdump_step, GdumpStep::Bytes(32 << 20));
         assert_eq!(config.prof_signal, libc::SIGUSR2);
+    }
+
+    #[test]
+    fn dump_bounds_take_a_count_and_a_size() {
+        let (config, warnings) = parse("prof_dump_limit:50,prof_dump_bytes:64M");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(
+            (config.prof_dump_limit, config.prof_dump_bytes),
+            (50, 64 << 20)
+        );
+        assert_eq!(parse("prof_dump_bytes:0").0.prof_dump_bytes, 0);
+        assert_eq!(parse("prof_dump_bytes:512k").0.prof_dump_bytes, 512 << 10);
+        let (config, warnings) = parse("prof_dump_bytes:lots,prof_dump_limit:-1");
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert_eq!((config.prof_dump_limit, config.prof_dump_bytes), (0, 0));
     }
 
     #[test]

@@ -15,16 +15,18 @@ use crate::sys;
 /// written. `T` must be valid when all-zero (atomics).
 pub struct Chunks<T, const PER_CHUNK: usize, const CHUNKS: usize> {
     chunks: [AtomicPtr<T>; CHUNKS],
+    owner: sys::OwnUse,
 }
 
 impl<T, const PER_CHUNK: usize, const CHUNKS: usize> Chunks<T, PER_CHUNK, CHUNKS> {
     /// Entries it can hold.
     pub const CAPACITY: usize = PER_CHUNK * CHUNKS;
 
-    /// No chunk mapped yet.
-    pub const fn new() -> Self {
+    /// No chunk mapped yet; the chunks count as `owner`'s memory.
+    pub const fn new(owner: sys::OwnUse) -> Self {
         Chunks {
             chunks: [const { AtomicPtr::new(core::ptr::null_mut()) }; CHUNKS],
+            owner,
         }
     }
 
@@ -43,18 +45,12 @@ impl<T, const PER_CHUNK: usize, const CHUNKS: usize> Chunks<T, PER_CHUNK, CHUNKS
     pub fn get_or_map(&self, id: usize) -> Option<&T> {
         let slot = self.chunks.get(id / PER_CHUNK)?;
         if slot.load(Ordering::Acquire).is_null() {
-            let chunk = sys::map_zeroed(PER_CHUNK * core::mem::size_of::<T>());
+            let chunk = sys::map_zeroed_for(PER_CHUNK * core::mem::size_of::<T>(), self.owner);
             if chunk.is_null() {
                 return None;
             }
             slot.store(chunk.cast(), Ordering::Release);
         }
         self.get(id)
-    }
-}
-
-impl<T, const PER_CHUNK: usize, const CHUNKS: usize> Default for Chunks<T, PER_CHUNK, CHUNKS> {
-    fn default() -> Self {
-        Self::new()
     }
 }

@@ -23,7 +23,9 @@ use core::sync::atomic::Ordering::Relaxed;
 
 use std::collections::HashMap;
 
-use heapsample_format::{Dump, LiveSample, Peak, Process, ThreadInfo, Totals, Trigger};
+use heapsample_format::{
+    Dump, LiveSample, OwnMemory, Peak, Process, ProfilerCost, ThreadInfo, Totals, Trigger,
+};
 
 use crate::live_table::{self, LIVE, USABLE_UNKNOWN};
 use crate::record_counters::certain_weights;
@@ -113,8 +115,30 @@ pub fn assemble(trigger: Trigger) -> Dump {
         }),
         context: crate::process_context::read(),
         runtime,
-        cost: Default::default(),
+        cost: ProfilerCost {
+            memory: own_memory(),
+            sampling_ns: state::sampling_ns(),
+            ..ProfilerCost::default()
+        },
         removed_dumps: Vec::new(),
+    }
+}
+
+/// The profiler's own mapped memory by table (the rest of what it mapped
+/// is `other`).
+fn own_memory() -> OwnMemory {
+    let of = |owner: sys::OwnUse| sys::MAPPED_FOR[owner as usize].load(Relaxed);
+    let memory = OwnMemory {
+        stack_table: of(sys::OwnUse::StackTable),
+        frames: of(sys::OwnUse::Frames),
+        live_table: of(sys::OwnUse::LiveTable),
+        lifetimes: of(sys::OwnUse::Lifetimes),
+        other: 0,
+    };
+    let tables = memory.stack_table + memory.frames + memory.live_table + memory.lifetimes;
+    OwnMemory {
+        other: sys::MAPPED_BYTES.load(Relaxed).saturating_sub(tables),
+        ..memory
     }
 }
 

@@ -7,7 +7,8 @@
 //! `<prefix>.<pid>.<seq>.<trigger><n>.prof`, where a pid already used in the
 //! directory (a container's first process is pid 1 every time) gets a
 //! generation, so an automatic name never replaces an existing file. What a
-//! dump holds is `dump_contents`'; writing the file is `dump_file`'s.
+//! dump holds is `dump_assembly`'s; writing the file is `dump_file`'s;
+//! keeping the automatic dumps within their bounds is `dump_series`'.
 //!
 //! Never runs inside malloc: it allocates and does I/O. Dumps are serialized
 //! by a lock the allocation paths never take, and `fork` never waits for it.
@@ -20,7 +21,7 @@ use crate::dump_assembly::assemble;
 use crate::dump_file::{self, Errno, Placement};
 use crate::spin_lock::{LockClass, SpinLock};
 use crate::warn::Kind;
-use crate::{state, triggers};
+use crate::{dump_series, state, triggers};
 
 /// [`write_dump`]'s answer for a background dump that would repeat the
 /// previous one of its trigger, and is not written.
@@ -123,7 +124,16 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
             dump_file::write_atomically(explicit, explicit, &dump, Placement::Replace)?;
             explicit.to_string()
         }
-        None => write_automatic(&config.prof_prefix, seq, trigger, trigger_seq, &dump)?,
+        None => {
+            let bounds = dump_series::Bounds::configured();
+            // SAFETY: the dump lock is held (`closed`).
+            dump.removed_dumps = unsafe { dump_series::before_writing(bounds) };
+            let target = write_automatic(&config.prof_prefix, seq, trigger, trigger_seq, &dump)?;
+            let reported = dump.removed_dumps.len();
+            // SAFETY: the dump lock is held (`closed`).
+            unsafe { dump_series::written(bounds, &target, &dump, reported) };
+            target
+        }
     };
     triggers::dumped(trigger, &dump);
     count_written(&target, started);

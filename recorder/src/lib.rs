@@ -39,8 +39,9 @@
 //!    record), [`process_context`] (where it runs: architecture,
 //!    namespaces, cgroup), [`dump_assembly`] (what a dump holds),
 //!    [`runtime_names`] (the perf map's names of JIT code in a dump),
-//!    [`dump_file`] (writing one atomically), [`dump_sequence`] (when, in what
-//!    order and under what name dumps are written), [`api`] (the C API),
+//!    [`dump_file`] (writing one atomically), [`dump_series`] (the dumps
+//!    this process keeps, thinned to their bounds), [`dump_sequence`] (when,
+//!    in what order and under what name dumps are written), [`api`] (the C API),
 //!    [`lifecycle`] (constructor, exit, fork), [`exec_final`] (which
 //!    descendants started by `exec` write an exit dump), [`slots`]
 //!    (relocation slots) and [`takeover`] (attach and detach).
@@ -57,6 +58,7 @@ pub mod cxx;
 pub mod dump_assembly;
 pub mod dump_file;
 pub mod dump_sequence;
+pub mod dump_series;
 pub mod dump_thread;
 pub mod exec_final;
 pub mod fast_path;

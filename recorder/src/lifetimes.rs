@@ -24,6 +24,7 @@ use heapsample_format::{LIFETIME_BUCKETS, LifetimeBucket, Weights};
 
 use crate::chunks::Chunks;
 use crate::record_counters::{WeightCells, certain_weights};
+use crate::sys::OwnUse;
 
 const BLOCKS_PER_CHUNK: usize = 64;
 const MAX_CHUNKS: usize = 256;
@@ -118,8 +119,8 @@ impl LifetimeTable {
     /// No block yet.
     pub const fn new() -> Self {
         LifetimeTable {
-            blocks: Chunks::new(),
-            weights: Chunks::new(),
+            blocks: Chunks::new(OwnUse::Lifetimes),
+            weights: Chunks::new(OwnUse::Lifetimes),
             count: AtomicUsize::new(0),
         }
     }

@@ -343,7 +343,10 @@ impl LiveTable {
     /// false if memory could not be mapped (sampling then stays off).
     pub fn init(&self, slot_bits: u32) -> bool {
         let slot_bits = slot_bits.clamp(REGION_SLOTS_BITS + 1, MAX_SLOT_BITS);
-        let slots = sys::map_zeroed(core::mem::size_of::<Slot>() << slot_bits);
+        let slots = sys::map_zeroed_for(
+            core::mem::size_of::<Slot>() << slot_bits,
+            sys::OwnUse::LiveTable,
+        );
         if slots.is_null() {
             return false;
         }

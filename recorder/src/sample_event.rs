@@ -8,7 +8,9 @@
 //! the weight sums), remember the address in the live table with its
 //! thread and birth ([`clock`]: `CLOCK_MONOTONIC` through the time stamp
 //! counter where it is invariant; read here and at the sampled free only),
-//! feed the triggers; and at the free of a sampled object (gone from the
+//! feed the triggers, time one event in `state::TIMED_EVERY` (a second
+//! clock read at its end: the sampling time in each dump's cost, never on
+//! the fast path); and at the free of a sampled object (gone from the
 //! live table, which alone says what is live), count its lifetime in its
 //! stack's distribution.
 //!
@@ -297,7 +299,23 @@ fn record_stack_sample(
         Err(_) => return drop_sample("the live-sample table is full", size),
     }
     triggers::on_live_sample(size, 1);
-    state::note_sample_taken(single_threaded);
+    if state::note_sample_taken(single_threaded) {
+        time_sample_event(birth);
+    }
+}
+
+/// The most one timed sample event counts: a sample event takes
+/// microseconds; one that took longer on the clock was mostly descheduled,
+/// and at 64 events each such time would count many times over.
+const MAX_TIMED_NS: u64 = 100_000;
+
+/// A timed sample event ended: add its time since `birth` (read at its
+/// start), at most [`MAX_TIMED_NS`], to the profiler's cost.
+#[cold]
+#[inline(never)]
+fn time_sample_event(birth: u64) {
+    let took = clock::now_ns().saturating_sub(birth);
+    state::note_sampling_time(took.min(MAX_TIMED_NS));
 }
 
 /// When a sample of this thread is born: now on the monotonic clock (read

@@ -198,7 +198,7 @@ impl StackTable {
     /// An empty table; [`StackTable::init`] maps its index.
     pub const fn new() -> Self {
         StackTable {
-            entries: Chunks::new(),
+            entries: Chunks::new(crate::sys::OwnUse::StackTable),
             index: AtomicPtr::new(core::ptr::null_mut()),
             index_bits: AtomicU32::new(0),
             count: AtomicUsize::new(0),
@@ -212,7 +212,7 @@ impl StackTable {
 
     /// Map an index of 2^`index_bits` slots; at most half of them are used.
     pub fn init(&self, index_bits: u32) -> bool {
-        let index = sys::map_zeroed(4 << index_bits);
+        let index = sys::map_zeroed_for(4 << index_bits, sys::OwnUse::StackTable);
         if index.is_null() {
             return false;
         }
@@ -527,7 +527,7 @@ impl StackTable {
         let words = frames.len() + objects.len();
         let bytes = (words * 8).max(8);
         if arena.next + bytes > arena.end {
-            let chunk = sys::map_zeroed(FRAME_CHUNK_BYTES);
+            let chunk = sys::map_zeroed_for(FRAME_CHUNK_BYTES, sys::OwnUse::Frames);
             if chunk.is_null() {
                 return None;
             }

@@ -64,7 +64,7 @@ impl StackThreads {
         StackThreads {
             index: AtomicPtr::new(core::ptr::null_mut()),
             index_bits: AtomicU32::new(0),
-            records: Chunks::new(),
+            records: Chunks::new(crate::sys::OwnUse::StackTable),
             count: AtomicUsize::new(0),
         }
     }
@@ -145,7 +145,10 @@ impl StackThreads {
             return self.probe(key).ok();
         }
         if self.index.load(Ordering::Acquire).is_null() {
-            let index = sys::map_zeroed(4 << self.index_bits.load(Ordering::Relaxed));
+            let index = sys::map_zeroed_for(
+                4 << self.index_bits.load(Ordering::Relaxed),
+                sys::OwnUse::StackTable,
+            );
             if index.is_null() {
                 return None;
             }

@@ -48,6 +48,9 @@ static ACTIVE: AtomicBool = AtomicBool::new(true);
 static SAMPLES_TAKEN: AtomicU64 = AtomicU64::new(0);
 /// Samples lost because a table was full (or, inside malloc, busy).
 static SAMPLES_DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Estimated nanoseconds spent in sample events since start: each timed
+/// event ([`note_sample_taken`]) adds its time × [`TIMED_EVERY`].
+static SAMPLING_NS: AtomicU64 = AtomicU64::new(0);
 /// Times the samples were forgotten (`heapsample_reset`).
 static RESETS: AtomicU64 = AtomicU64::new(0);
 /// The Horvitz–Thompson weights of the samples dropped.
@@ -137,15 +140,36 @@ pub fn set_config(config: Config) -> &'static Config {
     CONFIG.get_or_init(|| config)
 }
 
+/// One sample event in this many is timed (from its birth's clock read to
+/// its end: one more clock read), and stands for this many in
+/// [`sampling_ns`].
+pub const TIMED_EVERY: u64 = 64;
+
 /// Count a sample taken (with a plain load and store while the process
 /// has `single_threaded` one thread: the caller is under its guard, so
-/// nothing else counts meanwhile).
-pub fn note_sample_taken(single_threaded: bool) {
-    if single_threaded {
-        SAMPLES_TAKEN.store(SAMPLES_TAKEN.load(Relaxed).wrapping_add(1), Relaxed);
+/// nothing else counts meanwhile). True if this event is one to time
+/// (one in [`TIMED_EVERY`]: the count's 9th, 73rd, ...).
+pub fn note_sample_taken(single_threaded: bool) -> bool {
+    let taken = if single_threaded {
+        let taken = SAMPLES_TAKEN.load(Relaxed).wrapping_add(1);
+        SAMPLES_TAKEN.store(taken, Relaxed);
+        taken
     } else {
-        SAMPLES_TAKEN.fetch_add(1, Relaxed);
-    }
+        SAMPLES_TAKEN.fetch_add(1, Relaxed).wrapping_add(1)
+    };
+    taken % TIMED_EVERY == 9
+}
+
+/// Add a timed sample event of `ns` nanoseconds (for [`TIMED_EVERY`]).
+#[cold]
+pub fn note_sampling_time(ns: u64) {
+    SAMPLING_NS.fetch_add(ns.saturating_mul(TIMED_EVERY), Relaxed);
+}
+
+/// Estimated nanoseconds spent in sample events since start (resets do
+/// not zero it).
+pub fn sampling_ns() -> u64 {
+    SAMPLING_NS.load(Relaxed)
 }
 
 /// Count a sample lost, whose Horvitz–Thompson weights are `weights`.

@@ -14,6 +14,34 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 /// Bytes the profiler has mapped for itself (reported in every dump).
 pub static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
 
+/// What a table's mapping holds: its share of [`MAPPED_BYTES`], reported
+/// in each dump's cost (the rest is the profiler's other memory: the own
+/// heap, the unwind rule cache, thread blocks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnUse {
+    /// The stack table's records, index and per-thread records.
+    StackTable = 0,
+    /// The stacks' frames.
+    Frames = 1,
+    /// The live table.
+    LiveTable = 2,
+    /// Lifetime blocks.
+    Lifetimes = 3,
+}
+
+/// Bytes mapped per [`OwnUse`] (counted when a table maps; tables are never
+/// unmapped).
+pub static MAPPED_FOR: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+/// [`map_zeroed`] for a table, counted in [`MAPPED_FOR`].
+pub fn map_zeroed_for(bytes: usize, owner: OwnUse) -> *mut u8 {
+    let memory = map_zeroed(bytes);
+    if !memory.is_null() {
+        MAPPED_FOR[owner as usize].fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+    memory
+}
+
 /// Map `bytes` of zeroed, private memory. Returns null on failure (for
 /// example under `ulimit -v`); callers then degrade instead of failing.
 pub fn map_zeroed(bytes: usize) -> *mut u8 {

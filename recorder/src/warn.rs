@@ -40,6 +40,8 @@ pub enum Kind {
     Signal = 8,
     /// The stack table filled up; new stacks are counted without frames.
     StacksWithoutFrames = 9,
+    /// The dumps that must be kept pass `prof_dump_limit` or `prof_dump_bytes`.
+    DumpSeries = 10,
     /// Anything else, reported every time.
     Other = 31,
 }

@@ -59,6 +59,7 @@ const LAYERS: heapsample_layers::Layers<'static> = &[
             "dump_assembly",
             "runtime_names",
             "dump_file",
+            "dump_series",
             "dump_sequence",
             "api",
             "lifecycle",

@@ -529,6 +529,26 @@ async fn the_front_page_finds_the_leak_and_the_peak() {
         ticks.as_array().unwrap().len() >= 2 && ticks[0] == json!("+0 ms"),
         "{ticks}"
     );
+    // The cost band: a shade between each two dumps, and what the newest
+    // (the exit dump) says leaving it on cost, counting every dump before it.
+    let band = eval(
+        &client,
+        &format!("document.querySelectorAll(\"{section} svg.timeline .cost-band\").length"),
+    )
+    .await;
+    assert!(band.as_u64().unwrap_or(0) >= 1, "cost band: {band}");
+    let cost = eval(
+        &client,
+        &format!("document.querySelector(\"{section} svg.timeline .cost-summary\").textContent"),
+    )
+    .await;
+    let cost = cost.as_str().unwrap_or_default();
+    assert!(
+        cost.starts_with("so far: sampling ≈ ")
+            && cost.contains(" own memory ")
+            && cost.contains(&format!(" {} dumps written (", names.len() - 1)),
+        "{cost}"
+    );
     let peak_id = wait_for(
         &client,
         &format!("document.querySelector(\"{section} .peak-mark\").dataset.id"),

@@ -18,7 +18,7 @@ const hdTimeline = (function () {
     interval: ["#7f8c8d", "circle"], "high-water": ["#e67e22", "triangle"], manual: ["#2980b9", "square"],
     signal: ["#8e44ad", "diamond"], final: ["#222", "square"], "memory-limit": ["#c0392b", "triangle"],
   };
-  const LEFT = 72, RIGHT = 16, LIVE_H = 190, RATE_H = 64, GAP = 26, MARKS_H = 16, AXIS_H = 30;
+  const LEFT = 72, RIGHT = 16, LIVE_H = 190, RATE_H = 64, GAP = 26, MARKS_H = 16, AXIS_H = 30, COST_H = 34;
 
   function el(tag, attrs, parent, text) {
     const e = document.createElementNS(SVG, tag);
@@ -44,6 +44,31 @@ const hdTimeline = (function () {
     if (list[list.length - 1] < max / unit) list.push(2 * list[list.length - 1] - list[list.length - 2]);
     return list.map((v) => v * unit);
   }
+  // What leaving the profiler on costs (dumps of format 5 on): between two
+  // dumps, the share of the time spent sampling (darker is more), and at
+  // the right what the newest dump says it cost so far.
+  function costBand(svg, dumps, xs, top, width, plotW) {
+    el("text", { x: 4, y: top + 10, class: "title cost-title" }, svg, "profiler cost");
+    const share = dumps.map((d, i) => {
+      const p = dumps[i - 1];
+      if (i === 0 || !d.cost || !p.cost || d.cost.run_ns <= p.cost.run_ns) return null;
+      return Math.max(0, d.cost.sampling_ns - p.cost.sampling_ns) / (d.cost.run_ns - p.cost.run_ns);
+    });
+    const most = Math.max(1e-6, ...share.filter((s) => s !== null));
+    for (const i of thinned(xs, share.map((s) => s || 0), plotW)) {
+      if (share[i] === null) continue;
+      const x0 = xs[Math.max(0, i - 1)], w = Math.max(1, xs[i] - x0 - 0.5);
+      el("rect", { x: x0, y: top + 2, width: w, height: 10, class: "cost-band",
+        "fill-opacity": (0.15 + 0.85 * share[i] / most).toFixed(3) }, svg);
+    }
+    const last = dumps.filter((d) => d.cost).pop().cost;
+    const percent = last.sampling_share === null ? "" : " (" + (100 * last.sampling_share).toFixed(2) + " % of the run)";
+    const mib = (b) => (b / 1048576).toFixed(1) + " MiB";
+    el("text", { x: width - RIGHT, y: top + 26, class: "tick cost-summary", "text-anchor": "end" }, svg,
+      "so far: sampling ≈ " + duration(last.sampling_ns / 1e9) + percent + ", own memory " + mib(last.own_memory_bytes) +
+      " mapped, " + last.dumps_written + " dumps written (" + mib(last.dump_bytes) + ", " + duration(last.dump_ns / 1e9) + ")");
+  }
+
   // Indices to draw: all, or per pixel column the lowest and highest.
   function thinned(xs, ys, width) {
     const all = xs.map((_, i) => i);
@@ -82,7 +107,8 @@ const hdTimeline = (function () {
   function draw(container, dumps, peakId, hooks, exactPeak) {
     const width = Math.max(560, (container.clientWidth || 900) - 2); // inside its 1 px border
     const plotW = width - LEFT - RIGHT;
-    const height = LIVE_H + GAP + RATE_H + MARKS_H + AXIS_H + 8;
+    const costs = dumps.some((d) => d.cost);
+    const height = LIVE_H + GAP + RATE_H + MARKS_H + AXIS_H + 8 + (costs ? COST_H : 0);
     const svg = el("svg", { width, height, class: "timeline", tabindex: 0, role: "img",
       "aria-label": "live heap and allocation rate over time: arrows move between dumps, Enter opens one, Shift+arrows select a range, Enter opens its diff" });
     // Time counts from the process's start (as the age bars and
@@ -201,6 +227,8 @@ const hdTimeline = (function () {
     el("text", { x: width - RIGHT, y: axisY + 22, class: "tick", "text-anchor": "end" }, svg,
       span <= 0 ? "dumps in order (all written at the same time)"
         : fromStart ? "time since the process started (first dump at +" + duration(seconds[0]) + ")" : "time since the first dump");
+
+    if (costs) costBand(svg, dumps, xs, axisY + 30, width, plotW);
 
     // ---- hover, click, drag, keyboard ------------------------------------------------
     const cursor = el("line", { x1: 0, x2: 0, y1: 4, y2: axisY - 6, class: "cursor", visibility: "hidden" }, svg);

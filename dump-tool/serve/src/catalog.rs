@@ -82,6 +82,9 @@ pub struct Summary {
     pub exact_peak: Option<u64>,
     pub exact_peak_at_ns: u64,
     pub exact_peak_margin: u64,
+    /// What the profiler cost up to the dump (format 5 on; null before):
+    /// the timeline's cost band.
+    pub cost: Option<heapdiff::render::cost::CostReport>,
 }
 
 /// One dump file found below a root.
@@ -336,5 +339,6 @@ pub fn summary_of(dump: &Dump) -> Summary {
         exact_peak: time.peak.map(|p| p.live_usable_bytes),
         exact_peak_at_ns: time.peak.map_or(0, |p| p.at_ns),
         exact_peak_margin: time.peak.map_or(0, |p| p.time_margin_bytes),
+        cost: Some(heapdiff::render::cost::CostReport::of(dump)).filter(|cost| cost.recorded),
     }
 }

@@ -152,6 +152,12 @@ struct DumpInfo {
     exact: Totals,
     /// What the dump tells about time (format 4).
     time: TimeReport,
+    /// What the profiler cost up to the dump (format 5 on; `recorded`
+    /// false before).
+    cost: super::cost::CostReport,
+    /// Dumps of the process removed since its previous dump to keep its
+    /// series within `prof_dump_limit` / `prof_dump_bytes`.
+    removed_dumps: Vec<super::cost::RemovedReport>,
 }
 
 #[derive(Serialize)]
@@ -206,6 +212,8 @@ impl DumpInfo {
                     peak: time.peak,
                 }
             },
+            cost: super::cost::CostReport::of(dump),
+            removed_dumps: super::cost::RemovedReport::all(&dump.removed_dumps),
         }
     }
 }

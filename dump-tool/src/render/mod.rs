@@ -3,6 +3,7 @@
 //! return.
 
 pub mod bounds;
+pub mod cost;
 pub mod folded;
 pub mod gate;
 pub mod html;

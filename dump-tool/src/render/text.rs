@@ -335,6 +335,25 @@ fn totals_lines(out: &mut String, label: &str, side: &Side) {
         "{label}totals: exact counters:   allocated {} bytes in {} allocations, {frees}, live heap {live}, {} samples taken, {} dropped",
         exact.bytes_allocated, exact.allocations, exact.samples_taken, exact.samples_dropped
     );
+    cost_lines(out, label, side);
+}
+
+/// What the profiler cost and the dumps it removed, for a side of one dump
+/// (a merged side's costs belong to many processes).
+fn cost_lines(out: &mut String, label: &str, side: &Side) {
+    let [input] = side.inputs() else {
+        return;
+    };
+    let dump = &input.dump;
+    for line in [
+        super::cost::cost_line(dump),
+        super::cost::removed_line(dump),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let _ = writeln!(out, "{label}{line}");
+    }
 }
 
 /// A short summary (printed after writing an SVG): the top `top` functions
