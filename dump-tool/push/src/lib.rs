@@ -64,8 +64,8 @@ extern "C" fn request_stop(_: nix::libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// Follow and send until stopped (SIGTERM, SIGINT), or, with `once`, until
-/// one round is done: true when nothing is left waiting.
+/// Follow and send until stopped (SIGTERM, SIGINT: true), or, with `once`,
+/// until one round is done: true when nothing is left waiting.
 pub fn run(config: Config) -> Result<bool, String> {
     if config.targets.is_empty() {
         return Err("push needs a receiver: --pyroscope URL and/or --otlp URL".into());
@@ -86,7 +86,7 @@ pub fn run(config: Config) -> Result<bool, String> {
     loop {
         pusher.take_in(&catalog, &mut state)?;
         runtime.block_on(pusher.deliver(&mut state));
-        if config.once || STOP.load(Ordering::SeqCst) {
+        if config.once {
             return Ok(state.waiting_count() == 0);
         }
         let until = Instant::now() + config.poll;
@@ -94,7 +94,7 @@ pub fn run(config: Config) -> Result<bool, String> {
             std::thread::sleep(Duration::from_millis(50).min(config.poll));
         }
         if STOP.load(Ordering::SeqCst) {
-            return Ok(state.waiting_count() == 0);
+            return Ok(true);
         }
     }
 }
