@@ -245,6 +245,8 @@ fn what_arrives_is_the_dumps_profile_as_go_pprof_and_the_otlp_definitions_read_i
     let otlp = receiver.taken(OTLP_PATH);
     assert_eq!(otlp.len(), 1);
     assert_eq!(otlp[0].content_type, "application/x-protobuf");
+    let version = otlp[0].headers.get("otlp-profiles-development-version");
+    assert_eq!(version.map(String::as_str), Some("1"));
     let request = otlp_of(&otlp_schema(), &otlp[0].body);
     let dictionary = &request["dictionary"];
     let strings: Vec<&str> = dictionary["string_table"]

@@ -25,15 +25,27 @@ pub enum Outcome {
 /// The most of a refusal's body quoted in a message.
 const QUOTED: usize = 200;
 
-/// POST `body` to `url` within `timeout`.
-pub async fn post(url: &Url, content_type: &str, body: Vec<u8>, timeout: Duration) -> Outcome {
-    match tokio::time::timeout(timeout, exchange(url, content_type, body)).await {
+/// POST `body` to `url` within `timeout`, with `headers` besides the
+/// content type.
+pub async fn post(
+    url: &Url,
+    content_type: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Outcome {
+    match tokio::time::timeout(timeout, exchange(url, content_type, headers, body)).await {
         Ok(outcome) => outcome,
         Err(_) => Outcome::Retry(format!("no answer within {}", humanized(timeout))),
     }
 }
 
-async fn exchange(url: &Url, content_type: &str, body: Vec<u8>) -> Outcome {
+async fn exchange(
+    url: &Url,
+    content_type: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> Outcome {
     let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
         return Outcome::Refused("the URL names no host".into());
     };
@@ -56,7 +68,11 @@ async fn exchange(url: &Url, content_type: &str, body: Vec<u8>) -> Outcome {
         Some(port) => format!("{host}:{port}"),
         None => host.to_string(),
     };
-    let request = Request::post(target)
+    let mut request = Request::post(target);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
         .header(header::HOST, authority)
         .header(header::CONTENT_TYPE, content_type)
         .header(

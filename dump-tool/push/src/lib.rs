@@ -245,6 +245,7 @@ impl Pusher<'_> {
             let outcome = http::post(
                 &url,
                 &waiting.header.content_type,
+                target.headers(),
                 body,
                 self.config.timeout,
             )

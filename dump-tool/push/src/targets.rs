@@ -24,6 +24,11 @@ use url::Url;
 /// The OTLP/HTTP path of the profiles signal (its `v1development` status).
 pub const OTLP_PATH: &str = "/v1development/profiles";
 
+/// The development version of the OTLP profiles messages sent, declared
+/// in the header collectors check (`OTLP-Profiles-Development-Version`;
+/// a collector expecting another version refuses with 400, and says so).
+pub const OTLP_DEVELOPMENT_VERSION: (&str, &str) = ("OTLP-Profiles-Development-Version", "1");
+
 /// A receiver.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -87,6 +92,14 @@ impl Target {
             content_type: content_type.to_string(),
         };
         (header, body)
+    }
+
+    /// The headers of each request besides its content type.
+    pub fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        match self.name {
+            "otlp" => &[OTLP_DEVELOPMENT_VERSION],
+            _ => &[],
+        }
     }
 
     /// The URL of a queued request.

@@ -29,6 +29,8 @@ pub struct Arrival {
     pub path: String,
     pub query: HashMap<String, String>,
     pub content_type: String,
+    /// Every header, names in lower case.
+    pub headers: HashMap<String, String>,
     pub body: Vec<u8>,
     /// What it was answered.
     pub answer: Answer,
@@ -134,6 +136,7 @@ fn serve(stream: TcpStream, answer: Answer, arrivals: &Mutex<Vec<Arrival>>) -> O
     let target = line.split_whitespace().nth(1)?.to_string();
     let mut length = 0usize;
     let mut content_type = String::new();
+    let mut headers = HashMap::new();
     loop {
         let mut header = String::new();
         reader.read_line(&mut header).ok()?;
@@ -142,6 +145,7 @@ fn serve(stream: TcpStream, answer: Answer, arrivals: &Mutex<Vec<Arrival>>) -> O
             break;
         }
         let (name, value) = header.split_once(':')?;
+        headers.insert(name.to_ascii_lowercase(), value.trim().to_string());
         match name.to_ascii_lowercase().as_str() {
             "content-length" => length = value.trim().parse().ok()?,
             "content-type" => content_type = value.trim().to_string(),
@@ -155,6 +159,7 @@ fn serve(stream: TcpStream, answer: Answer, arrivals: &Mutex<Vec<Arrival>>) -> O
         path: path.to_string(),
         query: decode_query(query),
         content_type,
+        headers,
         body,
         answer,
     });
