@@ -18,6 +18,8 @@
 //!   when it answers.
 //! - Dumps deleted (as thinning deletes them) after they were seen, while
 //!   the receiver fails (503), still arrive.
+//! - A queue past its bound drops its oldest requests, one line each, and
+//!   sends the rest.
 
 mod push_common;
 
@@ -453,4 +455,39 @@ fn dumps_deleted_after_they_were_seen_still_arrive() {
         assert!(times.values().all(|&n| n == 1), "{times:?}");
     }
     every_line_is_heapdiffs(&stderr);
+}
+
+#[test]
+fn a_queue_past_its_bound_drops_the_oldest_with_a_line_each() {
+    let (_source, files) = interval_dumps();
+    let followed = TempDir::new("push-followed");
+    for file in &files[..5] {
+        place(file, followed.path());
+    }
+    let receiver = Receiver::start(Answer::Fail);
+    let url = receiver.url();
+    let state = TempDir::new("push-state");
+    let state_dir = path_str(state.path()).to_string() + "/state";
+    let mut args = args(path_str(followed.path()), &url, &state_dir);
+    args.extend(["--max-queue", "4"]);
+    // Five dumps, two requests each, four may wait: the three oldest dumps'
+    // six requests are dropped, one line each; the receiver fails, so the
+    // rest wait (exit 1).
+    let (status, stderr) = push_once(&args);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let dropped = stderr
+        .lines()
+        .filter(|l| l.starts_with("heapdiff: push queue over its bound (4 requests, "))
+        .count();
+    assert_eq!(dropped, 6, "{stderr}");
+    every_line_is_heapdiffs(&stderr);
+    receiver.answer(Answer::Take);
+    let (status, stderr) = push_once(&args);
+    assert!(status.success(), "{stderr}");
+    let expected: BTreeSet<u64> = files[3..5].iter().map(|f| dump_time(f)).collect();
+    let (pyroscope, otlp) = arrived(&receiver);
+    for times in [pyroscope, otlp] {
+        assert_eq!(times.keys().copied().collect::<BTreeSet<_>>(), expected);
+        assert!(times.values().all(|&n| n == 1), "{times:?}");
+    }
 }
