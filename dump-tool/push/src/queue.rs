@@ -352,4 +352,32 @@ mod tests {
         assert!(state.seen("a"), "dropped, not to be queued again");
         fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn seen_is_rewritten_to_the_dumps_still_there_once_it_grows() {
+        let dir = temp_dir("compact");
+        let bounds = Bounds {
+            count: 10,
+            bytes: 1 << 20,
+        };
+        {
+            let mut state = State::open(&dir, bounds).unwrap();
+            for i in 0..1100 {
+                state.enqueue(&format!("k{i}"), Vec::new()).unwrap();
+            }
+            state
+                .enqueue("waiting", vec![(header("waiting"), b"x".to_vec())])
+                .unwrap();
+            let present = HashSet::from(["k7".to_string()]);
+            state.compact(&present).unwrap();
+            assert!(state.seen("k7") && state.seen("waiting") && !state.seen("k8"));
+            state.enqueue("k1100", Vec::new()).unwrap();
+        }
+        let state = State::open(&dir, bounds).unwrap();
+        let seen = fs::read_to_string(dir.join("seen")).unwrap();
+        assert_eq!(seen.lines().count(), 3, "{seen}");
+        assert!(state.seen("k7") && state.seen("waiting") && state.seen("k1100"));
+        assert!(!state.seen("k8"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }
