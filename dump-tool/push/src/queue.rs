@@ -11,6 +11,9 @@
 //! - `lock`: held (`flock`) while a pusher runs, so two pushers never share
 //!   the state.
 //!
+//! Its files are never opened through a symbolic link: temporary files are
+//! created new, `seen` and `lock` opened with `O_NOFOLLOW`.
+//!
 //! The queue is bounded in count and bytes; a request that would pass a
 //! bound drops the oldest waiting ones, each with a line. A crash between a
 //! receiver's answer and the removal of its file sends that request again
@@ -22,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Where one queued request goes and what it carries.
@@ -77,6 +81,7 @@ impl State {
             .create(true)
             .truncate(false)
             .write(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(dir.join("lock"))
             .map_err(|e| format!("cannot open {}: {e}", dir.join("lock").display()))?;
         let lock = Flock::lock(lock, FlockArg::LockExclusiveNonblock).map_err(|_| {
@@ -99,6 +104,7 @@ impl State {
         let seen_file = OpenOptions::new()
             .create(true)
             .append(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&seen_path)
             .map_err(|e| format!("cannot open {}: {e}", seen_path.display()))?;
         let mut state = State {
@@ -252,6 +258,7 @@ impl State {
             .map_err(|e| format!("cannot rewrite {}: {e}", path.display()))?;
         self.seen_file = OpenOptions::new()
             .append(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         self.seen_lines = keep.len();
@@ -260,9 +267,14 @@ impl State {
     }
 }
 
-/// Write `bytes` to `temporary`, flushed to disk, then rename it to `path`.
+/// Write `bytes` to `temporary` (a new file: a leftover is removed first,
+/// never written through), flushed to disk, then rename it to `path`.
 fn write_whole(temporary: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut file = File::create(temporary)?;
+    let _ = fs::remove_file(temporary);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(temporary)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     fs::rename(temporary, path)
