@@ -20,6 +20,7 @@
 //!   the receiver fails (503), still arrive.
 //! - A queue past its bound drops its oldest requests, one line each, and
 //!   sends the rest.
+//! - A dump renamed or copied is the same dump: not sent again.
 
 mod push_common;
 
@@ -490,4 +491,32 @@ fn a_queue_past_its_bound_drops_the_oldest_with_a_line_each() {
         assert_eq!(times.keys().copied().collect::<BTreeSet<_>>(), expected);
         assert!(times.values().all(|&n| n == 1), "{times:?}");
     }
+}
+
+#[test]
+fn a_dump_renamed_or_copied_is_not_sent_again() {
+    let (_source, files) = interval_dumps();
+    let followed = TempDir::new("push-followed");
+    let placed = place(&files[0], followed.path());
+    let receiver = Receiver::start(Answer::Take);
+    let url = receiver.url();
+    let state = TempDir::new("push-state");
+    let state_dir = path_str(state.path()).to_string() + "/state";
+    let args = args(path_str(followed.path()), &url, &state_dir);
+    let (status, stderr) = push_once(&args);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(receiver.arrivals().len(), 2);
+    // Brought home under another name (as from a container), and copied
+    // into a subdirectory: the same dump.
+    std::fs::rename(&placed, followed.path().join("renamed.prof")).unwrap();
+    std::fs::create_dir(followed.path().join("copies")).unwrap();
+    place(&files[0], &followed.path().join("copies"));
+    let (status, stderr) = push_once(&args);
+    assert!(status.success() && stderr.is_empty(), "{stderr}");
+    assert_eq!(receiver.arrivals().len(), 2, "nothing sent again");
+    // A new dump is.
+    place(&files[1], followed.path());
+    let (status, stderr) = push_once(&args);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(receiver.arrivals().len(), 4);
 }

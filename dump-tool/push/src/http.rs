@@ -92,18 +92,22 @@ async fn exchange(
                 Ok(body) => String::from_utf8_lossy(&body.to_bytes()).into_owned(),
                 Err(_) => String::new(),
             };
-            let why = format!("{status}{}", quoted(&text));
-            if status.is_success() {
-                Outcome::Taken
-            } else if status.is_client_error() && status != 408 && status != 429 {
-                Outcome::Refused(why)
-            } else {
-                Outcome::Retry(why)
-            }
+            judged(status, format!("{status}{}", quoted(&text)))
         }
     };
     connection.abort();
     outcome
+}
+
+/// What an answer with `status` means for its request.
+fn judged(status: hyper::StatusCode, why: String) -> Outcome {
+    if status.is_success() {
+        Outcome::Taken
+    } else if status.is_client_error() && status != 408 && status != 429 {
+        Outcome::Refused(why)
+    } else {
+        Outcome::Retry(why)
+    }
 }
 
 /// `: the first line of text`, cut, or nothing.
@@ -127,5 +131,35 @@ pub fn humanized(duration: Duration) -> String {
         format!("{seconds:.0} s")
     } else {
         format!("{seconds:.1} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::StatusCode;
+
+    #[test]
+    fn refusals_are_final_and_busy_or_failing_receivers_retried() {
+        let judge = |code: u16| judged(StatusCode::from_u16(code).unwrap(), String::new());
+        for code in [200, 202, 204] {
+            assert_eq!(judge(code), Outcome::Taken, "{code}");
+        }
+        for code in [400, 401, 403, 404, 413, 415, 422] {
+            assert_eq!(judge(code), Outcome::Refused(String::new()), "{code}");
+        }
+        for code in [408, 429, 500, 502, 503, 504] {
+            assert_eq!(judge(code), Outcome::Retry(String::new()), "{code}");
+        }
+        // 3xx: not followed; tried again later (a misconfigured URL says so
+        // in its line each time).
+        assert_eq!(judge(301), Outcome::Retry(String::new()));
+    }
+
+    #[test]
+    fn a_refusals_body_is_quoted_by_its_first_line_cut() {
+        assert_eq!(quoted(""), "");
+        assert_eq!(quoted("\n  bad profile \nmore"), ": bad profile");
+        assert_eq!(quoted(&"x".repeat(500)).len(), 2 + QUOTED);
     }
 }
