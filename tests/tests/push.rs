@@ -72,7 +72,7 @@ fn arrived(receiver: &Receiver) -> (BTreeMap<u64, usize>, BTreeMap<u64, usize>) 
     let mut otlp = BTreeMap::new();
     for arrival in receiver.taken(OTLP_PATH) {
         *otlp
-            .entry(otlp_time(&otlp_of(&schema, &arrival.body)))
+            .entry(otlp_time(&otlp_of(&schema, &arrival)))
             .or_default() += 1;
     }
     (pyroscope, otlp)
@@ -250,7 +250,7 @@ fn what_arrives_is_the_dumps_profile_as_go_pprof_and_the_otlp_definitions_read_i
     assert_eq!(otlp[0].content_type, "application/x-protobuf");
     let version = otlp[0].headers.get("otlp-profiles-development-version");
     assert_eq!(version.map(String::as_str), Some("1"));
-    let request = otlp_of(&otlp_schema(), &otlp[0].body);
+    let request = otlp_of(&otlp_schema(), &otlp[0]);
     let dictionary = &request["dictionary"];
     let strings: Vec<&str> = dictionary["string_table"]
         .as_array()

@@ -11,6 +11,7 @@ use heapdiff::render::pprof::PbProfile;
 use heapsample_tests::*;
 use prost::Message;
 use proto_wire::Schema;
+use receiver::Arrival;
 use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -152,10 +153,17 @@ pub fn otlp_schema() -> Schema {
     ])
 }
 
-/// An OTLP request body decoded by the `.proto` files.
-pub fn otlp_of(schema: &Schema, body: &[u8]) -> Value {
+/// An OTLP request decoded by the `.proto` files (its body gzipped, as
+/// its `Content-Encoding` says).
+pub fn otlp_of(schema: &Schema, arrival: &Arrival) -> Value {
+    let encoding = arrival.headers.get("content-encoding").map(String::as_str);
+    assert_eq!(encoding, Some("gzip"), "OTLP bodies are sent gzipped");
+    let mut body = Vec::new();
+    GzDecoder::new(arrival.body.as_slice())
+        .read_to_end(&mut body)
+        .expect("gzipped");
     schema
-        .decode("ExportProfilesServiceRequest", body)
+        .decode("ExportProfilesServiceRequest", &body)
         .unwrap_or_else(|why| panic!("the OTLP body disagrees with the .proto files: {why}"))
 }
 
