@@ -134,6 +134,7 @@ impl Pusher<'_> {
     fn take_in(&mut self, catalog: &Catalog, state: &mut State) -> Result<(), String> {
         let snapshot = catalog.scan_now();
         let mut present = HashSet::new();
+        let mut new = Vec::new();
         for entry in snapshot.entries() {
             let summary = match &entry.summary {
                 Ok(summary) => summary,
@@ -149,8 +150,15 @@ impl Pusher<'_> {
                 summary.time_unix_ns,
             );
             present.insert(key.clone());
+            if !state.seen(&key) {
+                new.push((summary.time_unix_ns, entry, key));
+            }
+        }
+        // Oldest first, so that a queue past its bound drops the oldest.
+        new.sort_by(|a, b| (a.0, &a.1.id).cmp(&(b.0, &b.1.id)));
+        for (_, entry, key) in new {
             if state.seen(&key) {
-                continue;
+                continue; // a copy of a dump taken in just now
             }
             match self.profile(catalog, entry) {
                 Ok((profile, origin)) => {
