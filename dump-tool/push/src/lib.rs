@@ -157,6 +157,9 @@ impl Pusher<'_> {
         // Oldest first, so that a queue past its bound drops the oldest.
         new.sort_by(|a, b| (a.0, &a.1.id).cmp(&(b.0, &b.1.id)));
         for (_, entry, key) in new {
+            if STOP.load(Ordering::SeqCst) {
+                return Ok(());
+            }
             if state.seen(&key) {
                 continue; // a copy of a dump taken in just now
             }
