@@ -11,9 +11,11 @@
 //! on disk before anything is sent, so a dump deleted (thinned) after it
 //! was seen is still sent, and a restart of the pusher or of a receiver
 //! loses nothing. Each receiver is retried with exponential backoff after
-//! a failure; a refusal (4xx) drops the request. Every failure is one line
+//! a failure; a refusal (4xx but 408 and 429) drops the request. Every failure is one line
 //! on stderr, `heapdiff: push to URL failed: …`. It reads dumps and writes
-//! only in its state directory; it never touches the dumps.
+//! only in its state directory; it never touches the dumps. One thread:
+//! dumps are built between requests, requests are sent one at a time on a
+//! current-thread tokio runtime.
 
 pub mod http;
 pub mod origin;

@@ -75,8 +75,12 @@ impl State {
     /// holds it.
     pub fn open(dir: &Path, bounds: Bounds) -> Result<State, String> {
         let queue = dir.join("queue");
-        fs::create_dir_all(&queue)
-            .map_err(|e| format!("cannot create the state directory {}: {e}", queue.display()))?;
+        fs::create_dir_all(&queue).map_err(|e| {
+            format!(
+                "cannot create the state directory {}: {e} (give another with --state DIR)",
+                queue.display()
+            )
+        })?;
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
