@@ -1,6 +1,7 @@
 //! The `heapdiff` command line: parses the arguments (clap, every
 //! subcommand listed in `--help`), runs the library's pipeline for the
-//! default command and `merge`, starts the server for `serve`, and turns
+//! default command and `merge`, starts the server for `serve` and the
+//! pusher for `push`, and turns
 //! every failure into one line on stderr and exit status 2.
 //!
 //! `heapdiff DUMP` and `heapdiff --base A B` need no subcommand name: the
@@ -10,6 +11,7 @@
 mod merge;
 mod modules;
 mod output;
+mod push;
 mod serve;
 mod show;
 mod time;
@@ -52,6 +54,20 @@ enum Command {
     /// Rank leak candidates of one or several dumps of a process, with
     /// their growth rate; a CI gate with --fail-if-grows RATE.
     Leaks(time::LeaksArgs),
+    /// Send each new dump once to Pyroscope and/or an OpenTelemetry
+    /// Collector (OTLP profiles), following the directories as serve does.
+    ///
+    /// Each dump is built as `heapdiff --format pprof` builds it (sample
+    /// types as Go's heap profiles) and sent once, whatever its file name:
+    /// to Pyroscope's ingest API (`POST /ingest?name=EXE{host=…,pid=…,
+    /// container=…}&format=pprof`) and as an OTLP profiles export (`POST
+    /// /v1development/profiles`, protobuf). Requests wait in a queue on disk
+    /// (the state directory) until a receiver takes them: a restart of the
+    /// pusher or of a receiver loses nothing, a dump deleted after it was
+    /// seen is still sent, a failing or silent receiver is retried with
+    /// backoff, a refusal (4xx) is reported and not retried. Runs until
+    /// SIGTERM or SIGINT (or, with --once, one round).
+    Push(push::PushArgs),
     /// Where each module's names came from (a copy collected beside the
     /// dumps, a debug directory, its recorded path), or why there are none.
     Modules(modules::ModulesArgs),
@@ -67,6 +83,7 @@ fn main() -> ExitCode {
         Some(Command::Lifetimes(args)) => time::run_lifetimes(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Ages(args)) => time::run_ages(args).map(|()| ExitCode::SUCCESS),
         Some(Command::Leaks(args)) => time::run_leaks(args),
+        Some(Command::Push(args)) => push::run(args).map_err(heapdiff::Error::new),
         Some(Command::Modules(args)) => modules::run(args).map(|()| ExitCode::SUCCESS),
         None => show::run(&cli.show),
     };
