@@ -198,6 +198,10 @@ pub fn run_leaks(args: &LeaksArgs) -> Result<ExitCode> {
         .map(|rate| failing(&rows, rate))
         .unwrap_or_default();
     let names: Vec<String> = series.sides().iter().map(|s| s.name.clone()).collect();
+    let scope = series
+        .sides()
+        .last()
+        .map_or_else(Default::default, |s| s.profile.time.scope);
     let peak = series_peak(&series).map(|p| (p, names[p.nearest].as_str()));
     let exit = exit_left_out(&series);
     // The process summary of a series (one dump tells no story of it).
@@ -208,6 +212,7 @@ pub fn run_leaks(args: &LeaksArgs) -> Result<ExitCode> {
     }
     args.out.write(match args.out.format {
         TimeFormat::Text => time_text::leaks(
+            scope,
             names.len(),
             &rows,
             &failing,
@@ -216,6 +221,7 @@ pub fn run_leaks(args: &LeaksArgs) -> Result<ExitCode> {
             args.out.top,
         ),
         TimeFormat::Json => time_json::leaks(
+            scope,
             &names,
             &rows,
             &failing,

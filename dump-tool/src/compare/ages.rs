@@ -11,7 +11,7 @@
 use super::growth::growing;
 use super::lifetimes::Amount;
 use crate::model::folding::folded_key;
-use crate::model::{Birth, Metric, Profile, ProgramFrames, Sample, leaf_name};
+use crate::model::{Birth, Metric, Profile, ProgramFrames, Sample, TimeScope, leaf_name};
 use crate::stats::births::STARTUP_SHARE;
 use crate::stats::{Class, Delta, Estimate, Interval, Windows, per_second};
 use crate::symbols::LocationTable;
@@ -51,6 +51,20 @@ pub struct Ages {
     pub windows_ns: (u64, u64),
     /// One row per function with live memory, most live bytes first.
     pub rows: Vec<AgeRow>,
+    /// What the times count from: for an attached process the run, the
+    /// slices and the windows start at the attach.
+    pub scope: TimeScope,
+}
+
+/// The name reports give `class` in `scope`: [`Class::name`], except that
+/// memory kept from the first window of an attached process's run is
+/// `early-after-attach` (born in the first 10 % after the attach), not
+/// `start-up`: the process started long before.
+pub fn class_name(class: Class, scope: TimeScope) -> &'static str {
+    match (class, scope) {
+        (Class::Startup, TimeScope::SinceAttach { .. }) => "early-after-attach",
+        (class, _) => class.name(),
+    }
 }
 
 /// The ages of `profile`'s live memory in `slices` equal slices of the run
@@ -120,6 +134,7 @@ fn ages_by(profile: &Profile, slices: usize, key: impl Fn(&Sample) -> String) ->
         slices: edges,
         windows_ns: (startup_end, middle),
         rows,
+        scope: profile.time.scope,
     }
 }
 

@@ -16,7 +16,7 @@ use crate::compare::ages::{Ages, LeakRow, ages, leak_candidates, live_born_betwe
 use crate::compare::lifetimes::{Amount, LifetimeRow, function_lifetimes, stack_lifetimes};
 use crate::error::{Error, Result};
 use crate::input::Input;
-use crate::model::{Profile, TimeInfo};
+use crate::model::{Profile, TimeInfo, TimeScope};
 use crate::symbols::LocationTable;
 use heapsample_format::Peak;
 
@@ -28,6 +28,9 @@ pub struct Lifetimes {
     pub temporary_ns: u64,
     pub functions: Vec<LifetimeRow>,
     pub stacks: Vec<LifetimeRow>,
+    /// What the lifetimes' dump counts from (the attach, for an attached
+    /// process: only what was allocated since is in it).
+    pub scope: TimeScope,
 }
 
 /// Lifetimes per allocating function and per stack.
@@ -37,6 +40,7 @@ pub fn lifetimes(view: &View<'_>) -> Lifetimes {
         temporary_ns: profile.time.temporary_ns,
         functions: function_lifetimes(profile, view.table),
         stacks: stack_lifetimes(profile, view.table),
+        scope: profile.time.scope,
     }
 }
 

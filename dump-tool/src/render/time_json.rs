@@ -4,8 +4,9 @@
 //! interval, as in the main report.
 
 use super::json::{Bound, DeltaBound};
-use crate::compare::ages::{AgeRow, Ages, LeakRow};
+use crate::compare::ages::{AgeRow, Ages, LeakRow, class_name};
 use crate::compare::lifetimes::{Amount, LifetimeRow};
+use crate::model::TimeScope;
 use crate::pipeline::time::{ExitFreed, Lifetimes, LiveAt, PeakInfo, ProcessSummary};
 use crate::stats::Interval;
 use serde::Serialize;
@@ -19,15 +20,25 @@ struct Header {
     schema: &'static str,
     report: &'static str,
     confidence: f64,
+    /// What every time and value counts from: `since_start` (the process's
+    /// start) or `since_attach` (an attached process: only what was
+    /// allocated since the attach, times counted from it).
+    scope: &'static str,
+    /// The attach, ns since the Unix epoch (`since_attach` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attached_unix_ns: Option<u64>,
 }
 
 impl Header {
-    /// The header of the report named `report` (95 % intervals).
-    fn of(report: &'static str) -> Header {
+    /// The header of the report named `report` (95 % intervals) of dumps
+    /// whose times count as `scope` says.
+    fn of(report: &'static str, scope: TimeScope) -> Header {
         Header {
             schema: SCHEMA,
             report,
             confidence: 0.95,
+            scope: scope.name(),
+            attached_unix_ns: scope.attached_unix_ns(),
         }
     }
 }
@@ -121,7 +132,7 @@ pub fn lifetimes(dump: &str, lifetimes: &Lifetimes) -> String {
         stacks: Vec<LifetimeReport>,
     }
     to_json(&Report {
-        header: Header::of("lifetimes"),
+        header: Header::of("lifetimes", lifetimes.scope),
         dump: dump.to_string(),
         temporary_ns: (lifetimes.temporary_ns != u64::MAX).then_some(lifetimes.temporary_ns),
         functions: lifetimes.functions.iter().map(LifetimeReport::of).collect(),
@@ -146,7 +157,8 @@ struct AgeReport {
     live: AmountReport,
     /// Live memory born in each slice of `slices_ns`.
     slices: Vec<AmountReport>,
-    /// The evidence of the class: live bytes born in the start-up window
+    /// The evidence of the class: live bytes born in the first window of
+    /// the run (start-up; the first 10 % after the attach when attached)
     /// and the older and newer halves of the rest (`windows_ns`).
     evidence: WindowsReport,
     /// Live bytes born in the older half per second of it.
@@ -154,11 +166,11 @@ struct AgeReport {
 }
 
 impl AgeReport {
-    fn of(row: &AgeRow) -> AgeReport {
+    fn of(row: &AgeRow, scope: TimeScope) -> AgeReport {
         AgeReport {
             name: row.name.clone(),
             program_frame: row.program_frame.clone(),
-            class: row.class.name(),
+            class: class_name(row.class, scope),
             live: AmountReport::of(&row.live),
             slices: row.slices.iter().map(AmountReport::of).collect(),
             evidence: WindowsReport {
@@ -189,14 +201,22 @@ pub fn ages(dump: &str, ages: &Ages, stacks: &Ages, peak: Option<(PeakInfo, &str
         stacks: Vec<AgeReport>,
     }
     to_json(&Report {
-        header: Header::of("ages"),
+        header: Header::of("ages", ages.scope),
         dump: dump.to_string(),
         run_ns: ages.run_ns,
         slices_ns: ages.slices.clone(),
         windows_ns: ages.windows_ns,
         peak: peak_report(peak),
-        functions: ages.rows.iter().map(AgeReport::of).collect(),
-        stacks: stacks.rows.iter().map(AgeReport::of).collect(),
+        functions: ages
+            .rows
+            .iter()
+            .map(|r| AgeReport::of(r, ages.scope))
+            .collect(),
+        stacks: stacks
+            .rows
+            .iter()
+            .map(|r| AgeReport::of(r, ages.scope))
+            .collect(),
     })
 }
 
@@ -300,9 +320,10 @@ impl SummaryReport {
     }
 }
 
-/// `heapdiff leaks --format json`; `exit`: the exit dump left out of the
-/// trend, named by `dumps`.
+/// `heapdiff leaks --format json` of dumps whose times count as `scope`
+/// says; `exit`: the exit dump left out of the trend, named by `dumps`.
 pub fn leaks(
+    scope: TimeScope,
     dumps: &[String],
     rows: &[LeakRow],
     failing: &[&LeakRow],
@@ -324,7 +345,7 @@ pub fn leaks(
         candidates: Vec<LeakReport>,
     }
     to_json(&Report {
-        header: Header::of("leaks"),
+        header: Header::of("leaks", scope),
         dumps: dumps.to_vec(),
         peak: peak_report(peak),
         exit_dump_left_out: exit.map(|e| ExitReport {
@@ -341,12 +362,12 @@ pub fn leaks(
             .map(|row| LeakReport {
                 name: row.name.clone(),
                 program_frame: row.program_frame.clone(),
-                class: row.ages.as_ref().map(|a| a.class.name()),
+                class: row.ages.as_ref().map(|a| class_name(a.class, scope)),
                 trend: row.trend.map(|t| t.name()),
                 leaking: row.leaking(),
                 bytes_per_second: RateReport::of(&row.rate),
                 growth_bytes: row.growth.as_ref().map(DeltaBound::of),
-                ages: row.ages.as_ref().map(AgeReport::of),
+                ages: row.ages.as_ref().map(|a| AgeReport::of(a, scope)),
                 fails: failing.iter().any(|f| std::ptr::eq(*f, row)),
             })
             .collect(),
