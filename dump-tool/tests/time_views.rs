@@ -223,10 +223,19 @@ fn every_time_view_is_exact_at_period_one() {
         before: Some(TimePoint::Unix(1_700_000_005_000_000_000)),
     };
     let ranged = session_with(dump, born);
+    let ranged_profile = &ranged.view().new.profile;
     assert_eq!(
-        ranged.view().new.profile.estimate(Metric::InuseSpace).value,
+        ranged_profile.estimate(Metric::InuseSpace).value,
         truth["all live born in [2 s, 5 s) bytes"].value
     );
+    // The whole profile stays the whole: every live byte, every metric.
+    for metric in Metric::EVERY {
+        assert_eq!(
+            ranged_profile.whole_estimate(metric).value,
+            profile.estimate(metric).value,
+            "{metric:?}"
+        );
+    }
 }
 
 fn session_with(dump: Dump, born: BirthRange) -> Session {

@@ -111,3 +111,53 @@ fn every_format_names_the_base_sampling() {
         }
     }
 }
+
+/// A filter changes the view's `total`, never `whole_total` (json), and the
+/// text header states both; without a filter they are equal and the line
+/// is left out.
+#[test]
+fn the_whole_profile_total_stands_beside_the_views() {
+    let fixture = Fixture::new("cli-view-whole-total", &["-no-pie"]);
+    let exe = fixture.binary.display().to_string();
+    let modules = vec![module(&fixture.binary, 0)];
+    // Sampling period 1: every value is exact. 1,000 bytes each.
+    let profile = dump(
+        &exe,
+        0,
+        modules,
+        vec![
+            stack(fixture.leaf_stack(0), 10, 100),
+            stack(fixture.inline_stack(0), 5, 200),
+        ],
+    );
+    let path = fixture.dir.join("two.prof");
+    std::fs::write(&path, encode(&profile)).unwrap();
+    let totals = |args: &[&str]| {
+        let json = shown(&fixture.dir, &path, "json", args, None);
+        let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let metric = &json["metrics"]["inuse-space"];
+        (
+            metric["total"]["estimate"].as_f64().unwrap(),
+            metric["whole_total"]["estimate"].as_f64().unwrap(),
+        )
+    };
+    assert_eq!(totals(&[]), (2000.0, 2000.0));
+    assert_eq!(totals(&["--ignore", "^leaf_alloc$"]), (1000.0, 2000.0));
+    assert_eq!(totals(&["--focus", "^leaf_alloc$"]), (1000.0, 2000.0));
+    let line = "heapdiff: this view holds 1000 bytes";
+    let text = shown(
+        &fixture.dir,
+        &path,
+        "text",
+        &["--ignore", "^leaf_alloc$"],
+        None,
+    );
+    assert!(
+        text.lines().take(6).any(|l| l.starts_with(line)
+            && l.contains("of the whole profile's 2000 bytes")
+            && l.contains("50.0%")),
+        "{text}"
+    );
+    let text = shown(&fixture.dir, &path, "text", &[], None);
+    assert!(!text.contains("whole profile"), "{text}");
+}

@@ -481,8 +481,12 @@ struct MetricReport<'a> {
     low_confidence_below: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     base_detection_limit: Option<DetectionLimit>,
-    /// The new (or only) dump's whole-profile estimate.
+    /// The view's total: the new (or only) side's estimate after the
+    /// view's filters, transforms and birth range (`view`).
     total: Bound,
+    /// The new side's whole profile, before any of them: `total` equals it
+    /// for a view without filters.
+    whole_total: Bound,
     /// Its functions, largest total first.
     functions: Vec<FunctionReport>,
     /// Its self values grouped by program frame, largest first.
@@ -522,6 +526,7 @@ impl<'a> MetricReport<'a> {
             low_confidence_below: sampling.low_confidence_below,
             base_detection_limit: base.map(|b| DetectionLimit::of(&b.sampling(metric))),
             total: Bound::of(&view.new.profile.estimate(metric)),
+            whole_total: Bound::of(&view.new.profile.whole_estimate(metric)),
             functions: functions(&view.new.profile, view.table, metric),
             program_frames: program_frame_values(&view.new.profile, view.table, metric)
                 .into_iter()

@@ -53,6 +53,7 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
             super::duration(low)
         );
     }
+    whole_profile_line(out, view);
     let _ = writeln!(
         out,
         "{}",
@@ -95,6 +96,31 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
     program_frames_table(out, view, top, whole);
     let _ = writeln!(out);
     totals_lines(out, "", view.new);
+}
+
+/// When the view's filters, transforms or birth range left out part of the
+/// profile: one line with the view's total against the whole profile's, so
+/// that percentages are read as the view's.
+fn whole_profile_line(out: &mut String, view: &View<'_>) {
+    let profile = &view.new.profile;
+    let (shown, whole) = (
+        profile.estimate(view.metric),
+        profile.whole_estimate(view.metric),
+    );
+    if round(shown.value) == round(whole.value) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "heapdiff: this view holds {} {} {} of the whole profile's {} {} {} ({}); percentages are of the view",
+        round(shown.value),
+        view.metric.unit(),
+        estimate_bracket(&shown),
+        round(whole.value),
+        view.metric.unit(),
+        estimate_bracket(&whole),
+        percent(shown.value, whole.value)
+    );
 }
 
 /// The self values grouped by program frame (the program's own function
