@@ -122,7 +122,11 @@ struct ViewJson<'a> {
 #[derive(Serialize)]
 struct DumpInfo {
     path: String,
-    format_version: u32,
+    /// `heapsample`, `jemalloc heap_v2` or `gperftools heap profile`.
+    source_format: &'static str,
+    /// The heapsample dump format version (absent for a foreign profile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format_version: Option<u32>,
     /// `horvitz-thompson`, or `average-size` for format-2 dumps.
     estimator: &'static str,
     writer: String,
@@ -171,7 +175,8 @@ impl DumpInfo {
         let dump = &input.dump;
         DumpInfo {
             path: input.path.display().to_string(),
-            format_version: input.version,
+            source_format: input.foreign.map_or("heapsample", |kind| kind.name()),
+            format_version: input.foreign.is_none().then_some(input.version),
             estimator: if input.version == LEGACY_VERSION {
                 "average-size"
             } else {
