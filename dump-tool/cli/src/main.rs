@@ -10,6 +10,7 @@
 mod merge;
 mod modules;
 mod output;
+mod progress_bar;
 mod serve;
 mod show;
 mod time;
