@@ -8,7 +8,7 @@ use crate::compare::ages::{AgeRow, Ages, LeakRow, class_name};
 use crate::compare::lifetimes::{Amount, LifetimeRow};
 use crate::model::TimeScope;
 use crate::pipeline::time::{ExitFreed, Lifetimes, LiveAt, PeakInfo, ProcessSummary};
-use crate::stats::Interval;
+use crate::stats::{Caveat, Interval};
 use serde::Serialize;
 
 /// The schema name and version written in every time report.
@@ -163,6 +163,22 @@ struct AgeReport {
     evidence: WindowsReport,
     /// Live bytes born in the older half per second of it.
     kept_bytes_per_second: Bound,
+    /// `strong`, or `weak` with `caveats` saying why.
+    evidence_strength: &'static str,
+    caveats: Vec<CaveatReport>,
+}
+
+#[derive(Serialize)]
+struct CaveatReport {
+    /// `few-samples` or `uneven-births`.
+    kind: &'static str,
+    /// The caveat in words, with what to do about it.
+    text: String,
+}
+
+/// `strong` without caveats, `weak` with.
+fn strength(caveats: &[Caveat]) -> &'static str {
+    if caveats.is_empty() { "strong" } else { "weak" }
 }
 
 impl AgeReport {
@@ -179,6 +195,15 @@ impl AgeReport {
                 newer_bytes: Bound::of(&row.windows.newer),
             },
             kept_bytes_per_second: Bound::of(&row.kept_rate),
+            evidence_strength: strength(&row.caveats),
+            caveats: row
+                .caveats
+                .iter()
+                .map(|c| CaveatReport {
+                    kind: c.kind(),
+                    text: c.sentence(),
+                })
+                .collect(),
         }
     }
 }
@@ -252,6 +277,10 @@ struct LeakReport {
     /// The evidence of a leak: growing across the series, or (one dump)
     /// accumulating.
     leaking: bool,
+    /// One dump: the strength of its class (`strong`, or `weak` with the
+    /// caveats in `ages`); `null` for a series, judged by its trend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    evidence_strength: Option<&'static str>,
     /// Growth rate in bytes per second: across the dumps when several are
     /// given, else the kept rate of the births.
     bytes_per_second: RateReport,
@@ -365,6 +394,12 @@ pub fn leaks(
                 class: row.ages.as_ref().map(|a| class_name(a.class, scope)),
                 trend: row.trend.map(|t| t.name()),
                 leaking: row.leaking(),
+                evidence_strength: row
+                    .trend
+                    .is_none()
+                    .then_some(())
+                    .and(row.ages.as_ref())
+                    .map(|a| strength(&a.caveats)),
                 bytes_per_second: RateReport::of(&row.rate),
                 growth_bytes: row.growth.as_ref().map(DeltaBound::of),
                 ages: row.ages.as_ref().map(|a| AgeReport::of(a, scope)),

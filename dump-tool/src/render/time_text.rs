@@ -141,6 +141,9 @@ pub fn ages(dump: &str, ages: &Ages, peak: Option<(PeakInfo, &str)>, top: usize)
             value(&row.windows.newer),
             value(&row.kept_rate)
         );
+        for caveat in &row.caveats {
+            let _ = writeln!(out, "  caveat (weak evidence): {}", caveat.sentence());
+        }
         for (slice, (low, high)) in row.slices.iter().zip(&ages.slices) {
             let _ = writeln!(
                 out,
@@ -278,6 +281,16 @@ pub fn leaks(
             trend,
             program_first(&row.name, row.program_frame.as_deref())
         );
+        if row.trend.is_none() {
+            for caveat in row.ages.iter().flat_map(|a| &a.caveats) {
+                let _ = writeln!(
+                    out,
+                    "{:>14} caveat (weak evidence): {}",
+                    "",
+                    caveat.sentence()
+                );
+            }
+        }
     }
     out
 }
