@@ -161,3 +161,55 @@ fn the_whole_profile_total_stands_beside_the_views() {
     let text = shown(&fixture.dir, &path, "text", &[], None);
     assert!(!text.contains("whole profile"), "{text}");
 }
+
+/// The detection limit of object counts is stated for the sizes the dump
+/// allocates, from the sampling law: the fewest objects of size s of which
+/// one is sampled with probability >= 95 % at period R is
+/// ⌈ln 20 / −(s + 1)·ln(1 − 1/R)⌉ (the countdown counts one byte per call).
+#[test]
+fn the_detection_limit_names_the_sizes_present() {
+    let fixture = Fixture::new("cli-view-size-limits", &["-no-pie"]);
+    let exe = fixture.binary.display().to_string();
+    let modules = vec![module(&fixture.binary, 0)];
+    let lg = 14;
+    let profile = dump(
+        &exe,
+        lg,
+        modules,
+        vec![
+            stack(fixture.leaf_stack(0), 10, 8),
+            stack(fixture.inline_stack(0), 5, 4096),
+        ],
+    );
+    let path = fixture.dir.join("sizes.prof");
+    std::fs::write(&path, encode(&profile)).unwrap();
+    let limit = |size: f64| {
+        let period = f64::from(1u32 << lg);
+        (20f64.ln() / (-(size + 1.0) * (-1.0 / period).ln_1p())).ceil()
+    };
+    let json = shown(&fixture.dir, &path, "json", &[], None);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    for metric in ["alloc-objects", "inuse-objects"] {
+        let by_size = &json["metrics"][metric]["detection_limit_by_size"];
+        let expected = serde_json::json!([
+            {"object_size": 8, "objects": limit(8.0)},
+            {"object_size": 4096, "objects": limit(4096.0)},
+        ]);
+        assert_eq!(by_size, &expected, "{metric}");
+    }
+    assert_eq!(limit(8.0), 5454.0);
+    assert!(
+        json["metrics"]["alloc-space"]
+            .get("detection_limit_by_size")
+            .is_none()
+    );
+    let text = shown(&fixture.dir, &path, "text", &["-m", "alloc-objects"], None);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("detection limit for the object sizes present: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(" objects of 8 bytes, 12 of 4096 bytes"),
+        "{line}"
+    );
+}

@@ -244,6 +244,23 @@ impl Profile {
         }
     }
 
+    /// The object sizes its stacks allocate (each stack's mean requested
+    /// size, rounded), with the estimated objects allocated at each, most
+    /// objects first (then smallest size).
+    pub fn object_sizes(&self) -> Vec<(u64, f64)> {
+        let mut sizes: std::collections::BTreeMap<u64, f64> = Default::default();
+        for sample in &self.samples {
+            let objects = sample.values.alloc_objects;
+            if objects > 0.0 {
+                let size = (sample.values.alloc_space / objects).round().max(0.0) as u64;
+                *sizes.entry(size).or_default() += objects;
+            }
+        }
+        let mut sizes: Vec<(u64, f64)> = sizes.into_iter().collect();
+        sizes.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        sizes
+    }
+
     /// How `metric` was sampled: by the longest period of the dumps behind
     /// the profile (a merge may pool several).
     pub fn sampling(&self, metric: Metric) -> Sampling {

@@ -14,6 +14,7 @@
 //! the view (no copy of its names per stack), in the layout of
 //! [`super::json_rows`].
 
+use super::bounds::size_limits;
 use crate::compare::{
     Comparison, FunctionChange, function_changes, function_values, program_frame_values,
 };
@@ -258,6 +259,14 @@ impl DetectionLimit {
     }
 }
 
+/// The fewest objects of one size of which one is sampled with
+/// probability >= 95 %.
+#[derive(Serialize)]
+struct SizeLimit {
+    object_size: u64,
+    objects: f64,
+}
+
 #[derive(Serialize)]
 pub(super) struct DeltaBound {
     estimate: f64,
@@ -481,6 +490,11 @@ struct MetricReport<'a> {
     unit: &'static str,
     /// The new (or only) dump's detection limit.
     detection_limit: DetectionLimit,
+    /// For object counts: the detection limit for the object sizes the
+    /// dump allocates (its most allocated sizes and its smallest); empty
+    /// for bytes and exact dumps.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    detection_limit_by_size: Vec<SizeLimit>,
     /// Object counts under this are low-confidence (0 for bytes and exact
     /// dumps).
     low_confidence_below: f64,
@@ -528,6 +542,17 @@ impl<'a> MetricReport<'a> {
         MetricReport {
             unit: metric.unit(),
             detection_limit: DetectionLimit::of(&sampling),
+            detection_limit_by_size: if metric.counted() == Unit::Objects {
+                size_limits(&view.new.profile, view.new.first_dump().sampling_law())
+                    .into_iter()
+                    .map(|(object_size, objects)| SizeLimit {
+                        object_size,
+                        objects,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
             low_confidence_below: sampling.low_confidence_below,
             base_detection_limit: base.map(|b| DetectionLimit::of(&b.sampling(metric))),
             total: Bound::of(&view.new.profile.estimate(metric)),

@@ -3,7 +3,10 @@
 //! change and whether it is significant, and totals lines that put the
 //! dump's exact counters beside the estimate from the samples.
 
-use super::bounds::{change_bracket, estimate_bracket, limits_sentence, variance_sentence};
+use super::bounds::{
+    change_bracket, estimate_bracket, limits_sentence, size_limits, size_limits_sentence,
+    variance_sentence,
+};
 use super::round;
 use crate::compare::{
     Comparison, FunctionChange, FunctionValue, function_changes, function_values,
@@ -12,7 +15,7 @@ use crate::compare::{
 use crate::input::foreign::is_foreign;
 use crate::model::Metric;
 use crate::pipeline::{Side, View};
-use crate::stats::{Delta, Estimate};
+use crate::stats::{Delta, Estimate, Unit};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -62,6 +65,12 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
             "a function absent from this report allocated"
         )
     );
+    if view.metric.counted() == Unit::Objects {
+        let law = view.new.first_dump().sampling_law();
+        if let Some(line) = size_limits_sentence(&size_limits(&view.new.profile, law)) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     for (title, key) in [
         (
             "self",
