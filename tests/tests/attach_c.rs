@@ -160,6 +160,11 @@ fn every_time_view_counts_from_the_attach(
         let json: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(json["scope"], "since_attach", "{report}: {json}");
         assert_eq!(json["attached_unix_ns"], attached_at, "{report}: {json}");
+        // Times count from the profiler's start, which is the attach.
+        assert_eq!(
+            json["start_unix_ns"], dump.process.start_unix_ns,
+            "{report}"
+        );
         assert!(
             !json.to_string().contains("\"start-up\""),
             "{report}: {json}"

@@ -11,7 +11,9 @@
 use super::growth::growing;
 use super::lifetimes::Amount;
 use crate::model::folding::folded_key;
-use crate::model::{Birth, Metric, Profile, ProgramFrames, Sample, TimeScope, leaf_name};
+use crate::model::{
+    Birth, Metric, Profile, ProgramFrames, Sample, TimeOrigin, TimeScope, leaf_name,
+};
 use crate::stats::births::STARTUP_SHARE;
 use crate::stats::{
     Caveat, Class, Delta, Estimate, Evidence, Interval, Windows, caveats, per_second,
@@ -58,7 +60,7 @@ pub struct Ages {
     pub rows: Vec<AgeRow>,
     /// What the times count from: for an attached process the run, the
     /// slices and the windows start at the attach.
-    pub scope: TimeScope,
+    pub origin: TimeOrigin,
 }
 
 /// The name reports give `class` in `scope`: [`Class::name`], except that
@@ -154,7 +156,7 @@ fn ages_by(profile: &Profile, slices: usize, key: impl Fn(&Sample) -> String) ->
         slices: edges,
         windows_ns: (startup_end, middle),
         rows,
-        scope: profile.time.scope,
+        origin: profile.time.origin(),
     }
 }
 

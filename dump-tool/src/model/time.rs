@@ -164,6 +164,25 @@ impl TimeScope {
     }
 }
 
+/// What every time of a report counts from: the profiler's start on the
+/// wall clock (0: not known), which is the process's start or its attach.
+/// The viewer counts from the same moment, the first dump marked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeOrigin {
+    pub start_unix_ns: u64,
+    pub scope: TimeScope,
+}
+
+impl TimeOrigin {
+    /// ns from the origin to `unix_ns` (0 when before it or not known).
+    pub fn since(self, unix_ns: u64) -> u64 {
+        if self.start_unix_ns == 0 {
+            return 0;
+        }
+        unix_ns.saturating_sub(self.start_unix_ns)
+    }
+}
+
 /// What a profile can tell about time, from its dump.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TimeInfo {
@@ -206,6 +225,14 @@ fn births_agree_with_counts(dump: &Dump) -> bool {
 }
 
 impl TimeInfo {
+    /// What its times count from.
+    pub fn origin(&self) -> TimeOrigin {
+        TimeOrigin {
+            start_unix_ns: self.start_unix_ns,
+            scope: self.scope,
+        }
+    }
+
     /// What `dump` carries. Births are there when the live samples listed
     /// are, stack by stack, as many as the stacks count (the shim lists and
     /// counts them from one walk of its live table, so a dump where they

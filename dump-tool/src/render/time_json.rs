@@ -6,7 +6,7 @@
 use super::json::{Bound, DeltaBound};
 use crate::compare::ages::{AgeRow, Ages, LeakRow, class_name};
 use crate::compare::lifetimes::{Amount, LifetimeRow};
-use crate::model::TimeScope;
+use crate::model::{TimeOrigin, TimeScope};
 use crate::pipeline::time::{ExitFreed, Lifetimes, LiveAt, PeakInfo, ProcessSummary};
 use crate::stats::{Caveat, Interval};
 use serde::Serialize;
@@ -27,18 +27,23 @@ struct Header {
     /// The attach, ns since the Unix epoch (`since_attach` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     attached_unix_ns: Option<u64>,
+    /// What every `_ns` time of the report counts from: the profiler's
+    /// start (the process's, or the attach) on the wall clock, ns since
+    /// the epoch (0: not known), as the viewer counts.
+    start_unix_ns: u64,
 }
 
 impl Header {
     /// The header of the report named `report` (95 % intervals) of dumps
-    /// whose times count as `scope` says.
-    fn of(report: &'static str, scope: TimeScope) -> Header {
+    /// whose times count from `origin`.
+    fn of(report: &'static str, origin: TimeOrigin) -> Header {
         Header {
             schema: SCHEMA,
             report,
             confidence: 0.95,
-            scope: scope.name(),
-            attached_unix_ns: scope.attached_unix_ns(),
+            scope: origin.scope.name(),
+            attached_unix_ns: origin.scope.attached_unix_ns(),
+            start_unix_ns: origin.start_unix_ns,
         }
     }
 }
@@ -132,7 +137,7 @@ pub fn lifetimes(dump: &str, lifetimes: &Lifetimes) -> String {
         stacks: Vec<LifetimeReport>,
     }
     to_json(&Report {
-        header: Header::of("lifetimes", lifetimes.scope),
+        header: Header::of("lifetimes", lifetimes.origin),
         dump: dump.to_string(),
         temporary_ns: (lifetimes.temporary_ns != u64::MAX).then_some(lifetimes.temporary_ns),
         functions: lifetimes.functions.iter().map(LifetimeReport::of).collect(),
@@ -226,7 +231,7 @@ pub fn ages(dump: &str, ages: &Ages, stacks: &Ages, peak: Option<(PeakInfo, &str
         stacks: Vec<AgeReport>,
     }
     to_json(&Report {
-        header: Header::of("ages", ages.scope),
+        header: Header::of("ages", ages.origin),
         dump: dump.to_string(),
         run_ns: ages.run_ns,
         slices_ns: ages.slices.clone(),
@@ -235,12 +240,12 @@ pub fn ages(dump: &str, ages: &Ages, stacks: &Ages, peak: Option<(PeakInfo, &str
         functions: ages
             .rows
             .iter()
-            .map(|r| AgeReport::of(r, ages.scope))
+            .map(|r| AgeReport::of(r, ages.origin.scope))
             .collect(),
         stacks: stacks
             .rows
             .iter()
-            .map(|r| AgeReport::of(r, ages.scope))
+            .map(|r| AgeReport::of(r, ages.origin.scope))
             .collect(),
     })
 }
@@ -349,10 +354,12 @@ impl SummaryReport {
     }
 }
 
-/// `heapdiff leaks --format json` of dumps whose times count as `scope`
-/// says; `exit`: the exit dump left out of the trend, named by `dumps`.
+/// `heapdiff leaks --format json` of dumps whose times count from
+/// `origin`, taken at `dumps_at_ns` since it
+/// ([`crate::pipeline::time::series_times`]); `exit`: the exit dump left
+/// out of the trend, named by `dumps`.
 pub fn leaks(
-    scope: TimeScope,
+    (origin, dumps_at_ns): (TimeOrigin, &[u64]),
     dumps: &[String],
     rows: &[LeakRow],
     failing: &[&LeakRow],
@@ -365,6 +372,10 @@ pub fn leaks(
         #[serde(flatten)]
         header: Header,
         dumps: Vec<String>,
+        /// Each dump's moment, ns since `start_unix_ns`.
+        dumps_at_ns: Vec<u64>,
+        /// The first dump's: where a timeline from the first dump starts.
+        first_dump_at_ns: Option<u64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         peak: Option<PeakReport>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -374,8 +385,10 @@ pub fn leaks(
         candidates: Vec<LeakReport>,
     }
     to_json(&Report {
-        header: Header::of("leaks", scope),
+        header: Header::of("leaks", origin),
         dumps: dumps.to_vec(),
+        dumps_at_ns: dumps_at_ns.to_vec(),
+        first_dump_at_ns: dumps_at_ns.iter().copied().min(),
         peak: peak_report(peak),
         exit_dump_left_out: exit.map(|e| ExitReport {
             dump: dumps[e.exit].clone(),
@@ -391,7 +404,7 @@ pub fn leaks(
             .map(|row| LeakReport {
                 name: row.name.clone(),
                 program_frame: row.program_frame.clone(),
-                class: row.ages.as_ref().map(|a| class_name(a.class, scope)),
+                class: row.ages.as_ref().map(|a| class_name(a.class, origin.scope)),
                 trend: row.trend.map(|t| t.name()),
                 leaking: row.leaking(),
                 evidence_strength: row
@@ -402,7 +415,7 @@ pub fn leaks(
                     .map(|a| strength(&a.caveats)),
                 bytes_per_second: RateReport::of(&row.rate),
                 growth_bytes: row.growth.as_ref().map(DeltaBound::of),
-                ages: row.ages.as_ref().map(|a| AgeReport::of(a, scope)),
+                ages: row.ages.as_ref().map(|a| AgeReport::of(a, origin.scope)),
                 fails: failing.iter().any(|f| std::ptr::eq(*f, row)),
             })
             .collect(),

@@ -80,7 +80,7 @@ pub fn lifetimes(dump: &str, lifetimes: &Lifetimes, top: usize) -> String {
     let _ = writeln!(
         out,
         "heapdiff: lifetimes of freed memory in {dump} per allocating function{} (values corrected for sampling, [low,high] = 95 % interval; temporary = {threshold})",
-        scope_words(lifetimes.scope)
+        scope_words(lifetimes.origin.scope)
     );
     for row in lifetimes.functions.iter().take(top) {
         let name = program_first(&row.name, row.program_frame.as_deref());
@@ -108,16 +108,16 @@ pub fn ages(dump: &str, ages: &Ages, peak: Option<(PeakInfo, &str)>, top: usize)
     let _ = writeln!(
         out,
         "heapdiff: age of live memory in {dump} per allocating function{}, a run of {} (births since {}; [low,high] = 95 % interval)",
-        scope_words(ages.scope),
+        scope_words(ages.origin.scope),
         duration(ages.run_ns),
-        ages.scope.origin()
+        ages.origin.scope.origin()
     );
     out.push_str(&peak_line(peak));
     let (startup, middle) = ages.windows_ns;
     let _ = writeln!(
         out,
         "classes from live bytes born in {} [0, {}), older [{}, {}), newer [{}, end]",
-        first_window(ages.scope),
+        first_window(ages.origin.scope),
         duration(startup),
         duration(startup),
         duration(middle),
@@ -128,14 +128,14 @@ pub fn ages(dump: &str, ages: &Ages, peak: Option<(PeakInfo, &str)>, top: usize)
             out,
             "\n{}: {} ({} live bytes {})",
             program_first(&row.name, row.program_frame.as_deref()),
-            class_name(row.class, ages.scope),
+            class_name(row.class, ages.origin.scope),
             round(row.live.bytes.value),
             bracket(&row.live.bytes.interval())
         );
         let _ = writeln!(
             out,
             "  evidence: {} {}, older {}, newer {}; kept {} bytes/s",
-            first_window(ages.scope),
+            first_window(ages.origin.scope),
             value(&row.windows.startup),
             value(&row.windows.older),
             value(&row.windows.newer),
