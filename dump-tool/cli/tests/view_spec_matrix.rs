@@ -25,6 +25,19 @@ const OPTIONS: &[(&[&str], &str)] = &[
     (&["--size-frames"], "size frames"),
     (&["--full-names"], "full names"),
     (&["--keep-allocator-frames"], "allocator frames kept"),
+    (
+        &["--born-after", "1s", "--born-before", "5s"],
+        "born in [1s, 5s) since the profiler's start",
+    ),
+    (
+        &["--born-after", "2s"],
+        "born in [2s, the dump) since the profiler's start",
+    ),
+    (&["-m", "temp-space"], "temporary: freed within 0.001s"),
+    (
+        &["-m", "temp-objects", "--temporary", "250us"],
+        "temporary: freed within 0.00025s",
+    ),
 ];
 
 const FORMATS: &[&str] = &["text", "json", "svg", "pprof", "html", "folded"];
@@ -57,7 +70,44 @@ fn shown(dir: &Path, dump: &Path, format: &str, args: &[&str], base: Option<&Pat
                 .collect();
             comments.join("\n")
         }
+        // The svg's text is XML-escaped.
+        "svg" => std::fs::read_to_string(&out_path)
+            .unwrap()
+            .replace("&apos;", "'")
+            .replace("&#39;", "'")
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&"),
         _ => std::fs::read_to_string(&out_path).unwrap(),
+    }
+}
+
+/// `dump` with clocks (a 10 s run) and its stacks' live objects listed
+/// with births a second apart: the birth range and the temporary metrics
+/// apply to it.
+fn with_births(dump: heapsample_format::Dump) -> heapsample_format::Dump {
+    let run_ns = 10_000_000_000;
+    let mut live_samples = Vec::new();
+    for (index, stack) in dump.stacks.iter().enumerate() {
+        let size = stack.live_bytes / stack.live_objects.max(1);
+        for i in 0..stack.live_objects {
+            live_samples.push(heapsample_format::LiveSample {
+                stack: index as u32,
+                thread: stack.thread,
+                birth_ns: i * 1_000_000_000,
+                size,
+                usable: size,
+            });
+        }
+    }
+    heapsample_format::Dump {
+        process: heapsample_format::Process {
+            start_monotonic_ns: 1,
+            dump_monotonic_ns: 1 + run_ns,
+            start_unix_ns: dump.time_unix_ns - run_ns,
+            ..dump.process.clone()
+        },
+        live_samples,
+        ..dump
     }
 }
 
@@ -66,12 +116,25 @@ fn every_format_names_every_view_option() {
     let fixture = Fixture::new("cli-view-spec", &["-no-pie"]);
     let exe = fixture.binary.display().to_string();
     let modules = vec![module(&fixture.binary, 0)];
-    let profile = dump(
+    // 10 live objects of 100 bytes, and 5 of 64 bytes freed within 1 µs.
+    let freed = heapsample_format::Stack {
+        live_objects: 0,
+        live_bytes: 0,
+        live_usable_bytes: 0,
+        ..stack(fixture.inline_stack(0), 5, 64)
+    };
+    let mut profile = with_births(dump(
         &exe,
         0,
         modules.clone(),
-        vec![stack(fixture.leaf_stack(0), 10, 100)],
-    );
+        vec![stack(fixture.leaf_stack(0), 10, 100), freed],
+    ));
+    profile.stacks[1].lifetimes = vec![heapsample_format::LifetimeBucket {
+        bucket: 0,
+        samples: 5,
+        sampled_bytes: 320,
+        weights: profile.stacks[1].alloc,
+    }];
     let path = fixture.dir.join("one.prof");
     std::fs::write(&path, encode(&profile)).unwrap();
     let mut missing = Vec::new();
