@@ -113,6 +113,7 @@ fn render_everything(new: Dump, base: Dump, exe: &str) {
                         path: PathBuf::from(name),
                         dump: dump.clone(),
                         version: heapsample_format::VERSION,
+                        foreign: None,
                     },
                 )
             };

@@ -5,7 +5,8 @@ mod common;
 use common::{Fixture, dump, module, stack};
 use heapdiff::model::folding::folded;
 use heapdiff::model::{BuildOptions, Metric, Profile};
-use heapdiff::symbols::{LocationTable, SymbolizeOptions};
+use heapdiff::symbols::{LocationTable, Progress, ProgressCallback, SymbolizeOptions};
+use std::sync::{Arc, Mutex};
 
 fn symbolize(dump: &heapsample_format::Dump) -> (LocationTable, Profile, Vec<String>) {
     let mut table = LocationTable::default();
@@ -15,6 +16,50 @@ fn symbolize(dump: &heapsample_format::Dump) -> (LocationTable, Profile, Vec<Str
     table.symbolize(&options, &mut |w| warnings.push(w));
     let profile = Profile::build(dump, &stacks, &table, BuildOptions::default());
     (table, profile, warnings)
+}
+
+/// The caller's callback hears every step: counts that only grow, of the
+/// addresses not yet symbolized, ending with all of them done; a second
+/// symbolization of the same addresses has nothing left to do.
+#[test]
+fn progress_goes_to_the_callers_callback() {
+    let fixture = Fixture::new("progress", &["-no-pie"]);
+    let path = fixture.binary.display().to_string();
+    let dump = dump(
+        &path,
+        0,
+        vec![module(&fixture.binary, 0)],
+        vec![
+            stack(fixture.leaf_stack(0), 1, 10),
+            stack(fixture.inline_stack(0), 1, 2),
+        ],
+    );
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let heard = Arc::clone(&reports);
+    let options = SymbolizeOptions {
+        progress: Some(ProgressCallback::new(move |p: Progress| {
+            heard.lock().unwrap().push(p)
+        })),
+        ..SymbolizeOptions::default()
+    };
+    let mut table = LocationTable::default();
+    table.intern_dump(&dump);
+    table.symbolize(&options, &mut |w| panic!("{w}"));
+    let seen = std::mem::take(&mut *reports.lock().unwrap());
+    // Five distinct return addresses: three of one stack, two of the other.
+    let addresses = 5;
+    assert!(seen.iter().all(|p| p.total == addresses), "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].done <= w[1].done), "{seen:?}");
+    assert_eq!(
+        seen.last(),
+        Some(&Progress {
+            done: addresses,
+            total: addresses
+        })
+    );
+    table.symbolize(&options, &mut |w| panic!("{w}"));
+    let again = reports.lock().unwrap().clone();
+    assert_eq!(again, vec![Progress { done: 0, total: 0 }], "nothing left");
 }
 
 #[test]

@@ -56,6 +56,7 @@ fn input(dump: Dump, version: u32) -> Input {
         path: PathBuf::from(format!("dump-{}", dump.seq)),
         dump,
         version,
+        foreign: None,
     }
 }
 
@@ -223,10 +224,19 @@ fn every_time_view_is_exact_at_period_one() {
         before: Some(TimePoint::Unix(1_700_000_005_000_000_000)),
     };
     let ranged = session_with(dump, born);
+    let ranged_profile = &ranged.view().new.profile;
     assert_eq!(
-        ranged.view().new.profile.estimate(Metric::InuseSpace).value,
+        ranged_profile.estimate(Metric::InuseSpace).value,
         truth["all live born in [2 s, 5 s) bytes"].value
     );
+    // The whole profile stays the whole: every live byte, every metric.
+    for metric in Metric::EVERY {
+        assert_eq!(
+            ranged_profile.whole_estimate(metric).value,
+            profile.estimate(metric).value,
+            "{metric:?}"
+        );
+    }
 }
 
 fn session_with(dump: Dump, born: BirthRange) -> Session {
@@ -511,4 +521,79 @@ fn a_dump_listing_fewer_samples_than_its_stacks_count_reads_no_births() {
     let profile = &short.view().new.profile;
     assert!(!profile.time.births);
     assert_eq!(profile.estimate(Metric::InuseSpace).value, full);
+}
+
+/// `count` objects of `size` bytes at `site`, born evenly over
+/// `[from_ns, to_ns)`, each living `lifetime_ns` (None: kept).
+fn evenly(
+    site: usize,
+    count: u64,
+    from_ns: u64,
+    to_ns: u64,
+    lifetime_ns: Option<u64>,
+) -> Vec<Object> {
+    (0..count)
+        .map(|i| {
+            let birth_ns = from_ns + (to_ns - from_ns) * i / count;
+            Object {
+                site,
+                size: 1024,
+                birth_ns,
+                death_ns: lifetime_ns.map(|l| birth_ns + l),
+            }
+        })
+        .collect()
+}
+
+/// One dump's class states its evidence: a cache whose memory lives 1.5 s
+/// of a 2 s run (longer than half of it) is read as accumulating, and
+/// carries the caveat that its older half was born unevenly, with the
+/// advice of a second dump; a steady leak over a 10 s run is accumulating
+/// with strong evidence. A leak of a few objects carries the few-samples
+/// caveat. Every object sampled (period 1), so the classes are exact.
+#[test]
+fn thin_evidence_carries_its_caveat() {
+    let run = 2_000_000_000;
+    // Live at the dump: born in [0.5 s, 2 s); the older half is [0.2 s,
+    // 1.1 s), its first quarter [0.2 s, 0.65 s) holds 0.15 s of births
+    // against 0.45 s in the second.
+    let cache = evenly(CACHE, 2000, 0, run, Some(1_500_000_000));
+    let few = evenly(LEAK, 12, 200_000_000, run, None);
+    let objects: Vec<Object> = cache.into_iter().chain(few).collect();
+    let dump = sampled_dump(&objects, 0, run, &mut Rng(7));
+    let opened = session(dump, BirthRange::default());
+    let ages = live_ages(&opened.view(), SLICES);
+    let row = |site| {
+        ages.rows
+            .iter()
+            .find(|r| r.name == site_name(site))
+            .unwrap_or_else(|| panic!("{} in {ages:?}", site_name(site)))
+    };
+    let kinds = |site| -> Vec<&str> { row(site).caveats.iter().map(|c| c.kind()).collect() };
+    assert_eq!(
+        row(CACHE).class,
+        Class::Accumulating,
+        "the one-dump rule's blind spot"
+    );
+    assert_eq!(kinds(CACHE), ["uneven-births"]);
+    let sentence = row(CACHE).caveats[0].sentence();
+    assert!(
+        sentence.contains("33 %") && sentence.contains("second dump"),
+        "{sentence}"
+    );
+    // 12 objects over the run: 6 in the older half, 6 in the newer.
+    assert_eq!(row(LEAK).class, Class::Accumulating);
+    assert_eq!(kinds(LEAK), ["few-samples"]);
+
+    // A steady leak over 10 s: even, and 1,000 samples in each half.
+    let leak = evenly(LEAK, 2200, 0, 10_000_000_000, None);
+    let dump = sampled_dump(&leak, 0, 10_000_000_000, &mut Rng(8));
+    let opened = session(dump, BirthRange::default());
+    let ages = live_ages(&opened.view(), SLICES);
+    assert_eq!(ages.rows[0].class, Class::Accumulating);
+    assert!(
+        ages.rows[0].caveats.is_empty(),
+        "{:?}",
+        ages.rows[0].caveats
+    );
 }

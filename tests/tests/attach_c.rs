@@ -39,6 +39,9 @@ fn a_leak_since_the_attach_is_found_exactly() {
     );
     assert_eq!(leaker.send("leak 200"), "leaked 300");
     assert_eq!(leaker.send("release"), "released 300");
+    // The leak is born at once just after the attach; the dump 2 s later
+    // puts it well inside the first 10 % of the run since the attach.
+    std::thread::sleep(std::time::Duration::from_secs(2));
     let (path, dump) = dump_now(&pid);
     assert!(path.starts_with(out.path()), "{}", path.display());
 
@@ -75,6 +78,7 @@ fn a_leak_since_the_attach_is_found_exactly() {
     );
     assert!(dump.process.id != 0, "an attached process has an identity");
     every_view_says_it_counts_from_the_attach(&path, attached_at);
+    every_time_view_counts_from_the_attach(&path, attached_at, &dump);
 
     let detached = heapsample_ok(&["detach", &pid]);
     assert!(detached.contains("slots restored"), "{detached}");
@@ -120,6 +124,79 @@ fn every_view_says_it_counts_from_the_attach(dump: &Path, attached_at: u64) {
     );
     let html = heapsample_tests::heapdiff_ok(&["-f", "html", "-o", "-", dump]);
     assert!(html.contains(note), "the viewer's title");
+}
+
+/// The svg title, `ages`, `leaks` and `lifetimes` (text and JSON) say
+/// "since the attach", their runs and windows count from it, and memory
+/// born just after the attach and kept is "early after the attach", never
+/// "start-up" (the process started long before).
+fn every_time_view_counts_from_the_attach(
+    path: &Path,
+    attached_at: u64,
+    dump: &heapsample_format::Dump,
+) {
+    let dump_path = path.to_str().unwrap();
+    let svg = heapsample_tests::heapdiff_ok(&["-f", "svg", "-o", "-", dump_path]);
+    // inferno's title: `<text id="title" …>TITLE</text>`.
+    let title = svg
+        .split("id=\"title\"")
+        .nth(1)
+        .and_then(|t| t.split("</text>").next())
+        .unwrap_or_default();
+    assert!(
+        title.contains("since the attach"),
+        "the svg's title: {title}"
+    );
+    let run_since_attach = dump.time_unix_ns - attached_at;
+    for report in ["ages", "leaks", "lifetimes"] {
+        let text = heapsample_tests::heapdiff_ok(&[report, dump_path]);
+        let header = text.lines().next().unwrap_or_default();
+        assert!(
+            header.contains("since the attach"),
+            "{report}'s header: {text}"
+        );
+        assert!(!text.contains("start-up"), "{report}: {text}");
+        let json = heapsample_tests::heapdiff_ok(&[report, "-f", "json", dump_path]);
+        let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(json["scope"], "since_attach", "{report}: {json}");
+        assert_eq!(json["attached_unix_ns"], attached_at, "{report}: {json}");
+        // Times count from the profiler's start, which is the attach.
+        assert_eq!(
+            json["start_unix_ns"], dump.process.start_unix_ns,
+            "{report}"
+        );
+        assert!(
+            !json.to_string().contains("\"start-up\""),
+            "{report}: {json}"
+        );
+    }
+    let ages = heapsample_tests::heapdiff_ok(&["ages", "-f", "json", dump_path]);
+    let ages: serde_json::Value = serde_json::from_str(&ages).unwrap();
+    // The run is the time from the attach to the dump (within the clocks'
+    // disagreement and the attach's own duration, far under a second).
+    let run_ns = ages["run_ns"].as_u64().unwrap();
+    assert!(
+        run_ns.abs_diff(run_since_attach) < 1_000_000_000,
+        "run {run_ns} ns, {run_since_attach} ns since the attach"
+    );
+    let leak = ages["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "leak_in_loop")
+        .unwrap_or_else(|| panic!("leak_in_loop in {ages}"));
+    assert_eq!(leak["class"], "early-after-attach", "{leak}");
+    assert_eq!(
+        leak["live"]["bytes"]["estimate"].as_f64(),
+        Some((200 * LEAK) as f64),
+        "every allocation sampled: the exact bytes"
+    );
+    let text = heapsample_tests::heapdiff_ok(&["ages", dump_path]);
+    assert!(
+        text.contains("leak_in_loop: early-after-attach")
+            && text.contains("born in the first 10 % after the attach"),
+        "{text}"
+    );
 }
 
 /// The names of the process's threads.

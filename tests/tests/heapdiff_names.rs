@@ -787,6 +787,19 @@ fn check_foreign(tool: &str, program: &Path, profile: &Path, scratch: &Path) {
     let small = self_value(&folded, "small_site");
     let big = self_value(&folded, "big_site");
     assert!(small > 0 && big > small, "{folded:#?}");
+    // JSON names the profile's own format, not a heapsample version.
+    let json: serde_json::Value =
+        serde_json::from_str(&heapdiff_ok(&["-f", "json", dump])).unwrap();
+    let source = match tool {
+        "jeprof" => "jemalloc heap_v2",
+        _ => "gperftools heap profile",
+    };
+    assert_eq!(json["new"]["source_format"], source, "{}", json["new"]);
+    assert!(
+        json["new"].get("format_version").is_none(),
+        "{}",
+        json["new"]
+    );
 }
 
 #[test]

@@ -528,6 +528,23 @@ fn leaks_across_interval_dumps_tell_the_leak_from_the_cache() {
     let first = &candidates[0];
     assert_eq!(first["name"], "site_leak", "{report}");
     assert_eq!(first["trend"], "growing", "{report}");
+    // One time origin, the viewer's: the profiler's start, each dump at its
+    // own moment since it, the first dump marked.
+    let decoded = outcome.dumps();
+    let start = decoded[0].1.process.start_unix_ns;
+    assert_eq!(report["start_unix_ns"], start, "{report}");
+    let named = report["dumps"].as_array().unwrap();
+    let at_ns = report["dumps_at_ns"].as_array().unwrap();
+    assert_eq!(named.len(), at_ns.len());
+    for (name, at) in named.iter().zip(at_ns) {
+        let (_, dump) = decoded
+            .iter()
+            .find(|(f, _)| path_str(&f.path) == name.as_str().unwrap())
+            .unwrap();
+        assert_eq!(at.as_u64(), Some(dump.process.dump_time_ns()), "{name}");
+    }
+    let earliest = at_ns.iter().filter_map(|t| t.as_u64()).min();
+    assert_eq!(report["first_dump_at_ns"].as_u64(), earliest, "{report}");
     // The leak's bytes born between the first and the last dump measured
     // (the exit dump is left out of the trend), per second between them:
     // exact at period 1, up to an object allocated while a dump was being

@@ -11,6 +11,7 @@
 mod merge;
 mod modules;
 mod output;
+mod progress_bar;
 mod push;
 mod serve;
 mod show;

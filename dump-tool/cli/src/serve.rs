@@ -50,8 +50,7 @@ impl ServeArgs {
     /// on); dumps of different programs are compared only when a page asks
     /// to (`allow_mismatch=1`, its "compare anyway" link).
     pub fn config(&self) -> Config {
-        let mut symbolize = SymbolizeOptions::with_debug_dirs(self.debug_dir.clone());
-        symbolize.progress = false;
+        let symbolize = SymbolizeOptions::with_debug_dirs(self.debug_dir.clone());
         Config {
             paths: self.paths.clone(),
             bind: self.bind,

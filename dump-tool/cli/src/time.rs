@@ -16,7 +16,7 @@ use heapdiff::input::load;
 use heapdiff::model::Metric;
 use heapdiff::pipeline::time::{
     DEFAULT_AGE_SLICES, exit_left_out, leaks, lifetimes, live_ages, live_ages_by_stack,
-    open_series, peak, process_summary, require_loaded, series_peak,
+    open_series, peak, process_summary, require_loaded, series_peak, series_times,
 };
 use heapdiff::pipeline::{Loaded, Session};
 use heapdiff::render::{time_json, time_text};
@@ -198,6 +198,7 @@ pub fn run_leaks(args: &LeaksArgs) -> Result<ExitCode> {
         .map(|rate| failing(&rows, rate))
         .unwrap_or_default();
     let names: Vec<String> = series.sides().iter().map(|s| s.name.clone()).collect();
+    let (origin, dumps_at_ns) = series_times(&series);
     let peak = series_peak(&series).map(|p| (p, names[p.nearest].as_str()));
     let exit = exit_left_out(&series);
     // The process summary of a series (one dump tells no story of it).
@@ -208,6 +209,7 @@ pub fn run_leaks(args: &LeaksArgs) -> Result<ExitCode> {
     }
     args.out.write(match args.out.format {
         TimeFormat::Text => time_text::leaks(
+            origin.scope,
             names.len(),
             &rows,
             &failing,
@@ -216,6 +218,7 @@ pub fn run_leaks(args: &LeaksArgs) -> Result<ExitCode> {
             args.out.top,
         ),
         TimeFormat::Json => time_json::leaks(
+            (origin, &dumps_at_ns),
             &names,
             &rows,
             &failing,

@@ -83,7 +83,10 @@ impl ViewArgs {
     /// The pipeline's settings for a view measuring `metric`.
     pub fn settings(&self, metric: Metric, allow_mismatch: bool) -> Settings {
         Settings {
-            symbolize: SymbolizeOptions::with_debug_dirs(self.debug_dir.clone()),
+            symbolize: SymbolizeOptions {
+                progress: crate::progress_bar::on_terminal(),
+                ..SymbolizeOptions::with_debug_dirs(self.debug_dir.clone())
+            },
             names: if self.full_names {
                 NameStyle::Full
             } else {

@@ -126,6 +126,7 @@ mod tests {
             path: PathBuf::from(name),
             dump,
             version: heapsample_format::VERSION,
+            foreign: None,
         };
         Loaded::one(name.to_string(), input)
     }

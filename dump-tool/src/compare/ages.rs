@@ -11,9 +11,13 @@
 use super::growth::growing;
 use super::lifetimes::Amount;
 use crate::model::folding::folded_key;
-use crate::model::{Birth, Metric, Profile, ProgramFrames, Sample, leaf_name};
+use crate::model::{
+    Birth, Metric, Profile, ProgramFrames, Sample, TimeOrigin, TimeScope, leaf_name,
+};
 use crate::stats::births::STARTUP_SHARE;
-use crate::stats::{Class, Delta, Estimate, Interval, Windows, per_second};
+use crate::stats::{
+    Caveat, Class, Delta, Estimate, Evidence, Interval, Windows, caveats, per_second,
+};
 use crate::symbols::LocationTable;
 use std::collections::BTreeMap;
 
@@ -29,6 +33,9 @@ pub struct AgeRow {
     /// halves of the rest: the evidence of its class.
     pub windows: Windows,
     pub class: Class,
+    /// Why its class is weak evidence (none: as strong as one dump makes
+    /// it; [`crate::stats::births`]).
+    pub caveats: Vec<Caveat>,
     /// Live bytes born in the older half per second of it: the rate at
     /// which memory born there was kept (a leak's rate; about 0 for a
     /// cache that turns over).
@@ -51,6 +58,20 @@ pub struct Ages {
     pub windows_ns: (u64, u64),
     /// One row per function with live memory, most live bytes first.
     pub rows: Vec<AgeRow>,
+    /// What the times count from: for an attached process the run, the
+    /// slices and the windows start at the attach.
+    pub origin: TimeOrigin,
+}
+
+/// The name reports give `class` in `scope`: [`Class::name`], except that
+/// memory kept from the first window of an attached process's run is
+/// `early-after-attach` (born in the first 10 % after the attach), not
+/// `start-up`: the process started long before.
+pub fn class_name(class: Class, scope: TimeScope) -> &'static str {
+    match (class, scope) {
+        (Class::Startup, TimeScope::SinceAttach { .. }) => "early-after-attach",
+        (class, _) => class.name(),
+    }
 }
 
 /// The ages of `profile`'s live memory in `slices` equal slices of the run
@@ -103,11 +124,26 @@ fn ages_by(profile: &Profile, slices: usize, key: impl Fn(&Sample) -> String) ->
             if let Some(last) = slices.last_mut() {
                 *last = within(edges[edges.len() - 1].0, u64::MAX);
             }
+            let quarter = startup_end + (middle - startup_end) / 2;
+            let count = |low: u64, high: u64| {
+                births
+                    .iter()
+                    .filter(|b| b.birth_ns >= low && b.birth_ns < high)
+                    .count() as u64
+            };
+            let evidence = Evidence {
+                older_samples: count(startup_end, middle),
+                newer_samples: count(middle, u64::MAX),
+                older_first: within(startup_end, quarter).bytes.value,
+                older_second: within(quarter, middle).bytes.value,
+            };
+            let class = windows.class();
             AgeRow {
                 name,
                 live: within(0, u64::MAX),
                 slices,
-                class: windows.class(),
+                class,
+                caveats: caveats(class, &evidence),
                 kept_rate: per_second(&windows.older, older_seconds),
                 windows,
                 program_frame: None,
@@ -120,6 +156,7 @@ fn ages_by(profile: &Profile, slices: usize, key: impl Fn(&Sample) -> String) ->
         slices: edges,
         windows_ns: (startup_end, middle),
         rows,
+        origin: profile.time.origin(),
     }
 }
 

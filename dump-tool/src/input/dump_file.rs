@@ -6,7 +6,7 @@
 //! values that decode but make no sense. Every failure names the file.
 
 use super::file::{open_regular_file, read_limited, regular_file};
-use super::foreign;
+use super::foreign::{self, ForeignKind};
 use crate::error::{Error, Result};
 use heapsample_format::{DecodeError, Dump, LEGACY_VERSION, VERSION, decode_versioned};
 use std::fs::File;
@@ -24,6 +24,8 @@ pub struct Input {
     /// The dump format version it was written in (foreign profiles count
     /// as the current version: their counts get the correction they need).
     pub version: u32,
+    /// The foreign profile it was read from (None: a heapsample dump).
+    pub foreign: Option<ForeignKind>,
 }
 
 /// Read, decode and check `path`.
@@ -41,7 +43,8 @@ pub fn load_opened(file: File, name: &Path) -> Result<Input> {
     let modified = file.metadata().and_then(|m| m.modified()).ok();
     let limit = heapsample_format::MAX_BODY_LEN + heapsample_format::HEADER_LEN as u64;
     let bytes = read_limited(file, limit, "a heapsample dump").map_err(fail)?;
-    let (dump, version) = match foreign::detect(&bytes) {
+    let foreign = foreign::detect(&bytes);
+    let (dump, version) = match foreign {
         // Foreign counts get the average-size correction jeprof applies.
         Some(kind) => foreign::parse(&bytes, kind, name, modified).map(|dump| (dump, VERSION)),
         None => decode_versioned(&bytes).map_err(|e| match e {
@@ -60,6 +63,7 @@ pub fn load_opened(file: File, name: &Path) -> Result<Input> {
         path: name.to_path_buf(),
         dump,
         version,
+        foreign,
     })
 }
 

@@ -9,7 +9,7 @@
 //! corrected.
 
 use super::metric::Values;
-use super::profile::Profile;
+use super::profile::{Profile, WholeValues};
 use super::time::TimeInfo;
 use heapsample_format::{ThreadInfo, Totals};
 
@@ -20,7 +20,9 @@ use heapsample_format::{ThreadInfo, Totals};
 pub fn merged(mut profiles: Vec<Profile>) -> Profile {
     let (mut estimated, mut variance, mut sampled) =
         (Values::default(), Values::default(), Values::default());
+    let mut whole = WholeValues::default();
     for profile in &profiles {
+        whole.add(&profile.whole);
         estimated.add(&profile.estimated);
         variance.add(&profile.variance);
         sampled.add(&profile.sampled);
@@ -35,6 +37,7 @@ pub fn merged(mut profiles: Vec<Profile>) -> Profile {
         origin.process_id = None;
     }
     Profile {
+        whole,
         time,
         threads,
         period: profiles.first().map_or(1, |p| p.period),

@@ -28,5 +28,5 @@ pub use frames::{FrameLabels, FrameRef, FunctionNames, distinct_labels, function
 pub use metric::{Metric, RawCounts, Values};
 pub use profile::{BuildOptions, Origin, Profile, Sample};
 pub use program_frame::{NotMine, ProgramFrames, leaf_name, program_frame, program_frame_name};
-pub use time::{Birth, BirthRange, TimeInfo, TimePoint};
+pub use time::{Birth, BirthRange, TimeInfo, TimeOrigin, TimePoint, TimeScope};
 pub use transform::Transforms;

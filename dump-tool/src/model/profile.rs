@@ -157,6 +157,41 @@ pub struct Profile {
     pub threads: Vec<ThreadInfo>,
     /// What the dump tells about time: births, lifetimes, clocks, peak.
     pub time: TimeInfo,
+    /// The dumps' whole profile, before the birth range and the view's
+    /// transforms: what `estimated` is a part of.
+    pub whole: WholeValues,
+}
+
+/// The sums of a dump's whole profile: every stack, every live sample
+/// whatever its birth. Transforms keep it; a merge adds it up.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WholeValues {
+    pub estimated: Values,
+    pub variance: Values,
+    pub sampled: Values,
+}
+
+impl WholeValues {
+    /// `more` added to these, field by field.
+    pub fn add(&mut self, more: &WholeValues) {
+        self.estimated.add(&more.estimated);
+        self.variance.add(&more.variance);
+        self.sampled.add(&more.sampled);
+    }
+
+    /// Every stack of `dump` with all its live samples, temporary within
+    /// the first `temporary` lifetime buckets.
+    fn of(dump: &Dump, temporary: usize) -> WholeValues {
+        let mut sums = StackSums::default();
+        for stack in &dump.stacks {
+            sums.add(stack, None, false, temporary);
+        }
+        WholeValues {
+            estimated: Values::estimates(&sums.live, &sums.alloc, &sums.temp),
+            variance: Values::variances(&sums.live, &sums.alloc, &sums.temp),
+            sampled: Values::sampled(&sums.raw),
+        }
+    }
 }
 
 /// Where a profile comes from: enough to tell whether two dumps are of one
@@ -195,6 +230,35 @@ impl Profile {
                 .fold(0.0, f64::max),
             sampling: self.sampling(metric),
         }
+    }
+
+    /// The estimate of `metric` over the dumps' whole profile, before the
+    /// birth range and the view's transforms (the view's own is
+    /// [`Profile::estimate`]).
+    pub fn whole_estimate(&self, metric: Metric) -> Estimate {
+        Estimate {
+            value: metric.of(&self.whole.estimated),
+            variance: metric.of(&self.whole.variance),
+            floor: metric.of(&self.whole.sampled),
+            ..self.estimate(metric)
+        }
+    }
+
+    /// The object sizes its stacks allocate (each stack's mean requested
+    /// size, rounded), with the estimated objects allocated at each, most
+    /// objects first (then smallest size).
+    pub fn object_sizes(&self) -> Vec<(u64, f64)> {
+        let mut sizes: std::collections::BTreeMap<u64, f64> = Default::default();
+        for sample in &self.samples {
+            let objects = sample.values.alloc_objects;
+            if objects > 0.0 {
+                let size = (sample.values.alloc_space / objects).round().max(0.0) as u64;
+                *sizes.entry(size).or_default() += objects;
+            }
+        }
+        let mut sizes: Vec<(u64, f64)> = sizes.into_iter().collect();
+        sizes.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        sizes
     }
 
     /// How `metric` was sampled: by the longest period of the dumps behind
@@ -285,7 +349,17 @@ impl Profile {
             Values::add(&mut sampled, &sample.sampled);
             samples.push(sample);
         }
+        let whole = if ranged {
+            WholeValues::of(dump, temporary)
+        } else {
+            WholeValues {
+                estimated,
+                variance,
+                sampled,
+            }
+        };
         Profile {
+            whole,
             samples,
             period: dump.sample_period(),
             estimated,

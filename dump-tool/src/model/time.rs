@@ -116,6 +116,73 @@ pub struct Birth {
     pub weights: Weights,
 }
 
+/// What a profile's times (births, lifetimes, the peak, the run) count
+/// from: the profiler's start, which is the process's start, or the attach
+/// of `heapsample attach`, after which the profiler saw everything.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TimeScope {
+    /// Profiled from the process's start.
+    #[default]
+    SinceStart,
+    /// Attached at this moment (ns since the Unix epoch): nothing born
+    /// before it is in the profile.
+    SinceAttach { attached_unix_ns: u64 },
+}
+
+impl TimeScope {
+    /// The scope of `dump`'s times.
+    pub fn of(dump: &Dump) -> TimeScope {
+        match dump.attached_unix_ns() {
+            Some(attached_unix_ns) => TimeScope::SinceAttach { attached_unix_ns },
+            None => TimeScope::SinceStart,
+        }
+    }
+
+    /// `since_start` or `since_attach`, as JSON names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeScope::SinceStart => "since_start",
+            TimeScope::SinceAttach { .. } => "since_attach",
+        }
+    }
+
+    /// The moment times count from, in words: `the profiler's start` or
+    /// `the attach`.
+    pub fn origin(self) -> &'static str {
+        match self {
+            TimeScope::SinceStart => "the profiler's start",
+            TimeScope::SinceAttach { .. } => "the attach",
+        }
+    }
+
+    /// The attach time, ns since the Unix epoch, for an attached process.
+    pub fn attached_unix_ns(self) -> Option<u64> {
+        match self {
+            TimeScope::SinceStart => None,
+            TimeScope::SinceAttach { attached_unix_ns } => Some(attached_unix_ns),
+        }
+    }
+}
+
+/// What every time of a report counts from: the profiler's start on the
+/// wall clock (0: not known), which is the process's start or its attach.
+/// The viewer counts from the same moment, the first dump marked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeOrigin {
+    pub start_unix_ns: u64,
+    pub scope: TimeScope,
+}
+
+impl TimeOrigin {
+    /// ns from the origin to `unix_ns` (0 when before it or not known).
+    pub fn since(self, unix_ns: u64) -> u64 {
+        if self.start_unix_ns == 0 {
+            return 0;
+        }
+        unix_ns.saturating_sub(self.start_unix_ns)
+    }
+}
+
 /// What a profile can tell about time, from its dump.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TimeInfo {
@@ -137,6 +204,8 @@ pub struct TimeInfo {
     /// The birth range the in-use values were built with, `[low, high)` ns
     /// since the start; None: every live sample.
     pub born_ns: Option<(u64, u64)>,
+    /// What the times count from (the first profile's, when merged).
+    pub scope: TimeScope,
 }
 
 /// True if `dump` lists, for every stack, as many live samples as the stack
@@ -156,6 +225,14 @@ fn births_agree_with_counts(dump: &Dump) -> bool {
 }
 
 impl TimeInfo {
+    /// What its times count from.
+    pub fn origin(&self) -> TimeOrigin {
+        TimeOrigin {
+            start_unix_ns: self.start_unix_ns,
+            scope: self.scope,
+        }
+    }
+
     /// What `dump` carries. Births are there when the live samples listed
     /// are, stack by stack, as many as the stacks count (the shim lists and
     /// counts them from one walk of its live table, so a dump where they
@@ -175,6 +252,7 @@ impl TimeInfo {
             peak: dump.peak,
             temporary_ns,
             born_ns: None,
+            scope: TimeScope::of(dump),
         }
     }
 

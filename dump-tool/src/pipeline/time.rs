@@ -16,7 +16,7 @@ use crate::compare::ages::{Ages, LeakRow, ages, leak_candidates, live_born_betwe
 use crate::compare::lifetimes::{Amount, LifetimeRow, function_lifetimes, stack_lifetimes};
 use crate::error::{Error, Result};
 use crate::input::Input;
-use crate::model::{Profile, TimeInfo};
+use crate::model::{Profile, TimeInfo, TimeOrigin};
 use crate::symbols::LocationTable;
 use heapsample_format::Peak;
 
@@ -28,6 +28,9 @@ pub struct Lifetimes {
     pub temporary_ns: u64,
     pub functions: Vec<LifetimeRow>,
     pub stacks: Vec<LifetimeRow>,
+    /// What the lifetimes' dump counts from (the attach, for an attached
+    /// process: only what was allocated since is in it).
+    pub origin: TimeOrigin,
 }
 
 /// Lifetimes per allocating function and per stack.
@@ -37,6 +40,7 @@ pub fn lifetimes(view: &View<'_>) -> Lifetimes {
         temporary_ns: profile.time.temporary_ns,
         functions: function_lifetimes(profile, view.table),
         stacks: stack_lifetimes(profile, view.table),
+        origin: profile.time.origin(),
     }
 }
 
@@ -107,6 +111,30 @@ fn first_lacking<'a>(
         ((births && !time.births) || (lifetimes && !time.lifetimes))
             .then(|| (input, lacks_time(input, &time, what)))
     })
+}
+
+/// What a series' times count from (its first dump's profiler start) and
+/// each dump's moment since then: the dump's own clock (`dump_ns`, as the
+/// viewer's timeline counts) for a dump of that start, the wall clock for
+/// another process's.
+pub fn series_times(series: &Series) -> (TimeOrigin, Vec<u64>) {
+    let origin = series
+        .sides()
+        .first()
+        .map_or_else(TimeOrigin::default, |s| s.profile.time.origin());
+    let times = series
+        .sides()
+        .iter()
+        .map(|side| {
+            let time = &side.profile.time;
+            if time.start_unix_ns == origin.start_unix_ns {
+                time.dump_ns
+            } else {
+                origin.since(side.profile.origin.time_unix_ns)
+            }
+        })
+        .collect();
+    (origin, times)
 }
 
 /// The exact peak of a series and the dump nearest to it.

@@ -154,9 +154,10 @@ impl ViewSpec {
     }
 }
 
-/// `ns` as seconds with up to three decimals (`1.5s`, `0.001s`).
+/// `ns` as seconds with up to six decimals (`1.5s`, `0.001s`,
+/// `0.00025s`): a temporary threshold under a millisecond is not `0s`.
 fn seconds(ns: u64) -> String {
-    let s = format!("{:.3}", ns as f64 / 1e9);
+    let s = format!("{:.6}", ns as f64 / 1e9);
     let s = s.trim_end_matches('0').trim_end_matches('.');
     format!("{s}s")
 }
@@ -169,6 +170,7 @@ mod tests {
     fn seconds_are_short() {
         assert_eq!(seconds(1_500_000_000), "1.5s");
         assert_eq!(seconds(1_000_000), "0.001s");
+        assert_eq!(seconds(250_000), "0.00025s");
         assert_eq!(seconds(0), "0s");
     }
 }

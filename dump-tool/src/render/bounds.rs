@@ -5,8 +5,53 @@
 
 use super::round;
 use crate::compare::VarianceRule;
+use crate::model::Profile;
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
+use crate::stats::sampling::objects_seen_95;
 use crate::stats::{Delta, Estimate, Interval, Sampling, Unit};
+use heapsample_format::SamplingLaw;
+
+/// How many of the most allocated object sizes the per-size detection
+/// limits name (the smallest size present is named too).
+const SIZES_NAMED: usize = 4;
+
+/// The detection limit for the object sizes `profile` actually allocates
+/// under `law`: `(size, objects)` for its most allocated sizes and its
+/// smallest, smallest size first; objects per [`objects_seen_95`]. Empty
+/// when every allocation is sampled.
+pub fn size_limits(profile: &Profile, law: SamplingLaw) -> Vec<(u64, f64)> {
+    if law.samples_everything() {
+        return Vec::new();
+    }
+    let sizes = profile.object_sizes();
+    let mut named: Vec<u64> = sizes.iter().take(SIZES_NAMED).map(|s| s.0).collect();
+    if let Some(smallest) = sizes.iter().map(|s| s.0).min()
+        && !named.contains(&smallest)
+    {
+        named.push(smallest);
+    }
+    named.sort_unstable();
+    named
+        .into_iter()
+        .map(|size| (size, objects_seen_95(law, size)))
+        .collect()
+}
+
+/// [`size_limits`] in words: `detection limit for the object sizes
+/// present: 5454 objects of 8 bytes, 13 of 4096 bytes (…)`; None when
+/// there are none.
+pub fn size_limits_sentence(limits: &[(u64, f64)]) -> Option<String> {
+    let (first, rest) = limits.split_first()?;
+    let mut parts = vec![format!("{} objects of {} bytes", round(first.1), first.0)];
+    parts.extend(
+        rest.iter()
+            .map(|(size, n)| format!("{} of {size} bytes", round(*n))),
+    );
+    Some(format!(
+        "detection limit for the object sizes present: {} (a function allocating at least that many objects of one size is seen with probability >= 95 %; fewer may be absent)",
+        parts.join(", ")
+    ))
+}
 
 /// How the intervals of in-use changes between two dumps of one process
 /// were made (`rule`, or the conservative rule and why: `fallback`); `None`

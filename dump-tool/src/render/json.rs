@@ -14,6 +14,7 @@
 //! the view (no copy of its names per stack), in the layout of
 //! [`super::json_rows`].
 
+use super::bounds::size_limits;
 use crate::compare::{
     Comparison, FunctionChange, function_changes, function_values, program_frame_values,
 };
@@ -122,7 +123,11 @@ struct ViewJson<'a> {
 #[derive(Serialize)]
 struct DumpInfo {
     path: String,
-    format_version: u32,
+    /// `heapsample`, `jemalloc heap_v2` or `gperftools heap profile`.
+    source_format: &'static str,
+    /// The heapsample dump format version (absent for a foreign profile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format_version: Option<u32>,
     /// `horvitz-thompson`, or `average-size` for format-2 dumps.
     estimator: &'static str,
     writer: String,
@@ -181,7 +186,8 @@ impl DumpInfo {
         let dump = &input.dump;
         DumpInfo {
             path: input.path.display().to_string(),
-            format_version: input.version,
+            source_format: input.foreign.map_or("heapsample", |kind| kind.name()),
+            format_version: input.foreign.is_none().then_some(input.version),
             estimator: if input.version == LEGACY_VERSION {
                 "average-size"
             } else {
@@ -264,6 +270,14 @@ impl DetectionLimit {
             object_size: (sampling.unit == Unit::Objects).then_some(SMALL_OBJECT_BYTES),
         }
     }
+}
+
+/// The fewest objects of one size of which one is sampled with
+/// probability >= 95 %.
+#[derive(Serialize)]
+struct SizeLimit {
+    object_size: u64,
+    objects: f64,
 }
 
 #[derive(Serialize)]
@@ -489,13 +503,22 @@ struct MetricReport<'a> {
     unit: &'static str,
     /// The new (or only) dump's detection limit.
     detection_limit: DetectionLimit,
+    /// For object counts: the detection limit for the object sizes the
+    /// dump allocates (its most allocated sizes and its smallest); empty
+    /// for bytes and exact dumps.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    detection_limit_by_size: Vec<SizeLimit>,
     /// Object counts under this are low-confidence (0 for bytes and exact
     /// dumps).
     low_confidence_below: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     base_detection_limit: Option<DetectionLimit>,
-    /// The new (or only) dump's whole-profile estimate.
+    /// The view's total: the new (or only) side's estimate after the
+    /// view's filters, transforms and birth range (`view`).
     total: Bound,
+    /// The new side's whole profile, before any of them: `total` equals it
+    /// for a view without filters.
+    whole_total: Bound,
     /// Its functions, largest total first.
     functions: Vec<FunctionReport>,
     /// Its self values grouped by program frame, largest first.
@@ -532,9 +555,21 @@ impl<'a> MetricReport<'a> {
         MetricReport {
             unit: metric.unit(),
             detection_limit: DetectionLimit::of(&sampling),
+            detection_limit_by_size: if metric.counted() == Unit::Objects {
+                size_limits(&view.new.profile, view.new.first_dump().sampling_law())
+                    .into_iter()
+                    .map(|(object_size, objects)| SizeLimit {
+                        object_size,
+                        objects,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
             low_confidence_below: sampling.low_confidence_below,
             base_detection_limit: base.map(|b| DetectionLimit::of(&b.sampling(metric))),
             total: Bound::of(&view.new.profile.estimate(metric)),
+            whole_total: Bound::of(&view.new.profile.whole_estimate(metric)),
             functions: functions(&view.new.profile, view.table, metric),
             program_frames: program_frame_values(&view.new.profile, view.table, metric)
                 .into_iter()

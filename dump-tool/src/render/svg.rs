@@ -180,6 +180,14 @@ fn inferno_options<'a>(view: &View<'_>, options: &SvgOptions) -> Options<'a> {
 }
 
 fn default_title(view: &View<'_>, options: &SvgOptions) -> String {
+    let title = profiles_title(view, options);
+    match view.spec.attached_s_before_dump {
+        Some(s) => format!("{title}, since the attach ({s:.1} s before the dump)"),
+        None => title,
+    }
+}
+
+fn profiles_title(view: &View<'_>, options: &SvgOptions) -> String {
     match &view.base {
         None => format!("heapdiff: {} of {}", view.metric.name(), view.new.name),
         Some(base) if options.negate => format!(

@@ -3,7 +3,10 @@
 //! change and whether it is significant, and totals lines that put the
 //! dump's exact counters beside the estimate from the samples.
 
-use super::bounds::{change_bracket, estimate_bracket, limits_sentence, variance_sentence};
+use super::bounds::{
+    change_bracket, estimate_bracket, limits_sentence, size_limits, size_limits_sentence,
+    variance_sentence,
+};
 use super::round;
 use crate::compare::{
     Comparison, FunctionChange, FunctionValue, function_changes, function_values,
@@ -12,7 +15,7 @@ use crate::compare::{
 use crate::input::foreign::is_foreign;
 use crate::model::{Metric, walk_ends};
 use crate::pipeline::{Side, View};
-use crate::stats::{Delta, Estimate};
+use crate::stats::{Delta, Estimate, Unit};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -53,6 +56,7 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
             super::duration(low)
         );
     }
+    whole_profile_line(out, view);
     let _ = writeln!(
         out,
         "{}",
@@ -61,6 +65,12 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
             "a function absent from this report allocated"
         )
     );
+    if view.metric.counted() == Unit::Objects {
+        let law = view.new.first_dump().sampling_law();
+        if let Some(line) = size_limits_sentence(&size_limits(&view.new.profile, law)) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     for (title, key) in [
         (
             "self",
@@ -95,6 +105,31 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
     program_frames_table(out, view, top, whole);
     let _ = writeln!(out);
     totals_lines(out, "", view.new);
+}
+
+/// When the view's filters, transforms or birth range left out part of the
+/// profile: one line with the view's total against the whole profile's, so
+/// that percentages are read as the view's.
+fn whole_profile_line(out: &mut String, view: &View<'_>) {
+    let profile = &view.new.profile;
+    let (shown, whole) = (
+        profile.estimate(view.metric),
+        profile.whole_estimate(view.metric),
+    );
+    if round(shown.value) == round(whole.value) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "heapdiff: this view holds {} {} {} of the whole profile's {} {} {} ({}); percentages are of the view",
+        round(shown.value),
+        view.metric.unit(),
+        estimate_bracket(&shown),
+        round(whole.value),
+        view.metric.unit(),
+        estimate_bracket(&whole),
+        percent(shown.value, whole.value)
+    );
 }
 
 /// The self values grouped by program frame (the program's own function

@@ -4,10 +4,11 @@
 //! interval, as in the main report.
 
 use super::json::{Bound, DeltaBound};
-use crate::compare::ages::{AgeRow, Ages, LeakRow};
+use crate::compare::ages::{AgeRow, Ages, LeakRow, class_name};
 use crate::compare::lifetimes::{Amount, LifetimeRow};
+use crate::model::{TimeOrigin, TimeScope};
 use crate::pipeline::time::{ExitFreed, Lifetimes, LiveAt, PeakInfo, ProcessSummary};
-use crate::stats::Interval;
+use crate::stats::{Caveat, Interval};
 use serde::Serialize;
 
 /// The schema name and version written in every time report.
@@ -19,15 +20,30 @@ struct Header {
     schema: &'static str,
     report: &'static str,
     confidence: f64,
+    /// What every time and value counts from: `since_start` (the process's
+    /// start) or `since_attach` (an attached process: only what was
+    /// allocated since the attach, times counted from it).
+    scope: &'static str,
+    /// The attach, ns since the Unix epoch (`since_attach` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attached_unix_ns: Option<u64>,
+    /// What every `_ns` time of the report counts from: the profiler's
+    /// start (the process's, or the attach) on the wall clock, ns since
+    /// the epoch (0: not known), as the viewer counts.
+    start_unix_ns: u64,
 }
 
 impl Header {
-    /// The header of the report named `report` (95 % intervals).
-    fn of(report: &'static str) -> Header {
+    /// The header of the report named `report` (95 % intervals) of dumps
+    /// whose times count from `origin`.
+    fn of(report: &'static str, origin: TimeOrigin) -> Header {
         Header {
             schema: SCHEMA,
             report,
             confidence: 0.95,
+            scope: origin.scope.name(),
+            attached_unix_ns: origin.scope.attached_unix_ns(),
+            start_unix_ns: origin.start_unix_ns,
         }
     }
 }
@@ -121,7 +137,7 @@ pub fn lifetimes(dump: &str, lifetimes: &Lifetimes) -> String {
         stacks: Vec<LifetimeReport>,
     }
     to_json(&Report {
-        header: Header::of("lifetimes"),
+        header: Header::of("lifetimes", lifetimes.origin),
         dump: dump.to_string(),
         temporary_ns: (lifetimes.temporary_ns != u64::MAX).then_some(lifetimes.temporary_ns),
         functions: lifetimes.functions.iter().map(LifetimeReport::of).collect(),
@@ -146,19 +162,36 @@ struct AgeReport {
     live: AmountReport,
     /// Live memory born in each slice of `slices_ns`.
     slices: Vec<AmountReport>,
-    /// The evidence of the class: live bytes born in the start-up window
+    /// The evidence of the class: live bytes born in the first window of
+    /// the run (start-up; the first 10 % after the attach when attached)
     /// and the older and newer halves of the rest (`windows_ns`).
     evidence: WindowsReport,
     /// Live bytes born in the older half per second of it.
     kept_bytes_per_second: Bound,
+    /// `strong`, or `weak` with `caveats` saying why.
+    evidence_strength: &'static str,
+    caveats: Vec<CaveatReport>,
+}
+
+#[derive(Serialize)]
+struct CaveatReport {
+    /// `few-samples` or `uneven-births`.
+    kind: &'static str,
+    /// The caveat in words, with what to do about it.
+    text: String,
+}
+
+/// `strong` without caveats, `weak` with.
+fn strength(caveats: &[Caveat]) -> &'static str {
+    if caveats.is_empty() { "strong" } else { "weak" }
 }
 
 impl AgeReport {
-    fn of(row: &AgeRow) -> AgeReport {
+    fn of(row: &AgeRow, scope: TimeScope) -> AgeReport {
         AgeReport {
             name: row.name.clone(),
             program_frame: row.program_frame.clone(),
-            class: row.class.name(),
+            class: class_name(row.class, scope),
             live: AmountReport::of(&row.live),
             slices: row.slices.iter().map(AmountReport::of).collect(),
             evidence: WindowsReport {
@@ -167,6 +200,15 @@ impl AgeReport {
                 newer_bytes: Bound::of(&row.windows.newer),
             },
             kept_bytes_per_second: Bound::of(&row.kept_rate),
+            evidence_strength: strength(&row.caveats),
+            caveats: row
+                .caveats
+                .iter()
+                .map(|c| CaveatReport {
+                    kind: c.kind(),
+                    text: c.sentence(),
+                })
+                .collect(),
         }
     }
 }
@@ -189,14 +231,22 @@ pub fn ages(dump: &str, ages: &Ages, stacks: &Ages, peak: Option<(PeakInfo, &str
         stacks: Vec<AgeReport>,
     }
     to_json(&Report {
-        header: Header::of("ages"),
+        header: Header::of("ages", ages.origin),
         dump: dump.to_string(),
         run_ns: ages.run_ns,
         slices_ns: ages.slices.clone(),
         windows_ns: ages.windows_ns,
         peak: peak_report(peak),
-        functions: ages.rows.iter().map(AgeReport::of).collect(),
-        stacks: stacks.rows.iter().map(AgeReport::of).collect(),
+        functions: ages
+            .rows
+            .iter()
+            .map(|r| AgeReport::of(r, ages.origin.scope))
+            .collect(),
+        stacks: stacks
+            .rows
+            .iter()
+            .map(|r| AgeReport::of(r, ages.origin.scope))
+            .collect(),
     })
 }
 
@@ -232,6 +282,10 @@ struct LeakReport {
     /// The evidence of a leak: growing across the series, or (one dump)
     /// accumulating.
     leaking: bool,
+    /// One dump: the strength of its class (`strong`, or `weak` with the
+    /// caveats in `ages`); `null` for a series, judged by its trend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    evidence_strength: Option<&'static str>,
     /// Growth rate in bytes per second: across the dumps when several are
     /// given, else the kept rate of the births.
     bytes_per_second: RateReport,
@@ -300,9 +354,12 @@ impl SummaryReport {
     }
 }
 
-/// `heapdiff leaks --format json`; `exit`: the exit dump left out of the
-/// trend, named by `dumps`.
+/// `heapdiff leaks --format json` of dumps whose times count from
+/// `origin`, taken at `dumps_at_ns` since it
+/// ([`crate::pipeline::time::series_times`]); `exit`: the exit dump left
+/// out of the trend, named by `dumps`.
 pub fn leaks(
+    (origin, dumps_at_ns): (TimeOrigin, &[u64]),
     dumps: &[String],
     rows: &[LeakRow],
     failing: &[&LeakRow],
@@ -315,6 +372,10 @@ pub fn leaks(
         #[serde(flatten)]
         header: Header,
         dumps: Vec<String>,
+        /// Each dump's moment, ns since `start_unix_ns`.
+        dumps_at_ns: Vec<u64>,
+        /// The first dump's: where a timeline from the first dump starts.
+        first_dump_at_ns: Option<u64>,
         #[serde(skip_serializing_if = "Option::is_none")]
         peak: Option<PeakReport>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -324,8 +385,10 @@ pub fn leaks(
         candidates: Vec<LeakReport>,
     }
     to_json(&Report {
-        header: Header::of("leaks"),
+        header: Header::of("leaks", origin),
         dumps: dumps.to_vec(),
+        dumps_at_ns: dumps_at_ns.to_vec(),
+        first_dump_at_ns: dumps_at_ns.iter().copied().min(),
         peak: peak_report(peak),
         exit_dump_left_out: exit.map(|e| ExitReport {
             dump: dumps[e.exit].clone(),
@@ -341,12 +404,18 @@ pub fn leaks(
             .map(|row| LeakReport {
                 name: row.name.clone(),
                 program_frame: row.program_frame.clone(),
-                class: row.ages.as_ref().map(|a| a.class.name()),
+                class: row.ages.as_ref().map(|a| class_name(a.class, origin.scope)),
                 trend: row.trend.map(|t| t.name()),
                 leaking: row.leaking(),
+                evidence_strength: row
+                    .trend
+                    .is_none()
+                    .then_some(())
+                    .and(row.ages.as_ref())
+                    .map(|a| strength(&a.caveats)),
                 bytes_per_second: RateReport::of(&row.rate),
                 growth_bytes: row.growth.as_ref().map(DeltaBound::of),
-                ages: row.ages.as_ref().map(AgeReport::of),
+                ages: row.ages.as_ref().map(|a| AgeReport::of(a, origin.scope)),
                 fails: failing.iter().any(|f| std::ptr::eq(*f, row)),
             })
             .collect(),

@@ -4,11 +4,32 @@
 
 use super::bounds::bracket;
 use super::{duration, program_first, round};
-use crate::compare::ages::{Ages, LeakRow};
+use crate::compare::ages::{Ages, LeakRow, class_name};
 use crate::compare::lifetimes::Amount;
+use crate::model::TimeScope;
 use crate::pipeline::time::{ExitFreed, Lifetimes, PeakInfo, ProcessSummary};
 use crate::stats::Estimate;
 use std::fmt::Write;
+
+/// ` since the attach (…)` for an attached process's dumps, else nothing:
+/// what a report's header adds so that nobody reads it as the whole run.
+fn scope_words(scope: TimeScope) -> &'static str {
+    match scope {
+        TimeScope::SinceStart => "",
+        TimeScope::SinceAttach { .. } => {
+            " since the attach (only memory allocated since the attach; times count from it)"
+        }
+    }
+}
+
+/// The first window of the run the classes read: `start-up`, or for an
+/// attached process the first 10 % after the attach.
+fn first_window(scope: TimeScope) -> &'static str {
+    match scope {
+        TimeScope::SinceStart => "start-up",
+        TimeScope::SinceAttach { .. } => "the first 10 % after the attach",
+    }
+}
 
 fn value(estimate: &Estimate) -> String {
     format!(
@@ -58,7 +79,8 @@ pub fn lifetimes(dump: &str, lifetimes: &Lifetimes, top: usize) -> String {
     };
     let _ = writeln!(
         out,
-        "heapdiff: lifetimes of freed memory in {dump} per allocating function (values corrected for sampling, [low,high] = 95 % interval; temporary = {threshold})"
+        "heapdiff: lifetimes of freed memory in {dump} per allocating function{} (values corrected for sampling, [low,high] = 95 % interval; temporary = {threshold})",
+        scope_words(lifetimes.origin.scope)
     );
     for row in lifetimes.functions.iter().take(top) {
         let name = program_first(&row.name, row.program_frame.as_deref());
@@ -85,14 +107,17 @@ pub fn ages(dump: &str, ages: &Ages, peak: Option<(PeakInfo, &str)>, top: usize)
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "heapdiff: age of live memory in {dump} per allocating function, a run of {} (births since the profiler's start; [low,high] = 95 % interval)",
-        duration(ages.run_ns)
+        "heapdiff: age of live memory in {dump} per allocating function{}, a run of {} (births since {}; [low,high] = 95 % interval)",
+        scope_words(ages.origin.scope),
+        duration(ages.run_ns),
+        ages.origin.scope.origin()
     );
     out.push_str(&peak_line(peak));
     let (startup, middle) = ages.windows_ns;
     let _ = writeln!(
         out,
-        "classes from live bytes born in start-up [0, {}), older [{}, {}), newer [{}, end]",
+        "classes from live bytes born in {} [0, {}), older [{}, {}), newer [{}, end]",
+        first_window(ages.origin.scope),
         duration(startup),
         duration(startup),
         duration(middle),
@@ -103,18 +128,22 @@ pub fn ages(dump: &str, ages: &Ages, peak: Option<(PeakInfo, &str)>, top: usize)
             out,
             "\n{}: {} ({} live bytes {})",
             program_first(&row.name, row.program_frame.as_deref()),
-            row.class.name(),
+            class_name(row.class, ages.origin.scope),
             round(row.live.bytes.value),
             bracket(&row.live.bytes.interval())
         );
         let _ = writeln!(
             out,
-            "  evidence: start-up {}, older {}, newer {}; kept {} bytes/s",
+            "  evidence: {} {}, older {}, newer {}; kept {} bytes/s",
+            first_window(ages.origin.scope),
             value(&row.windows.startup),
             value(&row.windows.older),
             value(&row.windows.newer),
             value(&row.kept_rate)
         );
+        for caveat in &row.caveats {
+            let _ = writeln!(out, "  caveat (weak evidence): {}", caveat.sentence());
+        }
         for (slice, (low, high)) in row.slices.iter().zip(&ages.slices) {
             let _ = writeln!(
                 out,
@@ -196,9 +225,11 @@ pub fn summary_lines(summary: &ProcessSummary, names: &[String]) -> String {
     out
 }
 
-/// `heapdiff leaks`: the candidates, most likely first, with the gate's
-/// verdict per row; `exit`: the exit dump line ([`exit_line`]).
+/// `heapdiff leaks`: the candidates of dumps whose times count as `scope`
+/// says, most likely first, with the gate's verdict per row; `exit`: the
+/// exit dump line ([`exit_line`]).
 pub fn leaks(
+    scope: TimeScope,
     dumps: usize,
     rows: &[LeakRow],
     failing: &[&LeakRow],
@@ -214,7 +245,8 @@ pub fn leaks(
     };
     let _ = writeln!(
         out,
-        "heapdiff: leak candidates from the {source}, most likely first (bytes per second, [low,high] = 95 % interval)"
+        "heapdiff: leak candidates from the {source}{}, most likely first (bytes per second, [low,high] = 95 % interval)",
+        scope_words(scope)
     );
     out.push_str(&peak_line(peak));
     out.push_str(exit.as_deref().unwrap_or_default());
@@ -230,7 +262,10 @@ pub fn leaks(
         "bytes/s", "95% interval", "class", "trend"
     );
     for row in rows.iter().take(top) {
-        let class = row.ages.as_ref().map_or("-", |a| a.class.name());
+        let class = row
+            .ages
+            .as_ref()
+            .map_or("-", |a| class_name(a.class, scope));
         let trend = row.trend.map_or("-", |t| t.name());
         let mark = if failing.iter().any(|f| std::ptr::eq(*f, row)) {
             "  FAILS"
@@ -246,6 +281,16 @@ pub fn leaks(
             trend,
             program_first(&row.name, row.program_frame.as_deref())
         );
+        if row.trend.is_none() {
+            for caveat in row.ages.iter().flat_map(|a| &a.caveats) {
+                let _ = writeln!(
+                    out,
+                    "{:>14} caveat (weak evidence): {}",
+                    "",
+                    caveat.sentence()
+                );
+            }
+        }
     }
     out
 }

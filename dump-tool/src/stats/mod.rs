@@ -25,7 +25,7 @@ pub mod residue;
 pub mod sampling;
 pub mod shared;
 
-pub use births::{Class, Windows, per_second};
+pub use births::{Caveat, Class, Evidence, Windows, caveats, per_second};
 pub use change::{Accumulation, Delta, Pairing};
 pub use estimate::{Estimate, Interval, Z95};
 pub use sampling::{Sampling, Unit};

@@ -109,6 +109,21 @@ impl Sampling {
     }
 }
 
+/// The detection limit of objects of `size` bytes under `law`: the fewest
+/// such objects of which at least one is sampled with probability ≥ 95 %,
+/// `⌈ln 20 / −ln q(s)⌉` with `q(s) = (1 − 1/R)^u(s)` the chance that one is
+/// not ([`heapsample_format::SamplingLaw::keep_probability`]; `u(s)` is the
+/// size plus the countdown's bytes per call, so even `malloc(0)` counts).
+/// A function that allocated fewer may be absent from a report; 1 when
+/// every allocation is sampled.
+pub fn objects_seen_95(law: heapsample_format::SamplingLaw, size: u64) -> f64 {
+    let keep = law.keep_probability(size);
+    if law.samples_everything() || keep <= 0.0 || keep >= 1.0 {
+        return 1.0;
+    }
+    (LN_20 / -keep.ln()).ceil()
+}
+
 /// `1 / −ln(1 − 1/R)`: the limit of `s/p(s)` for small `s`, 0 for `R ≤ 1`.
 fn smallest_byte_weight(period: f64) -> f64 {
     if period.is_nan() || period <= 1.0 {
@@ -140,6 +155,25 @@ mod tests {
         let lg14 = Sampling::of(16384.0, Unit::Objects);
         assert_eq!(lg14.detection_limit_bytes().round(), 49081.0);
         assert_eq!(lg14.detection_limit().round(), 6135.0);
+    }
+
+    #[test]
+    fn the_limit_per_object_size_follows_the_law() {
+        let law = heapsample_format::SamplingLaw::with_bytes_per_call(16384, 1);
+        for size in [0u64, 8, 100, 4096, 1 << 20] {
+            let n = objects_seen_95(law, size);
+            let missed = |n: f64| law.keep_probability(size).powf(n);
+            assert!(missed(n) <= 0.05, "{size}: {n}");
+            assert!(
+                n == 1.0 || missed(n - 1.0) > 0.05,
+                "{size}: {n} is the fewest"
+            );
+        }
+        // malloc(0) counts one unit: 9 times the 8-byte objects' limit.
+        assert_eq!(objects_seen_95(law, 0), 49081.0);
+        assert_eq!(objects_seen_95(law, 8), 5454.0);
+        let every = heapsample_format::SamplingLaw::with_bytes_per_call(1, 1);
+        assert_eq!(objects_seen_95(every, 0), 1.0);
     }
 
     #[test]

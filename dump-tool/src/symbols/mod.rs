@@ -28,4 +28,5 @@ pub use interned::{InternedStacks, StackLocations};
 pub use location::{Line, Location, LocationId, ModuleId};
 pub use module::{ModuleRecord, hex};
 pub use options::SymbolizeOptions;
+pub use progress::{Progress, ProgressCallback};
 pub use table::{LocationTable, SymbolizeStats};

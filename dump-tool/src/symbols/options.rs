@@ -1,6 +1,7 @@
-//! How to symbolize: where to look for symbol files and whether to show
+//! How to symbolize: where to look for symbol files and where to report
 //! progress.
 
+use super::progress::ProgressCallback;
 use std::path::PathBuf;
 
 /// Where the symbols come from and how verbose to be.
@@ -15,8 +16,8 @@ pub struct SymbolizeOptions {
     pub debug_dirs: Vec<PathBuf>,
     /// The system debug root, normally `/usr/lib/debug`.
     pub system_debug_root: Option<PathBuf>,
-    /// Show a progress bar on stderr when it is a terminal and slow.
-    pub progress: bool,
+    /// Where to report progress (None: nowhere).
+    pub progress: Option<ProgressCallback>,
 }
 
 impl SymbolizeOptions {
@@ -26,7 +27,7 @@ impl SymbolizeOptions {
             collected_dirs: Vec::new(),
             debug_dirs,
             system_debug_root: Some(PathBuf::from("/usr/lib/debug")),
-            progress: true,
+            progress: None,
         }
     }
 }

@@ -1,51 +1,72 @@
-//! The progress bar of a long symbolization (on a terminal only).
+//! How far a long symbolization has come, reported to whoever asked.
+//!
+//! Owns [`Progress`] (one report) and [`ProgressCallback`] (where reports
+//! go). The library never draws anything and never writes to stderr: the
+//! command line turns the reports into a bar on its terminal, the server
+//! asks for none.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-/// A progress bar on stderr that appears only when stderr is a terminal and
-/// the work has taken longer than a moment.
+/// One report: `done` of `total` addresses symbolized. The last report of
+/// a symbolization has `done == total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Progress {
-    bar: Option<ProgressBar>,
-    started: Instant,
-    shown: std::cell::Cell<bool>,
+    pub done: usize,
+    pub total: usize,
 }
 
-const PROGRESS_DELAY: Duration = Duration::from_millis(500);
+/// Where progress reports go: called on the symbolizing thread, often (once
+/// per address), so it should be cheap.
+#[derive(Clone)]
+pub struct ProgressCallback(Arc<dyn Fn(Progress) + Send + Sync>);
 
-impl Progress {
-    pub fn new(wanted: bool, total: usize) -> Self {
-        let bar = (wanted && std::io::stderr().is_terminal()).then(|| {
-            let bar =
-                ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::hidden());
-            if let Ok(style) =
-                ProgressStyle::with_template("symbolizing {bar:30} {pos}/{len} addresses ({eta})")
-            {
-                bar.set_style(style);
-            }
-            bar
-        });
-        Progress {
-            bar,
-            started: Instant::now(),
-            shown: std::cell::Cell::new(false),
+impl ProgressCallback {
+    pub fn new(report: impl Fn(Progress) + Send + Sync + 'static) -> ProgressCallback {
+        ProgressCallback(Arc::new(report))
+    }
+
+    pub fn report(&self, progress: Progress) {
+        (self.0)(progress)
+    }
+}
+
+impl std::fmt::Debug for ProgressCallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressCallback")
+    }
+}
+
+/// The running count of one symbolization, reporting each step to an
+/// optional callback.
+pub(super) struct Counter<'a> {
+    callback: Option<&'a ProgressCallback>,
+    done: usize,
+    total: usize,
+}
+
+impl<'a> Counter<'a> {
+    pub(super) fn new(callback: Option<&'a ProgressCallback>, total: usize) -> Counter<'a> {
+        Counter {
+            callback,
+            done: 0,
+            total,
         }
     }
 
-    pub fn tick(&self, done: usize) {
-        if let Some(bar) = &self.bar {
-            if !self.shown.get() && self.started.elapsed() > PROGRESS_DELAY {
-                bar.set_draw_target(ProgressDrawTarget::stderr());
-                self.shown.set(true);
-            }
-            bar.inc(done as u64);
+    /// `count` more addresses done.
+    pub(super) fn tick(&mut self, count: usize) {
+        self.done = (self.done + count).min(self.total);
+        if let Some(callback) = self.callback {
+            callback.report(Progress {
+                done: self.done,
+                total: self.total,
+            });
         }
     }
 
-    pub fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
+    /// The last report: everything done.
+    pub(super) fn finish(&mut self) {
+        let rest = self.total - self.done;
+        self.tick(rest);
     }
 }

@@ -18,7 +18,7 @@ use super::interned::{InternedStacks, StacksBuilder};
 use super::location::{Line, Location, LocationId, ModuleId};
 use super::module::ModuleRecord;
 use super::options::SymbolizeOptions;
-use super::progress::Progress;
+use super::progress::Counter;
 use super::resolve::resolve;
 use super::runtime;
 use addr2line::Loader;
@@ -138,8 +138,9 @@ impl LocationTable {
         warn: &mut dyn FnMut(String),
     ) -> SymbolizeStats {
         let started = Instant::now();
-        let progress = Progress::new(options.progress, self.locations.len());
         let by_module = self.locations_by_module();
+        let unresolved = by_module.iter().map(|(_, ids)| ids.len()).sum();
+        let mut progress = Counter::new(options.progress.as_ref(), unresolved);
         let mut stats = SymbolizeStats {
             addresses: self.locations.len(),
             ..SymbolizeStats::default()
@@ -147,7 +148,7 @@ impl LocationTable {
         for (module, ids) in by_module {
             match module {
                 Some(module) => {
-                    if self.symbolize_module(module, &ids, options, warn, &progress) {
+                    if self.symbolize_module(module, &ids, options, warn, &mut progress) {
                         stats.modules_loaded += 1;
                     }
                 }
@@ -187,7 +188,7 @@ impl LocationTable {
         ids: &[LocationId],
         options: &SymbolizeOptions,
         warn: &mut dyn FnMut(String),
-        progress: &Progress,
+        progress: &mut Counter<'_>,
     ) -> bool {
         let search = SearchPaths::from_options(options);
         let found = find_symbol_file(&self.modules[module], &search);

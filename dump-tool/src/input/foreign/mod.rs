@@ -54,6 +54,16 @@ pub enum ForeignKind {
     Gperftools,
 }
 
+impl ForeignKind {
+    /// The format's own name, as reports give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ForeignKind::Jemalloc => "jemalloc heap_v2",
+            ForeignKind::Gperftools => "gperftools heap profile",
+        }
+    }
+}
+
 /// The foreign format `bytes` start with, if any.
 pub fn detect(bytes: &[u8]) -> Option<ForeignKind> {
     if bytes.starts_with(b"heap_v2/") {

@@ -78,6 +78,7 @@ mod tests {
             path: PathBuf::from(name),
             dump: dump.clone(),
             version: heapsample_format::VERSION,
+            foreign: None,
         }
     }
 
