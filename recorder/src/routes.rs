@@ -83,8 +83,9 @@ pub const ENTRY_STUB_MAX_LG: u32 = 12;
 /// rsp and rbp in the next two argument registers (`$rsp`, `$rbp`) and
 /// jumps to `$body`, which takes them after the C arguments.
 macro_rules! route_with_entry {
-    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $body:ident, $rsp:literal, $rbp:literal) => {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $body:ident, $rsp:tt, $rbp:tt) => {
         $(#[$doc])*
+        #[cfg(target_arch = "x86_64")]
         #[unsafe(naked)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
             core::arch::naked_asm!(
@@ -94,6 +95,40 @@ macro_rules! route_with_entry {
                 body = sym $body,
             )
         }
+
+        $(#[$doc])*
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+            core::arch::naked_asm!(
+                concat!("mov ", $crate::entry_register!($rsp), ", sp"),
+                concat!("mov ", $crate::entry_register!($rbp), ", x29"),
+                "b {body}",
+                body = sym $body,
+            )
+        }
+    };
+}
+
+/// The aarch64 argument register in the position of an x86_64 one (the
+/// entry stubs name the registers that follow a C signature's arguments).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! entry_register {
+    ("rsi") => {
+        "x1"
+    };
+    ("rdx") => {
+        "x2"
+    };
+    ("rcx") => {
+        "x3"
+    };
+    ("r8") => {
+        "x4"
+    };
+    ("r9") => {
+        "x5"
     };
 }
 

@@ -3,7 +3,8 @@
 //! malloc, free, calloc and realloc are the recorder's assembly fast paths
 //! themselves (`heapsample_recorder::fast_path`), which jump through the
 //! hook's route when they decline (the next allocator itself under
-//! `prof:false`).
+//! `prof:false`). On aarch64 they are the same paths in Rust
+//! (`heapsample_recorder::routes::malloc` and its neighbours).
 
 use core::ffi::{c_int, c_void};
 
@@ -11,6 +12,7 @@ use heapsample_recorder::contracts;
 
 /// # Safety
 /// The C contract of `malloc`.
+#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
@@ -18,7 +20,17 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 }
 
 /// # Safety
+/// The C contract of `malloc`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { heapsample_recorder::routes::malloc(size) }
+}
+
+/// # Safety
 /// The C contract of `free`.
+#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(pointer: *mut c_void) {
@@ -26,7 +38,17 @@ pub unsafe extern "C" fn free(pointer: *mut c_void) {
 }
 
 /// # Safety
+/// The C contract of `free`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free(pointer: *mut c_void) {
+    // SAFETY: same contract.
+    unsafe { heapsample_recorder::routes::free(pointer) }
+}
+
+/// # Safety
 /// The C contract of `calloc`.
+#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
@@ -34,11 +56,30 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
 }
 
 /// # Safety
+/// The C contract of `calloc`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { contracts::calloc(count, size) }
+}
+
+/// # Safety
 /// The C contract of `realloc`.
+#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
     heapsample_recorder::realloc_entry!()
+}
+
+/// # Safety
+/// The C contract of `realloc`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { contracts::realloc(pointer, size) }
 }
 
 /// # Safety
