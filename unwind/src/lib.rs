@@ -94,7 +94,6 @@
     any(target_arch = "x86_64", target_arch = "aarch64"),
     target_os = "linux"
 ))]
-
 // On aarch64 the cached walk is not ported yet (`aarch64`): its rule
 // machinery is built but unused there.
 #![cfg_attr(target_arch = "aarch64", allow(dead_code))]

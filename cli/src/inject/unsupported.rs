@@ -59,7 +59,12 @@ impl Stopped {
     pub fn write(&self, _address: u64, _bytes: &[u8]) -> Result<(), Failure> {
         match *self {}
     }
-    pub fn call(&mut self, _function: u64, _arguments: &[u64], _stack: u64) -> Result<u64, Failure> {
+    pub fn call(
+        &mut self,
+        _function: u64,
+        _arguments: &[u64],
+        _stack: u64,
+    ) -> Result<u64, Failure> {
         match *self {}
     }
 }

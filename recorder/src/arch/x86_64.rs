@@ -86,6 +86,5 @@ pub unsafe fn stopped_in_syscall(context: *const libc::ucontext_t, pc: usize) ->
             (*context).uc_mcontext.gregs[libc::REG_RAX as usize],
         )
     };
-    at == SYSCALL_INSTRUCTION
-        || (before == SYSCALL_INSTRUCTION && result == -(libc::EINTR as i64))
+    at == SYSCALL_INSTRUCTION || (before == SYSCALL_INSTRUCTION && result == -(libc::EINTR as i64))
 }
