@@ -8,7 +8,7 @@ use heapsample_format::Trigger;
 
 use crate::live_table::LIVE;
 use crate::stack_table::STACKS;
-use crate::{dump_sequence, state, tls, triggers};
+use crate::{dump_sequence, state, threads, tls, triggers};
 
 /// Write a dump now, to `path` or (None) to the automatic `m` name.
 /// Returns 0 or an errno value.
@@ -56,4 +56,5 @@ pub fn reset() {
     STACKS.zero_counts();
     triggers::reset_estimate();
     state::reset_sample_counts();
+    threads::forget_walk_ends();
 }

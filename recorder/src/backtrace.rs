@@ -28,6 +28,10 @@
 //! Other entries (the aligned allocations, calls from inside the shim) walk
 //! from the capture and drop the profiler's frames after.
 //!
+//! Each capture counts why its walk ended in the calling thread's block
+//! (`walk_ends`): the whole stack, the frame limit (`prof_bt_max`), or code
+//! without unwind information the walk could not leave.
+//!
 //! Runs inside malloc's slow path: no allocation, no locks of ours.
 
 use core::sync::atomic::{
@@ -35,7 +39,10 @@ use core::sync::atomic::{
     Ordering::{Acquire, Relaxed, Release},
 };
 
-use crate::tls::ThreadUnwinder;
+use heapsample_unwind::{Captured, Ending};
+
+use crate::tls::{self, ThreadUnwinder};
+use crate::walk_ends;
 
 /// Where the hook that is taking a sample was entered: its rsp and rbp as its
 /// naked entry saved them (before anything moved rsp or wrote rbp), or
@@ -174,21 +181,29 @@ pub fn init() -> Result<(), &'static str> {
 }
 
 /// Capture the calling thread's return addresses, innermost first, without
-/// the profiler's own frames, using only the shared rule cache. Returns
-/// where in `frames` they are.
+/// the profiler's own frames, using only the shared rule cache: for a thread
+/// past its exit flush (its walk is counted with the retired threads', as
+/// the walk ended: such a thread captures into a small buffer of its stack,
+/// which it keeps whole up to `prof_bt_max`). Returns where in `frames` they are.
 #[inline(never)]
 pub fn capture(frames: &mut [u64]) -> core::ops::Range<usize> {
     let captured = match fast_rules() {
-        Some(rules) => heapsample_unwind::capture_shared(rules, frames),
-        None => heapsample_unwind::capture_libgcc(frames),
+        Some(rules) => heapsample_unwind::capture_shared_ending(rules, frames),
+        None => libgcc_capture(frames),
     };
-    drop_own_frames(&mut frames[..captured])
+    walk_ends::count_retired(captured.ending);
+    drop_own_frames(&mut frames[..captured.len])
 }
 
 /// [`capture`] through the calling thread's private state (its own rule
 /// cache in front of the shared one, and the memo of its last walk, which
 /// helps for captures of at most `FRAME_BUFFER_LEN` frames), from the
-/// caller of the hook at `entry` when it is known.
+/// caller of the hook at `entry` when it is known; `unwinder` is the calling
+/// thread's, and its walk is counted in the thread's block.
+///
+/// `frames` holds the frames kept (`prof_bt_max`) and
+/// [`tls::OWN_FRAMES_SLACK`] more, for the profiler's own frames dropped
+/// after: a stack that leaves more than the frames kept was cut.
 #[inline(never)]
 pub fn capture_with(
     unwinder: &mut ThreadUnwinder,
@@ -196,21 +211,68 @@ pub fn capture_with(
     entry: HookEntry,
 ) -> core::ops::Range<usize> {
     let captured = match (fast_rules(), entry.known()) {
-        (None, _) => heapsample_unwind::capture_libgcc(frames),
+        (None, _) => libgcc_capture(frames),
         // SAFETY: `HookEntry::new`'s contract: the entry of a hook still
         // running on this thread, which called this capture.
         (Some(rules), Some(entry)) => unsafe { unwinder.capture_from(rules, entry, frames) },
         (Some(rules), None) => unwinder.capture(rules, frames),
     };
-    drop_own_frames(&mut frames[..captured])
+    let range = drop_own_frames(&mut frames[..captured.len]);
+    walk_ends::count(tls::current(), kept_ending(captured, &range, frames.len()));
+    range
+}
+
+/// libgcc's capture of the calling thread's stack (`prof_unwind:libgcc`).
+#[inline(always)]
+fn libgcc_capture(frames: &mut [u64]) -> Captured {
+    let len = heapsample_unwind::capture_libgcc(frames);
+    heapsample_unwind::libgcc_captured(frames, len)
+}
+
+/// Why the stack kept of a capture into a buffer of `capacity` frames ended:
+/// as its walk did, or at the frame limit if more frames than are kept
+/// remain after the profiler's own (`range`).
+#[inline(always)]
+fn kept_ending(captured: Captured, range: &core::ops::Range<usize>, capacity: usize) -> Ending {
+    if range.len() > capacity.saturating_sub(tls::OWN_FRAMES_SLACK) {
+        Ending::FrameLimit
+    } else {
+        captured.ending
+    }
 }
 
 /// The frames of `frames` that do not lie in the profiler's own object:
 /// `frames[range]` after removing them in place. The profiler's frames are
 /// normally innermost only (none when the walk started at a hook's caller),
 /// and the rest is left where it is.
+#[inline(always)]
 fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
     let (start, end) = (OWN_START.load(Relaxed) as u64, OWN_END.load(Relaxed) as u64);
+    if !maybe_own_frame(frames, start, end) {
+        return 0..frames.len();
+    }
+    drop_own_frames_found(frames, start, end)
+}
+
+/// False only if no frame lies in `[start, end)`: the common case, a walk
+/// from a hook's caller, decided in one pass of subtractions and bit
+/// operations the compiler turns into vector instructions. For a user-space
+/// address `a` (below 2⁶³, as `start` and `end` are) bit 63 of `a - end` is
+/// set exactly when `a < end`, and that of `a - start` exactly when
+/// `a < start`; any other value at worst makes it true, and the exact check
+/// follows.
+#[inline(always)]
+fn maybe_own_frame(frames: &[u64], start: u64, end: u64) -> bool {
+    let inside = frames.iter().fold(0u64, |inside, &address| {
+        inside | (address.wrapping_sub(end) & !address.wrapping_sub(start))
+    });
+    inside >> 63 != 0
+}
+
+/// [`drop_own_frames`] when some frame may be the profiler's.
+#[cold]
+#[inline(never)]
+fn drop_own_frames_found(frames: &mut [u64], start: u64, end: u64) -> core::ops::Range<usize> {
     let span = end.wrapping_sub(start);
     let is_own = |address: u64| address.wrapping_sub(start) < span;
     let first = frames
@@ -249,6 +311,8 @@ mod tests {
         let mut frames = [150, 300, 400];
         let range = drop_own_frames(&mut frames);
         assert_eq!(range, 1..3, "a leading run is skipped without copying");
+        let mut frames = [300, 99, 200, 0x7fff_0000_0000];
+        assert_eq!(drop_own_frames(&mut frames), 0..4, "none of ours");
         let mut frames = [150, 160];
         assert!(drop_own_frames(&mut frames).is_empty());
         OWN_START.store(0, Relaxed);

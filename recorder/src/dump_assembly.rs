@@ -51,7 +51,8 @@ pub fn assemble(trigger: Trigger) -> Dump {
     );
     let (start_monotonic_ns, start_unix_ns) = state::start_time();
     let live_samples = live_samples(walked, &records, start_monotonic_ns);
-    let runtime = crate::runtime_names::runtime_frames(&stacks);
+    let mut runtime = crate::runtime_names::runtime_frames(&stacks);
+    runtime.walk_ends = threads::walk_ends();
     let mut thread_list = threads::thread_infos();
     if stacks.iter().any(|stack| stack.thread == OTHER_THREADS) {
         thread_list.push(ThreadInfo {

@@ -23,7 +23,7 @@
 //!    id in the thread's block.
 //! 3. tables: [`live_table`], [`stack_threads`], [`lifetimes`],
 //!    [`stack_table`], [`object_ids`], [`modules`], [`backtrace`],
-//!    [`own_heap`].
+//!    [`walk_ends`] (why each sample's walk ended), [`own_heap`].
 //! 4. [`next_alloc`]: the next allocator and the bootstrap arena.
 //! 5. [`state`]: the process-wide mode, flags, configuration and counters,
 //!    behind functions; [`attachment`]: preloaded or attached, since when.
@@ -91,6 +91,7 @@ pub mod thread_countdown;
 pub mod threads;
 pub mod tls;
 pub mod triggers;
+pub mod walk_ends;
 pub mod warn;
 
 pub use lifecycle::on_library_load;

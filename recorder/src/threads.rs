@@ -144,6 +144,7 @@ fn fold_into_retired(state: &ThreadState) {
     RETIRED
         .bytes_allocated
         .fetch_add(units.wrapping_sub(allocations), Relaxed);
+    crate::walk_ends::fold_into_retired(state);
 }
 
 /// The exit flush (pthread key destructor): fold the thread's counters into
@@ -225,6 +226,18 @@ pub fn exact_counts_total() -> ExactCounts {
         counts.bytes_allocated += state.bytes_allocated();
     }
     counts
+}
+
+/// How the walks of every thread's samples ended (since the last reset).
+pub fn walk_ends() -> heapsample_format::WalkEnds {
+    let registry = REGISTRY.lock();
+    crate::walk_ends::sum(registry.live.iter().copied())
+}
+
+/// Forget how the walks so far ended (`heapsample_reset`).
+pub fn forget_walk_ends() {
+    let registry = REGISTRY.lock();
+    crate::walk_ends::forget(registry.live.iter().copied());
 }
 
 /// Every thread that took a sample.

@@ -87,7 +87,13 @@ pub struct ThreadState {
     /// The birth (`CLOCK_MONOTONIC`, nanoseconds, read through `clock`) of
     /// the thread's last sample: the next one is born later (see `sample`).
     pub last_birth: AtomicU64,
+    /// How the walks of the thread's samples ended, by
+    /// `heapsample_unwind::Ending::index` (owned by `walk_ends`).
+    pub walk_ends: [AtomicU64; WALK_ENDINGS],
 }
+
+/// The reasons a walk ends (`heapsample_unwind::Ending`).
+pub const WALK_ENDINGS: usize = heapsample_unwind::Ending::ALL.len();
 
 /// Cold per-thread state, reached through `ThreadState::ext`.
 pub struct ThreadExt {

@@ -33,6 +33,7 @@ const LAYERS: heapsample_layers::Layers<'static> = &[
             "object_ids",
             "modules",
             "backtrace",
+            "walk_ends",
             "own_heap",
         ],
     ),

@@ -52,6 +52,7 @@
 //! loads and a compare per frame.
 
 use crate::cache::RuleStore;
+use crate::ending::Ending;
 use crate::walk::{Cursor, Registers, Start, Step, WalkEnd, read_stack, step};
 
 /// One frame of a remembered walk: its registers, the slot its rbp was read from (0 if
@@ -328,8 +329,8 @@ impl<const LEVELS: usize> Default for StackMemo<LEVELS> {
 
 /// Outcome of replaying from a matched level.
 enum Replay {
-    /// The capture is complete with this many frames; the memo is updated.
-    Complete(usize),
+    /// The capture is complete with this many frames, ended so; the memo is updated.
+    Complete(usize, Ending),
     /// Replay proved the levels down to `levels[proven]`, whose real registers are
     /// `regs`, and the walk must step on from there; `written` frames are in the buffer.
     StepFrom {
@@ -351,7 +352,7 @@ const REMEMBER_FROM_DEPTH: usize = 16;
 /// Like [`crate::walk::walk`], but replays the outer frames it finds unchanged in
 /// `memo`, and leaves the memo describing this walk. `generation` is the rule caches'
 /// current generation. A thread whose last stack was shallow walks without the memo.
-#[inline(never)]
+#[inline(always)]
 pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
     start: Start,
     store: &mut S,
@@ -364,13 +365,13 @@ pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
         memo.replayed = 0;
         let end = crate::walk::walk(start, store, frames);
         memo.plain_depth = match end {
-            WalkEnd::Complete(written) => written as u64,
+            WalkEnd::Complete(written, _) => written as u64,
             WalkEnd::NeedsFallback => 0,
         };
         return end;
     }
     let end = walk_with_memo(start, store, memo, generation, frames);
-    if let WalkEnd::Complete(written) = end
+    if let WalkEnd::Complete(written, _) = end
         && written < REMEMBER_FROM_DEPTH
     {
         memo.len = 0;
@@ -406,7 +407,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
     loop {
         if written == frames.len() {
             memo.remember_fresh(fresh, End::Open, true);
-            return WalkEnd::Complete(written);
+            return WalkEnd::Complete(written, Ending::FrameLimit);
         }
         let (caller, level) = match step(store, &regs, lookup_address, top, false) {
             Step::Caller {
@@ -416,11 +417,11 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
             } => (regs, Level::new(regs, rbp_slot, cfa_from_rbp)),
             Step::Outermost => {
                 memo.remember_fresh(fresh, End::Outermost, false);
-                return WalkEnd::Complete(written);
+                return WalkEnd::Complete(written, Ending::Outermost);
             }
             Step::ZeroReturn { slot, cfa_from_rbp } => {
                 memo.remember_fresh(fresh, End::ZeroAt(slot), cfa_from_rbp);
-                return WalkEnd::Complete(written);
+                return WalkEnd::Complete(written, Ending::Outermost);
             }
             // Code without unwind information (JIT code) that keeps no frame
             // pointer ends the walk, as for libgcc. Frame-pointer steps through it
@@ -429,7 +430,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
             Step::NoUnwindInfo => {
                 if crate::walk::step_without_cfi(&regs, top, true).is_none() {
                     memo.remember_fresh(fresh, End::NoUnwindInfo, false);
-                    return WalkEnd::Complete(written);
+                    return WalkEnd::Complete(written, crate::walk::stranded(top));
                 }
                 memo.len = 0;
                 let at = Cursor {
@@ -463,7 +464,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
             stepped.set_rbp_matters(memo.levels[matched].flag(RBP_MATTERS));
             memo.levels[matched] = stepped;
             match replay(memo, matched, count, caller.rbp, frames, written) {
-                Replay::Complete(total) => return WalkEnd::Complete(total),
+                Replay::Complete(total, ending) => return WalkEnd::Complete(total, ending),
                 Replay::StepFrom {
                     proven,
                     regs: real,
@@ -502,13 +503,15 @@ fn replay<const LEVELS: usize>(
     if level > 0 {
         if written == frames.len() {
             // Full: the remembered outer levels stay valid records for later captures.
-            return finish_replay(memo, matched, count, written, first_written);
+            let ending = Ending::FrameLimit;
+            return finish_replay(memo, matched, count, written, first_written, ending);
         }
         memo.counts.rejections += 1;
         let rbp = real_rbp(&memo.levels, matched, level, rbp);
         return step_from(memo, level, rbp, written, first_written);
     }
-    let ended = written == frames.len()
+    let full = written == frames.len();
+    let ended = full
         || match memo.end() {
             End::Outermost => true,
             // SAFETY: the slot `step` read when it found the zero return address, from
@@ -521,7 +524,12 @@ fn replay<const LEVELS: usize>(
             End::Open => false,
         };
     if ended {
-        return finish_replay(memo, matched, count, written, first_written);
+        let ending = if full {
+            Ending::FrameLimit
+        } else {
+            Ending::Outermost
+        };
+        return finish_replay(memo, matched, count, written, first_written, ending);
     }
     let rbp = real_rbp(&memo.levels, matched, 0, rbp);
     step_from(memo, 0, rbp, written, first_written)
@@ -573,10 +581,11 @@ fn finish_replay<const LEVELS: usize>(
     count: usize,
     written: usize,
     first_written: usize,
+    ending: Ending,
 ) -> Replay {
     memo.remember_around(matched, count);
     memo.replayed = (written - first_written) as u64;
-    Replay::Complete(written)
+    Replay::Complete(written, ending)
 }
 
 /// Replay stopped at `levels[proven]`: move the proven levels `levels[matched..=proven]`

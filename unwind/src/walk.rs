@@ -14,6 +14,7 @@
 
 use crate::cache::RuleStore;
 use crate::cfi;
+use crate::ending::Ending;
 use crate::rule::{Rule, StepBits, is_outermost};
 
 /// A frame larger than this is treated as corrupt unwind state (and handed to libgcc).
@@ -169,9 +170,10 @@ impl Start {
 /// How a fast walk ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WalkEnd {
-    /// Reached the outermost frame, a zero return address, or filled `frames`; the
-    /// count of frames written.
-    Complete(usize),
+    /// Reached the outermost frame, a zero return address, filled `frames`, or
+    /// stopped in code without unwind information: the count of frames written and
+    /// which of those it was.
+    Complete(usize, Ending),
     /// Stopped somewhere the fast path cannot follow; `frames` holds garbage.
     NeedsFallback,
 }
@@ -373,7 +375,7 @@ pub(crate) fn frame_pointer_step(regs: &Registers, top: u64) -> Option<Registers
 }
 
 /// Walks from `start` outwards, writing each return address to `frames`.
-#[inline(never)]
+#[inline(always)]
 pub(crate) fn walk<S: RuleStore>(start: Start, store: &mut S, frames: &mut [u64]) -> WalkEnd {
     let (regs, lookup_address, written) = start.begin(frames);
     let at = Cursor {
@@ -396,8 +398,11 @@ fn walk_from<S: RuleStore>(
 ) -> WalkEnd {
     loop {
         let before = at.written;
-        if plain_steps(store, &mut at, top, frames) || at.written == frames.len() {
-            return WalkEnd::Complete(at.written);
+        if plain_steps(store, &mut at, top, frames) {
+            return WalkEnd::Complete(at.written, Ending::Outermost);
+        }
+        if at.written == frames.len() {
+            return WalkEnd::Complete(at.written, Ending::FrameLimit);
         }
         via_frame_pointer &= at.written == before;
         match step(store, &at.regs, at.lookup_address, top, via_frame_pointer) {
@@ -406,13 +411,15 @@ fn walk_from<S: RuleStore>(
                 via_frame_pointer = false;
             }
             // A zero return address is what libgcc reports as its terminal frame.
-            Step::Outermost | Step::ZeroReturn { .. } => return WalkEnd::Complete(at.written),
+            Step::Outermost | Step::ZeroReturn { .. } => {
+                return WalkEnd::Complete(at.written, Ending::Outermost);
+            }
             Step::NoUnwindInfo => match step_without_cfi(&at.regs, top, !via_frame_pointer) {
                 Some(caller) => {
                     at.advance(caller, frames);
                     via_frame_pointer = true;
                 }
-                None => return WalkEnd::Complete(at.written),
+                None => return WalkEnd::Complete(at.written, stranded(top)),
             },
             Step::Unsupported => return WalkEnd::NeedsFallback,
         }
@@ -436,7 +443,19 @@ pub(crate) fn walk_on_without_cfi<S: RuleStore>(
             at.advance(caller, frames);
             walk_from(at, store, top, frames, true)
         }
-        None => WalkEnd::Complete(at.written),
+        None => WalkEnd::Complete(at.written, stranded(top)),
+    }
+}
+
+/// Why a walk ends in code without unwind information from which
+/// [`step_without_cfi`] found no caller: no frame-pointer step is taken on a stack
+/// whose top is unknown; elsewhere the code keeps no usable frame pointer.
+#[inline]
+pub(crate) fn stranded(top: u64) -> Ending {
+    if top == u64::MAX {
+        Ending::UnknownStack
+    } else {
+        Ending::NoUnwindInfo
     }
 }
 

@@ -22,6 +22,7 @@ pub mod program_frame;
 pub mod size_class;
 pub mod time;
 pub mod transform;
+pub mod walk_ends;
 
 pub use frames::{FrameLabels, FrameRef, FunctionNames, distinct_labels, function_name, line_of};
 pub use metric::{Metric, RawCounts, Values};

@@ -25,7 +25,7 @@ use crate::pipeline::{View, ViewSpec};
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
-use heapsample_format::{LEGACY_VERSION, Peak, ProcessContext, Totals};
+use heapsample_format::{LEGACY_VERSION, Peak, ProcessContext, Totals, WalkEnds};
 use serde::Serialize;
 use serde::ser::{SerializeSeq, Serializer};
 use std::cmp::Ordering;
@@ -143,6 +143,10 @@ struct DumpInfo {
     /// namespace ids, cgroup, and its pid in each PID namespace (outermost
     /// first); empty strings and zeros when the dump does not say.
     context: ProcessContext,
+    /// How the walks of the sampled stacks ended (format 5 on; zeros when
+    /// the dump does not say): `complete`, `depth_limit`, `no_unwind_info`,
+    /// `unreadable_stack`.
+    walk_ends: WalkEnds,
     /// The dump's exact counters, as the format names them (absent ones
     /// are `null`).
     exact: Totals,
@@ -189,6 +193,7 @@ impl DumpInfo {
             lg_sample_period: dump.lg_sample_period,
             attached_unix_ns: dump.attached_unix_ns(),
             context: dump.context.clone(),
+            walk_ends: dump.runtime.walk_ends,
             exact: dump.totals.clone(),
             time: {
                 let time = TimeInfo::of(dump, 0);

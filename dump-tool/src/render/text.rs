@@ -10,7 +10,7 @@ use crate::compare::{
     program_frame_values,
 };
 use crate::input::foreign::is_foreign;
-use crate::model::Metric;
+use crate::model::{Metric, walk_ends};
 use crate::pipeline::{Side, View};
 use crate::stats::{Delta, Estimate};
 use std::cmp::Ordering;
@@ -290,6 +290,10 @@ fn totals_lines(out: &mut String, label: &str, side: &Side) {
     time_line(out, label, side);
     if let Some(process) = crate::input::trigger::where_it_ran(&side.first_input().dump) {
         let _ = writeln!(out, "{label}process: {process}");
+    }
+    let ends = walk_ends::sum(side.inputs().iter().map(|input| &input.dump));
+    if let Some(sentence) = walk_ends::early_sentence(&ends) {
+        let _ = writeln!(out, "{label}stacks: {sentence}");
     }
     let profile = &side.profile;
     let estimated = &profile.estimated;
