@@ -16,7 +16,8 @@
 //! properties are the crate's, see its documentation).
 
 use crate::cache::{RuleCache, SharedRuleCache};
-use crate::libgcc;
+use crate::ending::Captured;
+use crate::{libgcc, libgcc_captured};
 
 /// The registers of a function's entry, as on x86_64: on aarch64 `rsp` is
 /// sp at the entry (the entered function's CFA: its return address is in
@@ -64,6 +65,17 @@ pub fn capture_shared<const BUCKETS: usize>(
     core::hint::black_box(libgcc::backtrace(frames, 2))
 }
 
+/// [`capture_shared`], saying why the walk ended.
+#[inline(never)]
+pub fn capture_shared_ending<const BUCKETS: usize>(
+    cache: &SharedRuleCache<BUCKETS>,
+    frames: &mut [u64],
+) -> Captured {
+    let _ = cache;
+    let len = core::hint::black_box(libgcc::backtrace(frames, 2));
+    libgcc_captured(frames, len)
+}
+
 /// Captures the current stack (libgcc on aarch64; the caches are not used).
 #[inline(never)]
 pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
@@ -85,6 +97,19 @@ pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS:
 ) -> usize {
     let _ = (local, shared, memo);
     core::hint::black_box(libgcc::backtrace(frames, 2))
+}
+
+/// [`capture_remembered`], saying why the walk ended.
+#[inline(never)]
+pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const LEVELS: usize>(
+    local: &mut RuleCache<LOCAL>,
+    shared: &SharedRuleCache<SHARED>,
+    memo: &mut StackMemo<LEVELS>,
+    frames: &mut [u64],
+) -> Captured {
+    let _ = (local, shared, memo);
+    let len = core::hint::black_box(libgcc::backtrace(frames, 2));
+    libgcc_captured(frames, len)
 }
 
 /// Captures the stack from the caller of the function entered with `entry`:
@@ -112,6 +137,27 @@ pub unsafe fn capture_remembered_from<
     core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp))
 }
 
+/// [`capture_remembered_from`], saying why the walk ended.
+///
+/// # Safety
+/// As for [`capture_remembered_from`].
+#[inline(never)]
+pub unsafe fn capture_remembered_from_ending<
+    const LOCAL: usize,
+    const SHARED: usize,
+    const LEVELS: usize,
+>(
+    local: &mut RuleCache<LOCAL>,
+    shared: &SharedRuleCache<SHARED>,
+    memo: &mut StackMemo<LEVELS>,
+    entry: FunctionEntry,
+    frames: &mut [u64],
+) -> Captured {
+    let _ = (local, shared, memo);
+    let len = core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp));
+    libgcc_captured(frames, len)
+}
+
 /// One thread's private unwinding state: on aarch64 a rule cache kept for
 /// the same layout as x86_64's, and an empty memo.
 #[repr(C)]
@@ -121,14 +167,14 @@ pub struct PrivateUnwinder<const LOCAL: usize, const LEVELS: usize> {
 }
 
 impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
-    /// [`capture_remembered`] with this state.
+    /// [`capture_remembered_ending`] with this state.
     #[inline(always)]
     pub fn capture<const SHARED: usize>(
         &mut self,
         shared: &SharedRuleCache<SHARED>,
         frames: &mut [u64],
-    ) -> usize {
-        capture_remembered(&mut self.rules, shared, &mut self.memo, frames)
+    ) -> Captured {
+        capture_remembered_ending(&mut self.rules, shared, &mut self.memo, frames)
     }
 
     /// [`capture_remembered_from`] with this state.
@@ -141,9 +187,11 @@ impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
         shared: &SharedRuleCache<SHARED>,
         entry: FunctionEntry,
         frames: &mut [u64],
-    ) -> usize {
+    ) -> Captured {
         // SAFETY: forwarded from our caller's contract.
-        unsafe { capture_remembered_from(&mut self.rules, shared, &mut self.memo, entry, frames) }
+        unsafe {
+            capture_remembered_from_ending(&mut self.rules, shared, &mut self.memo, entry, frames)
+        }
     }
 
     /// Forgets the last walk (none is kept on aarch64).

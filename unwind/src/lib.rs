@@ -127,7 +127,8 @@ mod walk;
 #[cfg(target_arch = "aarch64")]
 pub use aarch64::{
     FunctionEntry, MemoCounts, PrivateUnwinder, StackMemo, capture, capture_layered,
-    capture_remembered, capture_remembered_from, capture_shared,
+    capture_remembered, capture_remembered_ending, capture_remembered_from,
+    capture_remembered_from_ending, capture_shared, capture_shared_ending,
 };
 pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
 pub use cfi::ObjectKey;
@@ -173,6 +174,7 @@ pub fn capture_shared<const BUCKETS: usize>(
     capture_shared_ending(cache, frames).len
 }
 
+#[cfg(target_arch = "x86_64")]
 /// [`capture_shared`], saying why the walk ended.
 #[inline(never)]
 pub fn capture_shared_ending<const BUCKETS: usize>(
@@ -223,6 +225,7 @@ pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS:
     capture_remembered_ending(local, shared, memo, frames).len
 }
 
+#[cfg(target_arch = "x86_64")]
 /// [`capture_remembered`], saying why the walk ended.
 #[inline(never)]
 pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const LEVELS: usize>(
@@ -275,6 +278,7 @@ pub unsafe fn capture_remembered_from<
     unsafe { capture_remembered_from_ending(local, shared, memo, entry, frames) }.len
 }
 
+#[cfg(target_arch = "x86_64")]
 /// [`capture_remembered_from`], saying why the walk ended.
 ///
 /// # Safety
