@@ -608,3 +608,116 @@ fn launcher_runs_and_refuses_attach() {
         "{stderr}"
     );
 }
+
+const INLINE_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static void *kept[100];
+static inline __attribute__((always_inline)) void *inlined_helper(size_t n) {
+  void *p = malloc(n);
+  memset(p, 1, n);
+  return p;
+}
+__attribute__((noinline)) void *outer_with_inline(size_t n) { return inlined_helper(n); }
+int main(void) {
+  for (int i = 0; i < 100; i++) kept[i] = outer_with_inline(80);
+  printf("%p\n", kept[99]);
+  return 0;
+}
+"#;
+
+/// The x86_64 heapdiff expands an aarch64 binary's inlined frames from its
+/// DWARF: a function inlined into its caller appears as its own frame,
+/// inside the caller, with exactly what it allocated.
+#[test]
+fn inlined_frames_of_an_aarch64_binary() {
+    let Some(shim) = toolchain() else { return };
+    let dir = TempDir::new("aarch64-inline");
+    let program = cross_compile(dir.path(), "inline", INLINE_C, false, &["-O2"]);
+    let outcome = emulated(&shim, &program, "lg_prof_sample:0").run();
+    outcome.assert_success();
+    let (file, _) = outcome.final_dump();
+    let stacks = folded(&file.path, "inuse-space");
+    let inlined: u64 = stacks
+        .iter()
+        .filter(|(frames, _)| has_chain(frames, &["main", "outer_with_inline", "inlined_helper"]))
+        .map(|(_, value)| value)
+        .sum();
+    assert_eq!(inlined, 8000, "{}", render(&stacks));
+}
+
+const BLOCKED_C: &str = r#"
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static void *kept[64];
+__attribute__((noinline)) void *blocked_block(size_t n) { void *p = malloc(n); memset(p, 1, n); return p; }
+static int has_signal_dump(pid_t pid) {
+  char wanted[64];
+  snprintf(wanted, sizeof wanted, ".%d.", (int)pid);
+  DIR *dir = opendir(".");
+  struct dirent *entry;
+  int found = 0;
+  while (dir && (entry = readdir(dir)))
+    found |= strstr(entry->d_name, wanted) && strstr(entry->d_name, ".s0.prof");
+  if (dir) closedir(dir);
+  return found;
+}
+int main(void) {
+  int ready[2];
+  if (pipe(ready)) return 2;
+  pid_t child = fork();
+  if (child == 0) {
+    for (int i = 0; i < 64; i++) kept[i] = blocked_block(1000);
+    close(ready[1]);
+    for (;;) { struct timespec t = {10, 0}; nanosleep(&t, NULL); }
+  }
+  close(ready[1]);
+  char byte;
+  read(ready[0], &byte, 1);
+  struct timespec settle = {0, 100 * 1000 * 1000};
+  nanosleep(&settle, NULL);
+  kill(child, SIGUSR2);
+  int dumped = 0;
+  for (int tries = 0; tries < 400 && !dumped; tries++) {
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    dumped = has_signal_dump(child);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  printf("child signal_dump=%d\n", dumped);
+  return !dumped;
+}
+"#;
+
+/// The dump signal reaches a process blocked in `nanosleep` (the signal
+/// context's pc at or just after an `svc`): its signal dump holds exactly
+/// the 64 blocks it allocated, and the sleep goes on.
+#[test]
+fn signal_dump_of_a_process_blocked_in_a_system_call() {
+    let Some(shim) = toolchain() else { return };
+    let dir = TempDir::new("aarch64-blocked");
+    let program = cross_compile(dir.path(), "blocked", BLOCKED_C, false, &["-O1"]);
+    let outcome = emulated(&shim, &program, "lg_prof_sample:0,prof_signal:USR2").run();
+    outcome.assert_success();
+    assert!(
+        outcome.stdout.contains("child signal_dump=1"),
+        "{}",
+        outcome.context()
+    );
+    let signal_dumps: Vec<_> = outcome
+        .dump_files()
+        .into_iter()
+        .filter(|file| file.trigger == "s")
+        .collect();
+    assert_eq!(signal_dumps.len(), 1, "{}", outcome.context());
+    let stacks = folded(&signal_dumps[0].path, "inuse-objects");
+    assert_eq!(by_leaf(&stacks, "blocked_block"), 64, "{}", render(&stacks));
+}
