@@ -39,7 +39,6 @@ pub unsafe fn calloc(count: usize, size: usize) -> *mut c_void {
 ///
 /// # Safety
 /// The C contract of `realloc`.
-#[cfg_attr(target_arch = "aarch64", inline(always))]
 pub unsafe fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
     // As the fast path: the units taken unless the size is 0 (the route
     // gives them back).

@@ -61,7 +61,7 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
     // SAFETY: same contract.
-    unsafe { contracts::calloc(count, size) }
+    unsafe { heapsample_recorder::routes::calloc_fast(count, size) }
 }
 
 /// # Safety
@@ -79,7 +79,7 @@ pub unsafe extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_vo
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: same contract.
-    unsafe { contracts::realloc(pointer, size) }
+    unsafe { heapsample_recorder::routes::realloc_fast(pointer, size) }
 }
 
 /// # Safety
