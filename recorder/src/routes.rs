@@ -211,9 +211,6 @@ pub fn set_routes(mode: u8) {
 ///
 /// # Safety
 /// The C contract of `malloc`.
-// On aarch64 the exported function is this one, inlined (no assembly
-// fast path there yet).
-#[cfg_attr(target_arch = "aarch64", inline(always))]
 pub unsafe fn malloc(size: usize) -> *mut c_void {
     let state = tls::current();
     if state.sampler.take(size) {
@@ -351,9 +348,6 @@ unsafe extern "C" fn free_exact(pointer: *mut c_void) {
 ///
 /// # Safety
 /// The C contract of `free`.
-// On aarch64 the exported function is this one, inlined (no assembly
-// fast path there yet).
-#[cfg_attr(target_arch = "aarch64", inline(always))]
 pub unsafe fn free(pointer: *mut c_void) {
     if LIVE.free_takes_route(pointer as usize) {
         // SAFETY: a route is always a function with free's signature.

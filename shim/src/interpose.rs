@@ -3,8 +3,9 @@
 //! malloc, free, calloc and realloc are the recorder's assembly fast paths
 //! themselves (`heapsample_recorder::fast_path`), which jump through the
 //! hook's route when they decline (the next allocator itself under
-//! `prof:false`). On aarch64 they are the same paths in Rust
-//! (`heapsample_recorder::routes::malloc` and its neighbours).
+//! `prof:false`). On aarch64 malloc and free are assembly too; calloc and
+//! realloc the same paths in Rust (`heapsample_recorder::routes::calloc_fast`
+//! and `realloc_fast`).
 
 use core::ffi::{c_int, c_void};
 
@@ -12,7 +13,6 @@ use heapsample_recorder::contracts;
 
 /// # Safety
 /// The C contract of `malloc`.
-#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
@@ -20,30 +20,11 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 }
 
 /// # Safety
-/// The C contract of `malloc`.
-#[cfg(target_arch = "aarch64")]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    // SAFETY: same contract.
-    unsafe { heapsample_recorder::routes::malloc(size) }
-}
-
-/// # Safety
 /// The C contract of `free`.
-#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(pointer: *mut c_void) {
     heapsample_recorder::free_entry!()
-}
-
-/// # Safety
-/// The C contract of `free`.
-#[cfg(target_arch = "aarch64")]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn free(pointer: *mut c_void) {
-    // SAFETY: same contract.
-    unsafe { heapsample_recorder::routes::free(pointer) }
 }
 
 /// # Safety
