@@ -38,6 +38,16 @@ command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 python3 -c 'import test.test_dict, test.test_subprocess' >/dev/null 2>&1 \
     || /usr/bin/python3 -c 'import test.test_dict, test.test_subprocess' >/dev/null 2>&1 \
     || need+=(libpython3.11-testsuite)
+# aarch64: Debian's cross toolchain, its Rust standard library for the
+# target, the arm64 C and C++ runtimes (multiarch) and qemu-user
+# (tests/tests/aarch64.rs).
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    dpkg --add-architecture arm64 || exit 1
+fi
+for package in rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu \
+    g++-aarch64-linux-gnu qemu-user libc6:arm64 libstdc++6:arm64; do
+    dpkg -s "$package" >/dev/null 2>&1 || need+=("$package")
+done
 if [ ${#need[@]} -gt 0 ]; then
     echo "== installing ${need[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -65,6 +75,14 @@ tests() { # tests NAME CARGO-TEST-ARGS...: one cargo test run, counted
 
 step "closing-line self-test" env PYTHONDONTWRITEBYTECODE=1 python3 scripts/test_summary_test.py
 step build cargo build --release --workspace --all-targets
+# The aarch64 shim and launcher, cross-built with Debian's rustc (the
+# machine's rustup has no other target) into their own target directory.
+aarch64_target="$root/target-arm"
+step "aarch64 build" env RUSTC=/usr/bin/rustc CARGO_TARGET_DIR="$aarch64_target" \
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+    /usr/bin/cargo build --release --target aarch64-unknown-linux-gnu \
+    -p heapsample-shim -p heapsample-cli
+export HEAPSAMPLE_AARCH64_SHIM="$aarch64_target/aarch64-unknown-linux-gnu/release/libheapsample.so"
 # The ten-minute bounded dump series (tests/tests/dump_series_long.rs) sleeps
 # most of its time: its binary runs in the background beside every other
 # step (cargo would hold the build directory's lock for its ten minutes),

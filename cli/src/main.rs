@@ -20,6 +20,12 @@ mod attach;
 mod collect;
 mod container;
 mod control;
+// On aarch64 every command that stops a thread refuses (`inject/unsupported.rs`):
+// what only that path uses is built but unused there.
+#[cfg_attr(
+    not(target_arch = "x86_64"),
+    allow(dead_code, unreachable_code, unused_variables)
+)]
 mod inject;
 mod library;
 mod options;

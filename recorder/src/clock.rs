@@ -179,9 +179,7 @@ fn scale(ticks: u64, rate: u64) -> u64 {
 
 #[inline(always)]
 fn tsc() -> u64 {
-    // SAFETY: rdtsc has no preconditions and only reads the time stamp
-    // counter (the sampler's seed reads it too).
-    unsafe { core::arch::x86_64::_rdtsc() }
+    crate::arch::counter_ticks()
 }
 
 /// The vDSO clock.
@@ -274,9 +272,7 @@ fn check_counter() {
 
 /// The counter ticks at one rate in every state and on every core.
 fn invariant_counter() -> bool {
-    use core::arch::x86_64::__cpuid;
-    // The extended leaf is read only where the highest one says it exists.
-    __cpuid(0x8000_0000).eax >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0
+    crate::arch::counter_is_invariant()
 }
 
 /// (counter, `CLOCK_MONOTONIC`) at one moment: the counter just before a

@@ -293,8 +293,6 @@ pub fn learn_risky_code() {
     RISKY_CODE_KNOWN.store(true, Relaxed);
 }
 
-const SYSCALL_INSTRUCTION: [u8; 2] = [0x0f, 0x05];
-
 /// Was the interrupted thread in code that holds no allocator or loader
 /// lock? Outside the risky objects, or blocked in a system call there (the
 /// kernel points the saved instruction at the `syscall` to restart it, or
@@ -304,25 +302,17 @@ fn interrupted_where_start_is_safe(context: *const libc::ucontext_t) -> bool {
         return false;
     }
     // SAFETY: the kernel's saved context of the interrupted thread.
-    let registers = unsafe { &(*context).uc_mcontext.gregs };
-    let pc = registers[libc::REG_RIP as usize] as usize;
+    let pc = unsafe { crate::arch::interrupted_pc(context) };
     let risky = RISKY_CODE
         .iter()
         .any(|(start, end)| pc >= start.load(Relaxed) && pc < end.load(Relaxed));
     if !risky {
         return true;
     }
-    // SAFETY: pc lies in a mapped code segment of a loaded object, at least
-    // two bytes from its start (a syscall instruction precedes any return).
-    let (at, before) = unsafe {
-        (
-            core::ptr::read_unaligned(pc as *const [u8; 2]),
-            core::ptr::read_unaligned((pc - 2) as *const [u8; 2]),
-        )
-    };
-    at == SYSCALL_INSTRUCTION
-        || (before == SYSCALL_INSTRUCTION
-            && registers[libc::REG_RAX as usize] == -(libc::EINTR as i64))
+    // SAFETY: the kernel's context; pc lies in a mapped code segment of a
+    // loaded object, at least one instruction from its start (a syscall
+    // instruction precedes any return).
+    unsafe { crate::arch::stopped_in_syscall(context, pc) }
 }
 
 /// Start the thread unless it runs. Returns true if this call started it.

@@ -44,6 +44,12 @@
 //!   [`crate::routes::REALLOC_ROUTE`] with the units taken. `realloc(NULL,
 //!   n)` is malloc.
 //!
+//! On aarch64 `malloc` and `free` are the same tests in aarch64 assembly
+//! (15 and 9 instructions: the thread pointer `TPIDR_EL0` plus the
+//! initial-exec offset from the GOT, the statics `adrp`-relative, x16 for
+//! the tail jump); calloc and realloc are Rust there
+//! (`routes::calloc_fast`, `routes::realloc_fast`).
+//!
 //! Runs inside malloc and free: no allocation, no locks, no calls, no
 //! writes outside the calling thread's own cache line.
 
@@ -122,6 +128,7 @@ macro_rules! filter_test_asm {
 
 /// The body of the exported `malloc`: expand inside a
 /// `#[unsafe(naked)] extern "C" fn malloc(size: usize) -> *mut c_void`.
+#[cfg(target_arch = "x86_64")]
 #[macro_export]
 macro_rules! malloc_entry {
     () => {
@@ -142,6 +149,7 @@ macro_rules! malloc_entry {
 
 /// The body of the exported `free`: expand inside a
 /// `#[unsafe(naked)] extern "C" fn free(pointer: *mut c_void)`.
+#[cfg(target_arch = "x86_64")]
 #[macro_export]
 macro_rules! free_entry {
     () => {
@@ -212,6 +220,81 @@ macro_rules! realloc_entry {
             next = sym $crate::next_alloc::NEXT,
             next_realloc = const $crate::fast_path::NEXT_REALLOC,
             route = sym $crate::routes::REALLOC_ROUTE,
+        )
+    };
+}
+
+/// Width of the filter index (the mask is `2^width − 1`), for aarch64's
+/// `ubfx`.
+pub const FILTER_INDEX_BITS: u32 = FILTER_INDEX_MASK.trailing_ones();
+const _: () = assert!(FILTER_INDEX_MASK == (1 << FILTER_INDEX_BITS) - 1);
+
+/// aarch64's `malloc` (15 instructions on the common path): the same
+/// countdown test as x86_64's, `countdown + !size` (= countdown − size − 1,
+/// carry clear on a borrow) stored back, and the route taken when that
+/// borrowed or left 0; the thread block through the thread pointer and
+/// the initial-exec offset in the GOT; the statics reached directly
+/// (x16: the intra-procedure-call scratch register).
+#[cfg(target_arch = "aarch64")]
+#[macro_export]
+macro_rules! malloc_entry {
+    () => {
+        core::arch::naked_asm!(
+            "mrs x9, tpidr_el0",
+            "adrp x10, :gottprel:heapsample_thread_state",
+            "ldr x10, [x10, #:gottprel_lo12:heapsample_thread_state]",
+            "add x9, x9, x10",
+            "ldr x10, [x9, #{countdown}]",
+            "mvn x11, x0",
+            "adds x10, x10, x11",
+            "str x10, [x9, #{countdown}]",
+            "b.ls 2f",
+            "ldr x10, [x9, #{allocations}]",
+            "add x10, x10, #1",
+            "str x10, [x9, #{allocations}]",
+            "adrp x16, {next} + {next_malloc}",
+            "ldr x16, [x16, #:lo12:{next} + {next_malloc}]",
+            "br x16",
+            "2:",
+            "adrp x16, {route}",
+            "ldr x16, [x16, #:lo12:{route}]",
+            "br x16",
+            countdown = const $crate::fast_path::COUNTDOWN,
+            allocations = const $crate::fast_path::ALLOCATIONS,
+            next = sym $crate::next_alloc::NEXT,
+            next_malloc = const $crate::fast_path::NEXT_MALLOC,
+            route = sym $crate::routes::MALLOC_ROUTE,
+        )
+    };
+}
+
+/// aarch64's `free` (9 instructions): the filter counter of the pointer's
+/// page, zero to the next `free`, else the route.
+#[cfg(target_arch = "aarch64")]
+#[macro_export]
+macro_rules! free_entry {
+    () => {
+        core::arch::naked_asm!(
+            "ubfx x9, x0, #{page_shift}, #{index_bits}",
+            "adrp x10, {live} + {filter}",
+            "add x10, x10, #:lo12:{live} + {filter}",
+            "add x10, x10, x9, lsl #2",
+            "ldr w10, [x10]",
+            "cbnz w10, 2f",
+            "adrp x16, {next} + {next_free}",
+            "ldr x16, [x16, #:lo12:{next} + {next_free}]",
+            "br x16",
+            "2:",
+            "adrp x16, {route}",
+            "ldr x16, [x16, #:lo12:{route}]",
+            "br x16",
+            page_shift = const $crate::live_table::FILTER_PAGE_SHIFT,
+            index_bits = const $crate::fast_path::FILTER_INDEX_BITS,
+            live = sym $crate::live_table::LIVE,
+            filter = const $crate::live_table::FILTER_OFFSET,
+            next = sym $crate::next_alloc::NEXT,
+            next_free = const $crate::fast_path::NEXT_FREE,
+            route = sym $crate::routes::FREE_ROUTE,
         )
     };
 }

@@ -10,7 +10,7 @@
 //! that runs inside malloc lives in layers 0–8 and never imports layer 9,
 //! which does I/O.
 //!
-//! 0. leaves: [`sys`] (mmap, errno), [`syscalls`] (system calls made
+//! 0. leaves: [`arch`] (what differs by processor), [`sys`] (mmap, errno), [`syscalls`] (system calls made
 //!    without their libc wrappers), [`clock`] (the time of sample events),
 //!    [`warn`](mod@warn), [`config`] (PROF_CONF, the `heapsample-options`
 //!    crate's, re-exported),
@@ -47,6 +47,7 @@
 //!    (relocation slots) and [`takeover`] (attach and detach).
 
 pub mod api;
+pub mod arch;
 pub mod attachment;
 pub mod backtrace;
 pub mod chunks;

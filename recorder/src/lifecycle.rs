@@ -201,7 +201,7 @@ extern "C" fn fork_prepare() {
     // about (several `cpuid`s: tens of microseconds in a virtual machine),
     // detected once in the parent so that children inherit the answer; a
     // process that never forks asks only if it writes such a dump.
-    let _ = std::is_x86_feature_detected!("pclmulqdq");
+    crate::arch::detect_crc_instructions();
     if take_locks {
         // Not the dump lock: a dump in progress must not delay fork.
         modules::lock_for_fork();

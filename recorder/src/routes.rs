@@ -83,8 +83,9 @@ pub const ENTRY_STUB_MAX_LG: u32 = 12;
 /// rsp and rbp in the next two argument registers (`$rsp`, `$rbp`) and
 /// jumps to `$body`, which takes them after the C arguments.
 macro_rules! route_with_entry {
-    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $body:ident, $rsp:literal, $rbp:literal) => {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*) -> $body:ident, $rsp:tt, $rbp:tt) => {
         $(#[$doc])*
+        #[cfg(target_arch = "x86_64")]
         #[unsafe(naked)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
             core::arch::naked_asm!(
@@ -94,6 +95,40 @@ macro_rules! route_with_entry {
                 body = sym $body,
             )
         }
+
+        $(#[$doc])*
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+            core::arch::naked_asm!(
+                concat!("mov ", $crate::entry_register!($rsp), ", sp"),
+                concat!("mov ", $crate::entry_register!($rbp), ", x29"),
+                "b {body}",
+                body = sym $body,
+            )
+        }
+    };
+}
+
+/// The aarch64 argument register in the position of an x86_64 one (the
+/// entry stubs name the registers that follow a C signature's arguments).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! entry_register {
+    ("rsi") => {
+        "x1"
+    };
+    ("rdx") => {
+        "x2"
+    };
+    ("rcx") => {
+        "x3"
+    };
+    ("r8") => {
+        "x4"
+    };
+    ("r9") => {
+        "x5"
     };
 }
 
@@ -186,6 +221,55 @@ pub unsafe fn malloc(size: usize) -> *mut c_void {
     }
     // SAFETY: a route is always a function with malloc's signature.
     unsafe { core::mem::transmute::<*mut (), MallocFn>(MALLOC_ROUTE.load(Relaxed))(size) }
+}
+
+/// `calloc`'s fast path in Rust, the aarch64 export: what
+/// `fast_path::calloc_entry!` does on x86_64 (a product that overflows
+/// takes the route before any unit is taken; a crossing takes it with the
+/// units taken).
+///
+/// # Safety
+/// The C contract of `calloc`.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub unsafe fn calloc_fast(count: usize, size: usize) -> *mut c_void {
+    if let Some(bytes) = count.checked_mul(size) {
+        let state = tls::current();
+        if state.sampler.take(bytes) {
+            ThreadState::bump(&state.allocations, 1);
+            // SAFETY: a positive countdown means the profiler is running,
+            // so the next allocator is resolved.
+            return unsafe { next_alloc::calloc(count, size) };
+        }
+    }
+    // SAFETY: a route is always a function with calloc's signature.
+    unsafe { core::mem::transmute::<*mut (), CallocFn>(CALLOC_ROUTE.load(Relaxed))(count, size) }
+}
+
+/// `realloc`'s fast path in Rust, the aarch64 export: what
+/// `fast_path::realloc_entry!` does on x86_64 (a size of 0 takes the route
+/// before any unit is taken; a crossing, or an old block whose page the
+/// live-sample filter marks, takes it with the units taken).
+///
+/// # Safety
+/// The C contract of `realloc`.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub unsafe fn realloc_fast(pointer: *mut c_void, size: usize) -> *mut c_void {
+    if size != 0 {
+        let state = tls::current();
+        if state.sampler.take(size) && !LIVE.free_takes_route(pointer as usize) {
+            ThreadState::bump(&state.allocations, 1);
+            // SAFETY: a positive countdown means the profiler is running,
+            // so the next allocator is resolved; the old block is not one
+            // of ours (the filter would have sent it to the route).
+            return unsafe { next_alloc::realloc(pointer, size) };
+        }
+    }
+    // SAFETY: a route is always a function with realloc's signature.
+    unsafe {
+        core::mem::transmute::<*mut (), ReallocFn>(REALLOC_ROUTE.load(Relaxed))(pointer, size)
+    }
 }
 
 route_with_entry!(

@@ -108,8 +108,7 @@ pub fn inclusion_probability(size: u64) -> f64 {
 /// A seed for a new thread's generator, distinct per thread and per run,
 /// made without allocating or calling the kernel.
 pub fn seed(thread_address: usize, serial: u32) -> u64 {
-    // SAFETY: rdtsc has no preconditions and only reads the time stamp counter.
-    let ticks = unsafe { core::arch::x86_64::_rdtsc() };
+    let ticks = crate::arch::counter_ticks();
     let mut state = ticks ^ (thread_address as u64).rotate_left(32) ^ u64::from(serial) << 7;
     next_random(&mut state) | 1
 }

@@ -152,19 +152,7 @@ pub fn thread_id() -> u32 {
 /// gettid by the `syscall` instruction: a forked child that takes its first
 /// lock (at exit, say) need not fault in the page of libc's wrapper.
 fn gettid() -> u32 {
-    let id: i64;
-    // SAFETY: gettid takes no arguments and cannot fail; the kernel
-    // clobbers only rcx and r11 and touches no memory of ours.
-    unsafe {
-        core::arch::asm!(
-            "syscall",
-            inlateout("rax") libc::SYS_gettid => id,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack, preserves_flags),
-        );
-    }
-    id as u32
+    crate::arch::gettid()
 }
 
 /// In a forked child: the surviving thread has a new id (call first thing

@@ -257,18 +257,7 @@ fn add_exact_live(delta: i64) -> i64 {
 /// change is never lost.
 #[inline(always)]
 fn add_on_the_only_thread(cell: &AtomicI64, delta: i64) -> i64 {
-    let mut before = delta;
-    // SAFETY: `cell` points to a live, aligned i64; one instruction reads
-    // and writes it, touching nothing else.
-    unsafe {
-        core::arch::asm!(
-            "xadd qword ptr [{cell}], {value}",
-            cell = in(reg) cell.as_ptr(),
-            value = inout(reg) before,
-            options(nostack),
-        );
-    }
-    before.wrapping_add(delta)
+    crate::arch::add_on_the_only_thread(cell, delta).wrapping_add(delta)
 }
 
 #[cold]

@@ -98,13 +98,21 @@ pub unsafe fn lstat(path: *const c_char, status: *mut libc::stat) -> c_int {
     as_int(unsafe { call(libc::SYS_newfstatat, args) })
 }
 
+/// `AT_FDCWD` as a system call argument.
+#[cfg(not(target_arch = "x86_64"))]
+const AT_FDCWD: usize = libc::AT_FDCWD as usize;
+
 /// `unlink(path)`.
 ///
 /// # Safety
 /// `path` is a NUL-terminated string.
 pub unsafe fn unlink(path: *const c_char) -> c_int {
     // SAFETY: per the contract.
-    as_int(unsafe { call(libc::SYS_unlink, [path as usize, 0, 0, 0, 0, 0]) })
+    #[cfg(target_arch = "x86_64")]
+    return as_int(unsafe { call(libc::SYS_unlink, [path as usize, 0, 0, 0, 0, 0]) });
+    // SAFETY: per the contract (aarch64 has only the `*at` calls).
+    #[cfg(not(target_arch = "x86_64"))]
+    return as_int(unsafe { call(libc::SYS_unlinkat, [AT_FDCWD, path as usize, 0, 0, 0, 0]) });
 }
 
 /// `rename(from, to)`.
@@ -113,7 +121,11 @@ pub unsafe fn unlink(path: *const c_char) -> c_int {
 /// Both are NUL-terminated strings.
 pub unsafe fn rename(from: *const c_char, to: *const c_char) -> c_int {
     // SAFETY: per the contract.
-    as_int(unsafe { call(libc::SYS_rename, [from as usize, to as usize, 0, 0, 0, 0]) })
+    #[cfg(target_arch = "x86_64")]
+    return as_int(unsafe { call(libc::SYS_rename, [from as usize, to as usize, 0, 0, 0, 0]) });
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: per the contract (aarch64 has only the `*at` calls).
+    return unsafe { renameat2(libc::AT_FDCWD, from, libc::AT_FDCWD, to, 0) };
 }
 
 /// `renameat2(from_dir, from, to_dir, to, flags)`.
@@ -145,7 +157,13 @@ pub unsafe fn renameat2(
 /// Both are NUL-terminated strings.
 pub unsafe fn link(from: *const c_char, to: *const c_char) -> c_int {
     // SAFETY: per the contract.
-    as_int(unsafe { call(libc::SYS_link, [from as usize, to as usize, 0, 0, 0, 0]) })
+    #[cfg(target_arch = "x86_64")]
+    return as_int(unsafe { call(libc::SYS_link, [from as usize, to as usize, 0, 0, 0, 0]) });
+    #[cfg(not(target_arch = "x86_64"))]
+    let args = [AT_FDCWD, from as usize, AT_FDCWD, to as usize, 0, 0];
+    // SAFETY: per the contract (aarch64 has only the `*at` calls).
+    #[cfg(not(target_arch = "x86_64"))]
+    return as_int(unsafe { call(libc::SYS_linkat, args) });
 }
 
 /// `lseek(fd, offset, whence)`.
@@ -168,7 +186,12 @@ pub unsafe fn lseek(fd: c_int, offset: libc::off_t, whence: c_int) -> libc::off_
 /// As for the libc function of that name.
 pub unsafe fn pause() -> c_int {
     // SAFETY: no arguments.
-    as_int(unsafe { call(libc::SYS_pause, [0; 6]) })
+    #[cfg(target_arch = "x86_64")]
+    return as_int(unsafe { call(libc::SYS_pause, [0; 6]) });
+    // SAFETY: no descriptors, no timeout, no mask: until a signal (aarch64
+    // has no `pause`).
+    #[cfg(not(target_arch = "x86_64"))]
+    return as_int(unsafe { call(libc::SYS_ppoll, [0; 6]) });
 }
 
 /// `mmap(NULL, bytes, protection, flags, fd, 0)`: the address, or

@@ -248,6 +248,7 @@ pub fn after_dlclose() {
 /// return trick of [`return_gadget`]).
 static SHADOW_STACK: AtomicU8 = AtomicU8::new(0);
 
+#[cfg(target_arch = "x86_64")]
 fn shadow_stack_enabled() -> bool {
     const ARCH_SHSTK_STATUS: libc::c_int = 0x5005;
     const ARCH_SHSTK_SHSTK: u64 = 1;
@@ -256,6 +257,13 @@ fn shadow_stack_enabled() -> bool {
     // a valid u64; older kernels fail with EINVAL.
     let status = unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_SHSTK_STATUS, &mut features) };
     status == 0 && features & ARCH_SHSTK_SHSTK != 0
+}
+
+/// No return trick on aarch64 (its `dlopen` hook calls the next one
+/// plainly): answered as if a shadow stack forbade it.
+#[cfg(not(target_arch = "x86_64"))]
+fn shadow_stack_enabled() -> bool {
+    true
 }
 
 /// A `ret` instruction in the same page as `return_address` (the caller

@@ -317,8 +317,42 @@ pub fn current() -> &'static ThreadState {
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-compile_error!("heapsample's initial-exec TLS is written for x86_64 only");
+#[cfg(target_arch = "aarch64")]
+core::arch::global_asm!(
+    ".section .tbss.heapsample_thread_state,\"awT\",%nobits",
+    ".p2align 6",
+    ".globl heapsample_thread_state",
+    ".hidden heapsample_thread_state",
+    ".type heapsample_thread_state, %object",
+    ".size heapsample_thread_state, {size}",
+    "heapsample_thread_state:",
+    ".zero {size}",
+    ".text",
+    size = const THREAD_STATE_BYTES,
+);
+
+/// The calling thread's hot state.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub fn current() -> &'static ThreadState {
+    let address: *const ThreadState;
+    // SAFETY: reads the thread pointer (TPIDR_EL0) and the linker-computed
+    // offset of our initial-exec TLS symbol from the GOT; the sum is this
+    // thread's block, valid (and zero-initialised by the loader) for the
+    // thread's whole life.
+    unsafe {
+        core::arch::asm!(
+            "mrs {addr}, tpidr_el0",
+            "adrp {offset}, :gottprel:heapsample_thread_state",
+            "ldr {offset}, [{offset}, #:gottprel_lo12:heapsample_thread_state]",
+            "add {addr}, {addr}, {offset}",
+            addr = out(reg) address,
+            offset = out(reg) _,
+            options(nostack, pure, readonly, preserves_flags),
+        );
+        &*address
+    }
+}
 
 /// A scope that marks the thread as inside the profiler.
 pub struct Guard {

@@ -8,6 +8,7 @@ const LAYERS: heapsample_layers::Layers<'static> = &[
     (
         "leaves",
         &[
+            "arch",
             "sys",
             "syscalls",
             "clock",

@@ -13,14 +13,38 @@ use core::ffi::c_void;
 use heapsample_recorder::backtrace::HookEntry;
 use heapsample_recorder::cxx::{self, NewCall, NextOperator, OperatorRoute};
 
+/// A naked export's body: a tail jump through the route in `$route` (its
+/// first word), leaving every argument register as the caller set it.
+#[cfg(target_arch = "x86_64")]
+macro_rules! jump_through_route {
+    ($route:path) => {
+        core::arch::naked_asm!("jmp qword ptr [rip + {route}]", route = sym $route)
+    };
+}
+
+/// A naked export's body: a tail jump through the route in `$route` (its
+/// first word), leaving every argument register and x30 as the caller set
+/// them (x16 is the intra-procedure-call scratch register).
+#[cfg(target_arch = "aarch64")]
+macro_rules! jump_through_route {
+    ($route:path) => {
+        core::arch::naked_asm!(
+            "adrp x16, {route}",
+            "ldr x16, [x16, :lo12:{route}]",
+            "br x16",
+            route = sym $route,
+        )
+    };
+}
+
 macro_rules! operator_new {
-    ($export:ident ( $($arg:ident : $ty:ty),* ), nothrow: $nothrow:expr, aligned: $align:expr, entry in $rsp:literal, $rbp:literal) => {
+    ($export:ident ( $($arg:ident : $ty:ty),* ), nothrow: $nothrow:expr, aligned: $align:expr, entry in $rsp:tt, $rbp:tt) => {
         /// # Safety
         /// The C++ contract of this operator.
         #[unsafe(naked)]
         #[unsafe(no_mangle)]
         pub unsafe extern "C-unwind" fn $export(size: usize $(, $arg: $ty)*) -> *mut c_void {
-            core::arch::naked_asm!("jmp qword ptr [rip + {route}]", route = sym $export::ROUTE)
+            jump_through_route!($export::ROUTE)
         }
 
         #[allow(non_snake_case)]
@@ -36,12 +60,24 @@ macro_rules! operator_new {
                 unsafe { body(size $(, $arg)*, HookEntry::UNKNOWN) }
             }
 
+            #[cfg(target_arch = "x86_64")]
             #[unsafe(naked)]
             unsafe extern "C-unwind" fn wrapper_with_entry(size: usize $(, $arg: $ty)*) -> *mut c_void {
                 core::arch::naked_asm!(
                     concat!("mov ", $rsp, ", rsp"),
                     concat!("mov ", $rbp, ", rbp"),
                     "jmp {body}",
+                    body = sym wrapper_from,
+                )
+            }
+
+            #[cfg(target_arch = "aarch64")]
+            #[unsafe(naked)]
+            unsafe extern "C-unwind" fn wrapper_with_entry(size: usize $(, $arg: $ty)*) -> *mut c_void {
+                core::arch::naked_asm!(
+                    concat!("mov ", heapsample_recorder::entry_register!($rsp), ", sp"),
+                    concat!("mov ", heapsample_recorder::entry_register!($rbp), ", x29"),
+                    "b {body}",
                     body = sym wrapper_from,
                 )
             }
@@ -75,7 +111,7 @@ macro_rules! operator_delete {
         #[unsafe(naked)]
         #[unsafe(no_mangle)]
         pub unsafe extern "C-unwind" fn $export(pointer: *mut c_void $(, $arg: $ty)*) {
-            core::arch::naked_asm!("jmp qword ptr [rip + {route}]", route = sym $export::ROUTE)
+            jump_through_route!($export::ROUTE)
         }
 
         #[allow(non_snake_case)]

@@ -54,6 +54,7 @@ unsafe extern "C" fn after_dlopen(handle: *mut c_void) -> *mut c_void {
 ///
 /// # Safety
 /// The C contract of `dlopen`.
+#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut c_void {
@@ -104,6 +105,47 @@ pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut c_voi
         before = sym before_dlopen,
         redirecting = sym takeover::REDIRECTING,
         gadget = sym takeover::return_gadget,
+        after = sym after_dlopen,
+    )
+}
+
+/// `dlopen` on aarch64: the same tail jump to the next definition with the
+/// caller's x30 untouched, so the loader sees the program's code as the
+/// caller. While attached (not supported on aarch64 yet, so never) it
+/// calls the next definition plainly and redirects what it loaded.
+///
+/// # Safety
+/// The C contract of `dlopen`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlopen(file: *const c_char, flags: c_int) -> *mut c_void {
+    core::arch::naked_asm!(
+        "stp x29, x30, [sp, #-32]!",
+        "mov x29, sp",
+        "stp x0, x1, [sp, #16]",
+        "bl {before}",
+        "mov x16, x0",
+        "ldp x0, x1, [sp, #16]",
+        "ldp x29, x30, [sp], #32",
+        "cbz x16, 2f",
+        "adrp x17, {redirecting}",
+        "ldrb w17, [x17, :lo12:{redirecting}]",
+        "cbnz w17, 3f",
+        "br x16",
+        "2:",
+        "mov x0, xzr",
+        "ret",
+        // Attached: call the next dlopen, then redirect what it loaded.
+        "3:",
+        "stp x29, x30, [sp, #-16]!",
+        "mov x29, sp",
+        "blr x16",
+        "bl {after}",
+        "ldp x29, x30, [sp], #16",
+        "ret",
+        before = sym before_dlopen,
+        redirecting = sym takeover::REDIRECTING,
         after = sym after_dlopen,
     )
 }

@@ -3,7 +3,9 @@
 //! malloc, free, calloc and realloc are the recorder's assembly fast paths
 //! themselves (`heapsample_recorder::fast_path`), which jump through the
 //! hook's route when they decline (the next allocator itself under
-//! `prof:false`).
+//! `prof:false`). On aarch64 malloc and free are assembly too; calloc and
+//! realloc the same paths in Rust (`heapsample_recorder::routes::calloc_fast`
+//! and `realloc_fast`).
 
 use core::ffi::{c_int, c_void};
 
@@ -27,6 +29,7 @@ pub unsafe extern "C" fn free(pointer: *mut c_void) {
 
 /// # Safety
 /// The C contract of `calloc`.
+#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
@@ -34,11 +37,30 @@ pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
 }
 
 /// # Safety
+/// The C contract of `calloc`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn calloc(count: usize, size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { heapsample_recorder::routes::calloc_fast(count, size) }
+}
+
+/// # Safety
 /// The C contract of `realloc`.
+#[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
     heapsample_recorder::realloc_entry!()
+}
+
+/// # Safety
+/// The C contract of `realloc`.
+#[cfg(target_arch = "aarch64")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn realloc(pointer: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { heapsample_recorder::routes::realloc_fast(pointer, size) }
 }
 
 /// # Safety

@@ -104,26 +104,47 @@
 //! libgcc_eh linked statically: [`use_process_libgcc`] then answers with the process's
 //! own libgcc_s where it has one).
 
-#![cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#![cfg(all(
+    any(target_arch = "x86_64", target_arch = "aarch64"),
+    target_os = "linux"
+))]
+// On aarch64 the cached walk is not ported yet (`aarch64`): its rule
+// machinery is built but unused there.
+#![cfg_attr(target_arch = "aarch64", allow(dead_code))]
 
+#[cfg(target_arch = "aarch64")]
+mod aarch64;
 mod cache;
 mod cfi;
 mod ending;
 mod libgcc;
+#[cfg(target_arch = "x86_64")]
 mod memo;
 mod rule;
+#[cfg(target_arch = "x86_64")]
 mod walk;
 
+#[cfg(target_arch = "aarch64")]
+pub use aarch64::{
+    FunctionEntry, MemoCounts, PrivateUnwinder, StackMemo, capture, capture_layered,
+    capture_remembered, capture_remembered_ending, capture_remembered_from,
+    capture_remembered_from_ending, capture_shared, capture_shared_ending,
+};
 pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
 pub use cfi::ObjectKey;
 pub use ending::{Captured, Ending};
 pub use libgcc::use_process_libgcc;
+#[cfg(target_arch = "x86_64")]
 pub use memo::{MemoCounts, StackMemo};
+#[cfg(target_arch = "x86_64")]
 pub use walk::FunctionEntry;
 
+#[cfg(target_arch = "x86_64")]
 use cache::{LayeredStore, LocalStore, SharedStore};
+#[cfg(target_arch = "x86_64")]
 use walk::{Registers, Start, WalkEnd};
 
+#[cfg(target_arch = "x86_64")]
 /// Captures the current stack using a thread-private rule cache.
 ///
 /// See the [crate documentation](crate) for the contract. Never allocates, locks or
@@ -139,6 +160,7 @@ pub fn capture<const BUCKETS: usize>(cache: &mut RuleCache<BUCKETS>, frames: &mu
     finish(end, frames).len
 }
 
+#[cfg(target_arch = "x86_64")]
 /// Captures the current stack using a process-wide rule cache shared by all threads.
 /// (See [`capture_shared_ending`] for why it ended.)
 ///
@@ -152,6 +174,7 @@ pub fn capture_shared<const BUCKETS: usize>(
     capture_shared_ending(cache, frames).len
 }
 
+#[cfg(target_arch = "x86_64")]
 /// [`capture_shared`], saying why the walk ended.
 #[inline(never)]
 pub fn capture_shared_ending<const BUCKETS: usize>(
@@ -163,6 +186,7 @@ pub fn capture_shared_ending<const BUCKETS: usize>(
     finish(walk::walk(Start::Here(regs), &mut store, frames), frames)
 }
 
+#[cfg(target_arch = "x86_64")]
 /// Captures the current stack using a thread-private cache backed by a shared one:
 /// rules missing from `local` are looked up in `shared` before they are computed, and
 /// computed rules go into both.
@@ -184,6 +208,7 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     finish(end, frames).len
 }
 
+#[cfg(target_arch = "x86_64")]
 /// Captures the current stack like [`capture_layered`], replaying the outer frames that
 /// are unchanged since the previous capture through `memo` instead of stepping them
 /// (see [`StackMemo`] for why a replayed frame is never stale).
@@ -200,6 +225,7 @@ pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS:
     capture_remembered_ending(local, shared, memo, frames).len
 }
 
+#[cfg(target_arch = "x86_64")]
 /// [`capture_remembered`], saying why the walk ended.
 #[inline(never)]
 pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const LEVELS: usize>(
@@ -218,6 +244,7 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
     finish(end, frames)
 }
 
+#[cfg(target_arch = "x86_64")]
 /// Captures the stack of the caller of a function that is still running, from the
 /// registers saved at that function's entry, like [`capture_remembered`] otherwise:
 /// the frames of that function and of everything it called up to this capture are
@@ -251,6 +278,7 @@ pub unsafe fn capture_remembered_from<
     unsafe { capture_remembered_from_ending(local, shared, memo, entry, frames) }.len
 }
 
+#[cfg(target_arch = "x86_64")]
 /// [`capture_remembered_from`], saying why the walk ended.
 ///
 /// # Safety
@@ -285,6 +313,7 @@ pub unsafe fn capture_remembered_from_ending<
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 /// One thread's private unwinding state for [`capture_remembered`]: a rule cache of
 /// `LOCAL` buckets in front of a shared one, and the memo of the last walk. All-zero
 /// memory is a valid empty one (build it in zeroed heap memory: it is large).
@@ -294,6 +323,7 @@ pub struct PrivateUnwinder<const LOCAL: usize, const LEVELS: usize> {
     memo: StackMemo<LEVELS>,
 }
 
+#[cfg(target_arch = "x86_64")]
 impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
     /// [`capture_remembered_ending`] with this state, backed by `shared`.
     #[inline(always)]
@@ -375,6 +405,7 @@ pub fn capture_libgcc(frames: &mut [u64]) -> usize {
     core::hint::black_box(libgcc::backtrace(frames, 2))
 }
 
+#[cfg(target_arch = "x86_64")]
 /// Turns the fast walk's outcome into the final frame count, redoing the capture with
 /// libgcc when the fast walk could not finish.
 ///

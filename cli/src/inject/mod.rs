@@ -17,11 +17,22 @@
 //! program, a stopped process); [`Session`] then stops one thread, calls
 //! functions on it and lets it go.
 
+#[cfg(target_arch = "x86_64")]
 mod frames;
 mod proc;
+#[cfg(target_arch = "x86_64")]
 mod safepoint;
 mod symbols;
+#[cfg(target_arch = "x86_64")]
 mod tracer;
+#[cfg(not(target_arch = "x86_64"))]
+mod unsupported;
+#[cfg(not(target_arch = "x86_64"))]
+use unsupported as frames;
+#[cfg(not(target_arch = "x86_64"))]
+use unsupported as safepoint;
+#[cfg(not(target_arch = "x86_64"))]
+use unsupported as tracer;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -60,6 +71,8 @@ impl Target {
         if !process.exists() {
             return Err(Failure::new(format!("no process {pid}")));
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        return Err(unsupported::refusal(process));
         let name = process.name();
         let maps = process
             .maps()
@@ -325,7 +338,7 @@ impl Session {
         let stopped = safepoint::stop_one(process, &target.landscape, timeout, &|errno| {
             refusal(process, errno)
         })?;
-        let end = (stopped.registers.rsp - 128) & !15;
+        let end = (stopped.stack_pointer() - 128) & !15;
         let start = end - SCRATCH;
         Ok(Session {
             stopped,
@@ -338,7 +351,7 @@ impl Session {
 
     /// The thread used.
     pub fn thread(&self) -> i32 {
-        self.stopped.tid
+        self.stopped.tid()
     }
 
     /// Copy `bytes` into the scratch area; returns their address.

@@ -189,6 +189,16 @@ fn call_mask() -> u64 {
 }
 
 impl Stopped {
+    /// Its thread id.
+    pub fn tid(&self) -> pid_t {
+        self.tid
+    }
+
+    /// Its stack pointer when it stopped.
+    pub fn stack_pointer(&self) -> u64 {
+        self.registers.rsp
+    }
+
     /// Let go of the thread as it was.
     pub fn release(mut self) -> Result<(), Failure> {
         let mut registers = self.registers;
