@@ -74,7 +74,7 @@ pub fn run(args: &PushArgs) -> Result<ExitCode, String> {
             .ok_or_else(|| format!("--{what} {value}: a positive number of seconds"))
     };
     let mut symbolize = SymbolizeOptions::with_debug_dirs(args.debug_dir.clone());
-    symbolize.progress = false;
+    symbolize.progress = None;
     let state = match &args.state {
         Some(state) => state.clone(),
         None => {
