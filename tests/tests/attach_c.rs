@@ -147,6 +147,15 @@ fn every_time_view_counts_from_the_attach(
         title.contains("since the attach"),
         "the svg's title: {title}"
     );
+    // A birth range counts from the attach too.
+    let ranged = heapsample_tests::heapdiff_ok(&["-f", "text", "--born-after", "0s", dump_path]);
+    assert!(
+        ranged.lines().any(
+            |l| l.starts_with("heapdiff: in use counts only memory born in [")
+                && l.ends_with(" since the attach")
+        ),
+        "{ranged}"
+    );
     let run_since_attach = dump.time_unix_ns - attached_at;
     for report in ["ages", "leaks", "lifetimes"] {
         let text = heapsample_tests::heapdiff_ok(&[report, dump_path]);

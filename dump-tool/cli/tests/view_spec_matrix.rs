@@ -70,8 +70,8 @@ fn shown(dir: &Path, dump: &Path, format: &str, args: &[&str], base: Option<&Pat
                 .collect();
             comments.join("\n")
         }
-        // The svg's text is XML-escaped.
-        "svg" => std::fs::read_to_string(&out_path)
+        // The svg's and the page's text is XML-escaped.
+        "svg" | "html" => std::fs::read_to_string(&out_path)
             .unwrap()
             .replace("&apos;", "'")
             .replace("&#39;", "'")
@@ -138,8 +138,10 @@ fn every_format_names_every_view_option() {
     let path = fixture.dir.join("one.prof");
     std::fs::write(&path, encode(&profile)).unwrap();
     let mut missing = Vec::new();
-    for format in FORMATS {
-        for (args, words) in OPTIONS {
+    let mut summaries = String::new();
+    for (args, words) in OPTIONS {
+        let mut lines: Vec<(&str, Option<String>)> = Vec::new();
+        for format in FORMATS {
             let shown = shown(&fixture.dir, &path, format, args, None);
             if !shown.contains(words) {
                 missing.push(format!("{format} {args:?}: no {words:?}"));
@@ -147,9 +149,42 @@ fn every_format_names_every_view_option() {
             if !shown.contains("sampling period 1 bytes") {
                 missing.push(format!("{format} {args:?}: no sampling period"));
             }
+            lines.push((format, view_line(&shown)));
         }
+        // Every format states the view in the same words.
+        let (_, first) = &lines[0];
+        for (format, line) in &lines {
+            assert_eq!(line, first, "{format} {args:?} against {}", lines[0].0);
+        }
+        summaries.push_str(&format!(
+            "{}\t{}\n",
+            args.join(" "),
+            first.as_deref().unwrap_or("-")
+        ));
     }
     assert!(missing.is_empty(), "{}", missing.join("\n"));
+    // And in the words of the golden file, one line per option.
+    let golden =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/view_lines.tsv");
+    if std::env::var_os("HEAPSAMPLE_WRITE_GOLDEN").is_some() {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        std::fs::write(&golden, &summaries).unwrap();
+    }
+    let expected = std::fs::read_to_string(&golden)
+        .expect("tests/golden/view_lines.tsv (HEAPSAMPLE_WRITE_GOLDEN=1 writes it)");
+    assert_eq!(
+        summaries, expected,
+        "the view lines changed: check them, then HEAPSAMPLE_WRITE_GOLDEN=1"
+    );
+}
+
+/// The one-line view description an output carries (`view: metric …`, up
+/// to the end of its line, string or element).
+fn view_line(shown: &str) -> Option<String> {
+    let start = shown.find("view: metric ")?;
+    let rest = &shown[start..];
+    let end = rest.find(['\n', '<', '"']).unwrap_or(rest.len());
+    Some(rest[..end].trim_end().to_string())
 }
 
 #[test]

@@ -52,8 +52,9 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
         };
         let _ = writeln!(
             out,
-            "heapdiff: in use counts only memory born in [{}, {high}) since the profiler's start",
-            super::duration(low)
+            "heapdiff: in use counts only memory born in [{}, {high}) since {}",
+            super::duration(low),
+            view.new.profile.time.scope.origin()
         );
     }
     whole_profile_line(out, view);

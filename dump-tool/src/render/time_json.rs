@@ -407,12 +407,10 @@ pub fn leaks(
                 class: row.ages.as_ref().map(|a| class_name(a.class, origin.scope)),
                 trend: row.trend.map(|t| t.name()),
                 leaking: row.leaking(),
-                evidence_strength: row
-                    .trend
-                    .is_none()
-                    .then_some(())
-                    .and(row.ages.as_ref())
-                    .map(|a| strength(&a.caveats)),
+                evidence_strength: match (row.trend, &row.ages) {
+                    (None, Some(ages)) => Some(strength(&ages.caveats)),
+                    _ => None,
+                },
                 bytes_per_second: RateReport::of(&row.rate),
                 growth_bytes: row.growth.as_ref().map(DeltaBound::of),
                 ages: row.ages.as_ref().map(|a| AgeReport::of(a, origin.scope)),
