@@ -17,7 +17,9 @@
 //! and the served growth report give the same candidates in the same order
 //! on the same files, the exit dump left out of the trend with a line
 //! saying what it freed; in Chromium, the front page's growing panel and
-//! the viewer's age panel lead their rows with the program frame.
+//! the viewer's age panel lead their rows with the program frame; the
+//! front page's process summary is `heapdiff leaks`' on the same files,
+//! line for line, and fits its section at 1024 px.
 
 mod browser_common;
 mod serve_common;
@@ -458,6 +460,93 @@ async fn the_viewer_leads_with_the_program_frame() {
         programs.contains(&RECORD) && programs.contains(&KEEP),
         "{drawn:?}"
     );
+    client.close().await.unwrap();
+}
+
+/// The `process: ` lines of `heapdiff leaks`' text, dump paths named as
+/// the server names them (relative to `dir`).
+fn summary_lines(text: &str, dir: &Path) -> Vec<String> {
+    let prefix = format!("{}/", dir.display());
+    text.lines()
+        .filter(|l| l.starts_with("process: "))
+        .map(|l| l.replace(&prefix, ""))
+        .collect()
+}
+
+/// The json summary with its dump paths named as the server names them.
+fn served_names(mut summary: Value, dir: &Path) -> Value {
+    let prefix = format!("{}/", dir.display());
+    for key in ["live_before_exit", "live_at_exit"] {
+        if let Some(dump) = summary[key]["dump"].as_str() {
+            summary[key]["dump"] = Value::from(dump.replace(&prefix, ""));
+        }
+    }
+    summary
+}
+
+#[tokio::test]
+async fn the_front_page_summary_is_the_summary_of_heapdiff_leaks() {
+    let program = compile_cxx("program_frames.cpp", &BuildOptions::pie());
+    let (outcome, dumps) = dumps_of(&program);
+    let dir = outcome.dir.path();
+    let expected = summary_lines(&heapdiff(&["leaks"], &dumps), dir);
+    // The whole story: the peak, before exit, at exit, the top leak.
+    assert_eq!(expected.len(), 4, "{expected:?}");
+    assert!(
+        expected[0].starts_with("process: exact peak "),
+        "{expected:?}"
+    );
+    assert!(
+        expected[3].starts_with(&format!("process: top leak candidate {RECORD}"))
+            || expected[3].starts_with(&format!("process: top leak candidate {KEEP}")),
+        "{expected:?}"
+    );
+    let json_summary = served_names(
+        json(&["leaks", "-f", "json"], &dumps)["process_summary"].clone(),
+        dir,
+    );
+
+    let server = Server::start(&[dir]);
+    let listing: Value = serde_json::from_str(&server.get("/api/dumps").1).unwrap();
+    let key = listing["processes"][0]["key"].as_str().unwrap().to_string();
+    let (status, body) = server.get(&format!("/api/growth?process={key}"));
+    assert_eq!(status, 200, "{body}");
+    let growth: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(growth["process_summary"], json_summary, "served json");
+    assert_eq!(growth["summary_lines"], serde_json::json!(expected));
+
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let client = connect(&driver).await;
+    client.set_window_size(1024, 1000).await.expect("resize");
+    client.goto(&format!("{}/", server.url)).await.unwrap();
+    let lines = format!(
+        "Array.from(document.querySelectorAll(\"section.process[data-key='{key}'] .process-summary p\"))"
+    );
+    wait_for(&client, &format!("{lines}.length > 0")).await;
+    let drawn = eval(&client, &format!("{lines}.map(p => p.textContent)")).await;
+    assert_eq!(
+        drawn,
+        serde_json::json!(expected),
+        "the front page's summary"
+    );
+    // Above the timeline, whole, inside its section at 1024 px.
+    let placed = eval(
+        &client,
+        &format!(
+            "(() => {{ const s = document.querySelector(\"section.process[data-key='{key}']\");
+               const box = s.querySelector('.process-summary'), chart = s.querySelector('svg.timeline');
+               const limit = Math.min(s.getBoundingClientRect().right, document.documentElement.clientWidth) + 1;
+               return [box.getBoundingClientRect().bottom <= chart.getBoundingClientRect().top,
+                       {lines}.filter(p => p.getBoundingClientRect().right > limit || p.scrollWidth > p.clientWidth + 1).length,
+                       document.documentElement.scrollWidth]; }})()"
+        ),
+    )
+    .await;
+    assert_eq!(placed[0], true, "the summary sits above the timeline");
+    assert_eq!(placed[1], 0, "summary lines past their section at 1024 px");
+    assert!(placed[2].as_u64().unwrap() <= 1024, "{placed}");
     client.close().await.unwrap();
 }
 
