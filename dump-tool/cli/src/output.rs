@@ -313,7 +313,10 @@ mod tests {
 
     #[test]
     fn a_closed_descriptor_is_one_line_error() {
-        let text = write_path(Path::new("/dev/fd/999999"), b"x").unwrap_err();
+        let text = write_path(Path::new("/dev/fd/999999"), &|out: &mut dyn Write| {
+            out.write_all(b"x")
+        })
+        .unwrap_err();
         assert_eq!(text, "descriptor 999999 is not open");
     }
 }

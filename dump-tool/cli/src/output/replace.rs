@@ -130,8 +130,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("heapdiff-output-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("out.svg");
-        write_path(&path, b"first").unwrap();
-        write_path(&path, b"second").unwrap();
+        write_path(&path, &|out: &mut dyn std::io::Write| {
+            out.write_all(b"first")
+        })
+        .unwrap();
+        write_path(&path, &|out: &mut dyn std::io::Write| {
+            out.write_all(b"second")
+        })
+        .unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"second");
         let entries: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
         assert_eq!(entries.len(), 1, "temporary file left behind");
