@@ -171,27 +171,32 @@ pub async fn growth(
     .await
 }
 
-/// What the process summary needs of each of `dumps` (oldest first), from
-/// the list's summary of the file.
-fn facts(dumps: &[Arc<Entry>]) -> Vec<DumpFacts> {
+/// What the process summary needs of each readable one of `dumps` (oldest
+/// first), from the list's summary of the file, with its id.
+fn facts(dumps: &[Arc<Entry>]) -> (Vec<String>, Vec<DumpFacts>) {
     dumps
         .iter()
-        .filter_map(|entry| entry.summary.as_ref().ok())
-        .map(|s| DumpFacts {
-            peak: s
-                .exact_peak
-                .map(|live_usable_bytes| heapsample_format::Peak {
-                    live_usable_bytes,
-                    at_ns: s.exact_peak_at_ns,
-                    time_margin_bytes: s.exact_peak_margin,
-                }),
-            start_unix_ns: s.start_unix_ns,
-            dump_ns: s.since_start_ns,
-            live_exact: s.live_exact,
-            live_estimate: s.live_estimate,
-            exit: s.trigger == "final",
+        .filter_map(|entry| Some((entry.id.clone(), entry.summary.as_ref().ok()?)))
+        .map(|(id, s)| {
+            (
+                id,
+                DumpFacts {
+                    peak: s
+                        .exact_peak
+                        .map(|live_usable_bytes| heapsample_format::Peak {
+                            live_usable_bytes,
+                            at_ns: s.exact_peak_at_ns,
+                            time_margin_bytes: s.exact_peak_margin,
+                        }),
+                    start_unix_ns: s.start_unix_ns,
+                    dump_ns: s.since_start_ns,
+                    live_exact: s.live_exact,
+                    live_estimate: s.live_estimate,
+                    exit: s.trigger == "final",
+                },
+            )
         })
-        .collect()
+        .unzip()
 }
 
 fn report(
@@ -235,8 +240,8 @@ fn report(
         .iter()
         .find(|c| c.leaking())
         .map(|c| (c.name.clone(), c.program_frame.clone()));
-    let names: Vec<String> = all.iter().map(|e| e.id.clone()).collect();
-    let summary = (all.len() > 1).then(|| summary_of(&facts(all), top_leak));
+    let (names, facts) = facts(all);
+    let summary = (facts.len() > 1).then(|| summary_of(&facts, top_leak));
     let report = Report {
         process_summary: summary.as_ref().map(|s| SummaryReport::of(s, &names)),
         summary_lines: summary
