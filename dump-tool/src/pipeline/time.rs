@@ -407,6 +407,65 @@ mod tests {
         }
     }
 
+    fn facts(dump_ns: u64, live: u64, peak: Option<(u64, u64)>, exit: bool) -> DumpFacts {
+        DumpFacts {
+            peak: peak.map(|(live_usable_bytes, at_ns)| Peak {
+                live_usable_bytes,
+                at_ns,
+                time_margin_bytes: 4096,
+            }),
+            start_unix_ns: 1,
+            dump_ns,
+            live_exact: Some(live),
+            live_estimate: live as f64 * 0.9,
+            exit,
+        }
+    }
+
+    #[test]
+    fn a_summary_names_the_dump_nearest_the_peak_and_the_exit() {
+        // Dumps at 1, 2 and 3 s, the peak of 1,000,000 at 2.4 s (known from
+        // the second dump on), an exit dump at 5 s.
+        let dumps = [
+            facts(1_000_000_000, 100_000, None, false),
+            facts(
+                2_000_000_000,
+                600_000,
+                Some((1_000_000, 2_400_000_000)),
+                false,
+            ),
+            facts(
+                3_000_000_000,
+                500_000,
+                Some((1_000_000, 2_400_000_000)),
+                false,
+            ),
+            facts(
+                5_000_000_000,
+                20_000,
+                Some((1_000_000, 2_400_000_000)),
+                true,
+            ),
+        ];
+        let summary = summary_of(&dumps, Some(("f".into(), Some("main".into()))));
+        let peak = summary.peak.expect("a peak");
+        assert_eq!((peak.nearest, peak.distance_ns), (1, -400_000_000));
+        assert_eq!(summary.nearest_live, Some(600_000));
+        assert_eq!(summary.missed, Some(400_000));
+        // The largest power of two not above half of what it missed.
+        assert_eq!(summary.gdump_step, Some(131_072));
+        assert_eq!(
+            summary.before_exit.map(|l| (l.dump, l.bytes)),
+            Some((2, 500_000.0))
+        );
+        assert_eq!(summary.at_exit.map(|l| (l.dump, l.exact)), Some((3, true)));
+        // Without exact counters the estimate stands in, and says so.
+        let mut estimated = dumps;
+        estimated[3].live_exact = None;
+        let at_exit = summary_of(&estimated, None).at_exit.expect("the exit dump");
+        assert_eq!((at_exit.bytes, at_exit.exact), (18_000.0, false));
+    }
+
     #[test]
     fn the_exit_dump_is_left_out_when_two_others_remain() {
         assert_eq!(leak_series(&[false, false, false, true]), [0, 1, 2]);
