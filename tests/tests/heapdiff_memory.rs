@@ -1,8 +1,9 @@
 //! heapdiff's peak memory on a large dump: a real program leaves one live
 //! block at each of 131,072 distinct stacks (`many_stacks.c`, 38 frames
 //! each, `lg_prof_sample:0`, a PIE as distributions build them), a dump of
-//! about 55 MiB; `heapdiff -f text`, `-f pprof` and `ages` on it must each
-//! peak at no more than 3× the dump's size, measured as the child's own
+//! about 55 MiB; `heapdiff -f text`, `-f pprof`, `ages` and `-f json` (streamed
+//! into its file, at most 1 KiB a stack) on it must each peak at no more
+//! than 3× the dump's size, measured as the child's own
 //! peak RSS (`ru_maxrss` from `wait4`). Memory, unlike time, repeats from
 //! run to run (within a few hundred KiB: page alignment and ASLR).
 //!
@@ -16,8 +17,8 @@
 //! and its live samples' births, about 1.1× the file beside the records.
 //! Add heapdiff itself and the symbols it reads (the binary, libc's DWARF
 //! when its debug package is installed: about 45 MiB, a fixed cost that is
-//! 0.8× of this dump) and the peak is about 2.3× (measured: 2.33× for text and
-//! ages, 2.44× for pprof); 3× leaves 0.56× of margin (31 MiB) against the
+//! 0.8× of this dump) and the peak is about 2.3× (measured: 2.33× for text,
+//! ages and json, 2.44× for pprof); 3× leaves 0.56× of margin (31 MiB) against the
 //! variations of allocator and symbol files. Before the dump was read
 //! into compact tables the same views peaked at 6× (the frames kept three
 //! times over as vectors of 8- and 16-byte ids).
@@ -76,14 +77,17 @@ fn views_of_a_large_dump_peak_under_three_times_its_size() {
         "{} stacks: every leaf's own",
         dump.stacks.len()
     );
+    let stacks = dump.stacks.len();
     drop(dump);
     let path: &Path = &file.path;
     let size = std::fs::metadata(path).expect("the dump").len();
     let dump = path_str(path);
-    let views: [Vec<&str>; 3] = [
+    let json = outcome.dir.path().join("report.json");
+    let views: [Vec<&str>; 4] = [
         vec!["-f", "text", dump],
         vec!["-f", "pprof", "-q", "-o", "/dev/null", dump],
         vec!["ages", dump],
+        vec!["-f", "json", "-q", "-o", path_str(&json), dump],
     ];
     let measured: Vec<(&[&str], f64)> = views
         .iter()
@@ -100,5 +104,11 @@ fn views_of_a_large_dump_peak_under_three_times_its_size() {
             .all(|&(_, ratio)| ratio <= MAX_RSS_OVER_DUMP),
         "peak RSS over {MAX_RSS_OVER_DUMP}× the dump of {size} bytes:\n{}",
         report.join("\n")
+    );
+    // The json report, streamed into its file, in shared strings.
+    let json_bytes = std::fs::metadata(&json).expect("the json report").len();
+    assert!(
+        json_bytes <= 1024 * stacks as u64,
+        "json: {json_bytes} bytes for {stacks} stacks, over 1 KiB a stack"
     );
 }

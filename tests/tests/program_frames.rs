@@ -17,7 +17,12 @@
 //! and the served growth report give the same candidates in the same order
 //! on the same files, the exit dump left out of the trend with a line
 //! saying what it freed; in Chromium, the front page's growing panel and
-//! the viewer's age panel lead their rows with the program frame.
+//! the viewer's age panel lead their rows with the program frame; the
+//! front page's process summary is `heapdiff leaks`' on the same files,
+//! line for line, and fits its section at 1024 px; the viewer's bottom-up
+//! graph has the allocating functions at its root with their self values
+//! of `-f json`, and grouped by program frame (the server's `--group
+//! program-frame`) the program's functions with `-f json`'s program frames.
 
 mod browser_common;
 mod serve_common;
@@ -458,6 +463,209 @@ async fn the_viewer_leads_with_the_program_frame() {
         programs.contains(&RECORD) && programs.contains(&KEEP),
         "{drawn:?}"
     );
+    client.close().await.unwrap();
+}
+
+/// The `process: ` lines of `heapdiff leaks`' text, dump paths named as
+/// the server names them (relative to `dir`).
+fn summary_lines(text: &str, dir: &Path) -> Vec<String> {
+    let prefix = format!("{}/", dir.display());
+    text.lines()
+        .filter(|l| l.starts_with("process: "))
+        .map(|l| l.replace(&prefix, ""))
+        .collect()
+}
+
+/// The json summary with its dump paths named as the server names them.
+fn served_names(mut summary: Value, dir: &Path) -> Value {
+    let prefix = format!("{}/", dir.display());
+    for key in ["live_before_exit", "live_at_exit"] {
+        if let Some(dump) = summary[key]["dump"].as_str() {
+            summary[key]["dump"] = Value::from(dump.replace(&prefix, ""));
+        }
+    }
+    summary
+}
+
+#[tokio::test]
+async fn the_front_page_summary_is_the_summary_of_heapdiff_leaks() {
+    let program = compile_cxx("program_frames.cpp", &BuildOptions::pie());
+    let (outcome, dumps) = dumps_of(&program);
+    let dir = outcome.dir.path();
+    let expected = summary_lines(&heapdiff(&["leaks"], &dumps), dir);
+    // The whole story: the peak, before exit, at exit, the top leak.
+    assert_eq!(expected.len(), 4, "{expected:?}");
+    assert!(
+        expected[0].starts_with("process: exact peak "),
+        "{expected:?}"
+    );
+    assert!(
+        expected[3].starts_with(&format!("process: top leak candidate {RECORD}"))
+            || expected[3].starts_with(&format!("process: top leak candidate {KEEP}")),
+        "{expected:?}"
+    );
+    let json_summary = served_names(
+        json(&["leaks", "-f", "json"], &dumps)["process_summary"].clone(),
+        dir,
+    );
+
+    let server = Server::start(&[dir]);
+    let listing: Value = serde_json::from_str(&server.get("/api/dumps").1).unwrap();
+    let key = listing["processes"][0]["key"].as_str().unwrap().to_string();
+    let (status, body) = server.get(&format!("/api/growth?process={key}"));
+    assert_eq!(status, 200, "{body}");
+    let growth: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(growth["process_summary"], json_summary, "served json");
+    assert_eq!(growth["summary_lines"], serde_json::json!(expected));
+
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let client = connect(&driver).await;
+    client.set_window_size(1024, 1000).await.expect("resize");
+    client.goto(&format!("{}/", server.url)).await.unwrap();
+    let lines = format!(
+        "Array.from(document.querySelectorAll(\"section.process[data-key='{key}'] .process-summary p\"))"
+    );
+    wait_for(&client, &format!("{lines}.length > 0")).await;
+    let drawn = eval(&client, &format!("{lines}.map(p => p.textContent)")).await;
+    assert_eq!(
+        drawn,
+        serde_json::json!(expected),
+        "the front page's summary"
+    );
+    // Above the timeline, whole, inside its section at 1024 px.
+    let placed = eval(
+        &client,
+        &format!(
+            "(() => {{ const s = document.querySelector(\"section.process[data-key='{key}']\");
+               const box = s.querySelector('.process-summary'), chart = s.querySelector('svg.timeline');
+               const limit = Math.min(s.getBoundingClientRect().right, document.documentElement.clientWidth) + 1;
+               return [box.getBoundingClientRect().bottom <= chart.getBoundingClientRect().top,
+                       {lines}.filter(p => p.getBoundingClientRect().right > limit || p.scrollWidth > p.clientWidth + 1).length,
+                       document.documentElement.scrollWidth]; }})()"
+        ),
+    )
+    .await;
+    assert_eq!(placed[0], true, "the summary sits above the timeline");
+    assert_eq!(placed[1], 0, "summary lines past their section at 1024 px");
+    assert!(placed[2].as_u64().unwrap() <= 1024, "{placed}");
+    client.close().await.unwrap();
+}
+
+/// `(name, self)` of a `-f json` report's functions that allocated, largest
+/// first.
+fn allocating(report: &Value) -> Vec<(String, f64)> {
+    let mut rows: Vec<(String, f64)> = report["metrics"]["inuse-space"]["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().to_string(),
+                f["self"]["estimate"].as_f64().unwrap(),
+            )
+        })
+        .filter(|(_, value)| *value > 0.0)
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    rows
+}
+
+/// The viewer's root frames, widest first, as `(label, value)`.
+async fn root_frames(client: &fantoccini::Client) -> Vec<(String, f64)> {
+    serde_json::from_value(eval(client, "heapdiffViewer.rootFrames()").await).unwrap()
+}
+
+/// The first `n` rows of `got` and `expected` name the same functions
+/// with the same values (to the byte: both sum the same stacks).
+fn assert_same_top(got: &[(String, f64)], expected: &[(String, f64)], n: usize, what: &str) {
+    assert!(
+        got.len() >= n && expected.len() >= n,
+        "{what}: {got:?}\n{expected:?}"
+    );
+    for (g, e) in got.iter().zip(expected).take(n) {
+        assert_eq!(g.0, e.0, "{what}: {got:?}\n{expected:?}");
+        assert!((g.1 - e.1).abs() <= 1.0, "{what}: {g:?} against {e:?}");
+    }
+}
+
+#[tokio::test]
+async fn bottom_up_and_by_program_frame_agree_with_the_command_line() {
+    let program = compile_cxx("program_frames.cpp", &BuildOptions::pie());
+    let (outcome, dumps) = dumps_of(&program);
+    let last_running = dumps[dumps.len() - 2].clone();
+    let report = json(&["-f", "json"], std::slice::from_ref(&last_running));
+    let functions = allocating(&report);
+    let grouped = program_frames(&report, "inuse-space");
+    let server = Server::start(&[outcome.dir.path()]);
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let client = connect(&driver).await;
+    let id = last_running.file_name().unwrap().to_str().unwrap();
+    client
+        .goto(&format!("{}/view?dump={id}", server.url))
+        .await
+        .unwrap();
+    viewer_ready(&client).await;
+    assert_eq!(
+        eval(
+            &client,
+            "document.getElementById('metric').selectedOptions[0].textContent"
+        )
+        .await,
+        "inuse-space"
+    );
+    let top_down = root_frames(&client).await;
+    // Top-down, the roots are where threads start (`_start`), never an
+    // allocating function.
+    assert!(
+        top_down.iter().any(|(name, _)| name == "_start")
+            && !top_down.iter().any(|(name, _)| name == &functions[0].0),
+        "{top_down:?}"
+    );
+
+    // Bottom-up: the allocating functions at the root, each with its self
+    // value; the C++ program allocates through std, never by itself.
+    click(&client, "#bottom-up").await;
+    wait_for(&client, "heapdiffViewer.state.bottomUp === true").await;
+    let bottom_up = root_frames(&client).await;
+    assert_same_top(
+        &bottom_up,
+        &functions,
+        3,
+        "bottom-up roots against -f json's self",
+    );
+    assert!(
+        bottom_up.iter().all(|(name, _)| !name.starts_with("svc::")),
+        "{bottom_up:?}"
+    );
+
+    // Grouped by program frame, bottom-up: the program's functions at the
+    // root with -f json's program-frame values, the view kept.
+    click(&client, "#group-program").await;
+    wait_for(&client, "location.search.includes('group=program-frame')").await;
+    viewer_ready(&client).await;
+    wait_for(&client, "heapdiffViewer.state.bottomUp === true").await;
+    assert_eq!(
+        eval(&client, "document.getElementById('group-program').checked").await,
+        true
+    );
+    let by_program = root_frames(&client).await;
+    assert_same_top(
+        &by_program,
+        &grouped,
+        2,
+        "grouped roots against -f json's program frames",
+    );
+    let top: Vec<&str> = by_program.iter().take(2).map(|(n, _)| n.as_str()).collect();
+    assert!(
+        top.contains(&RECORD) && top.contains(&KEEP),
+        "{by_program:?}"
+    );
+    let (status, _) = server.get(&format!("/view?dump={id}&group=other"));
+    assert_eq!(status, 400, "an unknown grouping is refused");
     client.close().await.unwrap();
 }
 

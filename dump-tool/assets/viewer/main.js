@@ -101,6 +101,12 @@
     if (state.threads) stacks = stacks.map(([i, f]) => [i, [threadFrames[M.stack_threads[i]]].concat(f)]);
     return stacks;
   }
+  // A stack bottom-up: leaf first, a thread frame kept at the root.
+  function bottomUp(f) {
+    const reversed = f.slice().reverse();
+    if (state.threads && f.length > 0) { reversed.pop(); reversed.unshift(f[0]); }
+    return reversed;
+  }
   // a;b;c;b;d → a;b;d: a frame seen again drops the frames since its first use.
   function collapseRecursion(f) {
     const out = [], at = new Map();
@@ -231,7 +237,10 @@
   }
 
   // ---- the graphs ---------------------------------------------------------------------
-  let stacks = [], tree = null, zoomNode = 0, sandwich = null, shown = "";
+  // `stacks`: the transformed stacks (root first) the table reads;
+  // `drawnStacks`: the ones the graph draws (each reversed below its
+  // thread frame when bottom-up).
+  let stacks = [], drawnStacks = [], tree = null, zoomNode = 0, sandwich = null, shown = "";
   const tip = $("tooltip"), status = $("status");
   function showTip(text, x, y) {
     tip.textContent = text;
@@ -284,7 +293,8 @@
   function timed(name, f) { const t = performance.now(); const r = f(); timings[name] = Math.round(performance.now() - t); return r; }
   function rebuild() {
     stacks = timed("transform", transformedStacks);
-    tree = timed("tree", () => hdTree.build(stacks, data, stacks === modelStacks ? M.stack_shared : null));
+    drawnStacks = state.bottomUp ? stacks.map(([i, f]) => [i, bottomUp(f)]) : stacks;
+    tree = timed("tree", () => hdTree.build(drawnStacks, data, drawnStacks === modelStacks ? M.stack_shared : null));
     relayout();
   }
   function relayout() {
@@ -309,7 +319,7 @@
     fitBoxes();
     const options = { zoom: 0, icicle: state.icicle, minwidth: state.minwidth, heavy: state.heavy };
     // The same graph at the same zoom keeps its scroll position.
-    const layout = [state.view, state.fn, zoomNode, state.icicle, state.transforms.length, state.threads].join("|");
+    const layout = [state.view, state.fn, zoomNode, state.icicle, state.transforms.length, state.threads, state.bottomUp].join("|");
     const keepScroll = layout === shown;
     shown = layout;
     timed("draw", () => {
@@ -336,7 +346,10 @@
     let rows = stacks, caption = "functions";
     if (state.view !== "sandwich" && zoomNode > 0) {
       const path = state.zoom;
-      rows = stacks.filter(([, f]) => f.length >= path.length && path.every((x, d) => f[d] === x));
+      rows = stacks.filter((_, j) => {
+        const f = drawnStacks[j][1];
+        return f.length >= path.length && path.every((x, d) => f[d] === x);
+      });
       caption = "functions under " + label(tree.frame[zoomNode]) + " (zoomed; percentages of the whole)";
     }
     state.sort = hdTable.render($("functions"), {
@@ -410,7 +423,7 @@
   }
 
   // ---- state changes ----------------------------------------------------------------------
-  const structure = (s) => JSON.stringify([s.transforms, s.threads, s.names]);
+  const structure = (s) => JSON.stringify([s.transforms, s.threads, s.names, s.bottomUp]);
   function update(structural) {
     transformList();
     syncControls();
@@ -432,6 +445,7 @@
     $("icicle").checked = state.icicle;
     $("threads").checked = state.threads;
     $("heavy").checked = state.heavy;
+    $("bottom-up").checked = state.bottomUp;
     $("full-names").checked = state.names === "full";
     $("minwidth").value = state.minwidth;
     $("normalise").checked = state.normalise;
@@ -459,6 +473,23 @@
   $("icicle").onchange = () => go({ icicle: $("icicle").checked }, true);
   $("threads").onchange = () => go({ threads: $("threads").checked, zoom: [] }, true);
   $("heavy").onchange = () => go({ heavy: $("heavy").checked }, true);
+  $("bottom-up").onchange = () => go({ bottomUp: $("bottom-up").checked, zoom: [] }, true);
+  // Grouping by program frame is the server's (the pipeline's transform,
+  // as `--group program-frame`): a page of its own, offered when served.
+  if (location.pathname === "/view") {
+    const here = new URL(location.href);
+    $("group-label").hidden = false;
+    $("group-program").checked = here.searchParams.get("group") === "program-frame";
+    $("group-program").onchange = () => {
+      if ($("group-program").checked) here.searchParams.set("group", "program-frame");
+      else here.searchParams.delete("group");
+      // Frame ids differ between the two pages: the zoom is not kept.
+      const p = new URLSearchParams(location.hash.slice(1));
+      p.delete("z");
+      here.hash = p.toString();
+      location.href = here.toString();
+    };
+  }
   $("full-names").onchange = () => go({ names: $("full-names").checked ? "full" : "short", zoom: [], fn: "", view: "flame" }, true);
   $("minwidth").onchange = () => go({ minwidth: Math.max(0, parseFloat($("minwidth").value) || 0) }, false);
   $("normalise").onchange = () => go({ normalise: $("normalise").checked }, true);
@@ -516,6 +547,9 @@
     sandwichRoots: () => sandwich && [val(sandwich.callers.n, 0, state.metric), val(sandwich.callees.n, 0, state.metric)],
     stats: heapdiffStats,
     zoomedName: () => nodeLabel(tree, zoomNode, "all"),
+    // The graph's root frames, widest first: [label, value of the metric].
+    rootFrames: () => hdTree.kids(tree, 0).map((c) => [label(tree.frame[c]), val(tree.n, c, state.metric)])
+      .sort((a, b) => b[1] - a[1]),
     firstDrawMs: Math.round(performance.now() - started), parseMs: Math.round(parsedMs), timings,
   };
 })();

@@ -9,7 +9,7 @@ const hdState = (function () {
     const diff = model.base_name !== null && model.base_name !== undefined;
     return {
       metric: 0, search: "", icicle: false, threads: false, minwidth: 0.5, normalise: false,
-      transforms: [], zoom: [], sort: diff ? "dself" : "total", desc: true, heavy: false,
+      transforms: [], zoom: [], sort: diff ? "dself" : "total", desc: true, heavy: false, bottomUp: false,
       names: model.names === "full" ? "full" : "short", view: "flame", fn: "",
     };
   }
@@ -25,6 +25,7 @@ const hdState = (function () {
     if (p.has("s")) state.sort = p.get("s");
     if (p.has("asc")) state.desc = p.get("asc") !== "1";
     if (p.has("heavy")) state.heavy = p.get("heavy") === "1";
+    if (p.has("bu")) state.bottomUp = p.get("bu") === "1";
     if (p.has("names")) state.names = p.get("names") === "full" ? "full" : "short";
     if (p.get("v") === "sandwich" && p.get("fn")) { state.view = "sandwich"; state.fn = p.get("fn"); }
     const zoom = p.get("z");
@@ -47,6 +48,7 @@ const hdState = (function () {
     if (state.sort !== base.sort) p.set("s", state.sort);
     if (state.desc !== base.desc) p.set("asc", state.desc ? "0" : "1");
     if (state.heavy !== base.heavy) p.set("heavy", state.heavy ? "1" : "0");
+    if (state.bottomUp !== base.bottomUp) p.set("bu", state.bottomUp ? "1" : "0");
     if (state.names !== base.names) p.set("names", state.names);
     if (state.transforms.length) p.set("t", JSON.stringify(state.transforms));
     if (state.zoom.length) p.set("z", state.zoom.join("."));

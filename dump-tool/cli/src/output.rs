@@ -56,12 +56,22 @@ impl Destination {
     }
 }
 
+/// What is written: a function writing the whole output into a writer,
+/// called once per attempt (so an output too large to hold in memory is
+/// streamed into the file, never built first).
+pub type Body<'a> = &'a dyn Fn(&mut dyn Write) -> std::io::Result<()>;
+
 /// Write `bytes` to `destination`.
 pub fn write(destination: &Destination, bytes: &[u8]) -> Result<()> {
+    write_with(destination, &|out| out.write_all(bytes))
+}
+
+/// Write what `body` writes to `destination`, as [`write`] writes bytes.
+pub fn write_with(destination: &Destination, body: Body<'_>) -> Result<()> {
     match destination {
-        Destination::Stdout => write_all(&mut std::io::stdout().lock(), bytes)
+        Destination::Stdout => write_all(&mut std::io::stdout().lock(), body)
             .map_err(|why| Error::new(format!("cannot write to stdout: {why}"))),
-        Destination::File(path) => write_path(path, bytes).map_err(|why| Error::file(path, why)),
+        Destination::File(path) => write_path(path, body).map_err(|why| Error::file(path, why)),
     }
 }
 
@@ -76,32 +86,32 @@ enum Outcome {
     Changed,
 }
 
-/// Write `bytes` to the file, device, FIFO, descriptor or link at `path`;
+/// Write `body` to the file, device, FIFO, descriptor or link at `path`;
 /// the error is the reason, without the path.
-pub fn write_path(path: &Path, bytes: &[u8]) -> std::result::Result<(), String> {
+pub fn write_path(path: &Path, body: Body<'_>) -> std::result::Result<(), String> {
     if let Some(descriptor) = descriptor_named(path) {
-        return write_descriptor(descriptor, bytes);
+        return write_descriptor(descriptor, body);
     }
     for _ in 0..ATTEMPTS {
-        if let Outcome::Written = write_once(path, bytes)? {
+        if let Outcome::Written = write_once(path, body)? {
             return Ok(());
         }
     }
     Err("kept changing while being written (another program is replacing it?)".to_string())
 }
 
-fn write_once(path: &Path, bytes: &[u8]) -> std::result::Result<Outcome, String> {
+fn write_once(path: &Path, body: Body<'_>) -> std::result::Result<Outcome, String> {
     let (directory, name) = open_parent(path)?;
     match look(&directory, &name)? {
-        Target::Nothing => replace::replace(&directory, &name, None, bytes),
-        Target::Regular(old) => replace::replace(&directory, &name, Some(&old), bytes),
+        Target::Nothing => replace::replace(&directory, &name, None, body),
+        Target::Regular(old) => replace::replace(&directory, &name, Some(&old), body),
         Target::Stream(seen) => {
             let flags = OFlag::O_WRONLY | OFlag::O_NOCTTY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
             let file = openat(&directory, name.as_os_str(), flags, Mode::empty())
                 .map_err(|e| reason("cannot open", e))?;
-            write_into(file, &seen, bytes)
+            write_into(file, &seen, body)
         }
-        Target::Link => write_through(path, bytes),
+        Target::Link => write_through(path, body),
     }
 }
 
@@ -132,7 +142,7 @@ fn look(directory: &OwnedFd, name: &OsString) -> std::result::Result<Target, Str
 
 /// A symbolic link: its target gets the write, by the same rules; the
 /// link stays as it is.
-fn write_through(path: &Path, bytes: &[u8]) -> std::result::Result<Outcome, String> {
+fn write_through(path: &Path, body: Body<'_>) -> std::result::Result<Outcome, String> {
     let target = match open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()) {
         Ok(target) => target,
         Err(Errno::ENOENT) => {
@@ -150,7 +160,7 @@ fn write_through(path: &Path, bytes: &[u8]) -> std::result::Result<Outcome, Stri
             let (directory, name) = open_parent(&real)?;
             match look(&directory, &name)? {
                 Target::Regular(now) if same_file(&now, &stat) => {
-                    replace::replace(&directory, &name, Some(&now), bytes)
+                    replace::replace(&directory, &name, Some(&now), body)
                 }
                 _ => Ok(Outcome::Changed),
             }
@@ -158,7 +168,7 @@ fn write_through(path: &Path, bytes: &[u8]) -> std::result::Result<Outcome, Stri
         SFlag::S_IFCHR | SFlag::S_IFIFO => {
             let flags = OFlag::O_WRONLY | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
             let file = open(path, flags, Mode::empty()).map_err(|e| reason("cannot open", e))?;
-            write_into(file, &stat, bytes)
+            write_into(file, &stat, body)
         }
         other => Err(format!("a symbolic link to what {}", refusal(other))),
     }
@@ -168,13 +178,13 @@ fn write_through(path: &Path, bytes: &[u8]) -> std::result::Result<Outcome, Stri
 fn write_into(
     file: OwnedFd,
     seen: &FileStat,
-    bytes: &[u8],
+    body: Body<'_>,
 ) -> std::result::Result<Outcome, String> {
     let opened = fstat(&file).map_err(|e| reason("cannot look at it", e))?;
     if !same_file(&opened, seen) {
         return Ok(Outcome::Changed);
     }
-    write_all(&mut File::from(file), bytes).map_err(|e| format!("cannot write: {e}"))?;
+    write_all(&mut File::from(file), body).map_err(|e| format!("cannot write: {e}"))?;
     Ok(Outcome::Written)
 }
 
@@ -198,7 +208,7 @@ fn descriptor_named(path: &Path) -> Option<RawFd> {
 
 /// Write into a copy of an inherited descriptor (the original stays open
 /// for whoever else writes to it).
-fn write_descriptor(descriptor: RawFd, bytes: &[u8]) -> std::result::Result<(), String> {
+fn write_descriptor(descriptor: RawFd, body: Body<'_>) -> std::result::Result<(), String> {
     // SAFETY: F_DUPFD_CLOEXEC reads no memory; on a number that is not an
     // open descriptor it fails with EBADF.
     let copy = unsafe { libc::fcntl(descriptor, libc::F_DUPFD_CLOEXEC, 0) };
@@ -210,13 +220,14 @@ fn write_descriptor(descriptor: RawFd, bytes: &[u8]) -> std::result::Result<(), 
     }
     // SAFETY: `copy` is a new descriptor that nothing else owns.
     let mut file = unsafe { File::from_raw_fd(copy) };
-    write_all(&mut file, bytes).map_err(|e| format!("cannot write: {e}"))
+    write_all(&mut file, body).map_err(|e| format!("cannot write: {e}"))
 }
 
 /// Write and flush; a reader that stopped early (`heapdiff -f folded x |
 /// head`, a FIFO's reader that left) is not an error.
-fn write_all(out: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
-    match out.write_all(bytes).and_then(|()| out.flush()) {
+fn write_all(out: &mut impl Write, body: Body<'_>) -> std::io::Result<()> {
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, out);
+    match body(&mut buffered).and_then(|()| buffered.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         result => result,
     }
@@ -302,7 +313,10 @@ mod tests {
 
     #[test]
     fn a_closed_descriptor_is_one_line_error() {
-        let text = write_path(Path::new("/dev/fd/999999"), b"x").unwrap_err();
+        let text = write_path(Path::new("/dev/fd/999999"), &|out: &mut dyn Write| {
+            out.write_all(b"x")
+        })
+        .unwrap_err();
         assert_eq!(text, "descriptor 999999 is not open");
     }
 }

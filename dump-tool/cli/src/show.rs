@@ -119,9 +119,13 @@ pub fn run(cli: &ShowArgs) -> Result<ExitCode> {
         &mut print_notice,
     )?;
     let view = session.view();
-    let bytes = render_output(cli, &view)?;
     let destination = destination(cli);
-    output::write(&destination, &bytes)?;
+    if matches!(cli.format, Format::Json) {
+        // Streamed into the file: the report is never held whole.
+        output::write_with(&destination, &|out| render::json::write(&view, out))?;
+    } else {
+        output::write(&destination, &render_output(cli, &view)?)?;
+    }
     report_written(cli, &view, &destination);
     Ok(judge_growth(cli, &view))
 }

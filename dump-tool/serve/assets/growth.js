@@ -75,11 +75,25 @@ const hdGrowth = (function () {
       body.appendChild(tr);
     }
   }
-  // Fill `panel` with the report of the process whose first dump is `key`
-  // and that has `count` dumps (fetched again only when that changes).
-  async function load(panel, key, count) {
+  // The process summary at the top of its section: the lines `heapdiff
+  // leaks` prints for the same dumps, as the server wrote them (never
+  // recomputed here).
+  function renderSummary(box, report) {
+    if (!box) return;
+    box.replaceChildren();
+    for (const line of report.summary_lines || []) {
+      const p = document.createElement("p");
+      p.className = "summary-line";
+      p.textContent = line;
+      box.appendChild(p);
+    }
+  }
+  // Fill `panel` (and the summary `box`) with the report of the process
+  // whose first dump is `key` and that has `count` dumps (fetched again
+  // only when that changes).
+  async function load(panel, key, count, box) {
     const known = loaded.get(key);
-    if (known && known.count === count) { render(panel, known.report); return; }
+    if (known && known.count === count) { render(panel, known.report); renderSummary(box, known.report); return; }
     panel.innerHTML = '<h3>Growing across the series</h3><p class="hint">measuring…</p>';
     try {
       const response = await fetch("/api/growth?process=" + encodeURIComponent(key));
@@ -87,6 +101,7 @@ const hdGrowth = (function () {
       const report = await response.json();
       loaded.set(key, { count, report });
       render(panel, report);
+      renderSummary(box, report);
     } catch (e) {
       panel.innerHTML = '<h3>Growing across the series</h3><p class="error">' + escapeText(String(e.message || e)) + "</p>";
     }

@@ -170,6 +170,8 @@
       const section = text("section", undefined, { class: "process" + (p.key === wanted ? " chosen" : ""), "data-pid": p.pid, "data-key": p.key, id: "process-" + p.key });
       section.appendChild(text("h2", "pid " + p.pid + " — " + (p.command_line || p.executable) +
         " — first dump " + fmtTime(p.first_time_unix_ns)));
+      const summary = text("div", undefined, { class: "process-summary" });
+      section.appendChild(summary);
       section.appendChild(actions(p));
       const mode = rangeMode(p);
       if (mode) section.appendChild(mode.element);
@@ -186,7 +188,7 @@
         },
         tip: showTip,
       }, p.exact_peak));
-      if (p.dumps.length > 1) hdGrowth.load(growth, p.key, p.dumps.length);
+      if (p.dumps.length > 1) hdGrowth.load(growth, p.key, p.dumps.length, summary);
     }
     const errors = document.querySelector("#errors tbody");
     errors.replaceChildren();

@@ -13,7 +13,11 @@
 //! at least two others remain, at most 12 spread evenly over a long
 //! series), and the rows come in the order of its leak candidates
 //! (`candidates`, the same list `heapdiff leaks` prints), each named with
-//! its program frame: one answer from every door. The answer is kept for
+//! its program frame: one answer from every door. The report also carries
+//! the process summary of all the process's dumps (`summary_of`, from the
+//! list's facts of each file, with the top leak candidate), as json and as
+//! the lines `heapdiff leaks` prints (`summary_lines`): the front page
+//! shows those lines, never a summary of its own. The answer is kept for
 //! the next request while the dumps stay the same (`built_cache`).
 
 use crate::AppState;
@@ -29,8 +33,10 @@ use axum::response::Response;
 use heapdiff::compare::ages::{Ages, ages, leak_candidates};
 use heapdiff::compare::growth::{Growth, growing};
 use heapdiff::model::Metric;
-use heapdiff::pipeline::time::{DEFAULT_AGE_SLICES, leak_series};
+use heapdiff::pipeline::time::{DEFAULT_AGE_SLICES, DumpFacts, leak_series, summary_of};
 use heapdiff::render::html::ages::slice_bounds;
+use heapdiff::render::time_json::SummaryReport;
+use heapdiff::render::time_text::summary_lines;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -57,6 +63,10 @@ struct Report {
     /// The leak candidates of `heapdiff leaks` on the same dumps, most
     /// likely first: the order of `functions`.
     candidates: Vec<Candidate>,
+    /// The process summary over all its dumps (named by id), as
+    /// `heapdiff leaks` gives it in json and in text.
+    process_summary: Option<SummaryReport>,
+    summary_lines: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -147,19 +157,54 @@ pub async fn growth(
     let measured = leak_series(&is_exit);
     let without_exit = measured.iter().all(|&i| !is_exit[i]) && is_exit.contains(&true);
     let series: Vec<Arc<Entry>> = measured.into_iter().map(|i| dumps[i].1.clone()).collect();
-    let key = cache_key("growth", &series);
+    let all: Vec<Arc<Entry>> = dumps.into_iter().map(|(_, entry)| entry).collect();
+    // The summary reads every dump's facts: the key names them all.
+    let key = cache_key("growth", &all);
     let entries = series.clone();
     json_kept_or_built(
         &state,
         key,
         &entries,
         "the growth report failed",
-        move |state, _| report(state, &series, without_exit),
+        move |state, _| report(state, &series, &all, without_exit),
     )
     .await
 }
 
-fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result<String, Failure> {
+/// What the process summary needs of each readable one of `dumps` (oldest
+/// first), from the list's summary of the file, with its id.
+fn facts(dumps: &[Arc<Entry>]) -> (Vec<String>, Vec<DumpFacts>) {
+    dumps
+        .iter()
+        .filter_map(|entry| Some((entry.id.clone(), entry.summary.as_ref().ok()?)))
+        .map(|(id, s)| {
+            (
+                id,
+                DumpFacts {
+                    peak: s
+                        .exact_peak
+                        .map(|live_usable_bytes| heapsample_format::Peak {
+                            live_usable_bytes,
+                            at_ns: s.exact_peak_at_ns,
+                            time_margin_bytes: s.exact_peak_margin,
+                        }),
+                    start_unix_ns: s.start_unix_ns,
+                    dump_ns: s.since_start_ns,
+                    live_exact: s.live_exact,
+                    live_estimate: s.live_estimate,
+                    exit: s.trigger == "final",
+                },
+            )
+        })
+        .unzip()
+}
+
+fn report(
+    state: &AppState,
+    series: &[Arc<Entry>],
+    all: &[Arc<Entry>],
+    without_exit: bool,
+) -> Result<String, Failure> {
     let inputs = series
         .iter()
         .map(|entry| read_entry(state, entry))
@@ -191,7 +236,23 @@ fn report(state: &AppState, series: &[Arc<Entry>], without_exit: bool) -> Result
     };
     let mut functions = functions;
     functions.sort_by_key(|growth| rank(&growth.label));
+    let top_leak = candidates
+        .iter()
+        .find(|c| c.leaking())
+        .map(|c| (c.name.clone(), c.program_frame.clone()));
+    let (names, facts) = facts(all);
+    let summary = (facts.len() > 1).then(|| summary_of(&facts, top_leak));
     let report = Report {
+        process_summary: summary.as_ref().map(|s| SummaryReport::of(s, &names)),
+        summary_lines: summary
+            .as_ref()
+            .map(|s| {
+                summary_lines(s, &names)
+                    .lines()
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
         metric: metric.name(),
         without_exit_dump: without_exit,
         dumps: series.iter().map(|e| e.id.clone()).collect(),

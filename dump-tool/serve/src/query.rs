@@ -11,7 +11,8 @@ pub const MAX_QUERY_LEN: usize = 2048;
 
 /// `?dump=ID[&base=ID][&allow_mismatch=1]`, or a time view of one dump:
 /// `&born_since=ID` (its live memory allocated since that dump of its
-/// process) or `&view=temporary` (its temporary allocations).
+/// process) or `&view=temporary` (its temporary allocations); and
+/// `&group=program-frame`: grouped by program frame (`--group`).
 #[derive(Deserialize)]
 pub struct Pick {
     pub dump: Option<String>,
@@ -20,6 +21,7 @@ pub struct Pick {
     pub allow_mismatch: Option<String>,
     pub born_since: Option<String>,
     pub view: Option<String>,
+    pub group: Option<String>,
 }
 
 /// The ids of a query, or the status and reason of its refusal.

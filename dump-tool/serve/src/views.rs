@@ -1,5 +1,6 @@
-//! The viewer page (`/view?dump=ID[&base=ID][&allow_mismatch=1]`) of one
-//! dump or a pair: opened through the catalog (below their roots, never
+//! The viewer page (`/view?dump=ID[&base=ID][&allow_mismatch=1]
+//! [&group=program-frame]`) of one dump or a pair, grouped by program
+//! frame by the pipeline's transform when asked (as `--group`): opened through the catalog (below their roots, never
 //! out of them), built by the one pipeline in the shared symbol table, a
 //! few at a time (`view_limit`), kept for the next visit (`built_cache`);
 //! the work stops before symbolizing when its client left. Its links walk
@@ -41,6 +42,16 @@ pub async fn view(
         Err((status, why)) => return refuse(status, why),
     };
     let allow_mismatch = pick.allow_mismatch.as_deref() == Some("1");
+    let by_program_frame = match pick.group.as_deref() {
+        None => false,
+        Some("program-frame") => true,
+        Some(_) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "group=program-frame is the one grouping",
+            );
+        }
+    };
     let (id, base) = (pick.dump.clone().unwrap_or_default(), pick.base.clone());
     let entries = match view_entries(&state, &id, base.as_deref()) {
         Ok(entries) => entries,
@@ -57,7 +68,10 @@ pub async fn view(
         .cloned()
         .chain(TimeView::entries(&time_view))
         .collect();
-    let what = format!("view {allow_mismatch}{}", TimeView::key(&time_view));
+    let what = format!(
+        "view {allow_mismatch} {by_program_frame}{}",
+        TimeView::key(&time_view)
+    );
     let key = cache_key(&what, &read);
     match kept(&state, &key, &read) {
         Ok(Some(page)) => return html_page(page),
@@ -70,6 +84,7 @@ pub async fn view(
             presence,
             &entries,
             allow_mismatch,
+            by_program_frame,
             time_view.as_ref(),
         )
     })
@@ -109,6 +124,7 @@ fn render_view(
     presence: &Presence,
     entries: &[Arc<Entry>],
     allow_mismatch: bool,
+    by_program_frame: bool,
     time_view: Option<&TimeView>,
 ) -> Result<Result<String, String>, Failure> {
     let new = read_entry(state, &entries[0])?;
@@ -129,6 +145,7 @@ fn render_view(
         .map(|(b, name)| Loaded::one(name, b));
     let mut settings = state.settings.clone();
     settings.allow_mismatch = allow_mismatch;
+    settings.transforms.program_frames |= by_program_frame;
     if let Some(time_view) = time_view {
         time_view.settings(&mut settings);
     }

@@ -151,17 +151,23 @@ pub struct PeakInfo {
 /// knows the highest) and the dump nearest to it in time; None when no
 /// dump counted it (`prof_exact` off, or formats 2 and 3).
 pub fn peak(profiles: &[&Profile]) -> Option<PeakInfo> {
-    let (owner, peak) = profiles
+    let facts: Vec<DumpFacts> = profiles.iter().map(|p| DumpFacts::of(p, false)).collect();
+    peak_of(&facts)
+}
+
+/// [`peak`] on the few facts of each dump it needs.
+fn peak_of(dumps: &[DumpFacts]) -> Option<PeakInfo> {
+    let (owner, peak) = dumps
         .iter()
         .enumerate()
-        .filter_map(|(i, p)| p.time.peak.map(|peak| (i, peak)))
+        .filter_map(|(i, d)| d.peak.map(|peak| (i, peak)))
         .max_by_key(|(_, peak)| peak.live_usable_bytes)?;
-    let start = profiles[owner].time.start_unix_ns;
-    let (nearest, distance_ns) = profiles
+    let start = dumps[owner].start_unix_ns;
+    let (nearest, distance_ns) = dumps
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.time.start_unix_ns == start)
-        .map(|(i, p)| (i, i128::from(p.time.dump_ns) - i128::from(peak.at_ns)))
+        .filter(|(_, d)| d.start_unix_ns == start)
+        .map(|(i, d)| (i, i128::from(d.dump_ns) - i128::from(peak.at_ns)))
         .min_by_key(|(_, d)| d.abs())?;
     Some(PeakInfo {
         peak,
@@ -324,49 +330,96 @@ pub struct ProcessSummary {
     pub top_leak: Option<(String, Option<String>)>,
 }
 
-fn live_at(series: &Series, dump: usize) -> LiveAt {
-    let profile = &series.sides()[dump].profile;
-    match profile.totals.live_usable_bytes {
-        Some(bytes) => LiveAt {
-            dump,
-            bytes: bytes as f64,
-            exact: true,
-        },
-        None => LiveAt {
-            dump,
-            bytes: profile.estimated.inuse_space,
-            exact: false,
-        },
+/// What a process summary needs of one dump: read from its profile
+/// ([`DumpFacts::of`]) by the command line, from the list's summary of the
+/// file by the viewer, so both summarize with [`summary_of`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DumpFacts {
+    /// The exact peak this dump knows.
+    pub peak: Option<Peak>,
+    /// The profiler's start on the wall clock (0: not known).
+    pub start_unix_ns: u64,
+    /// The dump's moment, ns since the profiler's start.
+    pub dump_ns: u64,
+    /// The exact live heap (usable bytes), where counted.
+    pub live_exact: Option<u64>,
+    /// The estimated live heap (requested bytes).
+    pub live_estimate: f64,
+    /// An exit dump (trigger `final`).
+    pub exit: bool,
+}
+
+impl DumpFacts {
+    pub fn of(profile: &Profile, exit: bool) -> DumpFacts {
+        DumpFacts {
+            peak: profile.time.peak,
+            start_unix_ns: profile.time.start_unix_ns,
+            dump_ns: profile.time.dump_ns,
+            live_exact: profile.totals.live_usable_bytes,
+            live_estimate: profile.estimated.inuse_space,
+            exit,
+        }
+    }
+
+    fn live_at(&self, dump: usize) -> LiveAt {
+        match self.live_exact {
+            Some(bytes) => LiveAt {
+                dump,
+                bytes: bytes as f64,
+                exact: true,
+            },
+            None => LiveAt {
+                dump,
+                bytes: self.live_estimate,
+                exact: false,
+            },
+        }
     }
 }
 
 /// The summary of `series` with its leak candidates `rows`.
 pub fn process_summary(series: &Series, rows: &[LeakRow]) -> ProcessSummary {
-    let peak = series_peak(series);
-    let nearest_live =
-        peak.and_then(|p| series.sides()[p.nearest].profile.totals.live_usable_bytes);
+    let exits = exit_dumps(series);
+    let facts: Vec<DumpFacts> = series
+        .sides()
+        .iter()
+        .zip(exits)
+        .map(|(side, exit)| DumpFacts::of(&side.profile, exit))
+        .collect();
+    let top_leak = rows
+        .iter()
+        .find(|r| r.leaking())
+        .map(|r| (r.name.clone(), r.program_frame.clone()));
+    summary_of(&facts, top_leak)
+}
+
+/// The summary of a process from its dumps' facts (oldest first) and its
+/// top leak candidate (function, program frame): the one rule the command
+/// line and the viewer share.
+pub fn summary_of(
+    dumps: &[DumpFacts],
+    top_leak: Option<(String, Option<String>)>,
+) -> ProcessSummary {
+    let peak = peak_of(dumps);
+    let nearest_live = peak.and_then(|p| dumps[p.nearest].live_exact);
     let missed = peak
         .zip(nearest_live)
         .map(|(p, live)| p.peak.live_usable_bytes.saturating_sub(live));
     let gdump_step = missed
         .filter(|&m| m >= 2)
         .map(|m| 1u64 << (63 - (m / 2).leading_zeros()));
-    let is_exit = exit_dumps(series);
-    let exit = is_exit.iter().rposition(|&e| e);
-    let before = (0..exit.unwrap_or(is_exit.len()))
+    let exit = dumps.iter().rposition(|d| d.exit);
+    let before = (0..exit.unwrap_or(dumps.len()))
         .rev()
-        .find(|&i| !is_exit[i]);
+        .find(|&i| !dumps[i].exit);
     ProcessSummary {
         peak,
         nearest_live,
         missed,
         gdump_step,
-        before_exit: before.map(|i| live_at(series, i)),
-        at_exit: exit.map(|i| live_at(series, i)),
-        top_leak: rows
-            .iter()
-            .find(|r| r.leaking())
-            .map(|r| (r.name.clone(), r.program_frame.clone())),
+        before_exit: before.map(|i| dumps[i].live_at(i)),
+        at_exit: exit.map(|i| dumps[i].live_at(i)),
+        top_leak,
     }
 }
 
@@ -380,6 +433,65 @@ mod tests {
             let step = 1u64 << (63 - (missed / 2).leading_zeros());
             assert!(step.is_power_of_two() && step <= missed / 2 && 2 * step > missed / 2);
         }
+    }
+
+    fn facts(dump_ns: u64, live: u64, peak: Option<(u64, u64)>, exit: bool) -> DumpFacts {
+        DumpFacts {
+            peak: peak.map(|(live_usable_bytes, at_ns)| Peak {
+                live_usable_bytes,
+                at_ns,
+                time_margin_bytes: 4096,
+            }),
+            start_unix_ns: 1,
+            dump_ns,
+            live_exact: Some(live),
+            live_estimate: live as f64 * 0.9,
+            exit,
+        }
+    }
+
+    #[test]
+    fn a_summary_names_the_dump_nearest_the_peak_and_the_exit() {
+        // Dumps at 1, 2 and 3 s, the peak of 1,000,000 at 2.4 s (known from
+        // the second dump on), an exit dump at 5 s.
+        let dumps = [
+            facts(1_000_000_000, 100_000, None, false),
+            facts(
+                2_000_000_000,
+                600_000,
+                Some((1_000_000, 2_400_000_000)),
+                false,
+            ),
+            facts(
+                3_000_000_000,
+                500_000,
+                Some((1_000_000, 2_400_000_000)),
+                false,
+            ),
+            facts(
+                5_000_000_000,
+                20_000,
+                Some((1_000_000, 2_400_000_000)),
+                true,
+            ),
+        ];
+        let summary = summary_of(&dumps, Some(("f".into(), Some("main".into()))));
+        let peak = summary.peak.expect("a peak");
+        assert_eq!((peak.nearest, peak.distance_ns), (1, -400_000_000));
+        assert_eq!(summary.nearest_live, Some(600_000));
+        assert_eq!(summary.missed, Some(400_000));
+        // The largest power of two not above half of what it missed.
+        assert_eq!(summary.gdump_step, Some(131_072));
+        assert_eq!(
+            summary.before_exit.map(|l| (l.dump, l.bytes)),
+            Some((2, 500_000.0))
+        );
+        assert_eq!(summary.at_exit.map(|l| (l.dump, l.exact)), Some((3, true)));
+        // Without exact counters the estimate stands in, and says so.
+        let mut estimated = dumps;
+        estimated[3].live_exact = None;
+        let at_exit = summary_of(&estimated, None).at_exit.expect("the exit dump");
+        assert_eq!((at_exit.bytes, at_exit.exact), (18_000.0, false));
     }
 
     #[test]

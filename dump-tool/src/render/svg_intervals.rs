@@ -21,7 +21,7 @@ use crate::model::{FrameRef, Metric, Sample, function_name};
 use crate::pipeline::View;
 use crate::stats::Estimate;
 use crate::symbols::LocationTable;
-use std::collections::HashMap;
+use ahash::AHashMap;
 
 /// `svg` with interval notes in its tooltips (and muted noise frames).
 pub fn annotate(svg: Vec<u8>, view: &View<'_>) -> Vec<u8> {
@@ -154,10 +154,13 @@ struct Note {
 /// Sums over every stack prefix: estimates of one side, or for a
 /// comparison what both sides add to a change. Names are interned: a node's
 /// children are keyed by the name's number, each frame's name is made once.
+/// Each sample is added at its stack's own node, then every node's sum is
+/// added to its parent's once (a child is numbered after its parent): one
+/// addition per sample and per node, not one per frame of every sample.
 struct StackTrie<T> {
-    children: HashMap<(usize, u32), usize>,
+    children: AHashMap<(usize, u32), usize>,
     /// Every folded frame name, numbered.
-    names: HashMap<String, u32>,
+    names: AHashMap<String, u32>,
     /// Per node.
     values: Vec<T>,
 }
@@ -171,11 +174,12 @@ impl<T: Copy> StackTrie<T> {
         plus: impl Fn(&T, &T) -> T,
     ) -> StackTrie<T> {
         let mut trie = StackTrie {
-            children: HashMap::new(),
-            names: HashMap::new(),
+            children: AHashMap::new(),
+            names: AHashMap::new(),
             values: vec![zero],
         };
-        let mut frame_names: HashMap<FrameRef, u32> = HashMap::new();
+        let mut parents = vec![0usize];
+        let mut frame_names: AHashMap<FrameRef, u32> = AHashMap::new();
         let mut path = Vec::new();
         for (sample, value) in samples {
             path.clear();
@@ -194,15 +198,20 @@ impl<T: Copy> StackTrie<T> {
                 path.push(id);
             }
             let mut node = 0;
-            trie.values[node] = plus(&trie.values[node], &value);
             for &name in &path {
                 let next = trie.values.len();
-                node = *trie.children.entry((node, name)).or_insert(next);
+                let parent = node;
+                node = *trie.children.entry((parent, name)).or_insert(next);
                 if node == next {
                     trie.values.push(zero);
+                    parents.push(parent);
                 }
-                trie.values[node] = plus(&trie.values[node], &value);
             }
+            trie.values[node] = plus(&trie.values[node], &value);
+        }
+        for node in (1..trie.values.len()).rev() {
+            let parent = parents[node];
+            trie.values[parent] = plus(&trie.values[parent], &trie.values[node]);
         }
         trie
     }

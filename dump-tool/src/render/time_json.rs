@@ -320,8 +320,10 @@ struct LiveReport {
     exact: bool,
 }
 
+/// The process summary as json (`leaks --format json`'s
+/// `process_summary`, the viewer's front page).
 #[derive(Serialize)]
-struct SummaryReport {
+pub struct SummaryReport {
     /// The exact live heap of the dump nearest to the peak (`peak`), and
     /// how much of the peak it misses.
     nearest_live_bytes: Option<u64>,
@@ -336,7 +338,7 @@ struct SummaryReport {
 }
 
 impl SummaryReport {
-    fn of(summary: &ProcessSummary, dumps: &[String]) -> SummaryReport {
+    pub fn of(summary: &ProcessSummary, dumps: &[String]) -> SummaryReport {
         let live = |at: &LiveAt| LiveReport {
             dump: dumps[at.dump].clone(),
             bytes: at.bytes.round(),

@@ -4,7 +4,7 @@
 //! the name. A reader sees the old file or the whole new one, never a part,
 //! and a failure leaves the old file and no temporary behind.
 
-use super::{Outcome, reason, same_file};
+use super::{Body, Outcome, reason, same_file};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat, renameat2};
 use nix::sys::stat::{FileStat, Mode, fchmod, fstatat};
@@ -18,12 +18,12 @@ use std::os::fd::OwnedFd;
 const TEMPORARY_NAMES: usize = 16;
 
 /// Replace `name` in `directory` (the regular file `old`, or nothing) with
-/// `bytes`.
+/// what `body` writes.
 pub(super) fn replace(
     directory: &OwnedFd,
     name: &OsString,
     old: Option<&FileStat>,
-    bytes: &[u8],
+    body: Body<'_>,
 ) -> Result<Outcome, String> {
     if old.is_some() {
         faccessat(
@@ -35,7 +35,7 @@ pub(super) fn replace(
         .map_err(|e| reason("cannot write", e))?;
     }
     let (temporary, file) = create_temporary(directory, name)?;
-    let result = fill(file, old, bytes).and_then(|()| rename(directory, &temporary, name, old));
+    let result = fill(file, old, body).and_then(|()| rename(directory, &temporary, name, old));
     if !matches!(result, Ok(Outcome::Written)) {
         let _ = unlinkat(directory, temporary.as_os_str(), UnlinkatFlags::NoRemoveDir);
     }
@@ -64,9 +64,13 @@ fn create_temporary(directory: &OwnedFd, name: &OsString) -> Result<(OsString, F
     Err("cannot create a temporary file beside it: every name is taken".to_string())
 }
 
-fn fill(mut file: File, old: Option<&FileStat>, bytes: &[u8]) -> Result<(), String> {
+fn fill(mut file: File, old: Option<&FileStat>, body: Body<'_>) -> Result<(), String> {
     let write = |e: std::io::Error| format!("cannot write: {e}");
-    file.write_all(bytes).map_err(write)?;
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut file);
+    body(&mut buffered)
+        .and_then(|()| buffered.flush())
+        .map_err(write)?;
+    drop(buffered);
     if let Some(old) = old {
         fchmod(&file, Mode::from_bits_truncate(old.st_mode & 0o777))
             .map_err(|e| reason("cannot set the permissions", e))?;
@@ -126,8 +130,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("heapdiff-output-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("out.svg");
-        write_path(&path, b"first").unwrap();
-        write_path(&path, b"second").unwrap();
+        write_path(&path, &|out: &mut dyn std::io::Write| {
+            out.write_all(b"first")
+        })
+        .unwrap();
+        write_path(&path, &|out: &mut dyn std::io::Write| {
+            out.write_all(b"second")
+        })
+        .unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"second");
         let entries: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
         assert_eq!(entries.len(), 1, "temporary file left behind");
