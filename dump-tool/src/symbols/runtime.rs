@@ -4,7 +4,7 @@
 //!
 //! Owns the cleaning ([`clean`]: CPython's `py::make_record:/path/leak.py`
 //! becomes `make_record (leak.py)`, V8's `LazyCompile:*handleRequest
-//! /path/leak.js:12` `handleRequest (leak.js)`, the JVM's
+//! /path/leak.js:12` `handleRequest (leak.js)` whatever its tier mark, the JVM's
 //! `LRtLeak;::makeCompressor` `RtLeak.makeCompressor`). Plain functions over
 //! strings and the dump: no I/O.
 
@@ -97,7 +97,8 @@ fn python(name: &str) -> CleanName {
 /// `KIND:[*~]FUNCTION FILE:LINE[:COLUMN]`.
 fn javascript(name: &str) -> CleanName {
     let rest = name.split_once(':').map_or(name, |(_, rest)| rest);
-    let rest = rest.trim_start_matches(['*', '~']);
+    // V8's tier marks: `~` interpreted, `^` baseline, `+` Maglev, `*` TurboFan.
+    let rest = rest.trim_start_matches(['*', '~', '^', '+']);
     let (function, location) = rest.split_once(' ').unwrap_or((rest, ""));
     let function = if function.is_empty() {
         "(anonymous)"
@@ -206,6 +207,10 @@ mod tests {
                 Some("/tmp/x/leak.js".into()),
                 12
             )
+        );
+        assert_eq!(
+            shown("JS:^makeBuffer /tmp/x/leak.js:3:20", FrameKind::JavaScript).0,
+            "makeBuffer (leak.js)"
         );
         assert_eq!(
             shown("JS:* /tmp/leak.js:1", FrameKind::JavaScript).0,

@@ -1,0 +1,232 @@
+//! JavaScript frames above native allocations: Node.js started with
+//! `--perf-basic-prof --interpreted-frames-native-stack` writes its perf map;
+//! the walk steps through V8's code by the frame pointer, the exit dump
+//! carries the map's names of the sampled code, and heapdiff shows the
+//! script's functions (`handleRequest (rt_leak.js)` calling
+//! `makeBuffer (rt_leak.js)`) in call order above the native allocation,
+//! with their kind, alike in folded, json and pprof. The program is
+//! tests/programs/rt_leak.js, leaking `Buffer.allocUnsafeSlow` buffers (each
+//! one malloc of its size).
+//!
+//! V8's optimizing tier inlines small functions: a buffer made by an
+//! optimized `handleRequest` has `makeBuffer` inlined and shows
+//! `handleRequest` alone (the perf map has no inlining records), as `perf`
+//! shows it. So every leak stack names `handleRequest`, and those naming
+//! `makeBuffer` name it below `handleRequest`.
+
+use heapdiff::render::pprof::PbProfile;
+use heapsample_format::FrameKind;
+use heapsample_tests::locate::{path_str, programs_dir};
+use heapsample_tests::prerequisite::{Missing, skip};
+use heapsample_tests::run::Run;
+use heapsample_tests::tools::heapdiff_ok;
+use prost::Message;
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::Path;
+
+const HANDLE: &str = "handleRequest (rt_leak.js)";
+const MAKE: &str = "makeBuffer (rt_leak.js)";
+const NATIVE: &str = "node::NodeArrayBufferAllocator::AllocateUninitialized";
+
+/// The alloc-space folded stacks of `dump` (names without their kind suffix)
+/// ending in the leak's native allocation, and their kind suffixes.
+fn leak_stacks_folded(dump: &str) -> Vec<(Vec<String>, Vec<String>)> {
+    heapdiff_ok(&[dump, "-m", "alloc-space", "-f", "folded"])
+        .lines()
+        .filter_map(|line| line.rsplit_once(' ').map(|(stack, _)| stack))
+        .filter(|stack| stack.ends_with(NATIVE) && stack.contains("(rt_leak.js)"))
+        .map(|stack| {
+            stack
+                .split(';')
+                .map(|frame| {
+                    for suffix in ["_[j]", "_[i]"] {
+                        if let Some(name) = frame.strip_suffix(suffix) {
+                            return (name.to_string(), suffix.to_string());
+                        }
+                    }
+                    (frame.to_string(), String::new())
+                })
+                .unzip()
+        })
+        .collect()
+}
+
+/// The stacks (root first, joined by `;`) of a gzipped pprof file ending in
+/// the leak's native allocation, and the system name of each function.
+fn leak_stacks_pprof(path: &Path) -> (BTreeSet<String>, Vec<(String, String)>) {
+    let gz = std::fs::read(path).expect("read pprof");
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_end(&mut bytes)
+        .expect("gunzip");
+    let profile = PbProfile::decode(&bytes[..]).expect("decode profile.proto");
+    let text = |index: i64| profile.string_table[index as usize].clone();
+    let function_name = |id: u64| {
+        let function = &profile.function[id as usize - 1];
+        text(function.name)
+    };
+    let stacks = profile
+        .sample
+        .iter()
+        .map(|sample| {
+            let mut names: Vec<String> = sample
+                .location_id
+                .iter()
+                .flat_map(|&id| {
+                    let location = &profile.location[id as usize - 1];
+                    location
+                        .line
+                        .iter()
+                        .map(|line| function_name(line.function_id))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            names.reverse();
+            names.join(";")
+        })
+        .filter(|stack| {
+            let leaf = stack.rsplit(';').next().unwrap_or("");
+            leaf.starts_with(NATIVE) && stack.contains("(rt_leak.js)")
+        })
+        .collect();
+    let system_names = profile
+        .function
+        .iter()
+        .map(|function| (text(function.name), text(function.system_name)))
+        .collect();
+    (stacks, system_names)
+}
+
+#[test]
+fn javascript_frames_are_named_in_call_order_in_every_output() {
+    let node = Path::new("/usr/bin/node");
+    if !node.exists() {
+        skip(Missing::Software(
+            "Node.js is not installed (apt-get install nodejs)",
+        ));
+        return;
+    }
+    let script = programs_dir().join("rt_leak.js");
+    let outcome = Run::new(node)
+        .args([
+            "--perf-basic-prof",
+            "--interpreted-frames-native-stack",
+            path_str(&script),
+        ])
+        .prof_conf("lg_prof_sample:14")
+        .with_shim()
+        .run();
+    outcome.assert_success();
+    let (file, dump) = outcome.final_dump();
+    let map = format!("/tmp/perf-{}.map", outcome.pid);
+    let _ = std::fs::remove_file(&map);
+    assert_eq!(dump.runtime.sources, [map], "{}", outcome.context());
+    for function in ["handleRequest", "makeBuffer"] {
+        assert!(
+            dump.runtime.symbols.iter().any(|symbol| {
+                symbol.kind == FrameKind::JavaScript
+                    && symbol.name.contains(&format!("{function} "))
+                    && symbol.name.contains("rt_leak.js:")
+            }),
+            "{function} not among the dump's runtime symbols: {:?}",
+            dump.runtime.symbols
+        );
+    }
+    let path = path_str(&file.path);
+
+    // folded: every leak stack names handleRequest above the native
+    // allocation; makeBuffer, where shown, between them; JavaScript frames
+    // carry the JIT suffix, native ones none; no bare address.
+    let folded = leak_stacks_folded(path);
+    assert!(!folded.is_empty(), "no leak stack names the script");
+    let mut with_make = 0;
+    for (frames, suffixes) in &folded {
+        let stack = frames.join(";");
+        let at = |name: &str| frames.iter().position(|frame| frame == name);
+        let handle = at(HANDLE).unwrap_or_else(|| panic!("no {HANDLE}: {stack}"));
+        let native = at(NATIVE).expect("the leak's allocation");
+        assert!(handle < native, "{stack}");
+        if let Some(make) = at(MAKE) {
+            with_make += 1;
+            assert!(handle < make && make < native, "{stack}");
+            assert_eq!(suffixes[make], "_[j]", "{stack}");
+        }
+        assert_eq!(suffixes[handle], "_[j]", "{stack}");
+        assert_eq!(suffixes[native], "", "{stack}");
+        assert_eq!(frames[0], "_start", "the walk reaches the root: {stack}");
+        assert!(!stack.contains("0x"), "no bare address: {stack}");
+    }
+    assert!(with_make > 0, "no leak stack names {MAKE}: {folded:#?}");
+    let folded: BTreeSet<String> = folded.iter().map(|(f, _)| f.join(";")).collect();
+
+    // json: the same stacks, frame for frame, and each name's kind.
+    let json: serde_json::Value =
+        serde_json::from_str(&heapdiff_ok(&[path, "-m", "alloc-space", "-f", "json"]))
+            .expect("heapdiff's json parses");
+    let names = json["names"].as_array().expect("names");
+    let kinds = json["name_kinds"].as_array().expect("name_kinds");
+    assert_eq!(names.len(), kinds.len());
+    let kind_of = |wanted: &str| {
+        let index = names.iter().position(|name| name == wanted);
+        index.map(|index| kinds[index].as_str().expect("a kind"))
+    };
+    assert_eq!(kind_of(HANDLE), Some("javascript"));
+    assert_eq!(kind_of(MAKE), Some("javascript"));
+    assert_eq!(kind_of(NATIVE), Some("native"));
+    let json_stacks: BTreeSet<String> = json["metrics"]["alloc-space"]["stacks"]
+        .as_array()
+        .expect("stacks")
+        .iter()
+        .map(|value| {
+            let index = value["stack"].as_u64().expect("a stack index") as usize;
+            json["stacks"][index]
+                .as_array()
+                .expect("a stack's name indices")
+                .iter()
+                .map(|name| names[name.as_u64().expect("a name index") as usize].as_str())
+                .map(|name| name.expect("a name").to_string())
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .filter(|stack| stack.ends_with(NATIVE) && stack.contains("(rt_leak.js)"))
+        .collect();
+    assert_eq!(json_stacks, folded, "json and folded disagree");
+
+    // pprof (whose native names are whole signatures): the same JavaScript
+    // frames in the same order, and the kind in each function's system name.
+    let pprof = outcome.dir.path().join("node.pb.gz");
+    heapdiff_ok(&[
+        path,
+        "-m",
+        "alloc-space",
+        "-f",
+        "pprof",
+        "-o",
+        path_str(&pprof),
+    ]);
+    let (pprof_stacks, system_names) = leak_stacks_pprof(&pprof);
+    let javascript = |stacks: &BTreeSet<String>| -> BTreeSet<String> {
+        stacks
+            .iter()
+            .map(|stack| {
+                let frames = stack.split(';');
+                let frames = frames.filter(|frame| kind_of(frame) == Some("javascript"));
+                frames.collect::<Vec<_>>().join(";")
+            })
+            .collect()
+    };
+    assert_eq!(
+        javascript(&pprof_stacks),
+        javascript(&folded),
+        "pprof and folded disagree"
+    );
+    for (name, system) in &system_names {
+        let wanted = match name.as_str() {
+            HANDLE | MAKE => format!("javascript:{name}"),
+            NATIVE => name.clone(),
+            _ => continue,
+        };
+        assert_eq!(system, &wanted, "pprof's system name of {name}");
+    }
+}
