@@ -180,11 +180,28 @@ pub fn kind_of(name: &str) -> FrameKind {
         || name.starts_with("py::trampoline")
     {
         FrameKind::Interpreter
-    } else if name.contains("::") && !name.contains(' ') {
+    } else if (name.contains("::") && !name.contains(' ')) || is_jvm_method(name) {
         FrameKind::Java
     } else {
         FrameKind::Jit
     }
+}
+
+/// The JVM's own spelling of a compiled method (`Compiler.perfmap`,
+/// `DumpPerfMapAtExit`): `RETURN_TYPE package.Class.method(PARAMETERS)`.
+fn is_jvm_method(name: &str) -> bool {
+    let Some((head, _)) = name.split_once('(') else {
+        return false;
+    };
+    let Some((returns, method)) = head.split_once(' ') else {
+        return false;
+    };
+    name.ends_with(')')
+        && !returns.is_empty()
+        && method.contains('.')
+        && !method.contains(' ')
+        && !method.contains("::")
+        && !returns.contains('[')
 }
 
 #[cfg(test)]
@@ -248,6 +265,12 @@ mod tests {
         );
         assert_eq!(kind_of("LRtLeak;::makeCompressor"), FrameKind::Java);
         assert_eq!(kind_of("RtLeak::makeCompressor"), FrameKind::Java);
+        assert_eq!(kind_of("void RtLeak.handleRequest(int)"), FrameKind::Java);
+        assert_eq!(
+            kind_of("void java.util.zip.Deflater.<init>(int, boolean)"),
+            FrameKind::Java
+        );
+        assert_eq!(kind_of("StubRoutines (1)"), FrameKind::Jit);
         assert_eq!(kind_of("Interpreter"), FrameKind::Interpreter);
         assert_eq!(kind_of("Builtin:CEntry_Return1"), FrameKind::Jit);
     }

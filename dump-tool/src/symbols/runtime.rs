@@ -66,6 +66,9 @@ fn runtime_of(dump: &Dump) -> Option<&'static str> {
 /// `name` (as the runtime wrote it) as shown.
 pub fn clean(name: &str, kind: FrameKind) -> CleanName {
     match kind {
+        // The JVM's template interpreter: one region for every interpreted
+        // method, whose names the JVM does not publish.
+        FrameKind::Interpreter if name == "Interpreter" => plain("[java: interpreted]"),
         FrameKind::Python => python(name),
         FrameKind::JavaScript => javascript(name),
         FrameKind::Java => java(name),
@@ -126,9 +129,11 @@ fn javascript(name: &str) -> CleanName {
     }
 }
 
-/// `LPACKAGE/CLASS;::METHOD` or `PACKAGE.CLASS::METHOD`, a signature after.
+/// `LPACKAGE/CLASS;::METHOD` or `PACKAGE.CLASS::METHOD`, a signature after,
+/// or the JVM's own `RETURN_TYPE PACKAGE.CLASS.METHOD(PARAMETERS)`.
 fn java(name: &str) -> CleanName {
     let name = name.split_once('(').map_or(name, |(head, _)| head);
+    let name = name.rsplit_once(' ').map_or(name, |(_, method)| method);
     let Some((class, method)) = name.rsplit_once("::") else {
         return plain(name);
     };
@@ -227,6 +232,22 @@ mod tests {
         assert_eq!(
             shown("Ljava/util/zip/Deflater;::init(IIZ)J", FrameKind::Java).0,
             "java.util.zip.Deflater.init"
+        );
+        assert_eq!(
+            shown("void RtLeak.handleRequest(int)", FrameKind::Java).0,
+            "RtLeak.handleRequest"
+        );
+        assert_eq!(
+            shown(
+                "java.util.zip.Deflater RtLeak.makeCompressor(int)",
+                FrameKind::Java
+            )
+            .0,
+            "RtLeak.makeCompressor"
+        );
+        assert_eq!(
+            shown("Interpreter", FrameKind::Interpreter).0,
+            "[java: interpreted]"
         );
         assert_eq!(shown("Builtin:CEntry", FrameKind::Jit).0, "Builtin:CEntry");
     }

@@ -1,0 +1,133 @@
+//! Java frames above native allocations: `heapsample run java ...` adds
+//! `-XX:+PreserveFramePointer` and a perf map at exit (`DumpPerfMapAtExit`)
+//! through `JAVA_TOOL_OPTIONS`; the walk steps through the JVM's code by the
+//! frame pointer, and heapdiff shows the compiled methods that leak zlib
+//! streams (`RtLeak.handleRequest` calling `RtLeak.makeCompressor`, then
+//! `java.util.zip.Deflater.init` and zlib's `deflateInit2_`) in call order,
+//! with their kind, alike in folded and json. The program is
+//! tests/programs/RtLeak.java.
+//!
+//! The JVM's perf map names compiled methods only: the interpreter is one
+//! region, so an interpreted method's frame says `[java: interpreted]`
+//! (never a bare address). Its compilers inline small methods, which then
+//! vanish from the stacks as they do for `perf`: the test keeps
+//! `makeCompressor` out of line (`-XX:CompileCommand=dontinline`) to see both.
+
+use heapsample_format::FrameKind;
+use heapsample_tests::locate::{path_str, programs_dir, target_dir};
+use heapsample_tests::prerequisite::{Missing, skip};
+use heapsample_tests::run::Run;
+use heapsample_tests::tools::heapdiff_ok;
+use heapsample_tests::{TempDir, dump_files_in};
+use std::path::Path;
+use std::process::Command;
+
+const HANDLE: &str = "RtLeak.handleRequest";
+const MAKE: &str = "RtLeak.makeCompressor";
+const JNI: &str = "Java_java_util_zip_Deflater_init";
+const ZLIB: &str = "deflateInit2_";
+const INTERPRETED: &str = "[java: interpreted]";
+
+#[test]
+fn java_methods_are_named_in_call_order() {
+    let (java, javac) = (Path::new("/usr/bin/java"), Path::new("/usr/bin/javac"));
+    if !java.exists() || !javac.exists() {
+        skip(Missing::Software(
+            "OpenJDK is not installed (apt-get install openjdk-17-jdk-headless)",
+        ));
+        return;
+    }
+    let classes = TempDir::new("rt-java-classes");
+    let compiled = Command::new(javac)
+        .args(["-d", path_str(classes.path())])
+        .arg(programs_dir().join("RtLeak.java"))
+        .env_remove("JAVA_TOOL_OPTIONS")
+        .output()
+        .expect("run javac");
+    assert!(compiled.status.success(), "javac: {compiled:?}");
+    let out = TempDir::new("rt-java-dumps");
+    let heapsample = target_dir().join("release").join("heapsample");
+    let outcome = Run::new(&heapsample)
+        .args(["run", "-o", path_str(out.path()), "--lg-sample", "16", "--"])
+        .arg(java)
+        .args([
+            "-XX:CompileCommand=quiet",
+            "-XX:CompileCommand=dontinline,RtLeak::makeCompressor",
+            "-cp",
+            path_str(classes.path()),
+            "RtLeak",
+        ])
+        .run();
+    outcome.assert_success();
+    assert!(
+        outcome.stdout.contains("kept 200 compressors"),
+        "{}",
+        outcome.context()
+    );
+    let files = dump_files_in(out.path());
+    assert_eq!(files.len(), 1, "one exit dump: {files:?}");
+    let file = &files[0];
+    let dump = file.decode();
+    let map = format!("/tmp/perf-{}.map", file.pid);
+    let _ = std::fs::remove_file(&map);
+    assert_eq!(dump.runtime.sources, [map], "{}", outcome.context());
+    for method in ["RtLeak.handleRequest(", "RtLeak.makeCompressor("] {
+        assert!(
+            dump.runtime
+                .symbols
+                .iter()
+                .any(|symbol| symbol.kind == FrameKind::Java && symbol.name.contains(method)),
+            "{method} not among the dump's runtime symbols: {:?}",
+            dump.runtime.symbols
+        );
+    }
+    let path = path_str(&file.path);
+
+    // folded: the leak's stacks end in zlib under the JNI function; the
+    // compiled methods carry `_[j]`, the interpreter `_[i]`; no bare address;
+    // makeCompressor, wherever shown, is called by handleRequest.
+    let folded = heapdiff_ok(&[path, "-m", "alloc-space", "-f", "folded"]);
+    let leaks: Vec<Vec<&str>> = folded
+        .lines()
+        .filter_map(|line| line.rsplit_once(' ').map(|(stack, _)| stack))
+        .filter(|stack| stack.ends_with(&format!("{JNI};{ZLIB}")))
+        .map(|stack| stack.split(';').collect())
+        .collect();
+    assert!(!leaks.is_empty(), "no stack reaches {ZLIB} through {JNI}");
+    let mut in_order = 0;
+    for frames in &leaks {
+        let stack = frames.join(";");
+        assert!(!stack.contains("0x"), "no bare address: {stack}");
+        let at = |name: &str| frames.iter().position(|frame| *frame == name);
+        let (handle, make) = (at(&format!("{HANDLE}_[j]")), at(&format!("{MAKE}_[j]")));
+        if let Some(make) = make {
+            let handle = handle.unwrap_or_else(|| panic!("{MAKE} without {HANDLE}: {stack}"));
+            assert!(handle < make, "{stack}");
+            in_order += usize::from(handle + 1 == make);
+        }
+        for frame in frames {
+            if frame.starts_with(INTERPRETED) {
+                assert_eq!(*frame, format!("{INTERPRETED}_[i]"), "{stack}");
+            }
+        }
+    }
+    assert!(
+        in_order > 0,
+        "no stack shows {HANDLE} calling {MAKE}: {leaks:#?}"
+    );
+
+    // json: the same names, each with its kind.
+    let json: serde_json::Value =
+        serde_json::from_str(&heapdiff_ok(&[path, "-m", "alloc-space", "-f", "json"]))
+            .expect("heapdiff's json parses");
+    let names = json["names"].as_array().expect("names");
+    let kinds = json["name_kinds"].as_array().expect("name_kinds");
+    let kind_of = |wanted: &str| {
+        let index = names.iter().position(|name| name == wanted);
+        index.map(|index| kinds[index].as_str().expect("a kind"))
+    };
+    assert_eq!(kind_of(HANDLE), Some("java"));
+    assert_eq!(kind_of(MAKE), Some("java"));
+    assert_eq!(kind_of(INTERPRETED), Some("interpreter"));
+    assert_eq!(kind_of(ZLIB), Some("native"));
+}
