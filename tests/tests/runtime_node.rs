@@ -6,7 +6,8 @@
 //! `makeBuffer (rt_leak.js)`) in call order above the native allocation,
 //! with their kind, alike in folded, json and pprof. The program is
 //! tests/programs/rt_leak.js, leaking `Buffer.allocUnsafeSlow` buffers (each
-//! one malloc of its size).
+//! one malloc of its size). The same again with `--perf-prof`, where the
+//! names come from the jitdump (`jit-PID.dump`) node writes instead.
 //!
 //! V8's optimizing tier inlines small functions: a buffer made by an
 //! optimized `handleRequest` has `makeBuffer` inlined and shows
@@ -98,8 +99,26 @@ fn leak_stacks_pprof(path: &Path) -> (BTreeSet<String>, Vec<(String, String)>) {
     (stacks, system_names)
 }
 
+/// Where `node` run with `flag` publishes its names.
+#[derive(Clone, Copy)]
+enum Names {
+    /// `--perf-basic-prof`: `/tmp/perf-PID.map`.
+    PerfMap,
+    /// `--perf-prof`: `jit-PID.dump` in its working directory.
+    Jitdump,
+}
+
 #[test]
 fn javascript_frames_are_named_in_call_order_in_every_output() {
+    check(Names::PerfMap);
+}
+
+#[test]
+fn javascript_frames_are_named_from_a_jitdump() {
+    check(Names::Jitdump);
+}
+
+fn check(names: Names) {
     let node = Path::new("/usr/bin/node");
     if !node.exists() {
         skip(Missing::Software(
@@ -108,20 +127,25 @@ fn javascript_frames_are_named_in_call_order_in_every_output() {
         return;
     }
     let script = programs_dir().join("rt_leak.js");
+    let flag = match names {
+        Names::PerfMap => "--perf-basic-prof",
+        Names::Jitdump => "--perf-prof",
+    };
     let outcome = Run::new(node)
-        .args([
-            "--perf-basic-prof",
-            "--interpreted-frames-native-stack",
-            path_str(&script),
-        ])
+        .args([flag, "--interpreted-frames-native-stack", path_str(&script)])
         .prof_conf("lg_prof_sample:14")
         .with_shim()
         .run();
     outcome.assert_success();
     let (file, dump) = outcome.final_dump();
-    let map = format!("/tmp/perf-{}.map", outcome.pid);
-    let _ = std::fs::remove_file(&map);
-    assert_eq!(dump.runtime.sources, [map], "{}", outcome.context());
+    let source = match names {
+        Names::PerfMap => format!("/tmp/perf-{}.map", outcome.pid),
+        Names::Jitdump => {
+            path_str(&outcome.dir.path().join(format!("jit-{}.dump", outcome.pid))).to_string()
+        }
+    };
+    let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", outcome.pid));
+    assert_eq!(dump.runtime.sources, [source], "{}", outcome.context());
     for function in ["handleRequest", "makeBuffer"] {
         assert!(
             dump.runtime.symbols.iter().any(|symbol| {
