@@ -254,3 +254,115 @@ fn check(names: Names) {
         assert_eq!(system, &wanted, "pprof's system name of {name}");
     }
 }
+
+/// The alloc-space estimate of the leak's native allocation (every stack
+/// ending in it) in the exit dump of `outcome`, and heapdiff's stderr.
+fn leak_total(outcome: &heapsample_tests::run::Outcome) -> (f64, String) {
+    let (file, _) = outcome.final_dump();
+    let output = heapsample_tests::tools::heapdiff(&[
+        path_str(&file.path),
+        "-m",
+        "alloc-space",
+        "-f",
+        "folded",
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let total = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.rsplit_once(' '))
+        .filter(|(stack, _)| stack.ends_with(NATIVE))
+        .map(|(_, value)| value.parse::<f64>().expect("a folded value"))
+        .sum();
+    (total, String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// Without perf support the stacks are as before (the script's frames say
+/// `[node: no perf map]`, never an address) and heapdiff says in one line
+/// how to get names; the names change no estimate: the leak's total with
+/// and without them agree with each other and with the program's truth.
+///
+/// The bound: each buffer of `s` bytes is sampled with probability
+/// `p = 1 − exp(−s/P)` (P = 16 KiB) and weighted `s/p`, so the estimate's
+/// variance is Σ s²(1 − p)/p over the 4000 buffers (σ ≈ 0.8 MB of 77.8 MB);
+/// two independent runs differ with σ√2. Five σ (a false failure below
+/// one in a million, the estimate being a sum of 4000 independent terms)
+/// plus 1 MiB for node's own ArrayBuffers, which the truth leaves out.
+#[test]
+fn without_perf_support_one_line_says_how_and_estimates_do_not_change() {
+    let node = Path::new("/usr/bin/node");
+    if !node.exists() {
+        skip(Missing::Software(
+            "Node.js is not installed (apt-get install nodejs)",
+        ));
+        return;
+    }
+    let script = programs_dir().join("rt_leak.js");
+    let run = |flags: &[&str]| {
+        let outcome = Run::new(node)
+            .args(flags)
+            .arg(&script)
+            .prof_conf("lg_prof_sample:14")
+            .with_shim()
+            .run();
+        outcome.assert_success();
+        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", outcome.pid));
+        outcome
+    };
+    let plain = run(&[]);
+    let named = run(&["--perf-basic-prof", "--interpreted-frames-native-stack"]);
+    let truth: f64 = plain
+        .stdout
+        .split_whitespace()
+        .nth(3)
+        .and_then(|bytes| bytes.parse().ok())
+        .unwrap_or_else(|| panic!("the program's truth: {}", plain.stdout));
+    let period = 16384.0_f64;
+    let variance: f64 = (0..4000)
+        .map(|i| {
+            let size = 16384.0 + f64::from(i % 7) * 1024.0;
+            let p = 1.0 - (-size / period).exp();
+            size * size * (1.0 - p) / p
+        })
+        .sum();
+    let sigma = variance.sqrt();
+    let slack = 1_048_576.0;
+
+    let (plain_total, plain_stderr) = leak_total(&plain);
+    let (named_total, named_stderr) = leak_total(&named);
+    let hints: Vec<&str> = plain_stderr
+        .lines()
+        .filter(|line| line.contains("published no names"))
+        .collect();
+    assert_eq!(hints.len(), 1, "{plain_stderr}");
+    assert!(hints[0].contains("--perf-basic-prof"), "{}", hints[0]);
+    assert!(
+        !named_stderr.contains("published no names"),
+        "{named_stderr}"
+    );
+
+    let (file, _) = plain.final_dump();
+    let folded = heapdiff_ok(&[path_str(&file.path), "-m", "alloc-space", "-f", "folded"]);
+    let leaks: Vec<&str> = folded
+        .lines()
+        .filter(|line| line.contains(NATIVE) && line.contains("[node: no perf map]"))
+        .collect();
+    assert!(!leaks.is_empty(), "{folded}");
+    for line in &leaks {
+        assert!(!line.contains("0x"), "no bare address: {line}");
+        assert!(
+            !line.contains("rt_leak.js"),
+            "no name without a map: {line}"
+        );
+    }
+
+    for (what, total) in [("without names", plain_total), ("with names", named_total)] {
+        assert!(
+            (total - truth).abs() <= 5.0 * sigma + slack,
+            "{what}: {total} against the program's {truth} (σ {sigma})"
+        );
+    }
+    assert!(
+        (plain_total - named_total).abs() <= 5.0 * sigma * 2f64.sqrt() + slack,
+        "{plain_total} without names, {named_total} with (σ {sigma})"
+    );
+}

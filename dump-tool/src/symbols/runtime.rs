@@ -41,6 +41,28 @@ pub fn unnamed(dump: &Dump) -> Option<String> {
     Some(format!("[{runtime}: no perf map]"))
 }
 
+/// How to get names for a runtime that published none (one line), for a
+/// dump of a recognized runtime without a perf map or jitdump.
+pub fn how_to_name(dump: &Dump) -> Option<String> {
+    if !dump.runtime.sources.is_empty() {
+        return None;
+    }
+    let how = match runtime_of(dump)? {
+        "python" => {
+            "CPython 3.12 or later with -X perf or PYTHONPERFSUPPORT=1 (3.11 and older have no perf support)"
+        }
+        "node" => "node --perf-basic-prof --interpreted-frames-native-stack (or --perf-prof)",
+        _ => {
+            "java -XX:+PreserveFramePointer, and -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit or jcmd PID Compiler.perfmap"
+        }
+    };
+    Some(format!(
+        "{} published no names for its generated code: its frames show as [{}: no perf map]; `heapsample run` turns names on, or start it with {how}",
+        dump.executable,
+        runtime_of(dump)?
+    ))
+}
+
 /// The runtime a dump's process runs, by its modules and executable.
 fn runtime_of(dump: &Dump) -> Option<&'static str> {
     let paths = dump
