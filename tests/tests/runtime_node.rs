@@ -99,6 +99,71 @@ fn leak_stacks_pprof(path: &Path) -> (BTreeSet<String>, Vec<(String, String)>) {
     (stacks, system_names)
 }
 
+/// The viewer's model of `dump` (`-f html`): its stacks (root first,
+/// joined by `;`) ending in the leak's native allocation, and each frame
+/// label's kind.
+fn viewer_model(
+    dump: &str,
+    dir: &Path,
+) -> (BTreeSet<String>, std::collections::BTreeMap<String, String>) {
+    let html = dir.join("viewer.html");
+    heapdiff_ok(&[
+        dump,
+        "-m",
+        "alloc-space",
+        "-f",
+        "html",
+        "-o",
+        path_str(&html),
+    ]);
+    let page = std::fs::read_to_string(&html).expect("read the page");
+    let start = r#"<script id="model" type="application/json">"#;
+    let data = page.split_once(start).expect("the model").1;
+    let data = data.split_once("</script>").expect("the model's end").0;
+    let model: serde_json::Value = serde_json::from_str(data).expect("the model parses");
+    let labels: Vec<&str> = model["frames"]
+        .as_array()
+        .expect("frames")
+        .iter()
+        .map(|frame| frame[0].as_str().expect("a label"))
+        .collect();
+    let kinds = model["frame_kinds"].as_array().expect("frame_kinds");
+    assert_eq!(labels.len(), kinds.len());
+    let kind_of = labels
+        .iter()
+        .zip(kinds)
+        .map(|(label, kind)| {
+            (
+                label.to_string(),
+                kind.as_str().expect("a kind").to_string(),
+            )
+        })
+        .collect();
+    let shared = model["stack_shared"].as_array().expect("stack_shared");
+    let mut previous: Vec<u64> = Vec::new();
+    let mut stacks = BTreeSet::new();
+    for (rest, shared) in model["stack_frames"]
+        .as_array()
+        .expect("stack_frames")
+        .iter()
+        .zip(shared)
+    {
+        let mut frames = previous[..shared.as_u64().expect("shared") as usize].to_vec();
+        frames.extend(
+            rest.as_array()
+                .expect("frames")
+                .iter()
+                .map(|f| f.as_u64().expect("a frame")),
+        );
+        let stack: Vec<&str> = frames.iter().map(|&f| labels[f as usize]).collect();
+        if stack.last() == Some(&NATIVE) && stack.iter().any(|f| f.ends_with("(rt_leak.js)")) {
+            stacks.insert(stack.join(";"));
+        }
+        previous = frames;
+    }
+    (stacks, kind_of)
+}
+
 /// Where `node` run with `flag` publishes its names.
 #[derive(Clone, Copy)]
 enum Names {
@@ -244,6 +309,23 @@ fn check(names: Names) {
         javascript(&pprof_stacks),
         javascript(&folded),
         "pprof and folded disagree"
+    );
+    // The viewer's model (`-f html`, as `heapdiff serve` sends it): the same
+    // JavaScript frames in the same order, each with its kind.
+    let (viewer_stacks, viewer_kinds) = viewer_model(path, outcome.dir.path());
+    assert_eq!(
+        viewer_kinds.get(HANDLE).map(String::as_str),
+        Some("javascript")
+    );
+    assert_eq!(
+        viewer_kinds.get(MAKE).map(String::as_str),
+        Some("javascript")
+    );
+    assert_eq!(viewer_kinds.get(NATIVE).map(String::as_str), Some("native"));
+    assert_eq!(
+        javascript(&viewer_stacks),
+        javascript(&folded),
+        "the viewer and folded disagree"
     );
     for (name, system) in &system_names {
         let wanted = match name.as_str() {
