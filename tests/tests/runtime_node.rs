@@ -310,6 +310,20 @@ fn check(names: Names) {
         javascript(&folded),
         "pprof and folded disagree"
     );
+    // text: both functions with their kind; the caller's total holds the
+    // callee's.
+    let text = heapdiff_ok(&[path, "-m", "alloc-space", "-f", "text", "--top", "500"]);
+    let total_of = |name: &str| -> f64 {
+        let row = format!("  {name}  [javascript]");
+        let line = text
+            .lines()
+            .find(|line| line.ends_with(&row))
+            .unwrap_or_else(|| panic!("no row {row:?} in\n{text}"));
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields[2].parse().expect("a total")
+    };
+    assert!(total_of(HANDLE) >= total_of(MAKE), "{text}");
+
     // The viewer's model (`-f html`, as `heapdiff serve` sends it): the same
     // JavaScript frames in the same order, each with its kind.
     let (viewer_stacks, viewer_kinds) = viewer_model(path, outcome.dir.path());
