@@ -186,7 +186,7 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
         );
         let marks = kind_marks(view.table);
         for (name, delta) in rows.into_iter().take(top) {
-            let mark = marks.get(&*name).copied().unwrap_or("");
+            let mark = marks.get(name).copied().unwrap_or("");
             let _ = writeln!(
                 out,
                 "{:>14} {:>14} {:>+14} {:>29} {:>4}  {name}{mark}",
