@@ -34,6 +34,9 @@ command -v valgrind >/dev/null 2>&1 || need+=(valgrind)
 # The viewer's tests drive a real browser through chromedriver.
 [ -x /usr/bin/chromium ] || need+=(chromium)
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
+# Runtime frames: Node.js (--perf-basic-prof) and the JVM (javac, jcmd).
+[ -x /usr/bin/node ] || need+=(nodejs)
+{ [ -x /usr/bin/javac ] && [ -x /usr/bin/jcmd ]; } || need+=(openjdk-17-jdk-headless)
 # CPython's own test modules for tests/tests/suites.rs (Debian 12: 3.11).
 python3 -c 'import test.test_dict, test.test_subprocess' >/dev/null 2>&1 \
     || /usr/bin/python3 -c 'import test.test_dict, test.test_subprocess' >/dev/null 2>&1 \

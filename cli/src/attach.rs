@@ -40,6 +40,9 @@ pub fn attach(library: Option<PathBuf>, args: AttachArgs) -> Result<u8, Failure>
     let mut items = args.options.items()?;
     heapsample_options::attach::check_options(&options::join(&items)).map_err(Failure::new)?;
     let started = Instant::now();
+    // A JVM's methods named in the dumps to come (asked again at each
+    // `dump` and at `detach`).
+    crate::runtime_names::refresh_jvm_perf_map(args.pid);
     let mut target = Target::inspect(args.pid)?;
     let loaded = target.profiler().is_some();
     // Its dumps' directory is then one inside the container (`container`).

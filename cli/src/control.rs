@@ -126,6 +126,7 @@ pub fn status(args: PidArgs) -> Result<u8, Failure> {
 }
 
 pub fn detach(args: PidArgs) -> Result<u8, Failure> {
+    crate::runtime_names::refresh_jvm_perf_map(args.pid);
     let mut target = profiled(args.pid)?;
     let (status, text) = call_with_buffer(&mut target, args.timeout(), "heapsample_detach")?;
     if status != 0 {
@@ -150,6 +151,7 @@ pub fn detach(args: PidArgs) -> Result<u8, Failure> {
 }
 
 pub fn dump(args: PidArgs) -> Result<u8, Failure> {
+    crate::runtime_names::refresh_jvm_perf_map(args.pid);
     let mut target = profiled(args.pid)?;
     let (status, text) = call_with_buffer(&mut target, args.timeout(), "heapsample_dump_named")?;
     if status != 0 {

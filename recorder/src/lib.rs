@@ -38,7 +38,8 @@
 //! 9. never inside malloc: [`process`] (the process's identity and fork
 //!    record), [`process_context`] (where it runs: architecture,
 //!    namespaces, cgroup), [`dump_assembly`] (what a dump holds),
-//!    [`runtime_names`] (the perf map's names of JIT code in a dump),
+//!    [`jitdump`] (the jitdump format), [`runtime_names`] (the perf map's
+//!    and jitdump's names of JIT code in a dump),
 //!    [`dump_file`] (writing one atomically), [`dump_series`] (the dumps
 //!    this process keeps, thinned to their bounds), [`dump_sequence`] (when,
 //!    in what order and under what name dumps are written), [`api`] (the C API),
@@ -63,6 +64,7 @@ pub mod dump_series;
 pub mod dump_thread;
 pub mod exec_final;
 pub mod fast_path;
+pub mod jitdump;
 pub mod lifecycle;
 pub mod lifetimes;
 pub mod live_table;

@@ -1,11 +1,12 @@
 //! Names of runtime-generated code for a dump: the process's perf map
 //! (`/tmp/perf-PID.map`, written by CPython ≥ 3.12 with `-X perf`, Node.js with
-//! `--perf-basic-prof`, the JVM through `jcmd PID Compiler.perfmap`), read when
+//! `--perf-basic-prof`, the JVM through `jcmd PID Compiler.perfmap`) and its
+//! jitdump (`jit-PID.dump`, Node.js `--perf-prof`: [`crate::jitdump`]), read when
 //! a dump is assembled, and the entries the dump's frames fall in copied into
 //! it ([`heapsample_format::RuntimeFrames`]), so the dump never depends on the
 //! file still being there or unchanged.
 //!
-//! Owns the parsed map, kept between dumps and parsed again only when the
+//! Owns the parsed map and jitdump, each kept between dumps and parsed again only when the
 //! file's size or modification time changed (a rewritten map gives the next
 //! dump its new names). Each line is `START SIZE NAME`, hexadecimal, with or
 //! without `0x`; where entries overlap (code freed and reused, an appended
@@ -39,34 +40,45 @@ struct Parsed {
     longest: u64,
 }
 
-static PARSED: Mutex<Option<Parsed>> = Mutex::new(None);
+static PERF_MAP: Mutex<Option<Parsed>> = Mutex::new(None);
+static JITDUMP: Mutex<Option<Parsed>> = Mutex::new(None);
 
 /// The runtime frames of a dump of this process whose stacks are `stacks`.
 pub fn runtime_frames(stacks: &[Stack]) -> RuntimeFrames {
-    let path = format!("/tmp/perf-{}.map", std::process::id());
-    let mut parsed = PARSED
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if !refresh(&mut parsed, &path) {
-        return RuntimeFrames::default();
-    }
-    let Some(map) = parsed.as_ref() else {
-        return RuntimeFrames::default();
-    };
+    let pid = std::process::id();
     let addresses: BTreeSet<u64> = stacks
         .iter()
         .flat_map(|stack| stack.frames.iter().copied())
         .collect();
-    RuntimeFrames {
-        symbols: symbols_for(map, &addresses),
-        sources: vec![path],
-        walk_ends: Default::default(),
+    let mut frames = RuntimeFrames::default();
+    let perf_map = Some(format!("/tmp/perf-{pid}.map"));
+    let sources = [
+        (&PERF_MAP, perf_map, parse as fn(&[u8]) -> Vec<Entry>),
+        (&JITDUMP, crate::jitdump::find(pid), parse_jitdump),
+    ];
+    for (state, path, parse) in sources {
+        let mut parsed = state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(path) = path else {
+            *parsed = None;
+            continue;
+        };
+        if !refresh(&mut parsed, &path, parse) {
+            continue;
+        }
+        if let Some(map) = parsed.as_ref() {
+            frames.symbols.extend(symbols_for(map, &addresses));
+            frames.sources.push(path);
+        }
     }
+    frames.symbols.sort_by_key(|symbol| symbol.start);
+    frames
 }
 
-/// Parses the map at `path` again if its size or modification time changed;
-/// false if there is none (or it cannot be read).
-fn refresh(parsed: &mut Option<Parsed>, path: &str) -> bool {
+/// Parses the file at `path` again if its size or modification time
+/// changed; false if there is none (or it cannot be read).
+fn refresh(parsed: &mut Option<Parsed>, path: &str, parse: fn(&[u8]) -> Vec<Entry>) -> bool {
     let Ok(metadata) = std::fs::metadata(path) else {
         *parsed = None;
         return false;
@@ -98,6 +110,24 @@ fn refresh(parsed: &mut Option<Parsed>, path: &str) -> bool {
         longest,
     });
     true
+}
+
+/// The entries of a jitdump, sorted by start then record.
+fn parse_jitdump(bytes: &[u8]) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = crate::jitdump::parse(bytes)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(line, region)| {
+            Some(Entry {
+                start: region.start,
+                end: region.start.checked_add(region.size)?,
+                line,
+                name: region.name,
+            })
+        })
+        .collect();
+    entries.sort_by_key(|entry| (entry.start, entry.line));
+    entries
 }
 
 /// The entries of a perf map's text, sorted by start then line; malformed
@@ -180,11 +210,28 @@ pub fn kind_of(name: &str) -> FrameKind {
         || name.starts_with("py::trampoline")
     {
         FrameKind::Interpreter
-    } else if name.contains("::") && !name.contains(' ') {
+    } else if (name.contains("::") && !name.contains(' ')) || is_jvm_method(name) {
         FrameKind::Java
     } else {
         FrameKind::Jit
     }
+}
+
+/// The JVM's own spelling of a compiled method (`Compiler.perfmap`,
+/// `DumpPerfMapAtExit`): `RETURN_TYPE package.Class.method(PARAMETERS)`.
+fn is_jvm_method(name: &str) -> bool {
+    let Some((head, _)) = name.split_once('(') else {
+        return false;
+    };
+    let Some((returns, method)) = head.split_once(' ') else {
+        return false;
+    };
+    name.ends_with(')')
+        && !returns.is_empty()
+        && method.contains('.')
+        && !method.contains(' ')
+        && !method.contains("::")
+        && !returns.contains('[')
 }
 
 #[cfg(test)]
@@ -248,6 +295,12 @@ mod tests {
         );
         assert_eq!(kind_of("LRtLeak;::makeCompressor"), FrameKind::Java);
         assert_eq!(kind_of("RtLeak::makeCompressor"), FrameKind::Java);
+        assert_eq!(kind_of("void RtLeak.handleRequest(int)"), FrameKind::Java);
+        assert_eq!(
+            kind_of("void java.util.zip.Deflater.<init>(int, boolean)"),
+            FrameKind::Java
+        );
+        assert_eq!(kind_of("StubRoutines (1)"), FrameKind::Jit);
         assert_eq!(kind_of("Interpreter"), FrameKind::Interpreter);
         assert_eq!(kind_of("Builtin:CEntry_Return1"), FrameKind::Jit);
     }

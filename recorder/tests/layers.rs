@@ -58,6 +58,7 @@ const LAYERS: heapsample_layers::Layers<'static> = &[
             "process",
             "process_context",
             "dump_assembly",
+            "jitdump",
             "runtime_names",
             "dump_file",
             "dump_series",

@@ -36,15 +36,23 @@ fn pyenv_python(version: &str) -> Option<PathBuf> {
     found.pop()
 }
 
-/// The folded stacks (alloc-space) of `dump` holding `needle`.
+/// The folded stacks (alloc-space) of `dump` holding `needle`, each Python
+/// frame's kind suffix (`_[j]`) checked and taken off.
 fn folded_with(dump: &str, needle: &str) -> Vec<String> {
     heapdiff_ok(&[dump, "-m", "alloc-space", "-f", "folded"])
         .lines()
         .filter(|line| line.contains(needle))
         .map(|line| {
-            line.rsplit_once(' ')
-                .map_or(line, |(stack, _)| stack)
-                .to_string()
+            let stack = line.rsplit_once(' ').map_or(line, |(stack, _)| stack);
+            let frames = stack.split(';').map(|frame| {
+                if frame.ends_with(" (rt_leak.py)_[j]") {
+                    frame.strip_suffix("_[j]").unwrap_or(frame)
+                } else {
+                    assert!(!frame.ends_with(" (rt_leak.py)"), "no kind suffix: {frame}");
+                    frame
+                }
+            });
+            frames.collect::<Vec<_>>().join(";")
         })
         .collect()
 }

@@ -36,7 +36,8 @@
   }
 
   // ---- frames: the model's, plus renamed and thread frames -----------------
-  const frames = M.frames.map((f) => ({ short: f[0], module: f[1], place: f[2], full: f[3] || f[0] }));
+  const codeKinds = M.frame_kinds || [];
+  const frames = M.frames.map((f, i) => ({ short: f[0], module: f[1], place: f[2], full: f[3] || f[0], code: codeKinds[i] || "native" }));
   const frameIds = new Map(frames.map((f, i) => [f.full + "\u0000" + f.module, i]));
   function internFrame(name, module, place) {
     const key = name + "\u0000" + module;
@@ -169,9 +170,14 @@
     for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619); }
     return (h >>> 0) / 4294967295;
   }
-  const KIND_HUE = { program: [10, 40], library: [45, 70], runtime: [190, 220], unknown: [0, 0], thread: [270, 290] };
+  // Frames in code a runtime generated are coloured by their language, as
+  // async-profiler does (Java green); native frames by their module's kind.
+  const KIND_HUE = { program: [10, 40], library: [45, 70], runtime: [190, 220], unknown: [0, 0], thread: [270, 290],
+    python: [95, 110], javascript: [125, 140], java: [145, 160], jit: [165, 180], interpreter: [240, 255] };
+  const CODE_KINDS = ["python", "javascript", "java", "jit", "interpreter"];
   function moduleKind(f) {
     if (f.module === -2) return "thread";
+    if (f.code && f.code !== "native") return f.code;
     if (f.module < 0) return "unknown";
     return M.modules[f.module][1];
   }
@@ -399,7 +405,8 @@
         swatch(NOISE_COLOUR, "change within sampling noise (95%)") +
         "<span>width: the larger of base and new; base " + escapeText(M.base_name) + ", new " + escapeText(M.new_name) + "</span>";
     } else {
-      const kinds = ["program", "library", "runtime", "unknown"].concat(state.threads ? ["thread"] : []);
+      const kinds = ["program", "library", "runtime", "unknown"].concat(state.threads ? ["thread"] : [])
+        .concat(CODE_KINDS.filter((kind) => codeKinds.includes(kind)));
       html = kinds.map((kind) => swatch("hsl(" + KIND_HUE[kind][0] + "," + (kind === "unknown" ? 0 : 75) + "%,60%)", kind)).join("");
     }
     $("legend").innerHTML = html + swatch(MATCH_COLOUR, "search match");

@@ -4,10 +4,11 @@
 //! Owns the folded key (what svg, folded output and the svg's interval
 //! notes line up on). No I/O.
 
-use super::frames::function_name;
+use super::frames::{function_name, line_of};
 use super::metric::Metric;
 use super::profile::{Profile, Sample};
 use crate::symbols::LocationTable;
+use crate::symbols::runtime::folded_suffix;
 use std::collections::BTreeMap;
 
 /// A frame's name as a folded line can hold it (`;` becomes `,`, a line
@@ -30,6 +31,13 @@ fn push_folded(into: &mut String, name: &str) {
 /// The folded key of a sample: frames root first, joined by `;` (built in
 /// one string: a large view folds millions of frames).
 pub fn folded_key(sample: &Sample, table: &LocationTable) -> String {
+    folded_key_with(sample, table, false)
+}
+
+/// [`folded_key`], each frame of runtime-generated code followed by its
+/// kind's suffix when `kinds` (async-profiler's `_[j]`, `_[i]`: see
+/// [`crate::symbols::runtime::folded_suffix`]).
+fn folded_key_with(sample: &Sample, table: &LocationTable, kinds: bool) -> String {
     if sample.frames.is_empty() {
         return "[no frames]".to_string();
     }
@@ -41,6 +49,9 @@ pub fn folded_key(sample: &Sample, table: &LocationTable) -> String {
             key.push(';');
         }
         push_folded(&mut key, function_name(table, frame));
+        if kinds && let Some(line) = line_of(table, frame) {
+            key.push_str(folded_suffix(line.kind));
+        }
     }
     key
 }
@@ -48,9 +59,28 @@ pub fn folded_key(sample: &Sample, table: &LocationTable) -> String {
 /// Metric value per folded stack (root first), summed over samples that
 /// fold to the same names.
 pub fn folded(profile: &Profile, table: &LocationTable, metric: Metric) -> BTreeMap<String, f64> {
+    folded_by(profile, table, metric, false)
+}
+
+/// [`folded`] with each runtime frame's kind suffix (`--format folded`).
+pub fn folded_with_kinds(
+    profile: &Profile,
+    table: &LocationTable,
+    metric: Metric,
+) -> BTreeMap<String, f64> {
+    folded_by(profile, table, metric, true)
+}
+
+fn folded_by(
+    profile: &Profile,
+    table: &LocationTable,
+    metric: Metric,
+    kinds: bool,
+) -> BTreeMap<String, f64> {
     let mut stacks: BTreeMap<String, f64> = BTreeMap::new();
     for sample in &profile.samples {
-        *stacks.entry(folded_key(sample, table)).or_default() += metric.of(&sample.values);
+        let key = folded_key_with(sample, table, kinds);
+        *stacks.entry(key).or_default() += metric.of(&sample.values);
     }
     stacks
 }

@@ -20,6 +20,7 @@ use crate::input::{Input, check_comparable, legacy_note, load, merge_warnings};
 use crate::model::merge::merged;
 use crate::model::transform::apply;
 use crate::model::{Metric, Profile, TimeInfo};
+use crate::symbols::runtime;
 use crate::symbols::{InternedStacks, LocationTable, NameStyle};
 use std::path::PathBuf;
 
@@ -167,6 +168,13 @@ pub(super) fn check(
     }
     for input in &all {
         time_requirements(input, settings)?;
+    }
+    // One line per run, not per dump: the first dump of a runtime without names.
+    if let Some(how) = all
+        .iter()
+        .find_map(|input| runtime::how_to_name(&input.dump))
+    {
+        notice(Notice::Note(how));
     }
     for side in std::iter::once(new).chain(base) {
         let dumps: Vec<_> = side.inputs.iter().map(|i| &i.dump).collect();

@@ -7,9 +7,16 @@
 //! graph (a one-column negative value is silently dropped by those tools).
 //! `--delta` prints one signed column, new − base, as
 //! `jeprof --collapsed --base` does.
+//!
+//! A frame in code a language runtime generated carries async-profiler's
+//! suffix, which inferno's and flamegraph.pl's `java` palette colour:
+//! `handleRequest (leak.js)_[j]` for JIT code of any language (Python,
+//! JavaScript, Java), `_[i]` for the interpreter's; native frames have none.
+//! The svg and the views keyed by stack (ages, lifetimes) show the names
+//! without it.
 
 use super::round;
-use crate::model::folding::{diff, folded};
+use crate::model::folding::{diff, folded_with_kinds as folded};
 use crate::pipeline::View;
 use std::fmt::Write;
 

@@ -20,13 +20,14 @@ use crate::compare::{
 };
 use crate::input::{Input, trigger_name};
 use crate::model::{
-    FrameLabels, FrameRef, Metric, Profile, ProgramFrames, Sample, TimeInfo, function_name,
+    FrameLabels, FrameRef, Metric, Profile, ProgramFrames, Sample, TimeInfo, function_name, line_of,
 };
 use crate::pipeline::{View, ViewSpec};
 use crate::stats::sampling::SMALL_OBJECT_BYTES;
 use crate::stats::{Delta, Estimate, Sampling, Unit};
 use crate::symbols::LocationTable;
-use heapsample_format::{LEGACY_VERSION, Peak, ProcessContext, Totals, WalkEnds};
+use crate::symbols::runtime::kind_name;
+use heapsample_format::{FrameKind, LEGACY_VERSION, Peak, ProcessContext, Totals, WalkEnds};
 use serde::Serialize;
 use serde::ser::{SerializeSeq, Serializer};
 use std::cmp::Ordering;
@@ -67,6 +68,7 @@ pub fn write(view: &View<'_>, mut writer: impl std::io::Write) -> std::io::Resul
         pairing: comparison.as_ref().map(|c| c.pairing().name()),
         in_use_variance_note: comparison.as_ref().and_then(|c| c.in_use_fallback()),
         names: &stacks.names,
+        name_kinds: &stacks.kinds,
         stacks: &stacks,
         metrics: metrics
             .iter()
@@ -104,6 +106,9 @@ struct Report<'a> {
     in_use_variance_note: Option<&'static str>,
     /// The function names of the stacks, each once.
     names: &'a [&'a str],
+    /// Per name, the kind of code its frames are in (`native`,
+    /// `interpreter`, `python`, `javascript`, `java`, `jit`).
+    name_kinds: &'a [&'static str],
     /// The new dump's stacks with a value in some metric: their frames,
     /// root first, as indices into `names`.
     stacks: &'a StackTable<'a>,
@@ -323,6 +328,8 @@ struct StackTable<'a> {
     /// Every name a listed stack shows, each once, in increasing order (so
     /// that stacks compare by their name indices as by their names).
     names: Vec<&'a str>,
+    /// Per name, the kind of code its frames are in.
+    kinds: Vec<&'static str>,
     /// Per location, where its lines' entries start in `name_of`.
     first_line: Vec<u32>,
     /// Per line of every location, its name's index in `names`.
@@ -361,15 +368,20 @@ impl<'a> StackTable<'a> {
         }
         used.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut names: Vec<&str> = Vec::new();
+        let mut kinds: Vec<&'static str> = Vec::new();
         for (name, frame) in used {
             if names.last() != Some(&name) {
                 names.push(name);
+                kinds.push(kind_name(
+                    line_of(table, frame).map_or(FrameKind::Native, |l| l.kind),
+                ));
             }
             name_of[first_line[frame.location()] as usize + frame.line()] = names.len() as u32 - 1;
         }
         StackTable {
             profile,
             names,
+            kinds,
             first_line,
             name_of,
             row_of,

@@ -1,7 +1,8 @@
 //! The text report: top functions by self and total value with their 95 %
 //! intervals, the top changes of a comparison with the interval of each
 //! change and whether it is significant, and totals lines that put the
-//! dump's exact counters beside the estimate from the samples.
+//! dump's exact counters beside the estimate from the samples. A function
+//! in code a runtime generated has its kind after its name (`  [javascript]`).
 
 use super::bounds::{
     change_bracket, estimate_bracket, limits_sentence, size_limits, size_limits_sentence,
@@ -16,6 +17,8 @@ use crate::input::foreign::is_foreign;
 use crate::model::{Metric, walk_ends};
 use crate::pipeline::{Side, View};
 use crate::stats::{Delta, Estimate, Unit};
+use crate::symbols::LocationTable;
+use heapsample_format::FrameKind;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -32,6 +35,7 @@ pub fn render(view: &View<'_>, top: usize) -> String {
 
 fn single_report(out: &mut String, view: &View<'_>, top: usize) {
     let functions = function_values(&view.new.profile, view.table, view.metric);
+    let marks = kind_marks(view.table);
     let whole = view.metric.of(&view.new.profile.estimated);
     let _ = writeln!(
         out,
@@ -91,9 +95,10 @@ fn single_report(out: &mut String, view: &View<'_>, top: usize) {
             "self", "self%", "total", "total%", "self 95% interval", "total 95% interval"
         );
         for (name, value) in top_by(&functions, top, |f| key(f).value) {
+            let mark = marks.get(name.as_str()).copied().unwrap_or("");
             let _ = writeln!(
                 out,
-                "{:>14} {:>7} {:>14} {:>7} {:>27} {:>27}  {name}",
+                "{:>14} {:>7} {:>14} {:>7} {:>27} {:>27}  {name}{mark}",
                 round(value.self_value),
                 percent(value.self_value, whole),
                 round(value.total),
@@ -215,10 +220,12 @@ fn diff_report(out: &mut String, view: &View<'_>, base_side: &Side, top: usize) 
             "{:>14} {:>14} {:>14} {:>29} {:>4}  function",
             "base", "new", "delta", "delta 95% interval", "sig"
         );
+        let marks = kind_marks(view.table);
         for (name, delta) in rows.into_iter().take(top) {
+            let mark = marks.get(name).copied().unwrap_or("");
             let _ = writeln!(
                 out,
-                "{:>14} {:>14} {:>+14} {:>29} {:>4}  {name}",
+                "{:>14} {:>14} {:>+14} {:>29} {:>4}  {name}{mark}",
                 round(delta.base.value),
                 round(delta.new.value),
                 round(delta.new.value) - round(delta.base.value),
@@ -269,6 +276,26 @@ fn largest_changes(
             .then_with(|| a.0.cmp(b.0))
     });
     rows
+}
+
+/// Per name of a function in code a runtime generated, the mark the text
+/// report puts after it (`  [javascript]`, `  [python]`, `  [java]`,
+/// `  [interpreter]`, `  [jit]`); native functions have none.
+fn kind_marks(table: &LocationTable) -> HashMap<&str, &'static str> {
+    let lines = table.locations.iter().flat_map(|location| &location.lines);
+    lines
+        .filter_map(|line| {
+            let mark = match line.kind {
+                FrameKind::Native => return None,
+                FrameKind::Interpreter => "  [interpreter]",
+                FrameKind::Python => "  [python]",
+                FrameKind::JavaScript => "  [javascript]",
+                FrameKind::Java => "  [java]",
+                FrameKind::Jit => "  [jit]",
+            };
+            Some((line.display.as_str(), mark))
+        })
+        .collect()
 }
 
 /// The `top` functions by `key`, largest first, ties by name; zeros left out.

@@ -4,7 +4,7 @@
 //!
 //! Owns the cleaning ([`clean`]: CPython's `py::make_record:/path/leak.py`
 //! becomes `make_record (leak.py)`, V8's `LazyCompile:*handleRequest
-//! /path/leak.js:12` `handleRequest (leak.js)`, the JVM's
+//! /path/leak.js:12` `handleRequest (leak.js)` whatever its tier mark, the JVM's
 //! `LRtLeak;::makeCompressor` `RtLeak.makeCompressor`). Plain functions over
 //! strings and the dump: no I/O.
 
@@ -41,6 +41,28 @@ pub fn unnamed(dump: &Dump) -> Option<String> {
     Some(format!("[{runtime}: no perf map]"))
 }
 
+/// How to get names for a runtime that published none (one line), for a
+/// dump of a recognized runtime without a perf map or jitdump.
+pub fn how_to_name(dump: &Dump) -> Option<String> {
+    if !dump.runtime.sources.is_empty() {
+        return None;
+    }
+    let how = match runtime_of(dump)? {
+        "python" => {
+            "CPython 3.12 or later with -X perf or PYTHONPERFSUPPORT=1 (3.11 and older have no perf support)"
+        }
+        "node" => "node --perf-basic-prof --interpreted-frames-native-stack (or --perf-prof)",
+        _ => {
+            "java -XX:+PreserveFramePointer, and -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit or jcmd PID Compiler.perfmap"
+        }
+    };
+    Some(format!(
+        "{} published no names for its generated code: its frames show as [{}: no perf map]; `heapsample run` turns names on, or start it with {how}",
+        dump.executable,
+        runtime_of(dump)?
+    ))
+}
+
 /// The runtime a dump's process runs, by its modules and executable.
 fn runtime_of(dump: &Dump) -> Option<&'static str> {
     let paths = dump
@@ -66,6 +88,9 @@ fn runtime_of(dump: &Dump) -> Option<&'static str> {
 /// `name` (as the runtime wrote it) as shown.
 pub fn clean(name: &str, kind: FrameKind) -> CleanName {
     match kind {
+        // The JVM's template interpreter: one region for every interpreted
+        // method, whose names the JVM does not publish.
+        FrameKind::Interpreter if name == "Interpreter" => plain("[java: interpreted]"),
         FrameKind::Python => python(name),
         FrameKind::JavaScript => javascript(name),
         FrameKind::Java => java(name),
@@ -97,7 +122,8 @@ fn python(name: &str) -> CleanName {
 /// `KIND:[*~]FUNCTION FILE:LINE[:COLUMN]`.
 fn javascript(name: &str) -> CleanName {
     let rest = name.split_once(':').map_or(name, |(_, rest)| rest);
-    let rest = rest.trim_start_matches(['*', '~']);
+    // V8's tier marks: `~` interpreted, `^` baseline, `+` Maglev, `*` TurboFan.
+    let rest = rest.trim_start_matches(['*', '~', '^', '+']);
     let (function, location) = rest.split_once(' ').unwrap_or((rest, ""));
     let function = if function.is_empty() {
         "(anonymous)"
@@ -125,9 +151,11 @@ fn javascript(name: &str) -> CleanName {
     }
 }
 
-/// `LPACKAGE/CLASS;::METHOD` or `PACKAGE.CLASS::METHOD`, a signature after.
+/// `LPACKAGE/CLASS;::METHOD` or `PACKAGE.CLASS::METHOD`, a signature after,
+/// or the JVM's own `RETURN_TYPE PACKAGE.CLASS.METHOD(PARAMETERS)`.
 fn java(name: &str) -> CleanName {
     let name = name.split_once('(').map_or(name, |(head, _)| head);
+    let name = name.rsplit_once(' ').map_or(name, |(_, method)| method);
     let Some((class, method)) = name.rsplit_once("::") else {
         return plain(name);
     };
@@ -208,6 +236,10 @@ mod tests {
             )
         );
         assert_eq!(
+            shown("JS:^makeBuffer /tmp/x/leak.js:3:20", FrameKind::JavaScript).0,
+            "makeBuffer (leak.js)"
+        );
+        assert_eq!(
             shown("JS:* /tmp/leak.js:1", FrameKind::JavaScript).0,
             "(anonymous) (leak.js)"
         );
@@ -222,6 +254,22 @@ mod tests {
         assert_eq!(
             shown("Ljava/util/zip/Deflater;::init(IIZ)J", FrameKind::Java).0,
             "java.util.zip.Deflater.init"
+        );
+        assert_eq!(
+            shown("void RtLeak.handleRequest(int)", FrameKind::Java).0,
+            "RtLeak.handleRequest"
+        );
+        assert_eq!(
+            shown(
+                "java.util.zip.Deflater RtLeak.makeCompressor(int)",
+                FrameKind::Java
+            )
+            .0,
+            "RtLeak.makeCompressor"
+        );
+        assert_eq!(
+            shown("Interpreter", FrameKind::Interpreter).0,
+            "[java: interpreted]"
         );
         assert_eq!(shown("Builtin:CEntry", FrameKind::Jit).0, "Builtin:CEntry");
     }

@@ -30,8 +30,10 @@ use crate::model::{FrameRef, FunctionNames, Metric, Profile, distinct_labels, li
 use crate::pipeline::View;
 use crate::render::live_heap::words;
 use crate::stats::{Estimate, Sampling};
+use crate::symbols::runtime::kind_name;
 use crate::symbols::{LocationTable, NameStyle};
 use ahash::AHashMap;
+use heapsample_format::FrameKind;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -122,6 +124,9 @@ pub struct Model {
     /// ages`' slices), or why the dumps cannot tell it.
     pub ages: AgesModel,
     pub links: Vec<Link>,
+    /// Per frame (index for index with `frames`), the kind of code it is in:
+    /// `native`, `interpreter`, `python`, `javascript`, `java` or `jit`.
+    pub frame_kinds: Vec<&'static str>,
 }
 
 /// Build the model of `view`: its title names both sides, it has no
@@ -201,6 +206,7 @@ pub fn model(view: &View<'_>) -> Model {
         live,
         ages: ages_model(view),
         links: Vec::new(),
+        frame_kinds: Vec::new(),
     })
 }
 
@@ -276,6 +282,8 @@ struct ModelBuilder<'a> {
     /// The page's metrics ([`metrics_of`]).
     metrics: [Metric; 4],
     frames: Vec<(String, i64, String, String)>,
+    /// Per frame, the kind of code it is in.
+    kinds: Vec<&'static str>,
     frame_ids: HashMap<(String, i64), u32>,
     /// Per location of the table, the frame of each of its lines once
     /// seen (`u32::MAX` before): most frames repeat, and a lookup here
@@ -358,6 +366,7 @@ impl<'a> ModelBuilder<'a> {
             table,
             metrics,
             frames: Vec::new(),
+            kinds: Vec::new(),
             frame_ids: HashMap::new(),
             frame_refs: Vec::new(),
             names: Vec::new(),
@@ -460,6 +469,8 @@ impl<'a> ModelBuilder<'a> {
         self.frame_ids.insert((names.templates.clone(), module), id);
         self.frames
             .push((names.short.clone(), module, place, names.full.clone()));
+        self.kinds
+            .push(kind_name(line.map_or(FrameKind::Native, |l| l.kind)));
         self.names.push(names);
         id
     }
@@ -510,6 +521,7 @@ impl<'a> ModelBuilder<'a> {
             frame.0 = label;
         }
         model.frames = self.frames;
+        model.frame_kinds = self.kinds;
         model.modules = self.modules;
         model.threads = self.threads;
         // The frame lists live in the index until now (one copy, not two).

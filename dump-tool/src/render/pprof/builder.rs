@@ -10,7 +10,9 @@ use super::proto::{
 use crate::model::{Metric, Profile, Sample};
 use crate::pipeline::View;
 use crate::render::round;
+use crate::symbols::runtime::kind_name;
 use crate::symbols::{Line, LocationId, LocationTable, ModuleId, ModuleRecord, hex};
+use heapsample_format::FrameKind;
 use std::collections::HashMap;
 
 /// What the profile needs beyond the view.
@@ -185,12 +187,18 @@ impl<'a> Builder<'a> {
             return id;
         }
         let id = self.functions.len() as u64 + 1;
+        // Code a runtime generated says its kind in the system name
+        // (`javascript:handleRequest (leak.js)`); native code's is its name.
+        let system_name = match line.kind {
+            FrameKind::Native => self.string(&name),
+            kind => self.string(&format!("{}:{name}", kind_name(kind))),
+        };
         let name = self.string(&name);
         let filename = self.string(file.as_deref().unwrap_or(""));
         self.functions.push(PbFunction {
             id,
             name,
-            system_name: name,
+            system_name,
             filename,
         });
         self.function_ids.insert(key, id);

@@ -8,6 +8,9 @@
 //! `space/bytes` with the sampling period, and `default_sample_type` is the
 //! chosen metric. Values are the corrected estimates, rounded. With a base,
 //! its samples are added with negated values, as `pprof -base` does.
+//! A function in code a language runtime generated has its kind before its
+//! name in `system_name` (`javascript:handleRequest (leak.js)`, `python:`,
+//! `java:`, `interpreter:`, `jit:`); a native function's is its name.
 
 pub mod builder;
 pub mod proto;
