@@ -206,6 +206,21 @@ fn every_time_view_counts_from_the_attach(
             && text.contains("born in the first 10 % after the attach"),
         "{text}"
     );
+    // The viewer's age panel names the class the same way.
+    let html = heapsample_tests::heapdiff_ok(&["-f", "html", "-o", "-", dump_path]);
+    let model_start = html
+        .find(r#"<script id="model" type="application/json">"#)
+        .expect("the model");
+    let model = &html[model_start..];
+    let model = &model[model.find('>').unwrap() + 1..model.find("</script>").unwrap()];
+    let model: serde_json::Value = serde_json::from_str(model).expect("the model parses");
+    let row = model["ages"]["functions"]
+        .as_array()
+        .expect("the age panel's functions")
+        .iter()
+        .find(|f| f["name"] == "leak_in_loop")
+        .unwrap_or_else(|| panic!("leak_in_loop in the age panel"));
+    assert_eq!(row["class"], "early-after-attach", "{row}");
 }
 
 /// The names of the process's threads.

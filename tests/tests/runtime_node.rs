@@ -282,6 +282,20 @@ fn check(names: Names) {
         .collect();
     assert_eq!(json_stacks, folded, "json and folded disagree");
 
+    // The program frame of the native allocation is the script's function
+    // that called it, not the runtime's code.
+    let allocation = json["metrics"]["alloc-space"]["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .find(|f| f["name"].as_str().is_some_and(|n| n.starts_with(NATIVE)))
+        .unwrap_or_else(|| panic!("{NATIVE} not among json's functions"));
+    let program = allocation["program_frame"].as_str().unwrap_or("(none)");
+    assert!(
+        program == MAKE || program == HANDLE,
+        "the allocation's program frame is {program}, not the script's"
+    );
+
     // pprof (whose native names are whole signatures): the same JavaScript
     // frames in the same order, and the kind in each function's system name.
     let pprof = outcome.dir.path().join("node.pb.gz");

@@ -12,7 +12,9 @@ const hdAges = (function () {
   const { bytes, duration, escapeText } = hdFormat;
   const KINDS = { accumulating: ["accumulating", "born steadily over the run: a leak candidate"],
     "recent-only": ["recent only", "born lately: a cache or working set that turns over"],
-    "start-up": ["start-up", "born at start-up and kept"], empty: ["nothing live", ""] };
+    "start-up": ["start-up", "born at start-up and kept"],
+    "early-after-attach": ["early after the attach", "born in the first 10 % after the attach and kept"],
+    empty: ["nothing live", ""] };
   const BAR = 9, H = 22;
 
   function bars(slices, slicesNs) {

@@ -10,7 +10,9 @@
 //! `hashbrown::`, CPython's `Py*`/`_Py*`…) and, for functions inlined into
 //! the program, by source directory (`/usr/include/`, the Rust standard
 //! library's `/rustc/…`), extended by `--not-mine` and
-//! switched off by `--all-mine`. [`NotMine::classify`] marks every line
+//! switched off by `--all-mine`; a runtime's named frame (Python,
+//! JavaScript, Java) is the program's unless it is that runtime's own
+//! library. [`NotMine::classify`] marks every line
 //! of the location table once ([`Line::program`]); [`program_frame`] and
 //! [`ProgramFrames`] read the marks. No I/O.
 
@@ -19,6 +21,7 @@ use super::frames::{FrameRef, function_name, line_of};
 use super::metric::Metric;
 use super::profile::{Profile, Sample};
 use crate::symbols::{Line, LocationTable};
+use heapsample_format::FrameKind;
 use std::collections::HashMap;
 
 /// Module directories of the system's libraries.
@@ -59,10 +62,15 @@ const RUNTIME_MODULES: &[&str] = &[
     "libc++",
     "libgcc_s",
     "libpython",
+    "libjvm.so",
+    "libnode.so",
     "libheapsample",
     "libjemalloc",
     "libtcmalloc",
 ];
+
+/// Packages of the Java platform's own classes.
+const JDK_PACKAGES: &[&str] = &["java.", "javax.", "jdk.", "sun.", "com.sun."];
 
 /// Namespaces (starts of short names) of the C++, Rust and CPython
 /// runtimes and standard libraries.
@@ -141,11 +149,34 @@ impl NotMine {
                 // A frame of the program's module without a symbol
                 // (`prog+0x384c`, a stripped program) is still its code.
                 line.program = match module_mine {
-                    None => false,
+                    None => self.script_is_mine(line),
                     Some(mine) => mine && (!location.resolved || self.name_is_mine(line)),
                 };
             }
         }
+    }
+
+    /// A frame a runtime named in the program's language (a Python, a
+    /// JavaScript or a Java function) is the program's, unless it is that
+    /// runtime's own library (CPython's `lib/python3.x`, Node's `node:`
+    /// modules, the JDK's `java.`/`jdk.`… classes) or named "not mine".
+    /// The interpreter, unnamed JIT code and placeholders never are.
+    fn script_is_mine(&self, line: &Line) -> bool {
+        let file = line.file.as_deref().unwrap_or("");
+        let library = match line.kind {
+            FrameKind::Python => {
+                file.contains("/lib/python3")
+                    || SYSTEM_DIRECTORIES.iter().any(|d| file.starts_with(d))
+            }
+            FrameKind::JavaScript => file.starts_with("node:") || file.starts_with("internal/"),
+            FrameKind::Java => JDK_PACKAGES.iter().any(|p| line.function.starts_with(p)),
+            FrameKind::Native | FrameKind::Interpreter | FrameKind::Jit => return false,
+        };
+        let extra =
+            self.extra.iter().filter(|e| !is_module_entry(e)).any(|e| {
+                line.short.starts_with(e.as_str()) || line.function.starts_with(e.as_str())
+            });
+        self.all_mine || !(library || extra)
     }
 
     /// True unless the module at `path` is a system library or a runtime.
@@ -155,7 +186,8 @@ impl NotMine {
         }
         let file = path.rsplit('/').next().unwrap_or(path);
         let system = SYSTEM_DIRECTORIES.iter().any(|d| path.starts_with(d))
-            || RUNTIME_MODULES.iter().any(|m| file.starts_with(m));
+            || RUNTIME_MODULES.iter().any(|m| file.starts_with(m))
+            || is_runtime_executable(file);
         let extra = self
             .extra
             .iter()
@@ -186,6 +218,16 @@ impl NotMine {
             .any(|e| short.starts_with(e.as_str()) || line.function.starts_with(e.as_str()));
         !(runtime || extra)
     }
+}
+
+/// The interpreters' and virtual machines' own executables, wherever they
+/// are installed (`node`, `java`, `python3.12`): their code is the
+/// runtime's, the script's frames above it are the program's.
+fn is_runtime_executable(file: &str) -> bool {
+    let python_version = file
+        .strip_prefix("python")
+        .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit() || c == '.'));
+    matches!(file, "node" | "nodejs" | "java") || python_version
 }
 
 fn is_module_entry(entry: &str) -> bool {
@@ -374,6 +416,70 @@ mod tests {
         }
     }
 
+    fn script(function: &str, file: Option<&str>, kind: FrameKind) -> Line {
+        let mut line = Line::named(
+            function.to_string(),
+            Language::Other,
+            file.map(String::from),
+            0,
+        );
+        line.kind = kind;
+        line
+    }
+
+    #[test]
+    fn a_runtimes_named_frame_is_mine_unless_it_is_the_runtimes_library() {
+        let rules = NotMine::default();
+        let mine = [
+            script(
+                "make_record (rt_leak.py)",
+                Some("/srv/app/rt_leak.py"),
+                FrameKind::Python,
+            ),
+            script(
+                "handleRequest (rt_leak.js)",
+                Some("/srv/app/rt_leak.js"),
+                FrameKind::JavaScript,
+            ),
+            script("RtLeak.makeCompressor", None, FrameKind::Java),
+        ];
+        let not_mine = [
+            script(
+                "dumps (__init__.py)",
+                Some("/usr/lib/python3.12/json/__init__.py"),
+                FrameKind::Python,
+            ),
+            script(
+                "allocUnsafeSlow (buffer)",
+                Some("node:buffer"),
+                FrameKind::JavaScript,
+            ),
+            script("java.util.zip.Deflater.<init>", None, FrameKind::Java),
+            script("[java: interpreted]", None, FrameKind::Interpreter),
+            script("[jit]", None, FrameKind::Jit),
+        ];
+        for line in &mine {
+            assert!(rules.script_is_mine(line), "{}", line.function);
+        }
+        for line in &not_mine {
+            assert!(!rules.script_is_mine(line), "{}", line.function);
+        }
+        let narrower = NotMine {
+            extra: vec!["RtLeak.".into()],
+            all_mine: false,
+        };
+        assert!(!narrower.script_is_mine(&mine[2]));
+        let everything = NotMine {
+            extra: Vec::new(),
+            all_mine: true,
+        };
+        assert!(everything.script_is_mine(&not_mine[2]));
+        assert!(
+            !everything.script_is_mine(&not_mine[4]),
+            "unnamed code is nobody's"
+        );
+    }
+
     #[test]
     fn modules_by_directory_and_name() {
         let rules = NotMine::default();
@@ -383,10 +489,20 @@ mod tests {
             "/lib64/ld-linux-x86-64.so.2",
             "/opt/python/lib/libpython3.12.so.1.0",
             "/work/target/release/libheapsample.so",
+            "/usr/local/bin/node",
+            "/opt/jdk-17/bin/java",
+            "/root/.pyenv/versions/3.12.1/bin/python3.12",
+            "/opt/jdk-17/lib/server/libjvm.so",
         ] {
             assert!(!rules.module_is_mine(path), "{path}");
         }
-        for path in ["/usr/bin/sort", "/tmp/t/leaky", "/opt/svc/lib/libledger.so"] {
+        for path in [
+            "/usr/bin/sort",
+            "/tmp/t/leaky",
+            "/opt/svc/lib/libledger.so",
+            "/srv/nodes-server",
+            "/srv/python-tool",
+        ] {
             assert!(rules.module_is_mine(path), "{path}");
         }
     }

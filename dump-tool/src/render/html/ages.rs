@@ -5,7 +5,8 @@
 //! same slices, the same estimates); the page only draws them. A view whose
 //! dumps carry no births gets the one line saying so instead.
 
-use crate::compare::ages::AgeRow;
+use crate::compare::ages::{AgeRow, class_name};
+use crate::model::TimeScope;
 use crate::pipeline::View;
 use crate::pipeline::time::{DEFAULT_AGE_SLICES, births_missing, live_ages};
 use crate::stats::Estimate;
@@ -37,7 +38,8 @@ pub struct AgeFunction {
     /// The program's own function that called into it (where most of its
     /// live bytes were allocated), `null` without one.
     pub program_frame: Option<String>,
-    /// `accumulating`, `recent-only`, `start-up` or `empty`.
+    /// `accumulating`, `recent-only`, `start-up` (`early-after-attach` in
+    /// a dump of an attached process) or `empty`.
     pub class: &'static str,
     /// All its live bytes: `[estimate, low, high]`.
     pub live: [f64; 3],
@@ -55,6 +57,7 @@ pub fn ages_model(view: &View<'_>) -> AgesModel {
     }
     let ages = live_ages(view, usize::from(DEFAULT_AGE_SLICES));
     let more = ages.rows.len().saturating_sub(MAX_AGE_FUNCTIONS);
+    let scope = TimeScope::of(view.new.first_dump());
     AgesModel {
         missing: None,
         run_ns: ages.run_ns,
@@ -63,18 +66,18 @@ pub fn ages_model(view: &View<'_>) -> AgesModel {
             .rows
             .iter()
             .take(MAX_AGE_FUNCTIONS)
-            .map(AgeFunction::of)
+            .map(|row| AgeFunction::of(row, scope))
             .collect(),
         more,
     }
 }
 
 impl AgeFunction {
-    fn of(row: &AgeRow) -> AgeFunction {
+    fn of(row: &AgeRow, scope: TimeScope) -> AgeFunction {
         AgeFunction {
             name: row.name.clone(),
             program_frame: row.program_frame.clone(),
-            class: row.class.name(),
+            class: class_name(row.class, scope),
             live: triple(&row.live.bytes),
             slices: slice_bounds(row),
         }
