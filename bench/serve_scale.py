@@ -19,7 +19,7 @@ a headless chromium (Debian's, through chromedriver: bench/tools/webdriver.py):
   with the timeline's drawn points and the dump rows on the page.
 Medians with min-max; the machine's load before and after is printed (the
 machine is shared: wall-clock numbers are noisy). Targets: first visit
-< 1.5 s, second < 0.5 s, front page first paint < 0.5 s.
+< 1 s, second < 0.5 s, front page first paint < 0.5 s.
 Results: bench/out/serve_scale.json. Python 3.11 standard library only.
 """
 import argparse
