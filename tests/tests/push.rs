@@ -175,9 +175,18 @@ fn what_arrives_is_the_dumps_profile_as_go_pprof_and_the_otlp_definitions_read_i
     let receiver = Receiver::start(Answer::Take);
     let url = receiver.url();
     let state_dir = path_str(state.path()).to_string() + "/state";
-    let (status, stderr) = push_once(&args(exit, &url, &state_dir));
+    let mut with_header = args(exit, &url, &state_dir);
+    with_header.extend(["--header", "X-Scope-OrgID: team-a"]);
+    let (status, stderr) = push_once(&with_header);
     assert!(status.success(), "{stderr}");
     assert_eq!(stderr, "", "nothing to say when all went well");
+    for arrival in receiver.arrivals() {
+        assert_eq!(
+            arrival.headers.get("x-scope-orgid").map(String::as_str),
+            Some("team-a"),
+            "the user's header on every request"
+        );
+    }
 
     // heapdiff's own view of the dump: in-use bytes per function.
     let text = heapdiff_ok(&["--format", "text", exit]);
@@ -343,6 +352,22 @@ fn what_arrives_is_the_dumps_profile_as_go_pprof_and_the_otlp_definitions_read_i
         );
     }
     assert_eq!(worker_threads, BTreeSet::from(["\"worker\"".to_string()]));
+}
+
+#[test]
+fn a_header_that_is_not_one_is_refused_in_one_line() {
+    let dir = TempDir::new("push-header");
+    let dir = path_str(dir.path());
+    for header in ["no colon", ": value", "Bad Name: x", "X-Ok: bad\u{7f}value"] {
+        let (status, stderr) =
+            push_once(&[dir, "--pyroscope", "http://127.0.0.1:9", "--header", header]);
+        assert_eq!(status.code(), Some(2), "{header:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{header:?}: {stderr}");
+        assert!(
+            stderr.starts_with("heapdiff: --header"),
+            "{header:?}: {stderr}"
+        );
+    }
 }
 
 #[test]

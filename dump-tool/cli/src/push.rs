@@ -25,6 +25,11 @@ pub struct PushArgs {
     /// /v1development/profiles), or the whole endpoint when it has a path.
     #[arg(long, value_name = "URL")]
     pub otlp: Option<String>,
+    /// A header sent with every request, `NAME: VALUE` (a tenant's
+    /// `X-Scope-OrgID: team`, an `Authorization` checked by a proxy).
+    /// Repeatable.
+    #[arg(long, value_name = "NAME: VALUE")]
+    pub header: Vec<String>,
     /// The state directory (what was seen, what waits). Default:
     /// `.heapdiff-push` in the first directory followed.
     #[arg(long, value_name = "DIR")]
@@ -62,10 +67,10 @@ pub struct PushArgs {
 pub fn run(args: &PushArgs) -> Result<ExitCode, String> {
     let mut targets = Vec::new();
     if let Some(url) = &args.pyroscope {
-        targets.push(Target::pyroscope(url)?);
+        targets.push(Target::pyroscope(url)?.with_headers(&args.header)?);
     }
     if let Some(url) = &args.otlp {
-        targets.push(Target::otlp(url)?);
+        targets.push(Target::otlp(url)?.with_headers(&args.header)?);
     }
     let seconds = |value: f64, what: &str| {
         Duration::try_from_secs_f64(value)

@@ -258,7 +258,7 @@ impl Pusher<'_> {
             let outcome = http::post(
                 &url,
                 &waiting.header.content_type,
-                target.headers(),
+                &target.headers(),
                 body,
                 self.config.timeout,
             )

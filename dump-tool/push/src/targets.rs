@@ -38,6 +38,9 @@ pub struct Target {
     pub name: &'static str,
     /// Where requests are posted (the query is each request's own).
     pub url: Url,
+    /// The user's headers on every request (`--header`: a tenant's
+    /// `X-Scope-OrgID`, an `Authorization` for a proxy in front).
+    pub extra_headers: Vec<(String, String)>,
 }
 
 impl Target {
@@ -52,6 +55,7 @@ impl Target {
         Ok(Target {
             name: "pyroscope",
             url,
+            extra_headers: Vec::new(),
         })
     }
 
@@ -63,7 +67,11 @@ impl Target {
         if url.path() == "/" || url.path().is_empty() {
             url.set_path(OTLP_PATH);
         }
-        Ok(Target { name: "otlp", url })
+        Ok(Target {
+            name: "otlp",
+            url,
+            extra_headers: Vec::new(),
+        })
     }
 
     /// The request for the profile of one dump.
@@ -96,12 +104,38 @@ impl Target {
         (header, body)
     }
 
-    /// The headers of each request besides its content type.
-    pub fn headers(&self) -> &'static [(&'static str, &'static str)] {
-        match self.name {
+    /// The headers of each request besides its content type: the
+    /// protocol's, then the user's.
+    pub fn headers(&self) -> Vec<(&str, &str)> {
+        let protocol: &[(&str, &str)] = match self.name {
             "otlp" => &[OTLP_DEVELOPMENT_VERSION, ("Content-Encoding", "gzip")],
             _ => &[],
+        };
+        let user = self.extra_headers.iter();
+        protocol
+            .iter()
+            .copied()
+            .chain(user.map(|(name, value)| (name.as_str(), value.as_str())))
+            .collect()
+    }
+
+    /// With the user's headers, each `NAME: VALUE` (`--header`).
+    pub fn with_headers(mut self, headers: &[String]) -> Result<Target, String> {
+        for header in headers {
+            let (name, value) = header
+                .split_once(':')
+                .map(|(name, value)| (name.trim(), value.trim()))
+                .filter(|(name, _)| !name.is_empty())
+                .ok_or_else(|| format!("--header {header:?}: expected NAME: VALUE"))?;
+            let valid_name = hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok();
+            let valid_value = hyper::header::HeaderValue::from_str(value).is_ok();
+            if !valid_name || !valid_value {
+                return Err(format!("--header {header:?}: not a valid HTTP header"));
+            }
+            self.extra_headers
+                .push((name.to_string(), value.to_string()));
         }
+        Ok(self)
     }
 
     /// The URL of a queued request.
