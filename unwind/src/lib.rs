@@ -114,6 +114,8 @@
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+#[cfg(target_arch = "aarch64")]
+mod aarch64_walk;
 mod cache;
 mod cfi;
 mod ending;
@@ -130,6 +132,8 @@ pub use aarch64::{
     capture_remembered, capture_remembered_ending, capture_remembered_from,
     capture_remembered_from_ending, capture_shared, capture_shared_ending,
 };
+#[cfg(target_arch = "aarch64")]
+pub use aarch64_walk::capture_walked;
 pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
 pub use cfi::ObjectKey;
 pub use ending::{Captured, Ending};
