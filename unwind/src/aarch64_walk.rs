@@ -33,6 +33,8 @@ const VA_MASK: u64 = (1 << 48) - 1;
 
 /// The largest frame a step accepts, as on x86_64.
 const MAX_FRAME_BYTES: u64 = 64 << 20;
+/// The largest distance from a stack pointer to its stack's top.
+const MAX_STACK_BYTES: u64 = 1 << 32;
 
 /// `mov x8, #139` (`__NR_rt_sigreturn`) and `svc #0`: the signal trampoline,
 /// the vDSO's `__kernel_rt_sigreturn` (and qemu-user's copy of it).
@@ -118,13 +120,20 @@ fn reduce(
     })
 }
 
-/// The highest address a walk from `sp` reads below: the end of the main
-/// thread's initial stack page, or `u64::MAX` on other stacks, whose frames
-/// stay bounded by `MAX_FRAME_BYTES` each.
+/// The highest address a walk from `sp` reads below, as on x86_64: for a
+/// thread glibc created, its descriptor (`pthread_self`, a read of
+/// `TPIDR_EL0`), which sits above its stack in the stack block; for the main
+/// thread, the end of the page of its initial stack pointer; `u64::MAX` on
+/// any other stack, whose frames stay bounded by `MAX_FRAME_BYTES` each.
 fn stack_top(sp: u64) -> u64 {
+    // SAFETY: `pthread_self` reads the thread pointer only: no lock, no call.
+    let descriptor = unsafe { libc::pthread_self() } as u64;
+    if sp < descriptor && descriptor - sp <= MAX_STACK_BYTES {
+        return descriptor;
+    }
     // SAFETY: a plain read of glibc's variable, set before any code of ours runs.
     let initial = unsafe { __libc_stack_end } as u64;
-    if sp < initial && initial - sp <= 1 << 32 {
+    if sp < initial && initial - sp <= MAX_STACK_BYTES {
         (initial | 0xfff) + 1
     } else {
         u64::MAX
@@ -225,6 +234,37 @@ fn interrupted(regs: &Registers, top: u64) -> Option<Registers> {
 /// a walk that ends in code without unwind information also gives `None`.
 #[inline(never)]
 pub fn capture_walked(frames: &mut [u64]) -> Option<usize> {
+    walk_skipping(frames, 0)
+}
+
+/// [`capture_walked`] that first drops the `skip` innermost return
+/// addresses (1: the caller's own, so that `frames[0]` is its caller's).
+#[inline(never)]
+pub(crate) fn capture_skipping(frames: &mut [u64], skip: usize) -> Option<usize> {
+    walk_skipping(frames, skip)
+}
+
+/// The project's walk from the caller of the function whose entry sp is
+/// `entry_sp` (its CFA): `frames[0]` is that function's return address, as
+/// libgcc's `backtrace_from` gives it. `None` if no frame has that CFA or
+/// some frame could not be stepped.
+#[inline(never)]
+pub(crate) fn capture_from_entry(frames: &mut [u64], entry_sp: u64) -> Option<usize> {
+    let written = walk(frames, usize::MAX, entry_sp)?;
+    (written > 0).then_some(written)
+}
+
+/// The walk from the function this is inlined into.
+#[inline(always)]
+fn walk_skipping(frames: &mut [u64], skip: usize) -> Option<usize> {
+    walk(frames, skip, 0)
+}
+
+/// The walk from the function this is inlined into, dropping the `skip`
+/// innermost return addresses, or (`entry_sp` not 0) every one before the
+/// step whose CFA is `entry_sp`.
+#[inline(always)]
+fn walk(frames: &mut [u64], mut skip: usize, entry_sp: u64) -> Option<usize> {
     let (pc, sp, x29, x30): (u64, u64, u64, u64);
     // SAFETY: reads the program counter, sp, x29 and x30 into registers;
     // touches no memory.
@@ -251,14 +291,19 @@ pub fn capture_walked(frames: &mut [u64]) -> Option<usize> {
     };
     let mut written = 0;
     while written < frames.len() {
-        match caller(&regs, top)? {
-            Some(next) => {
-                frames[written] = next.pc;
-                written += 1;
-                regs = next;
-            }
-            None => return Some(core::hint::black_box(written)),
+        let Some(next) = caller(&regs, top)? else {
+            break;
+        };
+        if skip > 0 && next.sp == entry_sp {
+            skip = 0;
         }
+        if skip > 0 {
+            skip -= 1;
+        } else {
+            frames[written] = next.pc;
+            written += 1;
+        }
+        regs = next;
     }
     Some(core::hint::black_box(written))
 }
