@@ -732,3 +732,145 @@ fn signal_dump_of_a_process_blocked_in_a_system_call() {
     let stacks = folded(&signal_dumps[0].path, "inuse-objects");
     assert_eq!(by_leaf(&stacks, "blocked_block"), 64, "{}", render(&stacks));
 }
+
+const SIGNALS_C: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#define RAISED 40
+static void *kept[RAISED + 1];
+static volatile int raised, alarmed;
+static volatile long spins;
+__attribute__((noinline)) void *handler_block(size_t n) { void *p = malloc(n); memset(p, 5, n); return p; }
+__attribute__((noinline)) void on_signal(int s) { (void)s; kept[raised] = handler_block(300); raised = raised + 1; }
+__attribute__((noinline)) void on_alarm(int s) { (void)s; kept[RAISED] = handler_block(300); alarmed = 1; }
+__attribute__((noinline)) void raising_here(void) { raise(SIGUSR1); __asm__ volatile("" ::: "memory"); }
+__attribute__((noinline)) void spinning_here(void) { while (!alarmed) spins = spins + 1; }
+int main(void) {
+  signal(SIGUSR1, on_signal);
+  signal(SIGALRM, on_alarm);
+  for (int i = 0; i < RAISED; i++) raising_here();
+  struct itimerval once = {{0, 0}, {0, 20000}};
+  setitimer(ITIMER_REAL, &once, NULL);
+  spinning_here();
+  printf("raised=%d alarmed=%d\n", raised, alarmed);
+  return 0;
+}
+"#;
+
+/// The named frames of `stacks` (heapdiff names an address without a
+/// symbol, such as the signal trampoline's, by its hex address, which may
+/// differ between runs), sorted, with their values.
+fn named(stacks: &[(Vec<String>, u64)]) -> Vec<(Vec<String>, u64)> {
+    let mut named: Vec<_> = stacks
+        .iter()
+        .map(|(frames, value)| {
+            let frames = frames
+                .iter()
+                .filter(|frame| !frame.starts_with("0x"))
+                .cloned()
+                .collect();
+            (frames, *value)
+        })
+        .collect();
+    named.sort();
+    named
+}
+
+/// The project's walk (`prof_unwind:fast`, the default) and libgcc's
+/// (`prof_unwind:libgcc`) name the same stacks with the same exact counts,
+/// with frame pointers, without them and with pointer authentication.
+#[test]
+fn the_projects_walk_and_libgccs_agree() {
+    let Some(shim) = toolchain() else { return };
+    let dir = TempDir::new("aarch64-walks-agree");
+    let builds: [(&str, &[&str]); 3] = [
+        ("frame_pointers", &["-O2", "-fno-omit-frame-pointer"]),
+        ("no_frame_pointers", &["-O2", "-fomit-frame-pointer"]),
+        (
+            "pointer_authentication",
+            &["-O2", "-mbranch-protection=standard"],
+        ),
+    ];
+    for (name, flags) in builds {
+        let program = cross_compile(dir.path(), name, CHAIN_C, false, flags);
+        let mut by_unwinder = Vec::new();
+        for unwinder in ["fast", "libgcc"] {
+            let conf = format!("lg_prof_sample:0,prof_unwind:{unwinder}");
+            let outcome = emulated(&shim, &program, &conf)
+                .env("QEMU_CPU", "max")
+                .run();
+            outcome.assert_success();
+            let (file, _) = outcome.final_dump();
+            by_unwinder.push(named(&folded(&file.path, "alloc-objects")));
+        }
+        let chain = ["main", "chain_outer", "chain_middle", "chain_inner"];
+        let in_chain: u64 = by_unwinder[0]
+            .iter()
+            .filter(|(frames, _)| has_chain(frames, &chain))
+            .map(|(_, value)| value)
+            .sum();
+        assert_eq!(in_chain, 200, "{name}:\n{}", render(&by_unwinder[0]));
+        assert_eq!(
+            by_unwinder[0],
+            by_unwinder[1],
+            "{name}: fast\n{}\nlibgcc\n{}",
+            render(&by_unwinder[0]),
+            render(&by_unwinder[1])
+        );
+    }
+}
+
+/// An allocation in a signal handler is walked through the signal
+/// trampoline: below the handler come the function the signal interrupted
+/// and its callers, for a signal raised synchronously (`raise`) and for a
+/// timer's signal that interrupts a frameless loop (its return address still
+/// in x30, read from the signal frame); the same with libgcc.
+#[test]
+fn a_signal_handlers_allocation_shows_the_interrupted_function() {
+    let Some(shim) = toolchain() else { return };
+    let dir = TempDir::new("aarch64-signal-walk");
+    let program = cross_compile(dir.path(), "signals", SIGNALS_C, false, &["-O2"]);
+    let mut by_unwinder = Vec::new();
+    for unwinder in ["fast", "libgcc"] {
+        let conf = format!("lg_prof_sample:0,prof_unwind:{unwinder}");
+        let outcome = emulated(&shim, &program, &conf).run();
+        outcome.assert_success();
+        assert!(
+            outcome.stdout.contains("raised=40 alarmed=1"),
+            "{}",
+            outcome.context()
+        );
+        let (file, _) = outcome.final_dump();
+        let stacks = named(&folded(&file.path, "inuse-objects"));
+        let through = |interrupted: &str, handler: &str| -> u64 {
+            stacks
+                .iter()
+                .filter(|(frames, _)| {
+                    let at = |name: &str| frames.iter().position(|frame| frame == name);
+                    matches!(
+                        (at("main"), at(interrupted), at(handler), at("handler_block")),
+                        (Some(m), Some(i), Some(h), Some(b)) if m < i && i < h && h < b
+                    )
+                })
+                .map(|(_, value)| value)
+                .sum()
+        };
+        assert_eq!(
+            through("raising_here", "on_signal"),
+            40,
+            "{unwinder}:\n{}",
+            render(&stacks)
+        );
+        assert_eq!(
+            through("spinning_here", "on_alarm"),
+            1,
+            "{unwinder}:\n{}",
+            render(&stacks)
+        );
+        by_unwinder.push(stacks);
+    }
+    assert_eq!(by_unwinder[0], by_unwinder[1]);
+}

@@ -1,23 +1,66 @@
-//! The capture API on aarch64: every walk is libgcc's `_Unwind_Backtrace`.
+//! The capture API on aarch64: the project's own walk, libgcc where it gives up.
 //!
 //! Owns the aarch64 definitions of the crate's public capture functions and
 //! types, with the x86_64 signatures, so that the recorder builds unchanged.
-//! libgcc's aarch64 unwinder reads the DWARF CFI of each frame (x29, x30, sp),
-//! strips pointer-authentication bits from return addresses
-//! (`DW_CFA_AARCH64_negate_ra_state`, `xpaclri`) and steps through
-//! `__kernel_rt_sigreturn`'s frame, so stacks are right; what is missing is
-//! speed: the cached rules and the memo (the x86_64 `walk` and `memo`) are
-//! not ported, so each capture costs what [`crate::capture_libgcc`] costs.
-//! The rule caches are still made and passed in (they cost only their
-//! zeroed, untouched memory) so that the callers' layout is the same on
-//! both architectures.
+//! Every `capture*` walks with [`crate::aarch64_walk`] (DWARF CFI with x29,
+//! x30 and sp, pointer-authentication bits stripped, the `rt_sigreturn`
+//! trampoline's signal frame) and captures again with libgcc's
+//! `_Unwind_Backtrace` wherever that walk cannot step a frame (counted in the
+//! private cache's `fallbacks`), as x86_64 does. What is not ported yet is
+//! speed: the rule caches and the memo of x86_64's `walk` and `memo`, so each
+//! frame's rule is computed from the CFI again; the caches are still made and
+//! passed in (they cost only their zeroed, untouched memory) so that the
+//! callers' layout is the same on both architectures. The `*_from` captures
+//! walk from themselves and keep the frames from the step whose CFA is the
+//! entry's sp (on aarch64 a function's CFA is sp at its entry).
 //!
 //! Runs inside malloc: no allocation and no lock of ours (libgcc's own
 //! properties are the crate's, see its documentation).
 
-use crate::cache::{RuleCache, SharedRuleCache};
-use crate::ending::Captured;
+use crate::aarch64_walk::{capture_from_entry, capture_skipping};
+use crate::cache::{LocalStore, RuleCache, SharedRuleCache};
+use crate::ending::{Captured, Ending};
 use crate::{libgcc, libgcc_captured};
+
+/// The stack from the caller of the `capture*` function this is inlined
+/// into: the project's walk, or libgcc's where it gives up (`fallbacks`
+/// counts those).
+#[inline(always)]
+fn walked_or_libgcc(frames: &mut [u64]) -> Result<usize, usize> {
+    match capture_skipping(frames, 1) {
+        Some(written) => Ok(core::hint::black_box(written)),
+        None => Err(core::hint::black_box(libgcc::backtrace(frames, 2))),
+    }
+}
+
+/// The length, counting a fallback to libgcc in `cache`.
+#[inline(always)]
+fn counted<const BUCKETS: usize>(
+    walked: Result<usize, usize>,
+    cache: &mut RuleCache<BUCKETS>,
+) -> usize {
+    walked.unwrap_or_else(|written| {
+        LocalStore::new(cache).count_fallback();
+        written
+    })
+}
+
+/// Why a walk ended: the project's (the whole stack unless `frames` is
+/// full), or libgcc's as [`libgcc_captured`] tells.
+#[inline(always)]
+fn ending_of(frames: &[u64], walked: Result<usize, usize>) -> Captured {
+    match walked {
+        Ok(len) if len == frames.len() => Captured {
+            len,
+            ending: Ending::FrameLimit,
+        },
+        Ok(len) => Captured {
+            len,
+            ending: Ending::Outermost,
+        },
+        Err(len) => libgcc_captured(frames, len),
+    }
+}
 
 /// The registers of a function's entry, as on x86_64: on aarch64 `rsp` is
 /// sp at the entry (the entered function's CFA: its return address is in
@@ -48,21 +91,20 @@ pub struct StackMemo<const LEVELS: usize> {
     counts: MemoCounts,
 }
 
-/// Captures the current stack (libgcc on aarch64; the cache is not used).
+/// Captures the current stack (the project's walk, else libgcc's).
 #[inline(never)]
 pub fn capture<const BUCKETS: usize>(cache: &mut RuleCache<BUCKETS>, frames: &mut [u64]) -> usize {
-    let _ = cache;
-    core::hint::black_box(libgcc::backtrace(frames, 2))
+    counted(walked_or_libgcc(frames), cache)
 }
 
-/// Captures the current stack (libgcc on aarch64; the cache is not used).
+/// Captures the current stack (the project's walk, else libgcc's).
 #[inline(never)]
 pub fn capture_shared<const BUCKETS: usize>(
     cache: &SharedRuleCache<BUCKETS>,
     frames: &mut [u64],
 ) -> usize {
     let _ = cache;
-    core::hint::black_box(libgcc::backtrace(frames, 2))
+    walked_or_libgcc(frames).unwrap_or_else(|written| written)
 }
 
 /// [`capture_shared`], saying why the walk ended.
@@ -72,22 +114,22 @@ pub fn capture_shared_ending<const BUCKETS: usize>(
     frames: &mut [u64],
 ) -> Captured {
     let _ = cache;
-    let len = core::hint::black_box(libgcc::backtrace(frames, 2));
-    libgcc_captured(frames, len)
+    let walked = walked_or_libgcc(frames);
+    ending_of(frames, walked)
 }
 
-/// Captures the current stack (libgcc on aarch64; the caches are not used).
+/// Captures the current stack (the project's walk, else libgcc's).
 #[inline(never)]
 pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     local: &mut RuleCache<LOCAL>,
     shared: &SharedRuleCache<SHARED>,
     frames: &mut [u64],
 ) -> usize {
-    let _ = (local, shared);
-    core::hint::black_box(libgcc::backtrace(frames, 2))
+    let _ = shared;
+    counted(walked_or_libgcc(frames), local)
 }
 
-/// Captures the current stack (libgcc on aarch64; caches and memo unused).
+/// Captures the current stack (the project's walk, else libgcc's).
 #[inline(never)]
 pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS: usize>(
     local: &mut RuleCache<LOCAL>,
@@ -95,8 +137,8 @@ pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS:
     memo: &mut StackMemo<LEVELS>,
     frames: &mut [u64],
 ) -> usize {
-    let _ = (local, shared, memo);
-    core::hint::black_box(libgcc::backtrace(frames, 2))
+    let _ = (shared, memo);
+    counted(walked_or_libgcc(frames), local)
 }
 
 /// [`capture_remembered`], saying why the walk ended.
@@ -107,15 +149,19 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
     memo: &mut StackMemo<LEVELS>,
     frames: &mut [u64],
 ) -> Captured {
-    let _ = (local, shared, memo);
-    let len = core::hint::black_box(libgcc::backtrace(frames, 2));
-    libgcc_captured(frames, len)
+    let _ = (shared, memo);
+    let walked = walked_or_libgcc(frames);
+    if walked.is_err() {
+        LocalStore::new(local).count_fallback();
+    }
+    ending_of(frames, walked)
 }
 
 /// Captures the stack from the caller of the function entered with `entry`:
-/// libgcc's frames from the one whose CFA is `entry.rsp` (on aarch64 sp at
-/// a function's entry is that function's CFA), or, if none is, the frames
-/// from this capture's caller on.
+/// the frames from the one whose CFA is `entry.rsp` (on aarch64 sp at a
+/// function's entry is that function's CFA), by the project's walk or else
+/// libgcc's, which gives the frames from this capture's caller on if no
+/// frame has that CFA.
 ///
 /// # Safety
 /// As for the x86_64 function: `entry` holds sp and x29 as they were at the
@@ -133,8 +179,14 @@ pub unsafe fn capture_remembered_from<
     entry: FunctionEntry,
     frames: &mut [u64],
 ) -> usize {
-    let _ = (local, shared, memo);
-    core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp))
+    let _ = (shared, memo);
+    match capture_from_entry(frames, entry.rsp) {
+        Some(written) => core::hint::black_box(written),
+        None => {
+            LocalStore::new(local).count_fallback();
+            core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp))
+        }
+    }
 }
 
 /// [`capture_remembered_from`], saying why the walk ended.
@@ -153,9 +205,17 @@ pub unsafe fn capture_remembered_from_ending<
     entry: FunctionEntry,
     frames: &mut [u64],
 ) -> Captured {
-    let _ = (local, shared, memo);
-    let len = core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp));
-    libgcc_captured(frames, len)
+    let _ = (shared, memo);
+    let walked = match capture_from_entry(frames, entry.rsp) {
+        Some(written) => Ok(core::hint::black_box(written)),
+        None => {
+            LocalStore::new(local).count_fallback();
+            Err(core::hint::black_box(libgcc::backtrace_from(
+                frames, entry.rsp,
+            )))
+        }
+    };
+    ending_of(frames, walked)
 }
 
 /// One thread's private unwinding state: on aarch64 a rule cache kept for
@@ -207,7 +267,7 @@ impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
         self.memo.counts
     }
 
-    /// Captures redone with libgcc (none: every capture is libgcc's).
+    /// Captures redone with libgcc because the project's walk gave up.
     pub fn fallbacks(&self) -> u64 {
         self.rules.fallbacks()
     }

@@ -65,7 +65,7 @@ const DW_EH_PE_DATAREL_SDATA4: u8 = 0x3b;
 /// gimli storage that lives inside `UnwindContext` itself: no heap. 32 register rules
 /// and 4 `DW_CFA_remember_state` levels are plenty for compiler-generated CFI; deeper
 /// programs make gimli return an error, which becomes `Rule::Unsupported`.
-struct FixedStorage;
+pub(crate) struct FixedStorage;
 
 impl<T: ReaderOffset> UnwindContextStorage<T> for FixedStorage {
     type Rules = [(Register, RegisterRule<T>); 32];
@@ -174,7 +174,13 @@ fn parse_fde(eh_frame_hdr: u64, fde_address: u64) -> Option<ParsedFde> {
     // not being unloaded).
     let section: &'static [u8] =
         unsafe { core::slice::from_raw_parts(eh_frame_start as *const u8, section_length) };
+    #[cfg(target_arch = "x86_64")]
     let eh_frame = EhFrame::from(Slice::new(section, LittleEndian));
+    #[cfg(target_arch = "aarch64")]
+    let mut eh_frame = EhFrame::from(Slice::new(section, LittleEndian));
+    // `DW_CFA_AARCH64_negate_ra_state` (0x2d) is read only under the AArch64 vendor.
+    #[cfg(target_arch = "aarch64")]
+    eh_frame.set_vendor(gimli::Vendor::AArch64);
     let bases = BaseAddresses::default()
         .set_eh_frame_hdr(eh_frame_hdr)
         .set_eh_frame(eh_frame_start);
@@ -218,6 +224,32 @@ fn rule_from_row(row: &UnwindTableRow<usize, FixedStorage>) -> Option<Rule> {
         cfa_offset: i32::try_from(cfa_offset).ok()?,
         saved_rbp_offset,
     })
+}
+
+/// The CFI row in effect at `address` (inside the function whose frame is
+/// being stepped), reduced by `reduce`; `None` if no FDE covers it or it cannot
+/// be read. Also gives the FDE's signal-frame mark and return-address column.
+#[cfg(target_arch = "aarch64")]
+pub(crate) fn reduce_row<R>(
+    address: u64,
+    reduce: impl FnOnce(&UnwindTableRow<usize, FixedStorage>, bool, Register) -> Option<R>,
+) -> Option<R> {
+    let eh_frame_hdr = find_eh_frame_hdr(address)?;
+    let fde_address = find_fde_address(eh_frame_hdr, address).ok()?;
+    let found = parse_fde(eh_frame_hdr, fde_address)?;
+    if !found.fde.contains(address) {
+        return None;
+    }
+    let mut context = UnwindContext::<usize, FixedStorage>::new_in();
+    let row = found
+        .fde
+        .unwind_info_for_address(&found.eh_frame, &found.bases, &mut context, address)
+        .ok()?;
+    reduce(
+        row,
+        found.fde.is_signal_trampoline(),
+        found.fde.cie().return_address_register(),
+    )
 }
 
 /// The loaded object containing `address`, from glibc's lock-free lookup.
@@ -395,6 +427,8 @@ mod tests {
         assert!(size <= 8 * 1024, "UnwindContext is {size} bytes");
     }
 
+    // The reduction to `Rule` reads x86_64 registers; aarch64's is `aarch64_walk`'s.
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn finds_a_step_rule_for_this_function() {
         let here = finds_a_step_rule_for_this_function as *const () as u64;

@@ -108,12 +108,14 @@
     any(target_arch = "x86_64", target_arch = "aarch64"),
     target_os = "linux"
 ))]
-// On aarch64 the cached walk is not ported yet (`aarch64`): its rule
-// machinery is built but unused there.
+// On aarch64 the cached walk is not ported yet (`aarch64_walk` computes
+// each rule): the rule caches and the x86_64 reduction are unused there.
 #![cfg_attr(target_arch = "aarch64", allow(dead_code))]
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+#[cfg(target_arch = "aarch64")]
+mod aarch64_walk;
 mod cache;
 mod cfi;
 mod ending;
@@ -130,6 +132,8 @@ pub use aarch64::{
     capture_remembered, capture_remembered_ending, capture_remembered_from,
     capture_remembered_from_ending, capture_shared, capture_shared_ending,
 };
+#[cfg(target_arch = "aarch64")]
+pub use aarch64_walk::capture_walked;
 pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
 pub use cfi::ObjectKey;
 pub use ending::{Captured, Ending};
