@@ -85,10 +85,21 @@ pub struct MemoCounts {
     pub rejections: u64,
 }
 
-/// The memo of a thread's last walk: empty on aarch64 (the walk is libgcc's).
+/// The memo of a thread's last walk: empty on aarch64 (its walk keeps no
+/// memo yet).
 #[repr(C)]
 pub struct StackMemo<const LEVELS: usize> {
     counts: MemoCounts,
+}
+
+impl<const LEVELS: usize> StackMemo<LEVELS> {
+    /// Forgets the last walk (none is kept).
+    pub fn forget(&mut self) {}
+
+    /// Its counters: zero.
+    pub fn counts(&self) -> MemoCounts {
+        self.counts
+    }
 }
 
 /// Captures the current stack (the project's walk, else libgcc's).
@@ -216,59 +227,4 @@ pub unsafe fn capture_remembered_from_ending<
         }
     };
     ending_of(frames, walked)
-}
-
-/// One thread's private unwinding state: on aarch64 a rule cache kept for
-/// the same layout as x86_64's, and an empty memo.
-#[repr(C)]
-pub struct PrivateUnwinder<const LOCAL: usize, const LEVELS: usize> {
-    rules: RuleCache<LOCAL>,
-    memo: StackMemo<LEVELS>,
-}
-
-impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
-    /// [`capture_remembered_ending`] with this state.
-    #[inline(always)]
-    pub fn capture<const SHARED: usize>(
-        &mut self,
-        shared: &SharedRuleCache<SHARED>,
-        frames: &mut [u64],
-    ) -> Captured {
-        capture_remembered_ending(&mut self.rules, shared, &mut self.memo, frames)
-    }
-
-    /// [`capture_remembered_from`] with this state.
-    ///
-    /// # Safety
-    /// As for [`capture_remembered_from`].
-    #[inline(always)]
-    pub unsafe fn capture_from<const SHARED: usize>(
-        &mut self,
-        shared: &SharedRuleCache<SHARED>,
-        entry: FunctionEntry,
-        frames: &mut [u64],
-    ) -> Captured {
-        // SAFETY: forwarded from our caller's contract.
-        unsafe {
-            capture_remembered_from_ending(&mut self.rules, shared, &mut self.memo, entry, frames)
-        }
-    }
-
-    /// Forgets the last walk (none is kept on aarch64).
-    pub fn forget(&mut self) {}
-
-    /// See [`RuleCache::set_computed_only`].
-    pub fn set_computed_only(&mut self, on: bool) {
-        self.rules.set_computed_only(on);
-    }
-
-    /// The memo's counters (zero: no memo on aarch64).
-    pub fn memo_counts(&self) -> MemoCounts {
-        self.memo.counts
-    }
-
-    /// Captures redone with libgcc because the project's walk gave up.
-    pub fn fallbacks(&self) -> u64 {
-        self.rules.fallbacks()
-    }
 }

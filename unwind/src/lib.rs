@@ -128,9 +128,9 @@ mod walk;
 
 #[cfg(target_arch = "aarch64")]
 pub use aarch64::{
-    FunctionEntry, MemoCounts, PrivateUnwinder, StackMemo, capture, capture_layered,
-    capture_remembered, capture_remembered_ending, capture_remembered_from,
-    capture_remembered_from_ending, capture_shared, capture_shared_ending,
+    FunctionEntry, MemoCounts, StackMemo, capture, capture_layered, capture_remembered,
+    capture_remembered_ending, capture_remembered_from, capture_remembered_from_ending,
+    capture_shared, capture_shared_ending,
 };
 #[cfg(target_arch = "aarch64")]
 pub use aarch64_walk::capture_walked;
@@ -317,17 +317,16 @@ pub unsafe fn capture_remembered_from_ending<
     }
 }
 
-#[cfg(target_arch = "x86_64")]
 /// One thread's private unwinding state for [`capture_remembered`]: a rule cache of
-/// `LOCAL` buckets in front of a shared one, and the memo of the last walk. All-zero
-/// memory is a valid empty one (build it in zeroed heap memory: it is large).
+/// `LOCAL` buckets in front of a shared one, and the memo of the last walk (empty on
+/// aarch64, whose walk keeps none yet). All-zero memory is a valid empty one (build it
+/// in zeroed heap memory: it is large).
 #[repr(C)]
 pub struct PrivateUnwinder<const LOCAL: usize, const LEVELS: usize> {
     rules: RuleCache<LOCAL>,
     memo: StackMemo<LEVELS>,
 }
 
-#[cfg(target_arch = "x86_64")]
 impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
     /// [`capture_remembered_ending`] with this state, backed by `shared`.
     #[inline(always)]
