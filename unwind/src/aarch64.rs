@@ -20,6 +20,7 @@
 use crate::aarch64_walk::{capture_from_entry, capture_skipping};
 use crate::cache::{LocalStore, RuleCache, SharedRuleCache};
 use crate::ending::{Captured, Ending};
+use crate::memo_counts::MemoCounts;
 use crate::{libgcc, libgcc_captured};
 
 /// The stack from the caller of the `capture*` function this is inlined
@@ -71,18 +72,6 @@ pub struct FunctionEntry {
     pub rsp: u64,
     /// x29 at the entry (the caller's frame record).
     pub rbp: u64,
-}
-
-/// Counters of a [`StackMemo`]; always zero on aarch64 (no memo).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C)]
-pub struct MemoCounts {
-    /// Captures through the memo.
-    pub captures: u64,
-    /// Captures that reached a remembered frame state and started replaying.
-    pub matches: u64,
-    /// Replays stopped early because a remembered slot had changed.
-    pub rejections: u64,
 }
 
 /// The memo of a thread's last walk: empty on aarch64 (its walk keeps no

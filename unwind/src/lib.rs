@@ -100,7 +100,7 @@
 //!
 //! # Requirements
 //!
-//! x86_64 Linux with glibc ≥ 2.35 (`_dl_find_object`) and libgcc (libgcc_s, or
+//! x86_64 or aarch64 Linux with glibc ≥ 2.35 (`_dl_find_object`) and libgcc (libgcc_s, or
 //! libgcc_eh linked statically: [`use_process_libgcc`] then answers with the process's
 //! own libgcc_s where it has one).
 
@@ -122,13 +122,14 @@ mod ending;
 mod libgcc;
 #[cfg(target_arch = "x86_64")]
 mod memo;
+mod memo_counts;
 mod rule;
 #[cfg(target_arch = "x86_64")]
 mod walk;
 
 #[cfg(target_arch = "aarch64")]
 pub use aarch64::{
-    FunctionEntry, MemoCounts, StackMemo, capture, capture_layered, capture_remembered,
+    FunctionEntry, StackMemo, capture, capture_layered, capture_remembered,
     capture_remembered_ending, capture_remembered_from, capture_remembered_from_ending,
     capture_shared, capture_shared_ending,
 };
@@ -139,7 +140,8 @@ pub use cfi::ObjectKey;
 pub use ending::{Captured, Ending};
 pub use libgcc::use_process_libgcc;
 #[cfg(target_arch = "x86_64")]
-pub use memo::{MemoCounts, StackMemo};
+pub use memo::StackMemo;
+pub use memo_counts::MemoCounts;
 #[cfg(target_arch = "x86_64")]
 pub use walk::FunctionEntry;
 

@@ -53,6 +53,7 @@
 
 use crate::cache::RuleStore;
 use crate::ending::Ending;
+use crate::memo_counts::MemoCounts;
 use crate::walk::{Cursor, Registers, Start, Step, WalkEnd, read_stack, step};
 
 /// One frame of a remembered walk: its registers, the slot its rbp was read from (0 if
@@ -185,18 +186,6 @@ pub struct StackMemo<const LEVELS: usize = 256> {
     levels: [Level; LEVELS],
     /// The current walk's stepped levels, innermost first.
     fresh: [Level; LEVELS],
-}
-
-/// Counters of a [`StackMemo`], for tests and benchmarks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C)]
-pub struct MemoCounts {
-    /// Captures through the memo.
-    pub captures: u64,
-    /// Captures that reached a remembered frame state and started replaying.
-    pub matches: u64,
-    /// Replays stopped early because a remembered slot had changed.
-    pub rejections: u64,
 }
 
 const END_OUTERMOST: u64 = 0;
