@@ -56,3 +56,15 @@ pub fn go_tool_pprof(args: &[&str], profile: impl AsRef<OsStr>, home: &Path) -> 
     assert!(output.status.success(), "go tool pprof failed:\n{text}");
     Some(text)
 }
+
+/// heapdiff's folded lines `stack value` as (frames root first, value); a
+/// line that is not one (a comment, a blank) is left out.
+pub fn parse_folded(text: &str) -> Vec<(Vec<String>, i64)> {
+    text.lines()
+        .filter_map(|line| {
+            let (stack, value) = line.rsplit_once(' ')?;
+            let frames = stack.split(';').map(str::to_string).collect();
+            Some((frames, value.parse().ok()?))
+        })
+        .collect()
+}

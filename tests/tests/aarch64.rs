@@ -98,19 +98,18 @@ fn emulated(shim: &Path, program: &Path, conf: &str) -> Run {
 
 /// heapdiff's folded stacks of `dump` for `metric`: (frames outermost
 /// first, value).
-fn folded(dump: &Path, metric: &str) -> Vec<(Vec<String>, u64)> {
-    let text = heapdiff_ok(&["--format", "folded", "-m", metric, path_str(dump)]);
-    text.lines()
-        .filter_map(|line| {
-            let (stack, value) = line.rsplit_once(' ')?;
-            let frames = stack.split(';').map(str::to_string).collect();
-            Some((frames, value.parse().ok()?))
-        })
-        .collect()
+fn folded(dump: &Path, metric: &str) -> Vec<(Vec<String>, i64)> {
+    parse_folded(&heapdiff_ok(&[
+        "--format",
+        "folded",
+        "-m",
+        metric,
+        path_str(dump),
+    ]))
 }
 
 /// The sum of `metric` over stacks whose innermost named frame is `leaf`.
-fn by_leaf(stacks: &[(Vec<String>, u64)], leaf: &str) -> u64 {
+fn by_leaf(stacks: &[(Vec<String>, i64)], leaf: &str) -> i64 {
     stacks
         .iter()
         .filter(|(frames, _)| frames.last().is_some_and(|f| f == leaf))
@@ -119,7 +118,7 @@ fn by_leaf(stacks: &[(Vec<String>, u64)], leaf: &str) -> u64 {
 }
 
 /// The stacks that contain `function`, as text for failure messages.
-fn render(stacks: &[(Vec<String>, u64)]) -> String {
+fn render(stacks: &[(Vec<String>, i64)]) -> String {
     stacks
         .iter()
         .map(|(frames, value)| format!("{} {value}", frames.join(";")))
@@ -310,7 +309,7 @@ fn unwinding_with_and_without_frame_pointers_and_with_pointer_authentication() {
         let (file, _) = outcome.final_dump();
         let stacks = folded(&file.path, "inuse-objects");
         let chain = ["main", "chain_outer", "chain_middle", "chain_inner"];
-        let in_chain: u64 = stacks
+        let in_chain: i64 = stacks
             .iter()
             .filter(|(frames, _)| has_chain(frames, &chain))
             .map(|(_, value)| value)
@@ -358,19 +357,19 @@ fn cxx_new_and_delete_counted_exactly() {
     let allocated = folded(&file.path, "alloc-objects");
     let space = folded(&file.path, "inuse-space");
     let context = render(&allocated);
-    let node = |stacks: &[(Vec<String>, u64)]| {
+    let node = |stacks: &[(Vec<String>, i64)]| {
         stacks
             .iter()
             .filter(|(frames, _)| frames.iter().any(|f| f.starts_with("make_node")))
             .map(|(_, value)| value)
-            .sum::<u64>()
+            .sum::<i64>()
     };
-    let named = |stacks: &[(Vec<String>, u64)], name: &str| {
+    let named = |stacks: &[(Vec<String>, i64)], name: &str| {
         stacks
             .iter()
             .filter(|(frames, _)| frames.iter().any(|f| f.starts_with(name)))
             .map(|(_, value)| value)
-            .sum::<u64>()
+            .sum::<i64>()
     };
     assert_eq!(node(&allocated), 700, "{context}");
     assert_eq!(node(&inuse), 500, "{context}");
@@ -650,7 +649,7 @@ fn inlined_frames_of_an_aarch64_binary() {
     outcome.assert_success();
     let (file, _) = outcome.final_dump();
     let stacks = folded(&file.path, "inuse-space");
-    let inlined: u64 = stacks
+    let inlined: i64 = stacks
         .iter()
         .filter(|(frames, _)| has_chain(frames, &["main", "outer_with_inline", "inlined_helper"]))
         .map(|(_, value)| value)
@@ -763,7 +762,7 @@ int main(void) {
 /// The named frames of `stacks` (heapdiff names an address without a
 /// symbol, such as the signal trampoline's, by its hex address, which may
 /// differ between runs), sorted, with their values.
-fn named(stacks: &[(Vec<String>, u64)]) -> Vec<(Vec<String>, u64)> {
+fn named(stacks: &[(Vec<String>, i64)]) -> Vec<(Vec<String>, i64)> {
     let mut named: Vec<_> = stacks
         .iter()
         .map(|(frames, value)| {
@@ -807,7 +806,7 @@ fn the_projects_walk_and_libgccs_agree() {
             by_unwinder.push(named(&folded(&file.path, "alloc-objects")));
         }
         let chain = ["main", "chain_outer", "chain_middle", "chain_inner"];
-        let in_chain: u64 = by_unwinder[0]
+        let in_chain: i64 = by_unwinder[0]
             .iter()
             .filter(|(frames, _)| has_chain(frames, &chain))
             .map(|(_, value)| value)
@@ -845,7 +844,7 @@ fn a_signal_handlers_allocation_shows_the_interrupted_function() {
         );
         let (file, _) = outcome.final_dump();
         let stacks = named(&folded(&file.path, "inuse-objects"));
-        let through = |interrupted: &str, handler: &str| -> u64 {
+        let through = |interrupted: &str, handler: &str| -> i64 {
             stacks
                 .iter()
                 .filter(|(frames, _)| {

@@ -19,17 +19,6 @@ use std::process::Command;
 // ---------------------------------------------------------------------------
 // Helpers
 
-/// Folded lines `stack value` into (frames root first, value).
-fn parse_folded(text: &str) -> Vec<(Vec<String>, i64)> {
-    text.lines()
-        .filter_map(|line| {
-            let (stack, value) = line.rsplit_once(' ')?;
-            let frames = stack.split(';').map(str::to_string).collect();
-            Some((frames, value.parse().ok()?))
-        })
-        .collect()
-}
-
 /// Sum of the values of the stacks that contain `function` as a frame.
 fn attributed(folded: &[(Vec<String>, i64)], function: &str) -> i64 {
     folded
