@@ -172,11 +172,7 @@ impl NotMine {
             FrameKind::Java => JDK_PACKAGES.iter().any(|p| line.function.starts_with(p)),
             FrameKind::Native | FrameKind::Interpreter | FrameKind::Jit => return false,
         };
-        let extra =
-            self.extra.iter().filter(|e| !is_module_entry(e)).any(|e| {
-                line.short.starts_with(e.as_str()) || line.function.starts_with(e.as_str())
-            });
-        self.all_mine || !(library || extra)
+        self.all_mine || !(library || self.named_not_mine(line))
     }
 
     /// True unless the module at `path` is a system library or a runtime.
@@ -211,12 +207,15 @@ impl NotMine {
             || RUNTIME_PREFIXES.iter().any(|p| short.starts_with(p))
             || is_cpython_api(short)
             || runtime_self_type(short);
-        let extra = self
-            .extra
+        !(runtime || self.named_not_mine(line))
+    }
+
+    /// True when `--not-mine` names `line`'s function by a prefix.
+    fn named_not_mine(&self, line: &Line) -> bool {
+        self.extra
             .iter()
             .filter(|e| !is_module_entry(e))
-            .any(|e| short.starts_with(e.as_str()) || line.function.starts_with(e.as_str()));
-        !(runtime || extra)
+            .any(|e| line.short.starts_with(e.as_str()) || line.function.starts_with(e.as_str()))
     }
 }
 
