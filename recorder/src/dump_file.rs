@@ -180,7 +180,7 @@ impl Temporary {
 
 /// True if `path` names the file open as `fd` (not a file that replaced it).
 fn names(path: &CStr, fd: i32) -> bool {
-    let (Some(named), Some(open)) = (lstat(path), fstat(fd)) else {
+    let (Some(named), Some(open)) = (syscalls::lstat_of(path), fstat(fd)) else {
         return false;
     };
     (named.st_dev, named.st_ino) == (open.st_dev, open.st_ino)
@@ -209,14 +209,6 @@ fn remove_if_stale(path: &CStr) -> bool {
     removed
 }
 
-fn lstat(path: &CStr) -> Option<libc::stat> {
-    // SAFETY: a valid path and a valid out pointer.
-    unsafe {
-        let mut status: libc::stat = core::mem::zeroed();
-        (syscalls::lstat(path.as_ptr(), &mut status) == 0).then_some(status)
-    }
-}
-
 fn fstat(fd: i32) -> Option<libc::stat> {
     // SAFETY: a valid descriptor and out pointer.
     unsafe {
@@ -229,7 +221,7 @@ fn fstat(fd: i32) -> Option<libc::stat> {
 /// link: never replace a device node, a FIFO, a socket or a directory (a
 /// dump to `/dev/null` as root would replace the system's).
 fn replaceable(target: &CStr) -> bool {
-    lstat(target)
+    syscalls::lstat_of(target)
         .is_none_or(|status| matches!(status.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFLNK))
 }
 

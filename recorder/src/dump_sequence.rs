@@ -143,15 +143,10 @@ pub fn write_dump(trigger: Trigger, path: Option<&str>) -> Result<(String, Dump)
 /// Add a written dump to [`WRITTEN`] (its size as the file system reports
 /// it: the file was just renamed into place).
 fn count_written(target: &str, started: std::time::Instant) {
-    let bytes = std::ffi::CString::new(target).map_or(0, |path| {
-        // SAFETY: an all-zero `stat` is a valid value to be overwritten.
-        let mut status: libc::stat = unsafe { core::mem::zeroed() };
-        // SAFETY: a NUL-terminated path and a writable `stat`.
-        match unsafe { crate::syscalls::lstat(path.as_ptr(), &mut status) } {
-            0 => status.st_size as u64,
-            _ => 0,
-        }
-    });
+    let bytes = std::ffi::CString::new(target)
+        .ok()
+        .and_then(|path| crate::syscalls::lstat_of(&path))
+        .map_or(0, |status| status.st_size as u64);
     WRITTEN[0].fetch_add(1, Relaxed);
     WRITTEN[1].fetch_add(bytes, Relaxed);
     WRITTEN[2].fetch_add(started.elapsed().as_nanos() as u64, Relaxed);

@@ -192,21 +192,13 @@ fn remove_if_ours(kept: &Kept) -> bool {
     let Ok(path) = CString::new(kept.name.as_str()) else {
         return false;
     };
-    let ours = lstat(&path).is_some_and(|status| {
+    let ours = crate::syscalls::lstat_of(&path).is_some_and(|status| {
         status.st_mode & libc::S_IFMT == libc::S_IFREG
             && (status.st_dev, status.st_ino, status.st_size as u64)
                 == (kept.device, kept.inode, kept.size)
     });
     // SAFETY: a valid path; unlink removes the name, never follows it.
     ours && unsafe { crate::syscalls::unlink(path.as_ptr()) } == 0
-}
-
-fn lstat(path: &std::ffi::CStr) -> Option<libc::stat> {
-    // SAFETY: a valid path and a valid out pointer.
-    unsafe {
-        let mut status: libc::stat = core::mem::zeroed();
-        (crate::syscalls::lstat(path.as_ptr(), &mut status) == 0).then_some(status)
-    }
 }
 
 /// Before an automatic dump is written: make room for it (one more dump,
@@ -234,7 +226,10 @@ pub unsafe fn written(bounds: Bounds, name: &str, dump: &Dump, reported: usize) 
     series
         .unreported
         .drain(..reported.min(series.unreported.len()));
-    let Some(status) = CString::new(name).ok().and_then(|path| lstat(&path)) else {
+    let Some(status) = CString::new(name)
+        .ok()
+        .and_then(|path| crate::syscalls::lstat_of(&path))
+    else {
         return;
     };
     series.kept.push(Kept {

@@ -98,6 +98,14 @@ pub unsafe fn lstat(path: *const c_char, status: *mut libc::stat) -> c_int {
     as_int(unsafe { call(libc::SYS_newfstatat, args) })
 }
 
+/// [`lstat`] of a name, its status or None.
+pub fn lstat_of(path: &core::ffi::CStr) -> Option<libc::stat> {
+    // SAFETY: an all-zero `stat` is a valid value to be overwritten.
+    let mut status: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a writable `stat`.
+    (unsafe { lstat(path.as_ptr(), &mut status) } == 0).then_some(status)
+}
+
 /// `AT_FDCWD` as a system call argument.
 #[cfg(not(target_arch = "x86_64"))]
 const AT_FDCWD: usize = libc::AT_FDCWD as usize;
