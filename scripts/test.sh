@@ -76,6 +76,20 @@ tests() { # tests NAME CARGO-TEST-ARGS...: one cargo test run, counted
     summary+=(--run "$logs/$name.log" "$logs/$name.skips" "${PIPESTATUS[0]}")
 }
 
+# What lies in the source tree outside the build directories, tracked or
+# not: a test that writes into its working directory leaves a file here,
+# which the "source tree unchanged" step at the end names.
+stray_files() {
+    git -C "$root" ls-files --others --exclude-standard --ignored --directory |
+        grep -v -E '^(target|target-arm|bench/out)/' | sort
+}
+no_new_stray_files() {
+    local new
+    new=$(comm -13 "$logs/stray.before" <(stray_files))
+    [ -z "$new" ] || { echo "files the suite left in the source tree:" "$new"; return 1; }
+}
+stray_files >"$logs/stray.before"
+
 step "closing-line self-test" env PYTHONDONTWRITEBYTECODE=1 python3 scripts/test_summary_test.py
 step build cargo build --release --workspace --all-targets
 # The aarch64 shim and launcher, cross-built with Debian's rustc (the
@@ -126,6 +140,7 @@ step "instruction gate" python3 bench/gate.py
 # Every commit BENCHMARKS.md stamps its figures with is reachable from HEAD.
 step "benchmark commits" python3 scripts/check_bench_commits.py
 wait "$long_series_pid"
+step "source tree unchanged" no_new_stray_files
 echo "== long-series (its log)"
 cat "$logs/long-series.log"
 summary+=(--run "$logs/long-series.log" "$logs/long-series.skips" "$(cat "$logs/long-series.status" 2>/dev/null || echo 1)")

@@ -27,9 +27,12 @@ fn probe(pairs: u64, conf: Option<&str>, dir: &Path) -> Probe {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     if let Some(conf) = conf {
-        command
-            .env("LD_PRELOAD", shim_path())
-            .env("PROF_CONF", conf);
+        // The exit dump goes beside the API's, not into the working directory.
+        let exit_prefix = dir.join("exit");
+        command.env("LD_PRELOAD", shim_path()).env(
+            "PROF_CONF",
+            format!("{conf},prof_prefix:{}", exit_prefix.display()),
+        );
     }
     let mut child = command.spawn().expect("cost_probe starts");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
