@@ -12,6 +12,21 @@ mod attach_common;
 use attach_common::{Driven, heapsample, heapsample_ok, stderr_of};
 use heapsample_tests::{BuildOptions, TempDir, compile_c};
 
+/// `heapsample attach PID -o OUT --timeout SECONDS`.
+fn attach_args<'a>(pid: &'a str, out: &'a TempDir, seconds: &'a str) -> [&'a str; 6] {
+    let out = out.path().to_str().unwrap();
+    ["attach", pid, "-o", out, "--timeout", seconds]
+}
+
+/// Three rounds of attach, dump and detach, each of which must succeed.
+fn attach_dump_detach_three_times(pid: &str, out: &TempDir) {
+    for _ in 0..3 {
+        heapsample_ok(&attach_args(pid, out, "1"));
+        heapsample_ok(&["dump", pid, "--timeout", "1"]);
+        heapsample_ok(&["detach", pid, "--timeout", "1"]);
+    }
+}
+
 #[test]
 fn stale_signal_frames_on_the_stack_are_no_handler() {
     let program = compile_c("attach_handler.c", &BuildOptions::no_pie());
@@ -26,18 +41,7 @@ fn stale_signal_frames_on_the_stack_are_no_handler() {
     // pointer: a search of the stack's words finds it.
     assert!(stale >= 1, "{answer}");
     let pid = waiter.pid_arg();
-    for _ in 0..3 {
-        heapsample_ok(&[
-            "attach",
-            &pid,
-            "-o",
-            out.path().to_str().unwrap(),
-            "--timeout",
-            "1",
-        ]);
-        heapsample_ok(&["dump", &pid, "--timeout", "1"]);
-        heapsample_ok(&["detach", &pid, "--timeout", "1"]);
-    }
+    attach_dump_detach_three_times(&pid, &out);
     waiter.send_only("end");
     assert!(waiter.finish().1.success());
 }
@@ -51,14 +55,7 @@ fn a_handler_that_interrupted_the_c_library_outside_a_wait() {
     let mut waiter = Driven::start(&program.path, &["handler"], &[]);
     assert_eq!(waiter.answer(), "in handler");
     let pid = waiter.pid_arg();
-    let refused = heapsample(&[
-        "attach",
-        &pid,
-        "-o",
-        out.path().to_str().unwrap(),
-        "--timeout",
-        "0.5",
-    ]);
+    let refused = heapsample(&attach_args(&pid, &out, "0.5"));
     assert!(!refused.status.success());
     assert!(
         stderr_of(&refused).contains("in a signal handler"),
@@ -74,14 +71,7 @@ fn a_handler_that_interrupted_the_c_library_outside_a_wait() {
     );
     // Once the handler returned, the same thread is taken.
     assert_eq!(waiter.send("leave"), "returned");
-    heapsample_ok(&[
-        "attach",
-        &pid,
-        "-o",
-        out.path().to_str().unwrap(),
-        "--timeout",
-        "1",
-    ]);
+    heapsample_ok(&attach_args(&pid, &out, "1"));
     heapsample_ok(&["detach", &pid, "--timeout", "1"]);
     waiter.send_only("end");
     let (transcript, status) = waiter.finish();
@@ -98,18 +88,7 @@ fn handler_over_a_wait(mode: &str, ended: &str) {
     let mut waiter = Driven::start(&program.path, &[mode], &[]);
     assert_eq!(waiter.answer(), "in handler");
     let pid = waiter.pid_arg();
-    for _ in 0..3 {
-        heapsample_ok(&[
-            "attach",
-            &pid,
-            "-o",
-            out.path().to_str().unwrap(),
-            "--timeout",
-            "1",
-        ]);
-        heapsample_ok(&["dump", &pid, "--timeout", "1"]);
-        heapsample_ok(&["detach", &pid, "--timeout", "1"]);
-    }
+    attach_dump_detach_three_times(&pid, &out);
     assert_eq!(waiter.send("leave"), ended);
     waiter.send_only("end");
     let (_, status) = waiter.finish();
