@@ -186,10 +186,10 @@ pub fn set_routes(mode: u8) {
                 },
             ),
             // prof_exact: every call takes its route, which counts usable
-            // bytes and frees (the fast paths always decline: the countdown
-            // stays 0 and every filter counter is pinned); malloc and free
-            // have routes of their own, the arena's blocks the `*_other`
-            // paths.
+            // bytes and frees (the allocating fast paths always decline: the
+            // countdown stays 0; free's pass is its route, `FREE_PASS`);
+            // malloc and free have routes of their own, the arena's blocks
+            // the `*_other` paths.
             MODE_PROFILING_EXACT if !arena_in_use => (
                 malloc_exact as MallocFn as *mut (),
                 free_exact as FreeFn as *mut (),
