@@ -26,18 +26,18 @@
 //!   elsewhere) leave the fast path, and a huge request can never wrap the
 //!   countdown. One unit per call is what makes `malloc(0)` sampled at
 //!   every period.
-//! - `free` (7 instructions): look up the live-sample filter counter of the
-//!   pointer's page. Zero jumps to the next `free`; anything else jumps
-//!   through [`crate::routes::FREE_ROUTE`]. The counter is nonzero while a
-//!   sampled object lives in a page sharing it, for the bootstrap arena's
-//!   pages once the arena is used, and for every page under `prof_exact`.
-//!   Before the next allocator is resolved, the next `free` slot holds a
-//!   stand-in that resolves it first (`next_alloc`). No per-thread state is
-//!   touched.
+//! - `free` (6 instructions): look up the live-sample filter counter of the
+//!   pointer's page. Zero jumps through [`crate::routes::FREE_PASS`] (the
+//!   next `free`; under `prof_exact`, which counts every free, free's
+//!   route); anything else jumps through [`crate::routes::FREE_ROUTE`]. The
+//!   counter is nonzero while a sampled object lives in a page sharing it,
+//!   and for the bootstrap arena's pages once the arena is used. Before the
+//!   next allocator is resolved, `FREE_PASS` holds a stand-in that resolves
+//!   it first (`next_alloc`). No per-thread state is touched.
 //! - `calloc` (9 instructions): malloc's path for `count × size` bytes; a
 //!   product that overflows takes the route before any unit is taken, and
 //!   the next `calloc` reports it.
-//! - `realloc` (14 instructions): a size of 0 (a free that returns no
+//! - `realloc` (13 instructions): a size of 0 (a free that returns no
 //!   memory) takes the route before any unit is taken; then malloc's
 //!   countdown test for the new size, then free's filter test on the old
 //!   pointer: a crossing or a possibly sampled old block takes the route
@@ -45,7 +45,7 @@
 //!   n)` is malloc.
 //!
 //! On aarch64 `malloc` and `free` are the same tests in aarch64 assembly
-//! (15 and 9 instructions: the thread pointer `TPIDR_EL0` plus the
+//! (15 and 9 instructions, free through `FREE_PASS` too: the thread pointer `TPIDR_EL0` plus the
 //! initial-exec offset from the GOT, the statics `adrp`-relative, x16 for
 //! the tail jump); calloc and realloc are Rust there
 //! (`routes::calloc_fast`, `routes::realloc_fast`).
@@ -55,7 +55,9 @@
 
 use core::mem::offset_of;
 
-use crate::live_table::{FILTER_COUNTER_BYTES, FILTER_INDEX_MASK, FILTER_OFFSET, LiveTable};
+use crate::live_table::{
+    FILTER_COUNTER_BYTES, FILTER_INDEX_MASK, FILTER_OFFSET, FILTER_PAGE_SHIFT, LiveTable,
+};
 use crate::next_alloc::NextAllocator;
 use crate::tls::ThreadState;
 
@@ -65,8 +67,6 @@ pub const COUNTDOWN: usize = crate::tls::COUNTDOWN_OFFSET;
 pub const ALLOCATIONS: usize = offset_of!(ThreadState, allocations);
 /// Offset of the next `malloc` in [`crate::next_alloc::NEXT`].
 pub const NEXT_MALLOC: usize = offset_of!(NextAllocator, malloc);
-/// Offset of the next `free` in [`crate::next_alloc::NEXT`].
-pub const NEXT_FREE: usize = offset_of!(NextAllocator, free);
 /// Offset of the next `calloc` in [`crate::next_alloc::NEXT`].
 pub const NEXT_CALLOC: usize = offset_of!(NextAllocator, calloc);
 /// Offset of the next `realloc` in [`crate::next_alloc::NEXT`].
@@ -74,6 +74,8 @@ pub const NEXT_REALLOC: usize = offset_of!(NextAllocator, realloc);
 
 const _: () = assert!(FILTER_COUNTER_BYTES == 4);
 const _: () = assert!(FILTER_INDEX_MASK <= i32::MAX as usize);
+// The x86_64 filter test masks the index with 32-bit registers.
+const _: () = assert!(FILTER_PAGE_SHIFT + FILTER_INDEX_BITS == 32);
 const _: () = assert!(core::mem::size_of::<LiveTable>() > FILTER_OFFSET);
 
 /// The countdown test of the allocating fast paths, as assembly text: take
@@ -111,15 +113,16 @@ macro_rules! count_call_asm {
 
 /// The live-sample filter test of `free` and `realloc`, as assembly text:
 /// compare the filter counter of the page of the pointer in `rdi` with 0
-/// (uses `rax` and `rcx`).
+/// (uses `rax` and `rcx`). The filter's index is the page number's low
+/// bits: the pointer's low 32 bits shifted right by the page shift, so the
+/// 32-bit `mov` and `shr` leave it masked (no `and`).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! filter_test_asm {
     () => {
         concat!(
-            "mov rax, rdi\n",
-            "shr rax, {page_shift}\n",
-            "and eax, {index_mask}\n",
+            "mov eax, edi\n",
+            "shr eax, {page_shift}\n",
             "lea rcx, [rip + {live}]\n",
             "cmp dword ptr [rcx + rax * {counter_bytes} + {filter}], 0",
         )
@@ -156,16 +159,14 @@ macro_rules! free_entry {
         core::arch::naked_asm!(
             $crate::filter_test_asm!(),
             "jne 2f",
-            "jmp qword ptr [rip + {next} + {next_free}]",
+            "jmp qword ptr [rip + {pass}]",
             "2:",
             "jmp qword ptr [rip + {route}]",
             page_shift = const $crate::live_table::FILTER_PAGE_SHIFT,
-            index_mask = const $crate::live_table::FILTER_INDEX_MASK,
             live = sym $crate::live_table::LIVE,
             counter_bytes = const $crate::live_table::FILTER_COUNTER_BYTES,
             filter = const $crate::live_table::FILTER_OFFSET,
-            next = sym $crate::next_alloc::NEXT,
-            next_free = const $crate::fast_path::NEXT_FREE,
+            pass = sym $crate::routes::FREE_PASS,
             route = sym $crate::routes::FREE_ROUTE,
         )
     };
@@ -211,7 +212,6 @@ macro_rules! realloc_entry {
             "2:",
             "jmp qword ptr [rip + {route}]",
             page_shift = const $crate::live_table::FILTER_PAGE_SHIFT,
-            index_mask = const $crate::live_table::FILTER_INDEX_MASK,
             live = sym $crate::live_table::LIVE,
             counter_bytes = const $crate::live_table::FILTER_COUNTER_BYTES,
             filter = const $crate::live_table::FILTER_OFFSET,
@@ -281,8 +281,8 @@ macro_rules! free_entry {
             "add x10, x10, x9, lsl #2",
             "ldr w10, [x10]",
             "cbnz w10, 2f",
-            "adrp x16, {next} + {next_free}",
-            "ldr x16, [x16, #:lo12:{next} + {next_free}]",
+            "adrp x16, {pass}",
+            "ldr x16, [x16, #:lo12:{pass}]",
             "br x16",
             "2:",
             "adrp x16, {route}",
@@ -292,8 +292,7 @@ macro_rules! free_entry {
             index_bits = const $crate::fast_path::FILTER_INDEX_BITS,
             live = sym $crate::live_table::LIVE,
             filter = const $crate::live_table::FILTER_OFFSET,
-            next = sym $crate::next_alloc::NEXT,
-            next_free = const $crate::fast_path::NEXT_FREE,
+            pass = sym $crate::routes::FREE_PASS,
             route = sym $crate::routes::FREE_ROUTE,
         )
     };

@@ -71,8 +71,9 @@ pub struct NextAllocator {
 /// Resolved once; read-only afterwards.
 pub static NEXT: NextAllocator = NextAllocator {
     malloc: NextFn::unresolved(),
-    // The exported free jumps here whenever the filter misses, even
-    // before anything is resolved.
+    // The shim's own frees come here even before anything is resolved
+    // (the exported free through `routes::FREE_PASS`, which starts as the
+    // same stand-in).
     free: NextFn::standing_in(free_until_resolved as FreeFn as *mut c_void),
     calloc: NextFn::unresolved(),
     realloc: NextFn::unresolved(),
@@ -140,7 +141,7 @@ fn resolve_all() {
 ///
 /// # Safety
 /// The C contract of `free`.
-unsafe extern "C" fn free_until_resolved(pointer: *mut c_void) {
+pub(crate) unsafe extern "C" fn free_until_resolved(pointer: *mut c_void) {
     if in_bootstrap_arena(pointer) || !ensure_resolved() {
         return;
     }

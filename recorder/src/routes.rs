@@ -141,6 +141,11 @@ pub type ReallocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
 pub static MALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(malloc_other as MallocFn as *mut ());
 /// Where `free` goes now.
 pub static FREE_ROUTE: AtomicPtr<()> = AtomicPtr::new(free_other as FreeFn as *mut ());
+/// Where `free` goes when the page filter says nothing of the pointer: the
+/// next `free` (until it is resolved, a stand-in that resolves it first),
+/// or free's route under `prof_exact`, which counts every free.
+pub static FREE_PASS: AtomicPtr<()> =
+    AtomicPtr::new(next_alloc::free_until_resolved as FreeFn as *mut ());
 /// Where `calloc` goes now.
 pub static CALLOC_ROUTE: AtomicPtr<()> = AtomicPtr::new(calloc_other as CallocFn as *mut ());
 /// Where `realloc` goes now.
@@ -181,10 +186,10 @@ pub fn set_routes(mode: u8) {
                 },
             ),
             // prof_exact: every call takes its route, which counts usable
-            // bytes and frees (the fast paths always decline: the countdown
-            // stays 0 and every filter counter is pinned); malloc and free
-            // have routes of their own, the arena's blocks the `*_other`
-            // paths.
+            // bytes and frees (the allocating fast paths always decline: the
+            // countdown stays 0; free's pass is its route, `FREE_PASS`);
+            // malloc and free have routes of their own, the arena's blocks
+            // the `*_other` paths.
             MODE_PROFILING_EXACT if !arena_in_use => (
                 malloc_exact as MallocFn as *mut (),
                 free_exact as FreeFn as *mut (),
@@ -200,8 +205,14 @@ pub fn set_routes(mode: u8) {
             // No mode chosen: the start-up paths stay.
             _ => return,
         };
+    let pass = if mode & !MODE_ARENA_IN_USE == MODE_PROFILING_EXACT {
+        free
+    } else {
+        next.free.address().cast()
+    };
     MALLOC_ROUTE.store(malloc, Relaxed);
     FREE_ROUTE.store(free, Relaxed);
+    FREE_PASS.store(pass, Relaxed);
     CALLOC_ROUTE.store(calloc, Relaxed);
     REALLOC_ROUTE.store(realloc, Relaxed);
 }
@@ -349,13 +360,14 @@ unsafe extern "C" fn free_exact(pointer: *mut c_void) {
 /// # Safety
 /// The C contract of `free`.
 pub unsafe fn free(pointer: *mut c_void) {
-    if LIVE.free_takes_route(pointer as usize) {
-        // SAFETY: a route is always a function with free's signature.
-        unsafe { core::mem::transmute::<*mut (), FreeFn>(FREE_ROUTE.load(Relaxed))(pointer) }
+    let to = if LIVE.free_takes_route(pointer as usize) {
+        &FREE_ROUTE
     } else {
-        // SAFETY: the next free, or `free_other` until it is resolved.
-        unsafe { next_alloc::free(pointer) }
-    }
+        &FREE_PASS
+    };
+    // SAFETY: a route and the pass are always functions with free's
+    // signature.
+    unsafe { core::mem::transmute::<*mut (), FreeFn>(to.load(Relaxed))(pointer) }
 }
 
 /// free's route while profiling, taken when the page filter hits: forget
@@ -619,6 +631,10 @@ mod tests {
         ]
     }
 
+    fn pass() -> *mut () {
+        FREE_PASS.load(Relaxed)
+    }
+
     /// Every mode's routes, named (the only test of this crate's unit tests
     /// that sets them; the profiler is not started here).
     #[test]
@@ -631,6 +647,8 @@ mod tests {
             realloc_other as ReallocFn as *mut (),
         ];
         assert_eq!(routes(), other, "before start-up");
+        let stand_in = next_alloc::free_until_resolved as FreeFn as *mut ();
+        assert_eq!(pass(), stand_in, "before start-up");
         let next = &next_alloc::NEXT;
         let next_routes = [
             next.malloc.address().cast(),
@@ -646,6 +664,7 @@ mod tests {
         ];
         set_routes(MODE_PASS_THROUGH);
         assert_eq!(routes(), next_routes, "prof:false goes straight on");
+        assert_eq!(pass(), next_routes[1]);
         set_routes(MODE_PASS_THROUGH | MODE_ARENA_IN_USE);
         assert_eq!(
             routes(),
@@ -654,6 +673,7 @@ mod tests {
         );
         set_routes(MODE_PROFILING);
         assert_eq!(routes(), profiled);
+        assert_eq!(pass(), next_routes[1], "unsampled frees go straight on");
         set_routes(MODE_PROFILING | MODE_ARENA_IN_USE);
         assert_eq!(routes(), [profiled[0], profiled[1], profiled[2], other[3]]);
         set_routes(MODE_PROFILING_EXACT);
@@ -667,7 +687,13 @@ mod tests {
             ],
             "prof_exact counts on its own malloc and free, the *_other paths"
         );
+        assert_eq!(
+            pass(),
+            free_exact as FreeFn as *mut (),
+            "every free counted"
+        );
         set_routes(MODE_PROFILING_EXACT | MODE_ARENA_IN_USE);
         assert_eq!(routes(), other);
+        assert_eq!(pass(), other[1]);
     }
 }

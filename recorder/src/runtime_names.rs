@@ -46,10 +46,9 @@ static JITDUMP: Mutex<Option<Parsed>> = Mutex::new(None);
 /// The runtime frames of a dump of this process whose stacks are `stacks`.
 pub fn runtime_frames(stacks: &[Stack]) -> RuntimeFrames {
     let pid = std::process::id();
-    let addresses: BTreeSet<u64> = stacks
-        .iter()
-        .flat_map(|stack| stack.frames.iter().copied())
-        .collect();
+    // The set of the dump's addresses is built only once a map is found:
+    // most processes have neither file.
+    let mut addresses: Option<BTreeSet<u64>> = None;
     let mut frames = RuntimeFrames::default();
     let perf_map = Some(format!("/tmp/perf-{pid}.map"));
     let sources = [
@@ -68,7 +67,13 @@ pub fn runtime_frames(stacks: &[Stack]) -> RuntimeFrames {
             continue;
         }
         if let Some(map) = parsed.as_ref() {
-            frames.symbols.extend(symbols_for(map, &addresses));
+            let addresses = addresses.get_or_insert_with(|| {
+                stacks
+                    .iter()
+                    .flat_map(|stack| stack.frames.iter().copied())
+                    .collect()
+            });
+            frames.symbols.extend(symbols_for(map, addresses));
             frames.sources.push(path);
         }
     }

@@ -14,7 +14,6 @@
 use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
 
 use crate::config::{self, Config};
-use crate::live_table::LIVE;
 use crate::state::{
     self, MODE_ARENA_IN_USE, MODE_PASS_THROUGH, MODE_PROFILING, MODE_PROFILING_EXACT,
 };
@@ -110,10 +109,8 @@ fn configure() -> u8 {
     triggers::configure(config);
     state::set_active(config.prof_active);
     // The tables are made at the first sample (`table_setup`).
-    if config.prof_exact {
-        // Every free must reach the exact path.
-        LIVE.pin_all();
-    }
+    // Under prof_exact every free reaches the exact path through
+    // `routes::FREE_PASS` (set with the routes).
     let fast_unwinder = backtrace::init();
     if let Err(why) = fast_unwinder
         && config.prof_unwind != config::Unwinder::Libgcc

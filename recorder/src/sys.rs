@@ -42,6 +42,13 @@ pub fn map_zeroed_for(bytes: usize, owner: OwnUse) -> *mut u8 {
     memory
 }
 
+/// A table's static part (a `.bss` array the library's load reserves),
+/// counted as mapped for `owner` when the table is set up.
+pub fn count_static_for(bytes: usize, owner: OwnUse) {
+    MAPPED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+    MAPPED_FOR[owner as usize].fetch_add(bytes as u64, Ordering::Relaxed);
+}
+
 /// Map `bytes` of zeroed, private memory. Returns null on failure (for
 /// example under `ulimit -v`); callers then degrade instead of failing.
 pub fn map_zeroed(bytes: usize) -> *mut u8 {
