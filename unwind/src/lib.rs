@@ -242,7 +242,10 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
 ) -> Captured {
     let regs = Registers::current();
     let generation = cache::current_generation();
-    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let mut store = LayeredStore::new(
+        LocalStore::at_generation(local, generation),
+        SharedStore::at_generation(shared, generation),
+    );
     let end = memo::walk_remembered(Start::Here(regs), &mut store, memo, generation, frames);
     if end == WalkEnd::NeedsFallback {
         store.count_fallback();
@@ -308,7 +311,10 @@ pub unsafe fn capture_remembered_from_ending<
         return libgcc_captured(frames, len);
     };
     let generation = cache::current_generation();
-    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let mut store = LayeredStore::new(
+        LocalStore::at_generation(local, generation),
+        SharedStore::at_generation(shared, generation),
+    );
     match memo::walk_remembered(Start::Caller(caller), &mut store, memo, generation, frames) {
         WalkEnd::Complete(len, ending) => Captured { len, ending },
         WalkEnd::NeedsFallback => {
