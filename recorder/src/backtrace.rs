@@ -261,12 +261,26 @@ fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
 /// set exactly when `a < end`, and that of `a - start` exactly when
 /// `a < start`; any other value at worst makes it true, and the exact check
 /// follows.
+///
+/// The vector loop takes four frames at a time; where the count is no
+/// multiple of four, the last four frames are taken again as one vector
+/// instead of one at a time.
 #[inline(always)]
 fn maybe_own_frame(frames: &[u64], start: u64, end: u64) -> bool {
-    let inside = frames.iter().fold(0u64, |inside, &address| {
-        inside | (address.wrapping_sub(end) & !address.wrapping_sub(start))
-    });
-    inside >> 63 != 0
+    let inside = |frames: &[u64]| {
+        frames.iter().fold(0u64, |inside, &address| {
+            inside | (address.wrapping_sub(end) & !address.wrapping_sub(start))
+        })
+    };
+    let found = match frames.len().checked_sub(4) {
+        Some(last) => {
+            let (fours, _) = frames.as_chunks::<4>();
+            let tail: &[u64; 4] = frames[last..].try_into().unwrap_or(&[0; 4]);
+            inside(fours.as_flattened()) | inside(tail)
+        }
+        None => inside(frames),
+    };
+    found >> 63 != 0
 }
 
 /// [`drop_own_frames`] when some frame may be the profiler's.
@@ -315,6 +329,16 @@ mod tests {
         assert_eq!(drop_own_frames(&mut frames), 0..4, "none of ours");
         let mut frames = [150, 160];
         assert!(drop_own_frames(&mut frames).is_empty());
+        // Counts that are no multiple of four: the tail's frames are seen too.
+        for len in 1..=11 {
+            for own in 0..len {
+                let mut frames: Vec<u64> = (0..len).map(|index| 1000 + index).collect();
+                frames[own as usize] = 150;
+                let range = drop_own_frames(&mut frames);
+                assert_eq!(range.len(), len as usize - 1, "{len} frames, ours at {own}");
+                assert!(!frames[range].contains(&150));
+            }
+        }
         OWN_START.store(0, Relaxed);
         OWN_END.store(0, Relaxed);
     }
