@@ -210,14 +210,17 @@ pub fn capture_with(
     frames: &mut [u64],
     entry: HookEntry,
 ) -> core::ops::Range<usize> {
-    let captured = match (fast_rules(), entry.known()) {
-        (None, _) => libgcc_capture(frames),
-        // SAFETY: `HookEntry::new`'s contract: the entry of a hook still
-        // running on this thread, which called this capture.
-        (Some(rules), Some(entry)) => unsafe { unwinder.capture_from(rules, entry, frames) },
-        (Some(rules), None) => unwinder.capture(rules, frames),
+    let (captured, replayed) = match (fast_rules(), entry.known()) {
+        (None, _) => (libgcc_capture(frames), 0..0),
+        (Some(rules), Some(entry)) => {
+            // SAFETY: `HookEntry::new`'s contract: the entry of a hook still
+            // running on this thread, which called this capture.
+            let captured = unsafe { unwinder.capture_from(rules, entry, frames) };
+            (captured, unwinder.replayed())
+        }
+        (Some(rules), None) => (unwinder.capture(rules, frames), unwinder.replayed()),
     };
-    let range = drop_own_frames(&mut frames[..captured.len]);
+    let range = drop_own_frames_unless_replayed(unwinder, &mut frames[..captured.len], replayed);
     walk_ends::count(tls::current(), kept_ending(captured, &range, frames.len()));
     range
 }
@@ -252,6 +255,35 @@ fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
         return 0..frames.len();
     }
     drop_own_frames_found(frames, start, end)
+}
+
+/// [`drop_own_frames`] for a capture through `unwinder` that replayed
+/// `frames[replayed]` from its memo: those are frames earlier captures
+/// through it returned, which were checked then, so only the others are
+/// looked at. A capture that holds a frame of ours makes the memo forget, so
+/// that it only ever replays frames that passed.
+#[inline(always)]
+fn drop_own_frames_unless_replayed(
+    unwinder: &mut ThreadUnwinder,
+    frames: &mut [u64],
+    replayed: core::ops::Range<usize>,
+) -> core::ops::Range<usize> {
+    let (start, end) = (OWN_START.load(Relaxed) as u64, OWN_END.load(Relaxed) as u64);
+    let maybe_own = if replayed.is_empty() || replayed.end > frames.len() {
+        maybe_own_frame(frames, start, end)
+    } else {
+        maybe_own_frame(&frames[..replayed.start], start, end)
+            || maybe_own_frame(&frames[replayed.end..], start, end)
+    };
+    if !maybe_own {
+        return 0..frames.len();
+    }
+    let all = frames.len();
+    let range = drop_own_frames_found(frames, start, end);
+    if range != (0..all) {
+        unwinder.forget();
+    }
+    range
 }
 
 /// False only if no frame lies in `[start, end)`: the common case, a walk

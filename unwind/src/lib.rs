@@ -373,6 +373,12 @@ impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
         self.rules.set_computed_only(on);
     }
 
+    /// Where in its frames the last capture put those it replayed from the memo
+    /// of earlier captures (see [`StackMemo::replayed`]).
+    pub fn replayed(&self) -> core::ops::Range<usize> {
+        self.memo.replayed()
+    }
+
     /// The memo's counters.
     pub fn memo_counts(&self) -> MemoCounts {
         self.memo.counts()
