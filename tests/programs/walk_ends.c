@@ -20,7 +20,15 @@
 //                       each making 20 allocations of paths' allocations
 //                       i = 20 t .. 20 t + 19 below its function; prints
 //                       "threads done N".
+//   walk_ends dlopen N LIB_A LIB_B
+//                       N rounds 20 frames deep, each loading and unloading
+//                       LIB_A or LIB_B in turn (their constructors allocate
+//                       while the interposed dlopen runs: a frame of the
+//                       profiler's own lies between the program's) and then
+//                       allocating 1000 bytes through leaf_alloc at the same
+//                       depth; prints "dlopen done N".
 #include <alloca.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -147,6 +155,33 @@ static int threads(long n) {
     return 0;
 }
 
+static const char *libraries[2];
+
+// Round i of dlopen mode, under `depth` more frames of down_a.
+__attribute__((noinline)) void *load_round(int depth, long i);
+
+static void *load_next(int depth, long i) {
+    if (depth > 0) return load_round(depth - 1, i);
+    void *library = dlopen(libraries[i % 2], RTLD_NOW | RTLD_LOCAL);
+    if (!library || dlclose(library) != 0) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        exit(1);
+    }
+    return leaf_alloc(1000);
+}
+
+__attribute__((noinline)) void *load_round(int depth, long i) {
+    void *p = load_next(depth, i);
+    sink ^= (uintptr_t)depth;
+    return p;
+}
+
+__attribute__((noinline)) static int load_libraries(long n) {
+    for (long i = 0; i < n; i++) free(load_next(20, i));
+    printf("dlopen done %ld\n", n);
+    return 0;
+}
+
 static void *jit_result;
 
 __attribute__((noinline)) static void allocate_under_jit(void) {
@@ -174,8 +209,13 @@ __attribute__((noinline)) static int jit(long n) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "dlopen")) {
+        libraries[0] = argv[3];
+        libraries[1] = argv[4];
+        return load_libraries(atol(argv[2]));
+    }
     if (argc != 3) {
-        fprintf(stderr, "usage: walk_ends paths|jit|jumps|threads N\n");
+        fprintf(stderr, "usage: walk_ends paths|jit|jumps|threads N | dlopen N LIB_A LIB_B\n");
         return 2;
     }
     long n = atol(argv[2]);

@@ -197,6 +197,86 @@ fn threads_on_a_reused_stack_see_their_own_calls() {
     assert_same_paths(&seen, &expected);
 }
 
+/// Allocations made while the profiler's own `dlopen` runs (a library's
+/// constructor) have one of its frames between the program's, which the
+/// recorder drops; the walk's memo of the thread's previous capture must
+/// never bring such a frame back unseen. Twenty frames deep, so that the
+/// memo is used, alternating loads with plain allocations at the same depth:
+/// no stack holds an address of the profiler's, and each constructor's
+/// allocations are counted exactly under `dlopen`'s caller.
+#[test]
+fn frames_of_the_profilers_own_dlopen_never_reach_a_stack() {
+    const N: i64 = 200;
+    let libraries = TempDir::new("walk-ends-dlopen");
+    let build = |name: &str, size: u32| {
+        let flags = ["-g", "-O1", &format!("-DCTOR_SIZE={size}")];
+        build_shared_library("walk_ends_lib.c", &libraries.path().join(name), &flags)
+    };
+    let (a, b) = (build("liba.so", 3001), build("libb.so", 3002));
+    let run = Run::program(&program())
+        .arg("dlopen")
+        .arg(N.to_string())
+        .arg(&a)
+        .arg(&b)
+        .with_shim()
+        .prof_conf("lg_prof_sample:0");
+    let (_, profiled) = assert_same_behaviour(&run);
+    assert!(
+        profiled.stdout.contains(&format!("dlopen done {N}")),
+        "{}",
+        profiled.context()
+    );
+    let (_, dump) = profiled.final_dump();
+    let shim = std::fs::canonicalize(shim_path()).expect("the shim");
+    let own: Vec<(u64, u64)> = dump
+        .modules
+        .iter()
+        .filter(|module| std::fs::canonicalize(&module.path).ok().as_ref() == Some(&shim))
+        .flat_map(|module| module.ranges.iter().copied())
+        .collect();
+    assert!(
+        !own.is_empty(),
+        "the shim's mapping is in the dump's modules"
+    );
+    for stack in &dump.stacks {
+        for &address in &stack.frames {
+            assert!(
+                !own.iter()
+                    .any(|&(start, end)| (start..end).contains(&address)),
+                "a frame of the profiler's own at {address:#x} in {:?}",
+                stack.frames
+            );
+        }
+    }
+    // Each library's constructor ran N / 2 times, under the program's 20
+    // load_round frames.
+    let symbols = Symbols::of(&program());
+    for size in [3001, 3002] {
+        let stacks: Vec<&format::Stack> = dump
+            .stacks
+            .iter()
+            .filter(|stack| {
+                stack.alloc_objects > 0 && stack.alloc_bytes == size * stack.alloc_objects
+            })
+            .collect();
+        let objects: u64 = stacks.iter().map(|stack| stack.alloc_objects).sum();
+        assert_eq!(
+            objects,
+            N as u64 / 2,
+            "constructor allocations of {size} bytes"
+        );
+        for stack in stacks {
+            let names = symbols.frame_functions(&dump, stack);
+            let rounds = names
+                .iter()
+                .flatten()
+                .filter(|name| *name == "load_round")
+                .count();
+            assert_eq!(rounds, 20, "{names:?}");
+        }
+    }
+}
+
 #[test]
 fn code_without_unwind_information_or_frame_pointer_is_counted_and_said() {
     const N: i64 = 300;
