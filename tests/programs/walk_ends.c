@@ -22,11 +22,12 @@
 //                       "threads done N".
 //   walk_ends dlopen N LIB_A LIB_B
 //                       N rounds 20 frames deep, each loading and unloading
-//                       LIB_A or LIB_B in turn (their constructors allocate
-//                       while the interposed dlopen runs: a frame of the
-//                       profiler's own lies between the program's) and then
-//                       allocating 1000 bytes through leaf_alloc at the same
-//                       depth; prints "dlopen done N".
+//                       LIB_A or LIB_B in turn (their constructors and
+//                       destructors allocate while dlopen and dlclose run;
+//                       the profiler's dlclose leaves a frame of its own
+//                       between the program's) and then allocating 1000
+//                       bytes through leaf_alloc at the same depth; prints
+//                       "dlopen done N".
 #include <alloca.h>
 #include <dlfcn.h>
 #include <pthread.h>

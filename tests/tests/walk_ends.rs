@@ -197,15 +197,16 @@ fn threads_on_a_reused_stack_see_their_own_calls() {
     assert_same_paths(&seen, &expected);
 }
 
-/// Allocations made while the profiler's own `dlopen` runs (a library's
-/// constructor) have one of its frames between the program's, which the
+/// Allocations made while the profiler's own `dlclose` runs (a library's
+/// destructor) have one of its frames between the program's, which the
 /// recorder drops; the walk's memo of the thread's previous capture must
 /// never bring such a frame back unseen. Twenty frames deep, so that the
-/// memo is used, alternating loads with plain allocations at the same depth:
-/// no stack holds an address of the profiler's, and each constructor's
-/// allocations are counted exactly under `dlopen`'s caller.
+/// memo is used, each destructor (and constructor) allocating twice from one
+/// call site, so that the second capture can replay the first's outer
+/// frames: no stack holds an address of the profiler's, and every
+/// allocation is counted exactly under the program's frames.
 #[test]
-fn frames_of_the_profilers_own_dlopen_never_reach_a_stack() {
+fn frames_of_the_profilers_own_dlclose_never_reach_a_stack() {
     const N: i64 = 200;
     let libraries = TempDir::new("walk-ends-dlopen");
     let build = |name: &str, size: u32| {
@@ -248,10 +249,10 @@ fn frames_of_the_profilers_own_dlopen_never_reach_a_stack() {
             );
         }
     }
-    // Each library's constructor ran N / 2 times, under the program's 20
-    // load_round frames.
+    // Each library's constructor and destructor ran N / 2 times, under the
+    // program's 20 load_round frames.
     let symbols = Symbols::of(&program());
-    for size in [3001, 3002] {
+    for size in [3001, 3002, 4001, 4002] {
         let stacks: Vec<&format::Stack> = dump
             .stacks
             .iter()
@@ -260,11 +261,7 @@ fn frames_of_the_profilers_own_dlopen_never_reach_a_stack() {
             })
             .collect();
         let objects: u64 = stacks.iter().map(|stack| stack.alloc_objects).sum();
-        assert_eq!(
-            objects,
-            N as u64 / 2,
-            "constructor allocations of {size} bytes"
-        );
+        assert_eq!(objects, N as u64, "constructor allocations of {size} bytes");
         for stack in stacks {
             let names = symbols.frame_functions(&dump, stack);
             let rounds = names
