@@ -263,13 +263,13 @@ fn caller_cfa(rule: StepBits, rsp: u64, rbp: u64, top: u64) -> Option<u64> {
         // below 8. (rsp never comes near 2⁶⁴: it starts at a real stack pointer and
         // grows by at most `MAX_FRAME_BYTES` per step.)
         let height = cfa.wrapping_sub(rsp);
-        if cfa % 8 != 0 || height.wrapping_sub(8) > MAX_FRAME_BYTES - 8 {
+        if !cfa.is_multiple_of(8) || height.wrapping_sub(8) > MAX_FRAME_BYTES - 8 {
             return None;
         }
         if let Some(offset) = rule.saved_rbp_offset() {
             // `rsp <= slot <= cfa - 8`, in one unsigned compare as above.
             let slot = cfa.wrapping_add_signed(offset);
-            if slot.wrapping_sub(rsp) > height - 8 || slot % 8 != 0 {
+            if slot.wrapping_sub(rsp) > height - 8 || !slot.is_multiple_of(8) {
                 return None;
             }
         }
