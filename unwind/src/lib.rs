@@ -39,13 +39,16 @@
 //!
 //! # Cost per frame (callgrind, the C++ churn at `lg_prof_sample:0`, main thread)
 //!
-//! A rule found in the thread's private cache costs 11 instructions (hash, a probe of
-//! the bucket's four ways, the load); a whole step to the caller with it, bounds
-//! checks and saved-rbp restore included, about 30; a frame replayed from the memo
-//! 11–13 (the return-address slot re-read and compared, and the saved-rbp slot where
-//! it matters); a frame stepped while remembering about 65 (the step, the level it
-//! leaves in the memo, the search for a remembered state). Stacks shallower than
-//! 16 frames are walked without the memo for that reason.
+//! A step to the caller through the private cache costs about 39 instructions: the
+//! rule's lookup 19 (hash, the newest way's compare, the load, the tag), the step 22
+//! (the CFA, the stack top, the return address, the frame written: a step from rsp was
+//! bounded when its rule was made (`rule::Rule::step`), so only the top
+//! is checked when it is taken) and the saved rbp's restore 4 where the rule has one.
+//! A frame replayed from the memo costs 12.6 (the return-address slot re-read and
+//! compared, and the saved-rbp slot where it matters); a frame stepped while
+//! remembering about 50–60 (the step, the level it leaves in the memo, the search for a
+//! remembered state). A capture's own set-up is about 110. Stacks shallower than 16
+//! frames are walked without the memo for that reason.
 //!
 //! # Contract shared by every `capture*` function
 //!
