@@ -210,14 +210,17 @@ pub fn capture_with(
     frames: &mut [u64],
     entry: HookEntry,
 ) -> core::ops::Range<usize> {
-    let captured = match (fast_rules(), entry.known()) {
-        (None, _) => libgcc_capture(frames),
-        // SAFETY: `HookEntry::new`'s contract: the entry of a hook still
-        // running on this thread, which called this capture.
-        (Some(rules), Some(entry)) => unsafe { unwinder.capture_from(rules, entry, frames) },
-        (Some(rules), None) => unwinder.capture(rules, frames),
+    let (captured, replayed) = match (fast_rules(), entry.known()) {
+        (None, _) => (libgcc_capture(frames), 0..0),
+        (Some(rules), Some(entry)) => {
+            // SAFETY: `HookEntry::new`'s contract: the entry of a hook still
+            // running on this thread, which called this capture.
+            let captured = unsafe { unwinder.capture_from(rules, entry, frames) };
+            (captured, unwinder.replayed())
+        }
+        (Some(rules), None) => (unwinder.capture(rules, frames), unwinder.replayed()),
     };
-    let range = drop_own_frames(&mut frames[..captured.len]);
+    let range = drop_own_frames_unless_replayed(unwinder, &mut frames[..captured.len], replayed);
     walk_ends::count(tls::current(), kept_ending(captured, &range, frames.len()));
     range
 }
@@ -254,6 +257,35 @@ fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
     drop_own_frames_found(frames, start, end)
 }
 
+/// [`drop_own_frames`] for a capture through `unwinder` that replayed
+/// `frames[replayed]` from its memo: those are frames earlier captures
+/// through it returned, which were checked then, so only the others are
+/// looked at. A capture that holds a frame of ours makes the memo forget, so
+/// that it only ever replays frames that passed.
+#[inline(always)]
+fn drop_own_frames_unless_replayed(
+    unwinder: &mut ThreadUnwinder,
+    frames: &mut [u64],
+    replayed: core::ops::Range<usize>,
+) -> core::ops::Range<usize> {
+    let (start, end) = (OWN_START.load(Relaxed) as u64, OWN_END.load(Relaxed) as u64);
+    let maybe_own = if replayed.is_empty() || replayed.end > frames.len() {
+        maybe_own_frame(frames, start, end)
+    } else {
+        maybe_own_frame(&frames[..replayed.start], start, end)
+            || maybe_own_frame(&frames[replayed.end..], start, end)
+    };
+    if !maybe_own {
+        return 0..frames.len();
+    }
+    let all = frames.len();
+    let range = drop_own_frames_found(frames, start, end);
+    if range != (0..all) {
+        unwinder.forget();
+    }
+    range
+}
+
 /// False only if no frame lies in `[start, end)`: the common case, a walk
 /// from a hook's caller, decided in one pass of subtractions and bit
 /// operations the compiler turns into vector instructions. For a user-space
@@ -261,12 +293,26 @@ fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
 /// set exactly when `a < end`, and that of `a - start` exactly when
 /// `a < start`; any other value at worst makes it true, and the exact check
 /// follows.
+///
+/// The vector loop takes four frames at a time; where the count is no
+/// multiple of four, the last four frames are taken again as one vector
+/// instead of one at a time.
 #[inline(always)]
 fn maybe_own_frame(frames: &[u64], start: u64, end: u64) -> bool {
-    let inside = frames.iter().fold(0u64, |inside, &address| {
-        inside | (address.wrapping_sub(end) & !address.wrapping_sub(start))
-    });
-    inside >> 63 != 0
+    let inside = |frames: &[u64]| {
+        frames.iter().fold(0u64, |inside, &address| {
+            inside | (address.wrapping_sub(end) & !address.wrapping_sub(start))
+        })
+    };
+    let found = match frames.len().checked_sub(4) {
+        Some(last) => {
+            let (fours, _) = frames.as_chunks::<4>();
+            let tail: &[u64; 4] = frames[last..].try_into().unwrap_or(&[0; 4]);
+            inside(fours.as_flattened()) | inside(tail)
+        }
+        None => inside(frames),
+    };
+    found >> 63 != 0
 }
 
 /// [`drop_own_frames`] when some frame may be the profiler's.
@@ -315,6 +361,16 @@ mod tests {
         assert_eq!(drop_own_frames(&mut frames), 0..4, "none of ours");
         let mut frames = [150, 160];
         assert!(drop_own_frames(&mut frames).is_empty());
+        // Counts that are no multiple of four: the tail's frames are seen too.
+        for len in 1..=11 {
+            for own in 0..len {
+                let mut frames: Vec<u64> = (0..len).map(|index| 1000 + index).collect();
+                frames[own as usize] = 150;
+                let range = drop_own_frames(&mut frames);
+                assert_eq!(range.len(), len as usize - 1, "{len} frames, ours at {own}");
+                assert!(!frames[range].contains(&150));
+            }
+        }
         OWN_START.store(0, Relaxed);
         OWN_END.store(0, Relaxed);
     }

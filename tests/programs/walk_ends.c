@@ -9,6 +9,29 @@
 //                       in an anonymous executable mapping that has no unwind
 //                       information and keeps no frame pointer (rbp 0 while it
 //                       calls), then N plain ones; prints "jit done N".
+//   walk_ends jumps N   as paths, but each allocation is made at a stack
+//                       pointer shifted by an amount that varies with i,
+//                       and its leaf leaves the recursion by longjmp instead
+//                       of returning (the old frames stay below the stack
+//                       pointer); prints "jumps done N".
+//   walk_ends threads N N threads one after another (each joined before the
+//                       next starts, so glibc hands the next one the same
+//                       stack), alternately running thread_a and thread_b,
+//                       each making 20 allocations of paths' allocations
+//                       i = 20 t .. 20 t + 19 below its function; prints
+//                       "threads done N".
+//   walk_ends dlopen N LIB_A LIB_B
+//                       N rounds 20 frames deep, each loading and unloading
+//                       LIB_A or LIB_B in turn (their constructors and
+//                       destructors allocate while dlopen and dlclose run;
+//                       the profiler's dlclose leaves a frame of its own
+//                       between the program's) and then allocating 1000
+//                       bytes through leaf_alloc at the same depth; prints
+//                       "dlopen done N".
+#include <alloca.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +46,17 @@ static volatile uintptr_t sink;
 static int depth_of(long i) { return 1 + (int)((i * 7 + i / 5) % 23); }
 static int pattern_of(long i) { return (int)((i / 3) % 8); }
 
+// Where `leaf_alloc` jumps to after allocating, when set (jumps mode).
+static jmp_buf *jump_back;
+static void *jumped_result;
+
 __attribute__((noinline)) static void *leaf_alloc(size_t size) {
     void *p = malloc(size);
     sink += (uintptr_t)p;
+    if (jump_back) {
+        jumped_result = p;
+        longjmp(*jump_back, 1);
+    }
     return p;
 }
 
@@ -62,6 +93,96 @@ __attribute__((noinline)) static int paths(long n) {
     return 0;
 }
 
+// Allocation i of paths, left by longjmp from its leaf.
+__attribute__((noinline)) static void jump_from(long i) {
+    int depth = depth_of(i), pattern = pattern_of(i);
+    size_t size = 1000 + 8 * (size_t)depth + (size_t)pattern;
+    jmp_buf here;
+    if (setjmp(here) == 0) {
+        jump_back = &here;
+        next(depth, pattern, size);
+        abort();  // the leaf jumps back
+    }
+    jump_back = NULL;
+    free(jumped_result);
+}
+
+// Calls jump_from(i) with the stack pointer lowered by `shift` bytes.
+__attribute__((noinline)) static void shifted(long i, size_t shift) {
+    volatile char *pad = alloca(shift + 1);
+    pad[0] = (char)i;
+    jump_from(i);
+    sink += (uintptr_t)pad[0];
+}
+
+__attribute__((noinline)) static int jumps(long n) {
+    for (long i = 0; i < n; i++) shifted(i, 16 * (size_t)((i * 5) % 11));
+    printf("jumps done %ld\n", n);
+    return 0;
+}
+
+// Thread t's allocations: paths' i = 20 t .. 20 t + 19.
+__attribute__((noinline)) static void run_paths(long t) {
+    for (long i = 20 * t; i < 20 * t + 20; i++) {
+        int depth = depth_of(i), pattern = pattern_of(i);
+        size_t size = 1000 + 8 * (size_t)depth + (size_t)pattern;
+        free(next(depth, pattern, size));
+    }
+}
+
+__attribute__((noinline)) static void *thread_a(void *t) {
+    run_paths((long)(intptr_t)t);
+    sink ^= 1;
+    return NULL;
+}
+
+__attribute__((noinline)) static void *thread_b(void *t) {
+    run_paths((long)(intptr_t)t);
+    sink ^= 2;
+    return NULL;
+}
+
+static int threads(long n) {
+    for (long t = 0; t < n; t++) {
+        pthread_t thread;
+        void *(*body)(void *) = t % 2 ? thread_b : thread_a;
+        if (pthread_create(&thread, NULL, body, (void *)(intptr_t)t) != 0 ||
+            pthread_join(thread, NULL) != 0) {
+            fprintf(stderr, "pthread failed\n");
+            return 1;
+        }
+    }
+    printf("threads done %ld\n", n);
+    return 0;
+}
+
+static const char *libraries[2];
+
+// Round i of dlopen mode, under `depth` more frames of down_a.
+__attribute__((noinline)) void *load_round(int depth, long i);
+
+static void *load_next(int depth, long i) {
+    if (depth > 0) return load_round(depth - 1, i);
+    void *library = dlopen(libraries[i % 2], RTLD_NOW | RTLD_LOCAL);
+    if (!library || dlclose(library) != 0) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        exit(1);
+    }
+    return leaf_alloc(1000);
+}
+
+__attribute__((noinline)) void *load_round(int depth, long i) {
+    void *p = load_next(depth, i);
+    sink ^= (uintptr_t)depth;
+    return p;
+}
+
+__attribute__((noinline)) static int load_libraries(long n) {
+    for (long i = 0; i < n; i++) free(load_next(20, i));
+    printf("dlopen done %ld\n", n);
+    return 0;
+}
+
 static void *jit_result;
 
 __attribute__((noinline)) static void allocate_under_jit(void) {
@@ -89,13 +210,20 @@ __attribute__((noinline)) static int jit(long n) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "dlopen")) {
+        libraries[0] = argv[3];
+        libraries[1] = argv[4];
+        return load_libraries(atol(argv[2]));
+    }
     if (argc != 3) {
-        fprintf(stderr, "usage: walk_ends paths|jit N\n");
+        fprintf(stderr, "usage: walk_ends paths|jit|jumps|threads N | dlopen N LIB_A LIB_B\n");
         return 2;
     }
     long n = atol(argv[2]);
     if (!strcmp(argv[1], "paths")) return paths(n);
     if (!strcmp(argv[1], "jit")) return jit(n);
+    if (!strcmp(argv[1], "jumps")) return jumps(n);
+    if (!strcmp(argv[1], "threads")) return threads(n);
     fprintf(stderr, "unknown mode %s\n", argv[1]);
     return 2;
 }

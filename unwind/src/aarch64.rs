@@ -89,6 +89,11 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
     pub fn counts(&self) -> MemoCounts {
         self.counts
     }
+
+    /// The frames the last capture replayed: none.
+    pub fn replayed(&self) -> core::ops::Range<usize> {
+        0..0
+    }
 }
 
 /// Captures the current stack (the project's walk, else libgcc's).

@@ -40,7 +40,7 @@ pub fn invalidate_all_caches() {
 }
 
 /// The caches' generation now (one load; inlined into the captures, which
-/// read it up to three times).
+/// read it once and hand it to their stores).
 #[inline(always)]
 pub(crate) fn current_generation() -> u64 {
     GENERATION.load(Ordering::Acquire)
@@ -208,7 +208,12 @@ impl<const BUCKETS: usize> RuleCache<BUCKETS> {
     #[inline(always)]
     fn get_bits(&self, address: u64) -> u64 {
         let bucket = &self.buckets[bucket_index(address, BUCKETS)];
-        for way in 0..LOCAL_WAYS {
+        // The newest way first, on its own: a walk's rules are mostly found there,
+        // and the load then needs no way index.
+        if bucket.addresses[0] == address {
+            return bucket.rules[0];
+        }
+        for way in 1..LOCAL_WAYS {
             if bucket.addresses[way] == address {
                 return bucket.rules[way];
             }
@@ -238,7 +243,12 @@ pub(crate) struct LocalStore<'a, const BUCKETS: usize> {
 
 impl<'a, const BUCKETS: usize> LocalStore<'a, BUCKETS> {
     pub(crate) fn new(cache: &'a mut RuleCache<BUCKETS>) -> Self {
-        let generation = current_generation();
+        Self::at_generation(cache, current_generation())
+    }
+
+    /// [`LocalStore::new`] with the caches' generation the capture already read.
+    #[inline(always)]
+    pub(crate) fn at_generation(cache: &'a mut RuleCache<BUCKETS>, generation: u64) -> Self {
         if cache.generation != generation {
             cache.clear();
             cache.generation = generation;
@@ -432,9 +442,15 @@ pub(crate) struct SharedStore<'a, const BUCKETS: usize> {
 
 impl<'a, const BUCKETS: usize> SharedStore<'a, BUCKETS> {
     pub(crate) fn new(cache: &'a SharedRuleCache<BUCKETS>) -> Self {
+        Self::at_generation(cache, current_generation())
+    }
+
+    /// [`SharedStore::new`] with the caches' generation the capture already read.
+    #[inline(always)]
+    pub(crate) fn at_generation(cache: &'a SharedRuleCache<BUCKETS>, generation: u64) -> Self {
         SharedStore {
             cache,
-            generation: current_generation() as u32,
+            generation: generation as u32,
             last_object: None,
         }
     }

@@ -219,11 +219,11 @@ fn rule_from_row(row: &UnwindTableRow<usize, FixedStorage>) -> Option<Rule> {
         Some(RegisterRule::Offset(offset)) => Some(i16::try_from(offset).ok()?),
         Some(_) => return None,
     };
-    Some(Rule::Step {
+    Some(Rule::step(
         cfa_base,
-        cfa_offset: i32::try_from(cfa_offset).ok()?,
+        i32::try_from(cfa_offset).ok()?,
         saved_rbp_offset,
-    })
+    ))
 }
 
 /// The CFI row in effect at `address` (inside the function whose frame is

@@ -39,13 +39,16 @@
 //!
 //! # Cost per frame (callgrind, the C++ churn at `lg_prof_sample:0`, main thread)
 //!
-//! A rule found in the thread's private cache costs 11 instructions (hash, a probe of
-//! the bucket's four ways, the load); a whole step to the caller with it, bounds
-//! checks and saved-rbp restore included, about 30; a frame replayed from the memo
-//! 11–13 (the return-address slot re-read and compared, and the saved-rbp slot where
-//! it matters); a frame stepped while remembering about 65 (the step, the level it
-//! leaves in the memo, the search for a remembered state). Stacks shallower than
-//! 16 frames are walked without the memo for that reason.
+//! A step to the caller through the private cache costs about 39 instructions: the
+//! rule's lookup 19 (hash, the newest way's compare, the load, the tag), the step 22
+//! (the CFA, the stack top, the return address, the frame written: a step from rsp was
+//! bounded when its rule was made (`rule::Rule::step`), so only the top
+//! is checked when it is taken) and the saved rbp's restore 4 where the rule has one.
+//! A frame replayed from the memo costs 12.6 (the return-address slot re-read and
+//! compared, and the saved-rbp slot where it matters); a frame stepped while
+//! remembering about 50–60 (the step, the level it leaves in the memo, the search for a
+//! remembered state). A capture's own set-up is about 110. Stacks shallower than 16
+//! frames are walked without the memo for that reason.
 //!
 //! # Contract shared by every `capture*` function
 //!
@@ -242,7 +245,10 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
 ) -> Captured {
     let regs = Registers::current();
     let generation = cache::current_generation();
-    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let mut store = LayeredStore::new(
+        LocalStore::at_generation(local, generation),
+        SharedStore::at_generation(shared, generation),
+    );
     let end = memo::walk_remembered(Start::Here(regs), &mut store, memo, generation, frames);
     if end == WalkEnd::NeedsFallback {
         store.count_fallback();
@@ -308,7 +314,10 @@ pub unsafe fn capture_remembered_from_ending<
         return libgcc_captured(frames, len);
     };
     let generation = cache::current_generation();
-    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let mut store = LayeredStore::new(
+        LocalStore::at_generation(local, generation),
+        SharedStore::at_generation(shared, generation),
+    );
     match memo::walk_remembered(Start::Caller(caller), &mut store, memo, generation, frames) {
         WalkEnd::Complete(len, ending) => Captured { len, ending },
         WalkEnd::NeedsFallback => {
@@ -365,6 +374,12 @@ impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
     /// See [`RuleCache::set_computed_only`].
     pub fn set_computed_only(&mut self, on: bool) {
         self.rules.set_computed_only(on);
+    }
+
+    /// Where in its frames the last capture put those it replayed from the memo
+    /// of earlier captures (see [`StackMemo::replayed`]).
+    pub fn replayed(&self) -> core::ops::Range<usize> {
+        self.memo.replayed()
     }
 
     /// The memo's counters.

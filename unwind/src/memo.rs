@@ -176,8 +176,9 @@ pub struct StackMemo<const LEVELS: usize = 256> {
     len: usize,
     /// 0: outermost; 1: buffer full; otherwise the zero return-address slot.
     end: u64,
-    /// Frames the last capture replayed.
+    /// Frames the last capture replayed, from `frames[replayed_from]` on.
     replayed: u64,
+    replayed_from: u64,
     /// Frames of the last capture made without remembering (see
     /// [`REMEMBER_FROM_DEPTH`]).
     plain_depth: u64,
@@ -207,6 +208,7 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
             len: 0,
             end: END_OUTERMOST,
             replayed: 0,
+            replayed_from: 0,
             plain_depth: 0,
             counts: MemoCounts {
                 captures: 0,
@@ -238,6 +240,17 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
     /// rather than stepped.
     pub fn replayed_frames(&self) -> usize {
         self.replayed as usize
+    }
+
+    /// Where in its frames the last capture put the frames it replayed from the
+    /// memo (empty if it replayed none, or was redone by libgcc). Each of them is
+    /// a value that a frame of an earlier capture through this memo had (the memo
+    /// holds no frame its captures did not return): a caller that checked those
+    /// captures' frames need not check these again while the memo holds only
+    /// frames that passed (on one that did not, [`StackMemo::forget`] it).
+    pub fn replayed(&self) -> core::ops::Range<usize> {
+        let from = self.replayed_from as usize;
+        from..from + self.replayed as usize
     }
 
     /// What this memo has done since it was created.
@@ -360,6 +373,10 @@ pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
         return end;
     }
     let end = walk_with_memo(start, store, memo, generation, frames);
+    if end == WalkEnd::NeedsFallback {
+        // libgcc rewrites the frames.
+        memo.replayed = 0;
+    }
     if let WalkEnd::Complete(written, _) = end
         && written < REMEMBER_FROM_DEPTH
     {
@@ -552,6 +569,7 @@ fn step_from<const LEVELS: usize>(
     first_written: usize,
 ) -> Replay {
     memo.replayed = (written - first_written) as u64;
+    memo.replayed_from = first_written as u64;
     let level = &memo.levels[proven];
     Replay::StepFrom {
         proven,
@@ -574,6 +592,7 @@ fn finish_replay<const LEVELS: usize>(
 ) -> Replay {
     memo.remember_around(matched, count);
     memo.replayed = (written - first_written) as u64;
+    memo.replayed_from = first_written as u64;
     Replay::Complete(written, ending)
 }
 

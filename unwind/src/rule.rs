@@ -35,6 +35,36 @@ pub(crate) enum Rule {
     NoUnwindInfo,
 }
 
+/// A frame larger than this is treated as corrupt unwind state (and handed to libgcc).
+pub(crate) const MAX_FRAME_BYTES: u64 = 64 << 20;
+
+impl Rule {
+    /// A [`Rule::Step`], or [`Rule::Unsupported`] for a step from rsp that would
+    /// read outside its own frame: the CFA must lie 8 to [`MAX_FRAME_BYTES`] above
+    /// rsp, 8-aligned, and a saved rbp between rsp and CFA−8, 8-aligned. A step
+    /// from rsp built here therefore needs no bounds check but the stack's top
+    /// when it is taken (rsp is always 8-aligned: the walk starts at a real stack
+    /// pointer and every CFA it moves to is checked or built 8-aligned). A step
+    /// from rbp is checked when it is taken, as rbp can hold anything.
+    pub(crate) fn step(cfa_base: CfaBase, cfa_offset: i32, saved_rbp_offset: Option<i16>) -> Rule {
+        let within_frame =
+            |offset: i64| offset % 8 == 0 && offset <= -8 && offset >= -i64::from(cfa_offset);
+        let checked = cfa_base == CfaBase::Rbp
+            || (cfa_offset % 8 == 0
+                && cfa_offset >= 8
+                && i64::from(cfa_offset) as u64 <= MAX_FRAME_BYTES
+                && saved_rbp_offset.is_none_or(|offset| within_frame(i64::from(offset))));
+        if !checked {
+            return Rule::Unsupported;
+        }
+        Rule::Step {
+            cfa_base,
+            cfa_offset,
+            saved_rbp_offset,
+        }
+    }
+}
+
 // Encoding: bits 0..8 tag, bit 8 "rbp saved", bits 16..32 saved-rbp offset (i16),
 // bits 32..64 CFA offset (i32). Tag 0 never occurs, so 0 means "empty cache slot".
 const TAG_STEP_RSP: u64 = 1;

@@ -15,10 +15,7 @@
 use crate::cache::RuleStore;
 use crate::cfi;
 use crate::ending::Ending;
-use crate::rule::{Rule, StepBits, is_outermost};
-
-/// A frame larger than this is treated as corrupt unwind state (and handed to libgcc).
-const MAX_FRAME_BYTES: u64 = 64 << 20;
+use crate::rule::{MAX_FRAME_BYTES, Rule, StepBits, is_outermost};
 
 /// No thread's stack is deeper than this: a stack pointer farther below a thread's
 /// descriptor or the main thread's initial stack pointer is on another stack.
@@ -219,30 +216,18 @@ pub(crate) fn step<S: RuleStore>(
         return other_step(Rule::decode(bits), regs, lookup_address, via_frame_pointer);
     };
     let cfa_from_rbp = rule.cfa_from_rbp();
-    let base = if cfa_from_rbp { regs.rbp } else { regs.rsp };
-    let cfa = base.wrapping_add_signed(rule.cfa_offset());
-    // The CFA is the caller's stack pointer: 8-aligned, at least 8 bytes above ours
-    // (the return address lies between) and within reach. One unsigned compare does
-    // both bounds: `height - 8` wraps to a huge value below 8. (rsp never comes near
-    // 2⁶⁴: it starts at a real stack pointer and grows by at most `MAX_FRAME_BYTES`
-    // per step.)
-    let height = cfa.wrapping_sub(regs.rsp);
-    if cfa % 8 != 0 || height.wrapping_sub(8) > MAX_FRAME_BYTES - 8 || cfa > top {
+    let Some(cfa) = caller_cfa(rule, regs.rsp, regs.rbp, top) else {
         return Step::Unsupported;
-    }
-    // SAFETY: `regs.rsp <= cfa - 8 < cfa`: the slot lies in the live part of the
-    // stack between the stack pointer of a frame we already stepped into (or our own)
-    // and its CFA, as described by the frame's CFI.
+    };
+    // SAFETY: `regs.rsp <= cfa - 8 < cfa <= top` (`caller_cfa`): the slot lies in
+    // the live part of the stack between the stack pointer of a frame we already
+    // stepped into (or our own) and its CFA, as described by the frame's CFI.
     let return_address = unsafe { read_stack(cfa - 8) };
     let (rbp, rbp_slot) = match rule.saved_rbp_offset() {
         None => (regs.rbp, 0),
         Some(offset) => {
             let slot = cfa.wrapping_add_signed(offset);
-            // `regs.rsp <= slot <= cfa - 8`, in one unsigned compare as above.
-            if slot.wrapping_sub(regs.rsp) > height - 8 || slot % 8 != 0 {
-                return Step::Unsupported;
-            }
-            // SAFETY: `regs.rsp <= slot < cfa`, as above.
+            // SAFETY: `regs.rsp <= slot < cfa`, 8-aligned (`caller_cfa`).
             (unsafe { read_stack(slot) }, slot)
         }
     };
@@ -261,6 +246,38 @@ pub(crate) fn step<S: RuleStore>(
         rbp_slot,
         cfa_from_rbp,
     }
+}
+
+/// The CFA (the caller's stack pointer) that `rule` gives for a frame whose
+/// registers are `rsp` and `rbp`, if the step stays inside the frame and below
+/// `top`: the CFA 8-aligned, at least 8 bytes above rsp (the return address lies
+/// between) and within [`MAX_FRAME_BYTES`], and a saved rbp's slot 8-aligned
+/// between rsp and CFA−8. A rule from rsp was bounded so when it was made
+/// ([`Rule::step`]), so only the top is checked for it; one from rbp is checked
+/// here, as rbp can hold anything.
+#[inline(always)]
+fn caller_cfa(rule: StepBits, rsp: u64, rbp: u64, top: u64) -> Option<u64> {
+    let cfa = if rule.cfa_from_rbp() {
+        let cfa = rbp.wrapping_add_signed(rule.cfa_offset());
+        // One unsigned compare does both bounds: `height - 8` wraps to a huge value
+        // below 8. (rsp never comes near 2⁶⁴: it starts at a real stack pointer and
+        // grows by at most `MAX_FRAME_BYTES` per step.)
+        let height = cfa.wrapping_sub(rsp);
+        if !cfa.is_multiple_of(8) || height.wrapping_sub(8) > MAX_FRAME_BYTES - 8 {
+            return None;
+        }
+        if let Some(offset) = rule.saved_rbp_offset() {
+            // `rsp <= slot <= cfa - 8`, in one unsigned compare as above.
+            let slot = cfa.wrapping_add_signed(offset);
+            if slot.wrapping_sub(rsp) > height - 8 || !slot.is_multiple_of(8) {
+                return None;
+            }
+        }
+        cfa
+    } else {
+        rsp.wrapping_add_signed(rule.cfa_offset())
+    };
+    (cfa <= top).then_some(cfa)
 }
 
 /// [`step`] for a frame whose rule is not a plain step (`None`: no rule at all).
@@ -503,25 +520,17 @@ pub(crate) fn plain_steps<S: RuleStore>(
             outermost = is_outermost(bits);
             break;
         };
-        let base = if rule.cfa_from_rbp() { rbp } else { rsp };
-        let cfa = base.wrapping_add_signed(rule.cfa_offset());
-        // The bounds of `step`.
-        let height = cfa.wrapping_sub(rsp);
-        if cfa % 8 != 0 || height.wrapping_sub(8) > MAX_FRAME_BYTES - 8 || cfa > top {
+        let Some(cfa) = caller_cfa(rule, rsp, rbp, top) else {
             break;
-        }
+        };
         // SAFETY: as in `step`.
         let return_address = unsafe { read_stack(cfa - 8) };
         if return_address == 0 {
             break;
         }
         if let Some(offset) = rule.saved_rbp_offset() {
-            let slot = cfa.wrapping_add_signed(offset);
-            if slot.wrapping_sub(rsp) > height - 8 || slot % 8 != 0 {
-                break;
-            }
             // SAFETY: as in `step`.
-            rbp = unsafe { read_stack(slot) };
+            rbp = unsafe { read_stack(cfa.wrapping_add_signed(offset)) };
         }
         frames[written] = return_address;
         written += 1;
@@ -594,18 +603,30 @@ mod tests {
         fn put(&mut self, _address: u64, _rule: Rule) {}
     }
 
-    /// One step from a frame whose stack is `stack`, with the CFA at `cfa_offset` from
-    /// rsp and, if given, the saved rbp at that offset from the CFA.
-    fn step_over(stack: &[u64; 8], cfa_offset: i32, saved_rbp_offset: Option<i16>) -> Step {
-        let rule = Rule::Step {
-            cfa_base: CfaBase::Rsp,
-            cfa_offset,
-            saved_rbp_offset,
+    /// One step from a frame whose stack is `stack` (rsp, and rbp too for a CFA from
+    /// rbp, 77 otherwise), with the CFA at `cfa_offset` from `base` and, if given, the
+    /// saved rbp at that offset from the CFA: a rule from rsp made as the unwind
+    /// tables' are ([`Rule::step`], which bounds it), one from rbp as it is.
+    fn step_over(
+        base: CfaBase,
+        stack: &[u64; 8],
+        cfa_offset: i32,
+        saved_rbp_offset: Option<i16>,
+    ) -> Step {
+        let rule = match base {
+            CfaBase::Rsp => Rule::step(base, cfa_offset, saved_rbp_offset),
+            CfaBase::Rbp => Rule::Step {
+                cfa_base: base,
+                cfa_offset,
+                saved_rbp_offset,
+            },
         };
+        let rsp = stack.as_ptr() as u64;
+        let rbp = if base == CfaBase::Rbp { rsp } else { 77 };
         let regs = Registers {
             pc: 0x1000,
-            rsp: stack.as_ptr() as u64,
-            rbp: 77,
+            rsp,
+            rbp,
         };
         step(&mut OneRule(rule), &regs, 0xfff, u64::MAX, false)
     }
@@ -620,29 +641,39 @@ mod tests {
     #[test]
     fn the_cfa_and_the_saved_rbp_stay_between_rsp_and_the_cfa() {
         let stack = [10, 11, 12, 13, 14, 15, 16, 17u64];
-        assert_eq!(caller(step_over(&stack, 8, None)), Some((10, 77)));
-        assert_eq!(caller(step_over(&stack, 64, None)), Some((17, 77)));
-        assert_eq!(caller(step_over(&stack, 32, Some(-16))), Some((13, 12)));
-        assert_eq!(caller(step_over(&stack, 32, Some(-8))), Some((13, 13)));
-        assert_eq!(caller(step_over(&stack, 32, Some(-32))), Some((13, 10)));
-        let refused = [
-            (0, None),
-            (-8, None),
-            (12, None),
-            (i32::MAX, None),
-            ((MAX_FRAME_BYTES + 8) as i32, None),
-            (32, Some(0)),
-            (32, Some(-40)),
-            (32, Some(-12)),
-        ];
-        for (cfa_offset, saved_rbp_offset) in refused {
-            assert!(
-                matches!(
-                    step_over(&stack, cfa_offset, saved_rbp_offset),
-                    Step::Unsupported
-                ),
-                "CFA at rsp{cfa_offset:+}, rbp at CFA{saved_rbp_offset:+?}"
-            );
+        for base in [CfaBase::Rsp, CfaBase::Rbp] {
+            let unchanged = if base == CfaBase::Rbp {
+                stack.as_ptr() as u64
+            } else {
+                77
+            };
+            let over = |cfa_offset, saved_rbp_offset| {
+                caller(step_over(base, &stack, cfa_offset, saved_rbp_offset))
+            };
+            assert_eq!(over(8, None), Some((10, unchanged)));
+            assert_eq!(over(64, None), Some((17, unchanged)));
+            assert_eq!(over(32, Some(-16)), Some((13, 12)));
+            assert_eq!(over(32, Some(-8)), Some((13, 13)));
+            assert_eq!(over(32, Some(-32)), Some((13, 10)));
+            let refused = [
+                (0, None),
+                (-8, None),
+                (12, None),
+                (i32::MAX, None),
+                ((MAX_FRAME_BYTES + 8) as i32, None),
+                (32, Some(0)),
+                (32, Some(-40)),
+                (32, Some(-12)),
+            ];
+            for (cfa_offset, saved_rbp_offset) in refused {
+                assert!(
+                    matches!(
+                        step_over(base, &stack, cfa_offset, saved_rbp_offset),
+                        Step::Unsupported
+                    ),
+                    "CFA at {base:?}{cfa_offset:+}, rbp at CFA{saved_rbp_offset:+?}"
+                );
+            }
         }
     }
 }
