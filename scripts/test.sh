@@ -80,6 +80,7 @@ step "closing-line self-test" env PYTHONDONTWRITEBYTECODE=1 python3 scripts/test
 step build cargo build --release --workspace --all-targets
 # The aarch64 shim, launcher and heapdiff, cross-built with Debian's rustc
 # (the machine's rustup has no other target) into their own target directory.
+# From cold about 300 CPU-seconds, nine tenths of them heapdiff's.
 aarch64_target="$root/target-arm"
 step "aarch64 build" env RUSTC=/usr/bin/rustc CARGO_TARGET_DIR="$aarch64_target" \
     CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
