@@ -15,7 +15,8 @@
 //! `lg_prof_sample:0`, an inlined frame inside its caller, demangled C++
 //! names, file and line of each frame, and the program's build-id as
 //! `readelf` reads it. The dumps are a C++ program's written by the x86_64
-//! shim and by the aarch64 shim, and a jemalloc heap profile.
+//! shim and by the aarch64 shim, and jemalloc's and gperftools' heap
+//! profiles of an x86_64 program.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -337,8 +338,24 @@ fn an_aarch64_dump_read_by_both_heapdiffs() {
     check_ledger(&outputs, &binary, "aarch64", dir.path());
 }
 
-/// A jemalloc heap profile (`heap_v2`, a foreign dump) of an x86_64
-/// program: both heapdiffs read it alike, and name its two sites.
+/// Both heapdiffs read a foreign heap profile of `names_views.c` (its two
+/// sites) alike, and name its format and sites.
+fn foreign_profile_read_by_both(arm: &Path, dir: &Path, profile: &Path, source_format: &str) {
+    let outputs = every_output(dir, arm, profile);
+    assert_eq!(outputs.json["new"]["source_format"], source_format);
+    for site in ["small_site", "big_site"] {
+        assert!(
+            outputs
+                .folded
+                .iter()
+                .any(|(frames, _)| frames.iter().any(|f| f == site)),
+            "{site}: {:#?}",
+            outputs.folded
+        );
+    }
+}
+
+/// A jemalloc heap profile (`heap_v2`) of an x86_64 program.
 #[test]
 fn a_jemalloc_profile_read_by_both_heapdiffs() {
     let Some(arm) = aarch64_heapdiff(&[]) else {
@@ -366,16 +383,31 @@ fn a_jemalloc_profile_read_by_both_heapdiffs() {
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .find(|path| path.extension().is_some_and(|x| x == "heap"))
         .expect("jemalloc wrote a .heap file");
-    let outputs = every_output(dir.path(), &arm, &profile);
-    assert_eq!(outputs.json["new"]["source_format"], "jemalloc heap_v2");
-    for site in ["small_site", "big_site"] {
-        assert!(
-            outputs
-                .folded
-                .iter()
-                .any(|(frames, _)| frames.iter().any(|f| f == site)),
-            "{site}: {:#?}",
-            outputs.folded
-        );
+    foreign_profile_read_by_both(&arm, dir.path(), &profile, "jemalloc heap_v2");
+}
+
+/// A gperftools heap profile (tcmalloc's `HEAPPROFILE`) of an x86_64
+/// program.
+#[test]
+fn a_gperftools_profile_read_by_both_heapdiffs() {
+    let Some(arm) = aarch64_heapdiff(&[]) else {
+        return;
+    };
+    let tcmalloc = PathBuf::from("/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4");
+    if !tcmalloc.is_file() {
+        skip(Missing::Software(
+            "libtcmalloc.so.4 is not installed (apt-get install libgoogle-perftools4)",
+        ));
+        return;
     }
+    let program = compile_c("names_views.c", &BuildOptions::no_pie());
+    let dir = TempDir::new("aarch64-heapdiff-tcmalloc");
+    let outcome = Run::program(&program)
+        .env("LD_PRELOAD", &tcmalloc)
+        .env("HEAPPROFILE", dir.path().join("tc"))
+        .run();
+    outcome.assert_success();
+    let profile = dir.path().join("tc.0001.heap");
+    assert!(profile.is_file(), "{}", outcome.context());
+    foreign_profile_read_by_both(&arm, dir.path(), &profile, "gperftools heap profile");
 }
