@@ -8,9 +8,9 @@
 //! without `-L`: the arm64 C runtime is installed multiarch (`libc6:arm64`),
 //! and qemu 7.2 with `-L` hangs in `pthread_create` (tests/tests/aarch64.rs).
 //!
-//! Each dump is read by both in every output (text, folded, json, pprof
-//! decoded by `go tool pprof -raw`, and `heapdiff modules`); standard output
-//! and standard error must be byte for byte the same. Then the shared answer
+//! Each dump is read by both in every output (text, folded, json, pprof,
+//! svg, html, and `heapdiff modules`); standard output, standard error and
+//! the files written must be byte for byte the same. Then the shared answer
 //! is checked against the program's truth: exact counts per function at
 //! `lg_prof_sample:0`, an inlined frame inside its caller, demangled C++
 //! names, file and line of each frame, and the program's build-id as
@@ -94,33 +94,36 @@ fn same_from_both(dir: &Path, arm: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&native.stdout).into_owned()
 }
 
-/// Both heapdiffs write the pprof profile of `dump`; their files are
-/// byte for byte the same and `go tool pprof -raw` reads them alike.
-/// Returns the decoded profile (None: go is missing, a skip).
-fn same_pprof(dir: &Path, arm: &Path, dump: &str) -> Option<String> {
-    let native = dir.join("x86_64.pb.gz");
-    let emulated = dir.join("aarch64.pb.gz");
-    let native_args = ["-f", "pprof", "-q", "-o", path_str(&native), dump];
+/// Both heapdiffs write `dump` in `format` to a file; the two files are
+/// byte for byte the same. Returns the x86_64 heapdiff's.
+fn same_file(dir: &Path, arm: &Path, format: &str, dump: &str) -> PathBuf {
+    let native = dir.join(format!("x86_64.{format}"));
+    let emulated = dir.join(format!("aarch64.{format}"));
+    let native_args = ["-f", format, "-q", "-o", path_str(&native), dump];
     run_in(dir, &mut Command::new(heapdiff_path()), &native_args);
-    let emulated_args = ["-f", "pprof", "-q", "-o", path_str(&emulated), dump];
+    let emulated_args = ["-f", format, "-q", "-o", path_str(&emulated), dump];
     run_in(dir, Command::new("qemu-aarch64").arg(arm), &emulated_args);
-    let (ours, theirs) = (
-        std::fs::read(&native).expect("read the x86_64 profile"),
-        std::fs::read(&emulated).expect("read the aarch64 profile"),
+    let ours = std::fs::read(&native).expect("read the x86_64 heapdiff's file");
+    let theirs = std::fs::read(&emulated).expect("read the aarch64 heapdiff's file");
+    assert!(
+        !ours.is_empty() && ours == theirs,
+        "the two heapdiffs' {format} files differ"
     );
-    assert!(ours == theirs, "the two heapdiffs' pprof files differ");
-    let home = dir.join("pprof-home");
-    std::fs::create_dir_all(&home).expect("pprof's home");
-    let decoded = go_tool_pprof(&["-raw"], &native, &home)?;
-    assert_eq!(
-        Some(&decoded),
-        go_tool_pprof(&["-raw"], &emulated, &home).as_ref()
-    );
-    Some(decoded)
+    native
 }
 
-/// Every output both heapdiffs give of `dump`: (text, folded inuse-objects,
-/// json, modules, decoded pprof).
+/// The pprof profile of `dump`, the same from both heapdiffs, decoded by
+/// `go tool pprof -raw` (None: go is missing, a skip).
+fn same_pprof(dir: &Path, arm: &Path, dump: &str) -> Option<String> {
+    let profile = same_file(dir, arm, "pprof", dump);
+    let home = dir.join("pprof-home");
+    std::fs::create_dir_all(&home).expect("pprof's home");
+    go_tool_pprof(&["-raw"], &profile, &home)
+}
+
+/// Every output both heapdiffs give of `dump` (the flamegraph and the
+/// viewer only compared): text, folded inuse-objects, json, modules and
+/// the decoded pprof profile.
 struct Outputs {
     text: String,
     folded: Vec<(Vec<String>, i64)>,
@@ -140,6 +143,8 @@ fn every_output(dir: &Path, arm: &Path, dump: &Path) -> Outputs {
     );
     let json = same_from_both(dir, arm, &["-f", "json", dump]);
     let modules = same_from_both(dir, arm, &["modules", dump]);
+    same_file(dir, arm, "svg", dump);
+    same_file(dir, arm, "html", dump);
     Outputs {
         text,
         folded: parse_folded(&folded),
