@@ -17,33 +17,39 @@
 //! Runs inside malloc: no allocation and no lock of ours (libgcc's own
 //! properties are the crate's, see its documentation).
 
-use crate::aarch64_walk::{capture_from_entry, capture_skipping};
-use crate::cache::{LocalStore, RuleCache, SharedRuleCache};
+use crate::aarch64_walk::{Report, current_registers, walk};
+use crate::cache::{LayeredStore, LocalStore, RuleCache, RuleStore, SharedRuleCache, SharedStore};
 use crate::ending::{Captured, Ending};
 use crate::memo_counts::MemoCounts;
 use crate::{libgcc, libgcc_captured};
 
 /// The stack from the caller of the `capture*` function this is inlined
-/// into: the project's walk, or libgcc's where it gives up (`fallbacks`
-/// counts those).
+/// into, with rules from `store`: the project's walk, or libgcc's where it
+/// gives up (`Err`).
 #[inline(always)]
-fn walked_or_libgcc(frames: &mut [u64]) -> Result<usize, usize> {
-    match capture_skipping(frames, 1) {
+fn walked_or_libgcc<S: RuleStore>(store: &mut S, frames: &mut [u64]) -> Result<usize, usize> {
+    let regs = current_registers();
+    match walk(store, regs, Report::After(0), frames) {
         Some(written) => Ok(core::hint::black_box(written)),
         None => Err(core::hint::black_box(libgcc::backtrace(frames, 2))),
     }
 }
 
-/// The length, counting a fallback to libgcc in `cache`.
+/// The stack from the caller of the function entered with sp `entry_sp`,
+/// with rules from `store`: the project's walk, or libgcc's (`Err`).
 #[inline(always)]
-fn counted<const BUCKETS: usize>(
-    walked: Result<usize, usize>,
-    cache: &mut RuleCache<BUCKETS>,
-) -> usize {
-    walked.unwrap_or_else(|written| {
-        LocalStore::new(cache).count_fallback();
-        written
-    })
+fn walked_from_or_libgcc<S: RuleStore>(
+    store: &mut S,
+    entry_sp: u64,
+    frames: &mut [u64],
+) -> Result<usize, usize> {
+    let regs = current_registers();
+    match walk(store, regs, Report::FromCfa(entry_sp), frames) {
+        Some(written) if written > 0 => Ok(core::hint::black_box(written)),
+        _ => Err(core::hint::black_box(libgcc::backtrace_from(
+            frames, entry_sp,
+        ))),
+    }
 }
 
 /// Why a walk ended: the project's (the whole stack unless `frames` is
@@ -77,11 +83,22 @@ pub struct FunctionEntry {
 /// The memo of a thread's last walk: empty on aarch64 (its walk keeps no
 /// memo yet).
 #[repr(C)]
-pub struct StackMemo<const LEVELS: usize> {
+pub struct StackMemo<const LEVELS: usize = 256> {
     counts: MemoCounts,
 }
 
 impl<const LEVELS: usize> StackMemo<LEVELS> {
+    /// An empty memo.
+    pub const fn new() -> Self {
+        StackMemo {
+            counts: MemoCounts {
+                captures: 0,
+                matches: 0,
+                rejections: 0,
+            },
+        }
+    }
+
     /// Forgets the last walk (none is kept).
     pub fn forget(&mut self) {}
 
@@ -94,7 +111,12 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
 /// Captures the current stack (the project's walk, else libgcc's).
 #[inline(never)]
 pub fn capture<const BUCKETS: usize>(cache: &mut RuleCache<BUCKETS>, frames: &mut [u64]) -> usize {
-    counted(walked_or_libgcc(frames), cache)
+    let mut store = LocalStore::new(cache);
+    let walked = walked_or_libgcc(&mut store, frames);
+    if walked.is_err() {
+        store.count_fallback();
+    }
+    walked.unwrap_or_else(|written| written)
 }
 
 /// Captures the current stack (the project's walk, else libgcc's).
@@ -103,8 +125,8 @@ pub fn capture_shared<const BUCKETS: usize>(
     cache: &SharedRuleCache<BUCKETS>,
     frames: &mut [u64],
 ) -> usize {
-    let _ = cache;
-    walked_or_libgcc(frames).unwrap_or_else(|written| written)
+    let walked = walked_or_libgcc(&mut SharedStore::new(cache), frames);
+    walked.unwrap_or_else(|written| written)
 }
 
 /// [`capture_shared`], saying why the walk ended.
@@ -113,8 +135,7 @@ pub fn capture_shared_ending<const BUCKETS: usize>(
     cache: &SharedRuleCache<BUCKETS>,
     frames: &mut [u64],
 ) -> Captured {
-    let _ = cache;
-    let walked = walked_or_libgcc(frames);
+    let walked = walked_or_libgcc(&mut SharedStore::new(cache), frames);
     ending_of(frames, walked)
 }
 
@@ -125,20 +146,18 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     shared: &SharedRuleCache<SHARED>,
     frames: &mut [u64],
 ) -> usize {
-    let _ = shared;
-    counted(walked_or_libgcc(frames), local)
+    capture_remembered_ending(local, shared, &mut StackMemo::<0>::new(), frames).len
 }
 
 /// Captures the current stack (the project's walk, else libgcc's).
-#[inline(never)]
+#[inline(always)]
 pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS: usize>(
     local: &mut RuleCache<LOCAL>,
     shared: &SharedRuleCache<SHARED>,
     memo: &mut StackMemo<LEVELS>,
     frames: &mut [u64],
 ) -> usize {
-    let _ = (shared, memo);
-    counted(walked_or_libgcc(frames), local)
+    capture_remembered_ending(local, shared, memo, frames).len
 }
 
 /// [`capture_remembered`], saying why the walk ended.
@@ -149,10 +168,11 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
     memo: &mut StackMemo<LEVELS>,
     frames: &mut [u64],
 ) -> Captured {
-    let _ = (shared, memo);
-    let walked = walked_or_libgcc(frames);
+    let _ = memo;
+    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let walked = walked_or_libgcc(&mut store, frames);
     if walked.is_err() {
-        LocalStore::new(local).count_fallback();
+        store.count_fallback();
     }
     ending_of(frames, walked)
 }
@@ -167,7 +187,7 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
 /// As for the x86_64 function: `entry` holds sp and x29 as they were at the
 /// first instruction of a running function of this thread that called this
 /// capture.
-#[inline(never)]
+#[inline(always)]
 pub unsafe fn capture_remembered_from<
     const LOCAL: usize,
     const SHARED: usize,
@@ -179,14 +199,8 @@ pub unsafe fn capture_remembered_from<
     entry: FunctionEntry,
     frames: &mut [u64],
 ) -> usize {
-    let _ = (shared, memo);
-    match capture_from_entry(frames, entry.rsp) {
-        Some(written) => core::hint::black_box(written),
-        None => {
-            LocalStore::new(local).count_fallback();
-            core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp))
-        }
-    }
+    // SAFETY: forwarded from our caller's contract.
+    unsafe { capture_remembered_from_ending(local, shared, memo, entry, frames) }.len
 }
 
 /// [`capture_remembered_from`], saying why the walk ended.
@@ -205,15 +219,11 @@ pub unsafe fn capture_remembered_from_ending<
     entry: FunctionEntry,
     frames: &mut [u64],
 ) -> Captured {
-    let _ = (shared, memo);
-    let walked = match capture_from_entry(frames, entry.rsp) {
-        Some(written) => Ok(core::hint::black_box(written)),
-        None => {
-            LocalStore::new(local).count_fallback();
-            Err(core::hint::black_box(libgcc::backtrace_from(
-                frames, entry.rsp,
-            )))
-        }
-    };
+    let _ = memo;
+    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let walked = walked_from_or_libgcc(&mut store, entry.rsp, frames);
+    if walked.is_err() {
+        store.count_fallback();
+    }
     ending_of(frames, walked)
 }

@@ -108,9 +108,6 @@
     any(target_arch = "x86_64", target_arch = "aarch64"),
     target_os = "linux"
 ))]
-// On aarch64 the cached walk is not ported yet (`aarch64_walk` computes
-// each rule): the rule caches and the x86_64 reduction are unused there.
-#![cfg_attr(target_arch = "aarch64", allow(dead_code))]
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;

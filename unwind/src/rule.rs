@@ -5,6 +5,11 @@
 //! from CFA+offset. Everything else is [`Rule::Unsupported`] (use libgcc), or
 //! [`Rule::NoUnwindInfo`] where no unwind information exists at all.
 //!
+//! On aarch64 the same rule names sp for rsp and x29 for rbp, and says where the
+//! return address is ([`ReturnAddress`]: still in x30, or saved at CFA+offset)
+//! and whether it is signed (pointer authentication); its encoding keeps x86_64's
+//! tag and CFA bits and packs the two saved-register offsets in eighths.
+//!
 //! Pure data: no memory access, no allocation.
 
 /// The register the canonical frame address is computed from.
@@ -23,6 +28,9 @@ pub(crate) enum Rule {
         cfa_base: CfaBase,
         cfa_offset: i32,
         saved_rbp_offset: Option<i16>,
+        /// Where the return address is (aarch64; x86_64's is always at CFA−8).
+        #[cfg(target_arch = "aarch64")]
+        return_address: ReturnAddress,
     },
     /// The return address is undefined: this is the outermost frame (`_start`, the
     /// child side of `clone3`).
@@ -35,6 +43,18 @@ pub(crate) enum Rule {
     NoUnwindInfo,
 }
 
+/// Where an aarch64 frame's return address is.
+#[cfg(target_arch = "aarch64")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReturnAddress {
+    /// Its offset from the CFA where it is saved, or `None` while it is still in x30
+    /// (usable only for a frame whose x30 is known: the first one, or one a signal
+    /// interrupted).
+    pub(crate) saved_at: Option<i16>,
+    /// Signed by pointer authentication (`paciasp`): its code bits are stripped.
+    pub(crate) signed: bool,
+}
+
 // Encoding: bits 0..8 tag, bit 8 "rbp saved", bits 16..32 saved-rbp offset (i16),
 // bits 32..64 CFA offset (i32). Tag 0 never occurs, so 0 means "empty cache slot".
 const TAG_STEP_RSP: u64 = 1;
@@ -43,6 +63,20 @@ const TAG_OUTERMOST: u64 = 3;
 const TAG_UNSUPPORTED: u64 = 4;
 const TAG_NO_UNWIND_INFO: u64 = 5;
 const RBP_SAVED: u64 = 1 << 8;
+// aarch64 only: bit 9 "return address still in x30", bit 10 "return address signed";
+// bits 16..24 the saved x29's offset and bits 24..32 the saved x30's, in eighths (i8).
+#[cfg(target_arch = "aarch64")]
+const RA_IN_X30: u64 = 1 << 9;
+#[cfg(target_arch = "aarch64")]
+const RA_SIGNED: u64 = 1 << 10;
+
+/// True if an aarch64 register saved at `offset` from the CFA can be encoded (eighths
+/// that fit an i8: every offset compilers emit for x29 and x30, which `stp` keeps
+/// 8-aligned and within ±512).
+#[cfg(target_arch = "aarch64")]
+pub(crate) fn encodable_offset(offset: i64) -> bool {
+    offset % 8 == 0 && (-1024..1024).contains(&offset)
+}
 
 /// True if `bits` encode [`Rule::Outermost`].
 #[inline(always)]
@@ -75,9 +109,24 @@ impl StepBits {
     }
 
     /// The saved rbp's offset from the CFA, if the rule restores rbp.
+    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     pub(crate) fn saved_rbp_offset(self) -> Option<i64> {
         (self.0 & RBP_SAVED != 0).then_some(i64::from((self.0 >> 16) as u16 as i16))
+    }
+
+    /// The saved x29's offset from the CFA, if the rule restores x29.
+    #[cfg(target_arch = "aarch64")]
+    #[inline(always)]
+    pub(crate) fn saved_rbp_offset(self) -> Option<i64> {
+        (self.0 & RBP_SAVED != 0).then_some(i64::from((self.0 >> 16) as u8 as i8) * 8)
+    }
+
+    /// The saved return address's offset from the CFA, or `None` while it is in x30.
+    #[cfg(target_arch = "aarch64")]
+    #[inline(always)]
+    pub(crate) fn return_address_offset(self) -> Option<i64> {
+        (self.0 & RA_IN_X30 == 0).then_some(i64::from((self.0 >> 24) as u8 as i8) * 8)
     }
 }
 
@@ -89,16 +138,32 @@ impl Rule {
                 cfa_base,
                 cfa_offset,
                 saved_rbp_offset,
+                #[cfg(target_arch = "aarch64")]
+                return_address,
             } => {
                 let tag = match cfa_base {
                     CfaBase::Rsp => TAG_STEP_RSP,
                     CfaBase::Rbp => TAG_STEP_RBP,
                 };
-                let rbp = match saved_rbp_offset {
+                #[cfg(target_arch = "x86_64")]
+                let registers = match saved_rbp_offset {
                     Some(offset) => RBP_SAVED | (u64::from(offset as u16) << 16),
                     None => 0,
                 };
-                tag | rbp | (u64::from(cfa_offset as u32) << 32)
+                #[cfg(target_arch = "aarch64")]
+                let registers = {
+                    let eighths = |offset: i16| u64::from((offset / 8) as i8 as u8);
+                    let x29 = match saved_rbp_offset {
+                        Some(offset) => RBP_SAVED | (eighths(offset) << 16),
+                        None => 0,
+                    };
+                    let x30 = match return_address.saved_at {
+                        Some(offset) => eighths(offset) << 24,
+                        None => RA_IN_X30,
+                    };
+                    x29 | x30 | if return_address.signed { RA_SIGNED } else { 0 }
+                };
+                tag | registers | (u64::from(cfa_offset as u32) << 32)
             }
             Rule::Outermost => TAG_OUTERMOST,
             Rule::Unsupported => TAG_UNSUPPORTED,
@@ -126,11 +191,23 @@ impl Rule {
                 _ => None,
             };
         };
+        #[cfg(target_arch = "x86_64")]
         let saved_rbp_offset = (bits & RBP_SAVED != 0).then_some((bits >> 16) as u16 as i16);
+        #[cfg(target_arch = "aarch64")]
+        let saved_rbp_offset = StepBits(bits)
+            .saved_rbp_offset()
+            .map(|offset| offset as i16);
         Some(Rule::Step {
             cfa_base,
             cfa_offset: (bits >> 32) as u32 as i32,
             saved_rbp_offset,
+            #[cfg(target_arch = "aarch64")]
+            return_address: ReturnAddress {
+                saved_at: StepBits(bits)
+                    .return_address_offset()
+                    .map(|offset| offset as i16),
+                signed: bits & RA_SIGNED != 0,
+            },
         })
     }
 }
@@ -139,6 +216,7 @@ impl Rule {
 mod tests {
     use super::*;
 
+    #[cfg(target_arch = "x86_64")]
     #[test]
     fn encoding_round_trips() {
         let rules = [
@@ -171,5 +249,33 @@ mod tests {
             assert_eq!(Rule::decode(rule.encode()), Some(rule));
         }
         assert_eq!(Rule::decode(0), None);
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    #[test]
+    fn aarch64_encoding_round_trips() {
+        let step = |cfa_base, cfa_offset, x29: Option<i16>, saved_at, signed| Rule::Step {
+            cfa_base,
+            cfa_offset,
+            saved_rbp_offset: x29,
+            return_address: ReturnAddress { saved_at, signed },
+        };
+        let rules = [
+            Rule::Outermost,
+            Rule::Unsupported,
+            Rule::NoUnwindInfo,
+            step(CfaBase::Rsp, 0, None, None, false),
+            step(CfaBase::Rbp, 16, Some(-16), Some(-8), true),
+            step(CfaBase::Rsp, 96, Some(-96), Some(-88), false),
+            step(CfaBase::Rsp, i32::MAX, Some(-1024), Some(1016), true),
+            step(CfaBase::Rbp, -40, None, Some(-1024), false),
+        ];
+        for rule in rules {
+            assert_ne!(rule.encode(), 0);
+            assert_eq!(Rule::decode(rule.encode()), Some(rule));
+        }
+        assert_eq!(Rule::decode(0), None);
+        assert!(encodable_offset(-1024) && encodable_offset(1016));
+        assert!(!encodable_offset(1024) && !encodable_offset(-12));
     }
 }
