@@ -21,7 +21,7 @@ use gimli::{CfaRule, Register, RegisterRule, UnwindTableRow};
 
 use crate::cache::RuleStore;
 use crate::cfi::FixedStorage;
-use crate::rule::{CfaBase, ReturnAddress, Rule, StepBits, encodable_offset, is_outermost};
+use crate::rule::{CfaBase, ReturnAddress, Rule, StepBits, encodable_offsets, is_outermost};
 
 /// DWARF register numbers on aarch64 (x30 is the return-address column: the
 /// CFI reader checks it).
@@ -90,10 +90,9 @@ pub(crate) fn rule_from_row(row: &UnwindTableRow<usize, FixedStorage>) -> Option
         Some(RegisterRule::Constant(1)) => true,
         Some(_) => return None,
     };
-    let saved = |offset: i64| encodable_offset(offset).then_some(offset as i16);
     let saved_at = match row.register(X30) {
         None | Some(RegisterRule::SameValue) => None,
-        Some(RegisterRule::Offset(offset)) => Some(saved(offset)?),
+        Some(RegisterRule::Offset(offset)) => Some(offset),
         Some(RegisterRule::Undefined) => return Some(Rule::Outermost),
         Some(_) => return None,
     };
@@ -106,14 +105,20 @@ pub(crate) fn rule_from_row(row: &UnwindTableRow<usize, FixedStorage>) -> Option
     };
     let saved_rbp_offset = match row.register(X29) {
         None | Some(RegisterRule::SameValue) => None,
-        Some(RegisterRule::Offset(offset)) => Some(saved(offset)?),
+        Some(RegisterRule::Offset(offset)) => Some(offset),
         Some(_) => return None,
     };
+    if !encodable_offsets(saved_at, saved_rbp_offset) {
+        return None;
+    }
     Some(Rule::Step {
         cfa_base,
         cfa_offset: i32::try_from(cfa_offset).ok()?,
-        saved_rbp_offset,
-        return_address: ReturnAddress { saved_at, signed },
+        saved_rbp_offset: saved_rbp_offset.map(|offset| offset as i16),
+        return_address: ReturnAddress {
+            saved_at: saved_at.map(|offset| offset as i16),
+            signed,
+        },
     })
 }
 

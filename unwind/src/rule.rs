@@ -64,18 +64,26 @@ const TAG_UNSUPPORTED: u64 = 4;
 const TAG_NO_UNWIND_INFO: u64 = 5;
 const RBP_SAVED: u64 = 1 << 8;
 // aarch64 only: bit 9 "return address still in x30", bit 10 "return address signed";
-// bits 16..24 the saved x29's offset and bits 24..32 the saved x30's, in eighths (i8).
+// bits 16..29 the saved x30's offset from the CFA in eighths (i13), bits 29..32 the
+// saved x29's offset from the saved x30's in eighths (i3: `stp x29, x30` gives -1).
 #[cfg(target_arch = "aarch64")]
 const RA_IN_X30: u64 = 1 << 9;
 #[cfg(target_arch = "aarch64")]
 const RA_SIGNED: u64 = 1 << 10;
 
-/// True if an aarch64 register saved at `offset` from the CFA can be encoded (eighths
-/// that fit an i8: every offset compilers emit for x29 and x30, which `stp` keeps
-/// 8-aligned and within ±512).
+/// True if an aarch64 step that saves x30 at `x30` and x29 at `x29` (offsets from
+/// the CFA) can be encoded: 8-aligned, x30 within ±32 KiB (the frame-record area
+/// of every frame compilers lay out below 4 KiB; larger frames save it near the
+/// CFA), and x29 saved only beside a saved x30, within four slots of it.
 #[cfg(target_arch = "aarch64")]
-pub(crate) fn encodable_offset(offset: i64) -> bool {
-    offset % 8 == 0 && (-1024..1024).contains(&offset)
+pub(crate) fn encodable_offsets(x30: Option<i64>, x29: Option<i64>) -> bool {
+    match (x30, x29) {
+        (_, Some(x29)) if x29 % 8 != 0 => false,
+        (Some(x30), _) if x30 % 8 != 0 || !(-32768..32768).contains(&x30) => false,
+        (None, Some(_)) => false,
+        (Some(x30), Some(x29)) => (-4..4).contains(&((x29 - x30) / 8)),
+        _ => true,
+    }
 }
 
 /// True if `bits` encode [`Rule::Outermost`].
@@ -119,14 +127,22 @@ impl StepBits {
     #[cfg(target_arch = "aarch64")]
     #[inline(always)]
     pub(crate) fn saved_rbp_offset(self) -> Option<i64> {
-        (self.0 & RBP_SAVED != 0).then_some(i64::from((self.0 >> 16) as u8 as i8) * 8)
+        let from_x30 = ((self.0 as i64) << 32 >> 61) * 8;
+        (self.0 & RBP_SAVED != 0).then_some(self.x30_offset() + from_x30)
     }
 
     /// The saved return address's offset from the CFA, or `None` while it is in x30.
     #[cfg(target_arch = "aarch64")]
     #[inline(always)]
     pub(crate) fn return_address_offset(self) -> Option<i64> {
-        (self.0 & RA_IN_X30 == 0).then_some(i64::from((self.0 >> 24) as u8 as i8) * 8)
+        (self.0 & RA_IN_X30 == 0).then_some(self.x30_offset())
+    }
+
+    /// Bits 16..29: the saved x30's offset.
+    #[cfg(target_arch = "aarch64")]
+    #[inline(always)]
+    fn x30_offset(self) -> i64 {
+        ((self.0 as i64) << 35 >> 51) * 8
     }
 }
 
@@ -152,13 +168,16 @@ impl Rule {
                 };
                 #[cfg(target_arch = "aarch64")]
                 let registers = {
-                    let eighths = |offset: i16| u64::from((offset / 8) as i8 as u8);
-                    let x29 = match saved_rbp_offset {
-                        Some(offset) => RBP_SAVED | (eighths(offset) << 16),
-                        None => 0,
+                    // Offsets `encodable_offsets` accepted.
+                    let x30 = return_address.saved_at.map(|offset| offset / 8);
+                    let x29 = match (saved_rbp_offset, x30) {
+                        (Some(offset), Some(x30)) => {
+                            RBP_SAVED | (u64::from((offset / 8 - x30) as u16 & 0x7) << 29)
+                        }
+                        _ => 0,
                     };
-                    let x30 = match return_address.saved_at {
-                        Some(offset) => eighths(offset) << 24,
+                    let x30 = match x30 {
+                        Some(eighths) => u64::from(eighths as u16 & 0x1fff) << 16,
                         None => RA_IN_X30,
                     };
                     x29 | x30 | if return_address.signed { RA_SIGNED } else { 0 }
@@ -267,15 +286,19 @@ mod tests {
             step(CfaBase::Rsp, 0, None, None, false),
             step(CfaBase::Rbp, 16, Some(-16), Some(-8), true),
             step(CfaBase::Rsp, 96, Some(-96), Some(-88), false),
-            step(CfaBase::Rsp, i32::MAX, Some(-1024), Some(1016), true),
-            step(CfaBase::Rbp, -40, None, Some(-1024), false),
+            step(CfaBase::Rsp, 4032, Some(-4032), Some(-4024), true),
+            step(CfaBase::Rsp, i32::MAX, Some(-32768), Some(-32736), true),
+            step(CfaBase::Rbp, -40, Some(32760), Some(32760), false),
+            step(CfaBase::Rbp, -40, None, Some(-32768), false),
         ];
         for rule in rules {
             assert_ne!(rule.encode(), 0);
             assert_eq!(Rule::decode(rule.encode()), Some(rule));
         }
         assert_eq!(Rule::decode(0), None);
-        assert!(encodable_offset(-1024) && encodable_offset(1016));
-        assert!(!encodable_offset(1024) && !encodable_offset(-12));
+        assert!(encodable_offsets(Some(-4024), Some(-4032)));
+        assert!(encodable_offsets(None, None) && encodable_offsets(Some(-8), None));
+        assert!(!encodable_offsets(Some(32768), None) && !encodable_offsets(Some(-12), None));
+        assert!(!encodable_offsets(None, Some(-16)) && !encodable_offsets(Some(-8), Some(-48)));
     }
 }
