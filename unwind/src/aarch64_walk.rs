@@ -327,6 +327,9 @@ pub(crate) enum Report {
     FromCfa(u64),
 }
 
+/// At most this many frames are stepped before the first one reported.
+const MAX_UNREPORTED: usize = 256;
+
 /// Walks from `regs` (the frame of the capture function the walk is inlined
 /// into) with rules from `store`, writing the return addresses `report`
 /// selects: `None` if some frame could not be stepped (use libgcc then).
@@ -338,29 +341,110 @@ pub(crate) fn walk<S: RuleStore>(
     frames: &mut [u64],
 ) -> Option<usize> {
     let top = stack_top(regs.sp);
-    let (mut skip, entry_sp) = match report {
-        Report::After(skip) => (skip, 0),
-        Report::FromCfa(sp) => (usize::MAX, sp),
+    // Step to the first frame reported.
+    let mut skip = match report {
+        Report::After(skip) => skip,
+        Report::FromCfa(_) => MAX_UNREPORTED,
     };
-    let mut written = 0;
+    loop {
+        regs = match step(store, &regs, top) {
+            Next::Caller { regs, .. } => regs,
+            Next::Outermost { .. } => return Some(0),
+            Next::GiveUp => return None,
+        };
+        let first = match report {
+            Report::After(_) => skip == 0,
+            Report::FromCfa(sp) => regs.sp == sp,
+        };
+        if first {
+            break;
+        }
+        skip = skip.checked_sub(1)?;
+    }
+    let Some(first) = frames.first_mut() else {
+        return Some(0);
+    };
+    *first = regs.pc;
+    let mut written = 1;
     while written < frames.len() {
-        let next = match step(store, &regs, top) {
+        // A frame a signal interrupted (exact pc, x30 known) takes a full step.
+        if !regs.exact {
+            written = plain_steps(store, &mut regs, top, frames, written);
+            if written == frames.len() {
+                break;
+            }
+        }
+        regs = match step(store, &regs, top) {
             Next::Caller { regs, .. } => regs,
             Next::Outermost { .. } => break,
             Next::GiveUp => return None,
         };
-        if skip > 0 && next.sp == entry_sp {
-            skip = 0;
-        }
-        if skip > 0 {
-            skip -= 1;
-        } else {
-            frames[written] = next.pc;
-            written += 1;
-        }
-        regs = next;
+        frames[written] = regs.pc;
+        written += 1;
     }
     Some(written)
+}
+
+/// Takes [`step`]s from `regs` (a frame reached by a step: its pc is a return
+/// address, x30 unknown) while each is a plain one (a step rule with the
+/// return address saved, a nonzero return address, every bound met) and
+/// `frames` has room, writing each return address from `frames[written]` on:
+/// the new count. The registers live in locals, so a frame costs a rule
+/// lookup and a few compares. It reads the same slots as [`step`] with the
+/// same bounds, so a walk through here is the walk of [`step`]s; the first
+/// frame that is anything else is left to [`step`].
+#[inline(always)]
+fn plain_steps<S: RuleStore>(
+    store: &mut S,
+    regs: &mut Registers,
+    top: u64,
+    frames: &mut [u64],
+    mut written: usize,
+) -> usize {
+    let (mut pc, mut sp, mut x29) = (regs.pc, regs.sp, regs.x29);
+    while written < frames.len() {
+        let Some(rule) = StepBits::of(store.rule_bits(pc - 1)) else {
+            break;
+        };
+        let Some(ra_offset) = rule.return_address_offset() else {
+            break;
+        };
+        let base = if rule.cfa_from_rbp() { x29 } else { sp };
+        let cfa = base.wrapping_add_signed(rule.cfa_offset());
+        // The bounds of `step`.
+        if cfa.wrapping_sub(sp) > MAX_FRAME_BYTES || cfa > top {
+            break;
+        }
+        let ra_slot = cfa.wrapping_add_signed(ra_offset);
+        if ra_slot < sp || ra_slot + 8 > cfa || ra_slot % 8 != 0 {
+            break;
+        }
+        // SAFETY: `sp <= ra_slot < ra_slot + 8 <= cfa <= top`: in this thread's
+        // stack, as in `read_between`.
+        let return_address = unsafe { core::ptr::read_volatile(ra_slot as *const u64) } & VA_MASK;
+        if return_address == 0 {
+            break;
+        }
+        if let Some(offset) = rule.saved_rbp_offset() {
+            let slot = cfa.wrapping_add_signed(offset);
+            if slot < sp || slot + 8 > cfa || slot % 8 != 0 {
+                break;
+            }
+            // SAFETY: as above.
+            x29 = unsafe { core::ptr::read_volatile(slot as *const u64) };
+        }
+        frames[written] = return_address;
+        written += 1;
+        (pc, sp) = (return_address, cfa);
+    }
+    *regs = Registers {
+        pc,
+        exact: false,
+        sp,
+        x29,
+        x30: 0,
+    };
+    written
 }
 
 /// Walks the stack of the calling function's caller with the project's own
