@@ -6,13 +6,14 @@
 //! x30 and sp, pointer-authentication bits stripped, the `rt_sigreturn`
 //! trampoline's signal frame) and captures again with libgcc's
 //! `_Unwind_Backtrace` wherever that walk cannot step a frame (counted in the
-//! private cache's `fallbacks`), as x86_64 does. What is not ported yet is
-//! speed: the rule caches and the memo of x86_64's `walk` and `memo`, so each
-//! frame's rule is computed from the CFI again; the caches are still made and
-//! passed in (they cost only their zeroed, untouched memory) so that the
-//! callers' layout is the same on both architectures. The `*_from` captures
-//! walk from themselves and keep the frames from the step whose CFA is the
-//! entry's sp (on aarch64 a function's CFA is sp at its entry).
+//! private cache's `fallbacks`), as x86_64 does. Rules come from the same
+//! caches as on x86_64 (private, shared, or private in front of shared); what
+//! is not ported yet is the memo of x86_64's `memo` (the [`StackMemo`] here is
+//! empty and made only so that the callers' layout is the same on both
+//! architectures), so every frame is stepped with its cached rule. The
+//! `*_from` captures walk from themselves and keep the frames from the step
+//! whose CFA is the entry's sp (on aarch64 a function's CFA is sp at its
+//! entry).
 //!
 //! Runs inside malloc: no allocation and no lock of ours (libgcc's own
 //! properties are the crate's, see its documentation).

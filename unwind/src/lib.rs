@@ -9,7 +9,9 @@
 //!    `_dl_find_object` for the object's `.eh_frame_hdr`, binary-searches its FDE
 //!    table, evaluates the FDE with gimli on fixed-size storage and reduces the row to
 //!    a compact `Rule` (CFA = rsp|rbp + offset, return address at CFA−8,
-//!    saved rbp at CFA+offset).
+//!    saved rbp at CFA+offset; on aarch64 CFA = sp|x29 + offset, the return
+//!    address in x30 or at CFA+offset, stripped of pointer-authentication bits,
+//!    saved x29 at CFA+offset).
 //! 2. The rule goes into a caller-owned cache ([`RuleCache`], [`SharedRuleCache`],
 //!    or both), so a warm capture is a few loads per frame.
 //! 3. Whenever the fast walk stops for any reason other than reaching the outermost
@@ -27,8 +29,8 @@
 //!    are only looked up, never read as code. Code without unwind information that
 //!    keeps no frame pointer but holds a stack address in rbp can add wrong frames
 //!    above itself (as for every frame-pointer unwinder).
-//! 4. [`capture_remembered`] also keeps a thread's previous walk in a [`StackMemo`] and
-//!    replays its outer frames when the new walk reaches one of their register states:
+//! 4. On x86_64, [`capture_remembered`] also keeps a thread's previous walk in a
+//!    [`StackMemo`] (aarch64's keeps none yet) and replays its outer frames when the new walk reaches one of their register states:
 //!    two loads and a compare per frame instead of a rule lookup, re-reading exactly
 //!    the slots the real step would read, so a changed caller is never replayed (the
 //!    proof is in [`StackMemo`]'s module).
