@@ -228,3 +228,79 @@ pub unsafe fn capture_remembered_from_ending<
     }
     ending_of(frames, walked)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Which capture a test call makes.
+    #[derive(Clone, Copy)]
+    enum Through {
+        Private,
+        Shared,
+        Layered,
+        Remembered,
+    }
+
+    struct Caches {
+        private: Box<RuleCache<64>>,
+        shared: Box<SharedRuleCache<64>>,
+        memo: StackMemo<16>,
+    }
+
+    /// Captures with `through` and with libgcc at the bottom of `depth`
+    /// recursive calls (the same frames above both).
+    #[inline(never)]
+    fn at_depth(depth: u32, through: Through, caches: &mut Caches) -> (Vec<u64>, Vec<u64>) {
+        if depth > 0 {
+            let result = at_depth(depth - 1, through, caches);
+            return core::hint::black_box(result);
+        }
+        let mut own = [0u64; 64];
+        let len = match through {
+            Through::Private => capture(&mut caches.private, &mut own),
+            Through::Shared => capture_shared(&caches.shared, &mut own),
+            Through::Layered => capture_layered(&mut caches.private, &caches.shared, &mut own),
+            Through::Remembered => capture_remembered(
+                &mut caches.private,
+                &caches.shared,
+                &mut caches.memo,
+                &mut own,
+            ),
+        };
+        let mut theirs = [0u64; 64];
+        let their_len = crate::capture_libgcc(&mut theirs);
+        (own[..len].to_vec(), theirs[..their_len].to_vec())
+    }
+
+    #[test]
+    fn every_cached_capture_agrees_with_libgcc_and_reuses_its_rules() {
+        for through in [
+            Through::Private,
+            Through::Shared,
+            Through::Layered,
+            Through::Remembered,
+        ] {
+            let mut caches = Caches {
+                private: RuleCache::new_boxed(),
+                shared: Box::new(SharedRuleCache::new()),
+                memo: StackMemo::new(),
+            };
+            let mut walked = 0;
+            for depth in [5, 9, 5, 2, 9] {
+                let (own, theirs) = at_depth(depth, through, &mut caches);
+                // frames[0] of each is its own call site in `at_depth`.
+                assert!(own.len() > depth as usize + 2, "{own:x?}");
+                assert_eq!(own[1..], theirs[1..], "depth {depth}");
+                walked += own.len() as u64;
+            }
+            // Rules are computed once per address, not per frame (a few more where
+            // a bucket's ways overflow or another test invalidates the caches).
+            if !matches!(through, Through::Shared) {
+                let misses = caches.private.misses();
+                assert!(misses * 3 < walked, "{misses} rules for {walked} frames");
+            }
+            assert_eq!(caches.private.fallbacks(), 0);
+        }
+    }
+}
