@@ -7,10 +7,9 @@
 //! trampoline's signal frame) and captures again with libgcc's
 //! `_Unwind_Backtrace` wherever that walk cannot step a frame (counted in the
 //! private cache's `fallbacks`), as x86_64 does. Rules come from the same
-//! caches as on x86_64 (private, shared, or private in front of shared); what
-//! is not ported yet is the memo of x86_64's `memo` (the [`StackMemo`] here is
-//! empty and made only so that the callers' layout is the same on both
-//! architectures), so every frame is stepped with its cached rule. The
+//! caches as on x86_64 (private, shared, or private in front of shared), and
+//! the remembered captures replay the unchanged outer frames of the previous
+//! one from a [`StackMemo`] (`aarch64_memo`). The
 //! `*_from` captures walk from themselves and keep the frames from the step
 //! whose CFA is the entry's sp (on aarch64 a function's CFA is sp at its
 //! entry).
@@ -18,10 +17,11 @@
 //! Runs inside malloc: no allocation and no lock of ours (libgcc's own
 //! properties are the crate's, see its documentation).
 
+pub use crate::aarch64_memo::StackMemo;
+use crate::aarch64_memo::walk_remembered;
 use crate::aarch64_walk::{Report, current_registers, walk};
 use crate::cache::{LayeredStore, LocalStore, RuleCache, RuleStore, SharedRuleCache, SharedStore};
 use crate::ending::{Captured, Ending};
-use crate::memo_counts::MemoCounts;
 use crate::{libgcc, libgcc_captured};
 
 /// The stack from the caller of the `capture*` function this is inlined
@@ -36,17 +36,26 @@ fn walked_or_libgcc<S: RuleStore>(store: &mut S, frames: &mut [u64]) -> Result<u
     }
 }
 
-/// The stack from the caller of the function entered with sp `entry_sp`,
-/// with rules from `store`: the project's walk, or libgcc's (`Err`).
+/// The stack from the caller of the `capture*` function this is inlined
+/// into (`entry_sp` 0), or from the caller of the function entered with sp
+/// `entry_sp`, with rules from `store` and replayed from `memo`: the
+/// project's walk, or libgcc's (`Err`).
 #[inline(always)]
-fn walked_from_or_libgcc<S: RuleStore>(
+fn remembered_or_libgcc<S: RuleStore, const LEVELS: usize>(
     store: &mut S,
+    memo: &mut StackMemo<LEVELS>,
     entry_sp: u64,
     frames: &mut [u64],
 ) -> Result<usize, usize> {
     let regs = current_registers();
-    match walk(store, regs, Report::FromCfa(entry_sp), frames) {
-        Some(written) if written > 0 => Ok(core::hint::black_box(written)),
+    let generation = crate::cache::current_generation();
+    let report = match entry_sp {
+        0 => Report::After(0),
+        sp => Report::FromCfa(sp),
+    };
+    match walk_remembered(store, regs, report, memo, generation, frames) {
+        Some(written) if written > 0 || entry_sp == 0 => Ok(core::hint::black_box(written)),
+        _ if entry_sp == 0 => Err(core::hint::black_box(libgcc::backtrace(frames, 2))),
         _ => Err(core::hint::black_box(libgcc::backtrace_from(
             frames, entry_sp,
         ))),
@@ -79,34 +88,6 @@ pub struct FunctionEntry {
     pub rsp: u64,
     /// x29 at the entry (the caller's frame record).
     pub rbp: u64,
-}
-
-/// The memo of a thread's last walk: empty on aarch64 (its walk keeps no
-/// memo yet).
-#[repr(C)]
-pub struct StackMemo<const LEVELS: usize = 256> {
-    counts: MemoCounts,
-}
-
-impl<const LEVELS: usize> StackMemo<LEVELS> {
-    /// An empty memo.
-    pub const fn new() -> Self {
-        StackMemo {
-            counts: MemoCounts {
-                captures: 0,
-                matches: 0,
-                rejections: 0,
-            },
-        }
-    }
-
-    /// Forgets the last walk (none is kept).
-    pub fn forget(&mut self) {}
-
-    /// Its counters: zero.
-    pub fn counts(&self) -> MemoCounts {
-        self.counts
-    }
 }
 
 /// Captures the current stack (the project's walk, else libgcc's).
@@ -147,7 +128,12 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     shared: &SharedRuleCache<SHARED>,
     frames: &mut [u64],
 ) -> usize {
-    capture_remembered_ending(local, shared, &mut StackMemo::<0>::new(), frames).len
+    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let walked = walked_or_libgcc(&mut store, frames);
+    if walked.is_err() {
+        store.count_fallback();
+    }
+    walked.unwrap_or_else(|written| written)
 }
 
 /// Captures the current stack (the project's walk, else libgcc's).
@@ -169,9 +155,8 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
     memo: &mut StackMemo<LEVELS>,
     frames: &mut [u64],
 ) -> Captured {
-    let _ = memo;
     let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
-    let walked = walked_or_libgcc(&mut store, frames);
+    let walked = remembered_or_libgcc(&mut store, memo, 0, frames);
     if walked.is_err() {
         store.count_fallback();
     }
@@ -220,9 +205,8 @@ pub unsafe fn capture_remembered_from_ending<
     entry: FunctionEntry,
     frames: &mut [u64],
 ) -> Captured {
-    let _ = memo;
     let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
-    let walked = walked_from_or_libgcc(&mut store, entry.rsp, frames);
+    let walked = remembered_or_libgcc(&mut store, memo, entry.rsp, frames);
     if walked.is_err() {
         store.count_fallback();
     }
@@ -245,7 +229,7 @@ mod tests {
     struct Caches {
         private: Box<RuleCache<64>>,
         shared: Box<SharedRuleCache<64>>,
-        memo: StackMemo<16>,
+        memo: StackMemo<64>,
     }
 
     /// Captures with `through` and with libgcc at the bottom of `depth`
@@ -274,7 +258,7 @@ mod tests {
     }
 
     #[test]
-    fn every_cached_capture_agrees_with_libgcc_and_reuses_its_rules() {
+    fn every_cached_capture_agrees_with_libgcc_reuses_its_rules_and_replays() {
         for through in [
             Through::Private,
             Through::Shared,
@@ -286,9 +270,12 @@ mod tests {
                 shared: Box::new(SharedRuleCache::new()),
                 memo: StackMemo::new(),
             };
-            let mut walked = 0;
-            for depth in [5, 9, 5, 2, 9] {
+            let (mut walked, mut replayed) = (0, 0);
+            for depth in [5, 9, 5, 2, 9, 9, 12, 9, 20, 3, 20, 20] {
                 let (own, theirs) = at_depth(depth, through, &mut caches);
+                if matches!(through, Through::Remembered) {
+                    replayed += caches.memo.replayed_frames();
+                }
                 // frames[0] of each is its own call site in `at_depth`.
                 assert!(own.len() > depth as usize + 2, "{own:x?}");
                 assert_eq!(own[1..], theirs[1..], "depth {depth}");
@@ -301,6 +288,10 @@ mod tests {
                 assert!(misses * 3 < walked, "{misses} rules for {walked} frames");
             }
             assert_eq!(caches.private.fallbacks(), 0);
+            if matches!(through, Through::Remembered) {
+                // The repeated deep stacks replay their outer frames.
+                assert!(replayed > 20, "{replayed} frames replayed");
+            }
         }
     }
 }

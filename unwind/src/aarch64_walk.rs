@@ -35,7 +35,7 @@ const RA_SIGN_STATE: Register = gimli::AArch64::RA_SIGN_STATE;
 /// address signed by `paciasp` carries its authentication code above them,
 /// and the top byte may carry a tag (TBI). Masking them is what `xpaclri`
 /// does for a 48-bit VA; a 52-bit user VA (only on request) is not handled.
-const VA_MASK: u64 = (1 << 48) - 1;
+pub(crate) const VA_MASK: u64 = (1 << 48) - 1;
 
 /// The largest frame a step accepts, as on x86_64.
 const MAX_FRAME_BYTES: u64 = 64 << 20;
@@ -336,12 +336,30 @@ const MAX_UNREPORTED: usize = 256;
 #[inline(always)]
 pub(crate) fn walk<S: RuleStore>(
     store: &mut S,
-    mut regs: Registers,
+    regs: Registers,
     report: Report,
     frames: &mut [u64],
 ) -> Option<usize> {
     let top = stack_top(regs.sp);
-    // Step to the first frame reported.
+    let Some(regs) = first_reported(store, regs, report, top)? else {
+        return Some(0);
+    };
+    let Some(first) = frames.first_mut() else {
+        return Some(0);
+    };
+    *first = regs.pc;
+    walk_on(store, regs, top, frames, 1)
+}
+
+/// Steps from `regs` to the first frame `report` selects: `Some(None)` if the
+/// outermost frame comes first, `None` if a frame cannot be stepped.
+#[inline(always)]
+pub(crate) fn first_reported<S: RuleStore>(
+    store: &mut S,
+    mut regs: Registers,
+    report: Report,
+    top: u64,
+) -> Option<Option<Registers>> {
     let mut skip = match report {
         Report::After(skip) => skip,
         Report::FromCfa(_) => MAX_UNREPORTED,
@@ -349,7 +367,7 @@ pub(crate) fn walk<S: RuleStore>(
     loop {
         regs = match step(store, &regs, top) {
             Next::Caller { regs, .. } => regs,
-            Next::Outermost { .. } => return Some(0),
+            Next::Outermost { .. } => return Some(None),
             Next::GiveUp => return None,
         };
         let first = match report {
@@ -357,15 +375,23 @@ pub(crate) fn walk<S: RuleStore>(
             Report::FromCfa(sp) => regs.sp == sp,
         };
         if first {
-            break;
+            return Some(Some(regs));
         }
         skip = skip.checked_sub(1)?;
     }
-    let Some(first) = frames.first_mut() else {
-        return Some(0);
-    };
-    *first = regs.pc;
-    let mut written = 1;
+}
+
+/// Walks on from `regs` (whose pc is `frames[written - 1]`) to the end of
+/// the stack or of `frames`: the frames written, `None` if a frame cannot be
+/// stepped.
+#[inline(always)]
+pub(crate) fn walk_on<S: RuleStore>(
+    store: &mut S,
+    mut regs: Registers,
+    top: u64,
+    frames: &mut [u64],
+    mut written: usize,
+) -> Option<usize> {
     while written < frames.len() {
         // A frame a signal interrupted (exact pc, x30 known) takes a full step.
         if !regs.exact {
@@ -383,6 +409,84 @@ pub(crate) fn walk<S: RuleStore>(
         written += 1;
     }
     Some(written)
+}
+
+/// One plain step from a frame reached by a step (its pc a return address, x30
+/// unknown): what [`step`] gives for a step rule with the return address saved,
+/// every bound met and a nonzero return address; `None` for anything else
+/// (left to [`step`]). Reads the same slots as [`step`] with the same bounds.
+#[inline(always)]
+pub(crate) fn plain_step<S: RuleStore>(
+    store: &mut S,
+    pc: u64,
+    sp: u64,
+    x29: u64,
+    top: u64,
+) -> Option<Stepped> {
+    let rule = StepBits::of(store.rule_bits(pc - 1))?;
+    let ra_offset = rule.return_address_offset()?;
+    let base = if rule.cfa_from_rbp() { x29 } else { sp };
+    let cfa = base.wrapping_add_signed(rule.cfa_offset());
+    if cfa.wrapping_sub(sp) > MAX_FRAME_BYTES || cfa > top {
+        return None;
+    }
+    let ra_slot = cfa.wrapping_add_signed(ra_offset);
+    if ra_slot < sp || ra_slot + 8 > cfa || ra_slot % 8 != 0 {
+        return None;
+    }
+    // SAFETY: `sp <= ra_slot < ra_slot + 8 <= cfa <= top`: in this thread's
+    // stack, as in `read_between`.
+    let return_address = unsafe { core::ptr::read_volatile(ra_slot as *const u64) } & VA_MASK;
+    if return_address == 0 {
+        return None;
+    }
+    let (x29, x29_slot) = match rule.saved_rbp_offset() {
+        Some(offset) => {
+            let slot = cfa.wrapping_add_signed(offset);
+            if slot < sp || slot + 8 > cfa || slot % 8 != 0 {
+                return None;
+            }
+            // SAFETY: as above.
+            (
+                unsafe { core::ptr::read_volatile(slot as *const u64) },
+                slot,
+            )
+        }
+        None => (x29, 0),
+    };
+    Some(Stepped {
+        pc: return_address,
+        sp: cfa,
+        x29,
+        ra_slot,
+        x29_slot,
+    })
+}
+
+/// The caller's registers after a [`plain_step`], and the slots the step read
+/// its return address and (if not 0) its x29 from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct Stepped {
+    pub(crate) pc: u64,
+    pub(crate) sp: u64,
+    pub(crate) x29: u64,
+    pub(crate) ra_slot: u64,
+    pub(crate) x29_slot: u64,
+}
+
+impl Stepped {
+    /// The frame's registers.
+    #[inline(always)]
+    pub(crate) fn registers(&self) -> Registers {
+        Registers {
+            pc: self.pc,
+            exact: false,
+            sp: self.sp,
+            x29: self.x29,
+            x30: 0,
+        }
+    }
 }
 
 /// Takes [`step`]s from `regs` (a frame reached by a step: its pc is a return
@@ -403,39 +507,12 @@ fn plain_steps<S: RuleStore>(
 ) -> usize {
     let (mut pc, mut sp, mut x29) = (regs.pc, regs.sp, regs.x29);
     while written < frames.len() {
-        let Some(rule) = StepBits::of(store.rule_bits(pc - 1)) else {
+        let Some(caller) = plain_step(store, pc, sp, x29, top) else {
             break;
         };
-        let Some(ra_offset) = rule.return_address_offset() else {
-            break;
-        };
-        let base = if rule.cfa_from_rbp() { x29 } else { sp };
-        let cfa = base.wrapping_add_signed(rule.cfa_offset());
-        // The bounds of `step`.
-        if cfa.wrapping_sub(sp) > MAX_FRAME_BYTES || cfa > top {
-            break;
-        }
-        let ra_slot = cfa.wrapping_add_signed(ra_offset);
-        if ra_slot < sp || ra_slot + 8 > cfa || ra_slot % 8 != 0 {
-            break;
-        }
-        // SAFETY: `sp <= ra_slot < ra_slot + 8 <= cfa <= top`: in this thread's
-        // stack, as in `read_between`.
-        let return_address = unsafe { core::ptr::read_volatile(ra_slot as *const u64) } & VA_MASK;
-        if return_address == 0 {
-            break;
-        }
-        if let Some(offset) = rule.saved_rbp_offset() {
-            let slot = cfa.wrapping_add_signed(offset);
-            if slot < sp || slot + 8 > cfa || slot % 8 != 0 {
-                break;
-            }
-            // SAFETY: as above.
-            x29 = unsafe { core::ptr::read_volatile(slot as *const u64) };
-        }
-        frames[written] = return_address;
+        frames[written] = caller.pc;
         written += 1;
-        (pc, sp) = (return_address, cfa);
+        (pc, sp, x29) = (caller.pc, caller.sp, caller.x29);
     }
     *regs = Registers {
         pc,

@@ -29,8 +29,8 @@
 //!    are only looked up, never read as code. Code without unwind information that
 //!    keeps no frame pointer but holds a stack address in rbp can add wrong frames
 //!    above itself (as for every frame-pointer unwinder).
-//! 4. On x86_64, [`capture_remembered`] also keeps a thread's previous walk in a
-//!    [`StackMemo`] (aarch64's keeps none yet) and replays its outer frames when the new walk reaches one of their register states:
+//! 4. [`capture_remembered`] also keeps a thread's previous walk in a
+//!    [`StackMemo`] (aarch64's in `aarch64_memo`) and replays its outer frames when the new walk reaches one of their register states:
 //!    two loads and a compare per frame instead of a rule lookup, re-reading exactly
 //!    the slots the real step would read, so a changed caller is never replayed (the
 //!    proof is in [`StackMemo`]'s module).
@@ -113,6 +113,8 @@
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+#[cfg(target_arch = "aarch64")]
+mod aarch64_memo;
 #[cfg(target_arch = "aarch64")]
 mod aarch64_walk;
 mod cache;
@@ -319,8 +321,8 @@ pub unsafe fn capture_remembered_from_ending<
 }
 
 /// One thread's private unwinding state for [`capture_remembered`]: a rule cache of
-/// `LOCAL` buckets in front of a shared one, and the memo of the last walk (empty on
-/// aarch64, whose walk keeps none yet). All-zero memory is a valid empty one (build it
+/// `LOCAL` buckets in front of a shared one, and the memo of the last walk. All-zero
+/// memory is a valid empty one (build it
 /// in zeroed heap memory: it is large).
 #[repr(C)]
 pub struct PrivateUnwinder<const LOCAL: usize, const LEVELS: usize> {
