@@ -294,4 +294,32 @@ mod tests {
             }
         }
     }
+
+    #[inline(never)]
+    fn via_a(caches: &mut Caches) -> (Vec<u64>, Vec<u64>) {
+        core::hint::black_box(at_depth(12, Through::Remembered, caches))
+    }
+
+    #[inline(never)]
+    fn via_b(caches: &mut Caches) -> (Vec<u64>, Vec<u64>) {
+        core::hint::black_box(at_depth(12, Through::Remembered, caches))
+    }
+
+    #[test]
+    fn a_changed_outer_caller_under_the_same_inner_frames_is_not_replayed() {
+        let mut caches = Caches {
+            private: RuleCache::new_boxed(),
+            shared: Box::new(SharedRuleCache::new()),
+            memo: StackMemo::new(),
+        };
+        for round in 0..6 {
+            // The same frames at the same stack pointers below two callers.
+            let via: fn(&mut Caches) -> (Vec<u64>, Vec<u64>) =
+                if round % 2 == 0 { via_a } else { via_b };
+            let (own, theirs) = via(&mut caches);
+            assert_eq!(own[1..], theirs[1..], "round {round}");
+        }
+        let counts = caches.memo.counts();
+        assert!(counts.matches >= 4 && counts.rejections >= 4, "{counts:?}");
+    }
 }
