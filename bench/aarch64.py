@@ -27,7 +27,7 @@ without the profiler (the program's own calls). The first sample at each
 depth computes every rule: its difference between the depths, over the depth
 difference, is an uncached frame. Depths 2 and 10 keep the whole stack under
 16 frames, where x86_64's walk does not use its memo (cached steps); 4 and 24
-go over it (x86_64 replays its memo there; aarch64 keeps none yet).
+go over it (where both replay their memo).
 
 Usage: python3 bench/aarch64.py [AARCH64_SO [X86_64_SO]]
 (default: target-arm/aarch64-unknown-linux-gnu/release/libheapsample.so and
