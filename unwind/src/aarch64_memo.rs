@@ -45,7 +45,7 @@ const END_OPEN: u64 = 1;
 /// A thread's memory of its previous walk on aarch64. Holds `LEVELS` frames
 /// (deeper walks are not remembered); private to one thread at a time
 /// (`&mut`); all-zero memory is a valid empty memo. Size: 80 × `LEVELS`
-/// bytes + 72.
+/// bytes + 80.
 #[repr(C)]
 pub struct StackMemo<const LEVELS: usize = 256> {
     /// The cache generation and stack top the levels were stepped under.
@@ -57,8 +57,9 @@ pub struct StackMemo<const LEVELS: usize = 256> {
     end: u64,
     /// Frames of the last capture made without remembering.
     plain_depth: u64,
-    /// Frames the last capture replayed.
+    /// Frames the last capture replayed, from `frames[replayed_from]` on.
     replayed: u64,
+    replayed_from: u64,
     counts: MemoCounts,
     levels: [Stepped; LEVELS],
     /// The current walk's levels, innermost first.
@@ -82,6 +83,7 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
             end: END_OUTERMOST,
             plain_depth: 0,
             replayed: 0,
+            replayed_from: 0,
             counts: MemoCounts {
                 captures: 0,
                 matches: 0,
@@ -100,6 +102,13 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
     /// How many of the frames the last capture returned were replayed.
     pub fn replayed_frames(&self) -> usize {
         self.replayed as usize
+    }
+
+    /// Where in its frames the last capture put the frames it replayed from
+    /// the memo (empty if it replayed none, or was redone by libgcc).
+    pub fn replayed(&self) -> core::ops::Range<usize> {
+        let from = self.replayed_from as usize;
+        from..from + self.replayed as usize
     }
 
     /// What this memo has done since it was created.
@@ -182,7 +191,11 @@ pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
             memo.len = 0;
             memo.plain_depth = written as u64;
         }
-        None => memo.len = 0,
+        // libgcc rewrites the frames.
+        None => {
+            memo.len = 0;
+            memo.replayed = 0;
+        }
         Some(_) => {}
     }
     written
@@ -261,6 +274,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
                 let first_replayed = written;
                 let proven = replay(&memo.levels[..matched], frames, &mut written);
                 memo.replayed = (written - first_replayed) as u64;
+                memo.replayed_from = first_replayed as u64;
                 let ended = written == frames.len()
                     || (proven == 0
                         && match memo.end {
