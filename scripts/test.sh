@@ -102,6 +102,13 @@ step "aarch64 build" env RUSTC=/usr/bin/rustc CARGO_TARGET_DIR="$aarch64_target"
     -p heapsample-shim -p heapsample-cli -p heapdiff-cli
 export HEAPSAMPLE_AARCH64_SHIM="$aarch64_target/aarch64-unknown-linux-gnu/release/libheapsample.so"
 export HEAPSAMPLE_AARCH64_HEAPDIFF="$aarch64_target/aarch64-unknown-linux-gnu/release/heapdiff"
+# The unwind crate's library tests on aarch64 (its walk, rule caches and memo
+# against libgcc), run under qemu-user (without -L: qemu 7.2 hangs in
+# pthread_create with it).
+step "aarch64 unwind tests" env RUSTC=/usr/bin/rustc CARGO_TARGET_DIR="$aarch64_target" \
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=qemu-aarch64 \
+    /usr/bin/cargo test --release --target aarch64-unknown-linux-gnu -p heapsample-unwind --lib
 # The ten-minute bounded dump series (tests/tests/dump_series_long.rs) sleeps
 # most of its time: its binary runs in the background beside every other
 # step (cargo would hold the build directory's lock for its ten minutes),

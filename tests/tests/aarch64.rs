@@ -873,3 +873,181 @@ fn a_signal_handlers_allocation_shows_the_interrupted_function() {
     }
     assert_eq!(by_unwinder[0], by_unwinder[1]);
 }
+
+/// A library whose one export allocates; built twice with frames of 640 and
+/// 4,032 bytes (`BIG`) and the same code offsets (gcc 12: its call to malloc
+/// returns to the same address in both), so a rule kept from the first
+/// library would step the second one's frame wrongly. Both
+/// are linked at one address, which the loader asks `mmap` for when the
+/// program is no PIE (glibc's load bias then follows the library's own
+/// addresses): the second lands where the first was unloaded (qemu-user's
+/// `mmap` would otherwise place it further on).
+const SWAPPED_LIBRARY_C: &str = r#"
+#include <stdlib.h>
+#include <string.h>
+__attribute__((noinline)) void *lib_alloc(size_t n) {
+  volatile char frame[BIG];
+  frame[0] = (char)n;
+  void *p = malloc(n + frame[0] * 0);
+  memset(p, 5, n);
+  return p;
+}
+"#;
+
+/// Where both libraries of the varying-stacks test are linked.
+const LIBRARY_ADDRESS: &str = "-Wl,-Ttext-segment=0x4000000000";
+
+const VARYING_C: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static void *volatile sink;
+__attribute__((noinline)) void *leaf_site(size_t n) { void *p = malloc(n); memset(p, 1, n); return p; }
+__attribute__((noinline)) void *path_a(size_t n) { void *p = leaf_site(n); sink = p; return p; }
+__attribute__((noinline)) void *path_b(size_t n) { volatile long pad[6]; pad[0] = 1; void *p = leaf_site(n + pad[0] - 1); sink = p; return p; }
+__attribute__((noinline)) void *recurse(int depth) {
+  volatile char frame[24 + depth * 8];
+  frame[0] = (char)depth;
+  void *p = depth == 0 ? leaf_site(32) : recurse(depth - 1);
+  sink = p;
+  return frame[0] >= 0 ? p : 0;
+}
+__attribute__((noinline)) void drive(void) {
+  for (int i = 0; i < 140; i++) {
+    recurse(i % 7);
+    if (i % 7 == 2) path_a(40);
+    if (i % 7 == 5) path_b(48);
+    if (i % 7 == 6 && i % 2 == 0) path_a(40);
+  }
+}
+typedef void *(*alloc_fn)(size_t);
+static void *base_of(alloc_fn fn) { Dl_info info; return dladdr((void *)fn, &info) ? info.dli_fbase : 0; }
+__attribute__((noinline)) void use_one(alloc_fn fn) { for (int i = 0; i < 40; i++) { sink = fn(64); recurse(i % 3); } }
+__attribute__((noinline)) void use_two(alloc_fn fn) { for (int i = 0; i < 25; i++) { sink = fn(80); recurse(i % 4); } }
+int main(int argc, char **argv) {
+  drive();
+  void *one = dlopen(argv[1], RTLD_NOW);
+  if (!one) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+  alloc_fn first = (alloc_fn)dlsym(one, "lib_alloc");
+  void *first_base = base_of(first);
+  use_one(first);
+  dlclose(one);
+  void *two = dlopen(argv[2], RTLD_NOW);
+  if (!two) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+  alloc_fn second = (alloc_fn)dlsym(two, "lib_alloc");
+  use_two(second);
+  printf("same_base=%d\n", first_base == base_of(second));
+  return 0;
+}
+"#;
+
+/// The call chains the walk must give `VARYING_C`, each with its exact count
+/// at lg 0 (outermost first, from `main`): recursion of every depth 0–6
+/// (20 times each from `drive`, and from `use_one`/`use_two` between the
+/// library's allocations), two paths to one allocation site, and a library
+/// unloaded and another loaded at its address.
+fn varying_truth() -> Vec<(Vec<String>, i64)> {
+    let chain = |middle: &[&str], depth: usize, leaf: &str| {
+        let mut frames: Vec<String> = std::iter::once("main")
+            .chain(middle.iter().copied())
+            .map(String::from)
+            .collect();
+        frames.extend(std::iter::repeat_n("recurse".to_string(), depth));
+        frames.push(leaf.to_string());
+        frames
+    };
+    let mut truth = Vec::new();
+    for depth in 0..7 {
+        truth.push((chain(&["drive"], depth + 1, "leaf_site"), 20));
+    }
+    // use_one recurses to depth i % 3 for i < 40; use_two to i % 4 for i < 25.
+    for depth in 0..3 {
+        let times = (0..40).filter(|i| i % 3 == depth).count() as i64;
+        truth.push((chain(&["use_one"], depth + 1, "leaf_site"), times));
+    }
+    for depth in 0..4 {
+        let times = (0..25).filter(|i| i % 4 == depth).count() as i64;
+        truth.push((chain(&["use_two"], depth + 1, "leaf_site"), times));
+    }
+    let paths_a = (0..140).filter(|i| i % 7 == 2 || (i % 7 == 6 && i % 2 == 0));
+    truth.push((
+        chain(&["drive", "path_a"], 0, "leaf_site"),
+        paths_a.count() as i64,
+    ));
+    truth.push((chain(&["drive", "path_b"], 0, "leaf_site"), 20));
+    // heapdiff names each library's frame with the library mapped at the time.
+    truth.push((chain(&["use_one"], 0, "lib_alloc [libfirst.so]"), 40));
+    truth.push((chain(&["use_two"], 0, "lib_alloc [libsecond.so]"), 25));
+    truth.sort();
+    truth
+}
+
+/// Stacks that vary from one allocation to the next, where the rule caches
+/// (and a memo of the last walk) could return a stale caller: recursion of
+/// varying depth, two paths to one allocation site, and a library unloaded
+/// and a different one (other frame layouts at the same offsets) loaded at
+/// its address. At lg 0 every call chain has exactly the program's count,
+/// with and without frame pointers and with pointer authentication.
+#[test]
+fn varying_stacks_and_a_library_replaced_at_its_address() {
+    let Some(shim) = toolchain() else { return };
+    let dir = TempDir::new("aarch64-varying");
+    let first = cross_compile(
+        dir.path(),
+        "libfirst.so",
+        SWAPPED_LIBRARY_C,
+        false,
+        &["-O2", "-shared", "-fPIC", "-DBIG=600", LIBRARY_ADDRESS],
+    );
+    let second = cross_compile(
+        dir.path(),
+        "libsecond.so",
+        SWAPPED_LIBRARY_C,
+        false,
+        &["-O2", "-shared", "-fPIC", "-DBIG=4000", LIBRARY_ADDRESS],
+    );
+    let builds: [(&str, &[&str]); 3] = [
+        ("varying_fp", &["-fno-omit-frame-pointer"]),
+        ("varying_nofp", &["-fomit-frame-pointer"]),
+        ("varying_pac", &["-mbranch-protection=standard"]),
+    ];
+    for (name, flags) in builds {
+        let mut all_flags = vec![
+            "-O2",
+            "-no-pie",
+            "-fno-optimize-sibling-calls",
+            "-fno-ipa-icf",
+            "-ldl",
+        ];
+        all_flags.extend_from_slice(flags);
+        let program = cross_compile(dir.path(), name, VARYING_C, false, &all_flags);
+        let outcome = emulated(&shim, &program, "lg_prof_sample:0")
+            .env("QEMU_CPU", "max")
+            .arg(&first)
+            .arg(&second)
+            .run();
+        outcome.assert_success();
+        assert!(
+            outcome.stdout.contains("same_base=1"),
+            "{name}: the second library was not loaded at the first one's address\n{}",
+            outcome.context()
+        );
+        let (file, _) = outcome.final_dump();
+        let mut walked: Vec<(Vec<String>, i64)> = named(&folded(&file.path, "alloc-objects"))
+            .into_iter()
+            .filter(|(frames, _)| {
+                frames
+                    .last()
+                    .is_some_and(|leaf| leaf == "leaf_site" || leaf.starts_with("lib_alloc"))
+            })
+            .map(|(frames, value)| {
+                let from_main = frames.iter().position(|f| f == "main").unwrap_or(0);
+                (frames[from_main..].to_vec(), value)
+            })
+            .collect();
+        walked.sort();
+        assert_eq!(walked, varying_truth(), "{name}:\n{}", render(&walked));
+    }
+}

@@ -6,44 +6,60 @@
 //! x30 and sp, pointer-authentication bits stripped, the `rt_sigreturn`
 //! trampoline's signal frame) and captures again with libgcc's
 //! `_Unwind_Backtrace` wherever that walk cannot step a frame (counted in the
-//! private cache's `fallbacks`), as x86_64 does. What is not ported yet is
-//! speed: the rule caches and the memo of x86_64's `walk` and `memo`, so each
-//! frame's rule is computed from the CFI again; the caches are still made and
-//! passed in (they cost only their zeroed, untouched memory) so that the
-//! callers' layout is the same on both architectures. The `*_from` captures
-//! walk from themselves and keep the frames from the step whose CFA is the
-//! entry's sp (on aarch64 a function's CFA is sp at its entry).
+//! private cache's `fallbacks`), as x86_64 does. Rules come from the same
+//! caches as on x86_64 (private, shared, or private in front of shared), and
+//! the remembered captures replay the unchanged outer frames of the previous
+//! one from a [`StackMemo`] (`aarch64_memo`). The
+//! `*_from` captures walk from themselves and keep the frames from the step
+//! whose CFA is the entry's sp (on aarch64 a function's CFA is sp at its
+//! entry).
 //!
 //! Runs inside malloc: no allocation and no lock of ours (libgcc's own
 //! properties are the crate's, see its documentation).
 
-use crate::aarch64_walk::{capture_from_entry, capture_skipping};
-use crate::cache::{LocalStore, RuleCache, SharedRuleCache};
+pub use crate::aarch64_memo::StackMemo;
+use crate::aarch64_memo::walk_remembered;
+use crate::aarch64_walk::{Report, current_registers, walk};
+use crate::cache::{LayeredStore, LocalStore, RuleCache, RuleStore, SharedRuleCache, SharedStore};
 use crate::ending::{Captured, Ending};
-use crate::memo_counts::MemoCounts;
 use crate::{libgcc, libgcc_captured};
 
 /// The stack from the caller of the `capture*` function this is inlined
-/// into: the project's walk, or libgcc's where it gives up (`fallbacks`
-/// counts those).
+/// into, with rules from `store`: the project's walk, or libgcc's where it
+/// gives up (`Err`).
 #[inline(always)]
-fn walked_or_libgcc(frames: &mut [u64]) -> Result<usize, usize> {
-    match capture_skipping(frames, 1) {
+fn walked_or_libgcc<S: RuleStore>(store: &mut S, frames: &mut [u64]) -> Result<usize, usize> {
+    let regs = current_registers();
+    match walk(store, regs, Report::After(0), frames) {
         Some(written) => Ok(core::hint::black_box(written)),
         None => Err(core::hint::black_box(libgcc::backtrace(frames, 2))),
     }
 }
 
-/// The length, counting a fallback to libgcc in `cache`.
+/// The stack from the caller of the `capture*` function this is inlined
+/// into (`entry_sp` 0), or from the caller of the function entered with sp
+/// `entry_sp`, with rules from `store` and replayed from `memo`: the
+/// project's walk, or libgcc's (`Err`).
 #[inline(always)]
-fn counted<const BUCKETS: usize>(
-    walked: Result<usize, usize>,
-    cache: &mut RuleCache<BUCKETS>,
-) -> usize {
-    walked.unwrap_or_else(|written| {
-        LocalStore::new(cache).count_fallback();
-        written
-    })
+fn remembered_or_libgcc<S: RuleStore, const LEVELS: usize>(
+    store: &mut S,
+    memo: &mut StackMemo<LEVELS>,
+    entry_sp: u64,
+    frames: &mut [u64],
+) -> Result<usize, usize> {
+    let regs = current_registers();
+    let generation = crate::cache::current_generation();
+    let report = match entry_sp {
+        0 => Report::After(0),
+        sp => Report::FromCfa(sp),
+    };
+    match walk_remembered(store, regs, report, memo, generation, frames) {
+        Some(written) if written > 0 || entry_sp == 0 => Ok(core::hint::black_box(written)),
+        _ if entry_sp == 0 => Err(core::hint::black_box(libgcc::backtrace(frames, 2))),
+        _ => Err(core::hint::black_box(libgcc::backtrace_from(
+            frames, entry_sp,
+        ))),
+    }
 }
 
 /// Why a walk ended: the project's (the whole stack unless `frames` is
@@ -74,32 +90,15 @@ pub struct FunctionEntry {
     pub rbp: u64,
 }
 
-/// The memo of a thread's last walk: empty on aarch64 (its walk keeps no
-/// memo yet).
-#[repr(C)]
-pub struct StackMemo<const LEVELS: usize> {
-    counts: MemoCounts,
-}
-
-impl<const LEVELS: usize> StackMemo<LEVELS> {
-    /// Forgets the last walk (none is kept).
-    pub fn forget(&mut self) {}
-
-    /// Its counters: zero.
-    pub fn counts(&self) -> MemoCounts {
-        self.counts
-    }
-
-    /// The frames the last capture replayed: none.
-    pub fn replayed(&self) -> core::ops::Range<usize> {
-        0..0
-    }
-}
-
 /// Captures the current stack (the project's walk, else libgcc's).
 #[inline(never)]
 pub fn capture<const BUCKETS: usize>(cache: &mut RuleCache<BUCKETS>, frames: &mut [u64]) -> usize {
-    counted(walked_or_libgcc(frames), cache)
+    let mut store = LocalStore::new(cache);
+    let walked = walked_or_libgcc(&mut store, frames);
+    if walked.is_err() {
+        store.count_fallback();
+    }
+    walked.unwrap_or_else(|written| written)
 }
 
 /// Captures the current stack (the project's walk, else libgcc's).
@@ -108,8 +107,8 @@ pub fn capture_shared<const BUCKETS: usize>(
     cache: &SharedRuleCache<BUCKETS>,
     frames: &mut [u64],
 ) -> usize {
-    let _ = cache;
-    walked_or_libgcc(frames).unwrap_or_else(|written| written)
+    let walked = walked_or_libgcc(&mut SharedStore::new(cache), frames);
+    walked.unwrap_or_else(|written| written)
 }
 
 /// [`capture_shared`], saying why the walk ended.
@@ -118,8 +117,7 @@ pub fn capture_shared_ending<const BUCKETS: usize>(
     cache: &SharedRuleCache<BUCKETS>,
     frames: &mut [u64],
 ) -> Captured {
-    let _ = cache;
-    let walked = walked_or_libgcc(frames);
+    let walked = walked_or_libgcc(&mut SharedStore::new(cache), frames);
     ending_of(frames, walked)
 }
 
@@ -130,20 +128,23 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     shared: &SharedRuleCache<SHARED>,
     frames: &mut [u64],
 ) -> usize {
-    let _ = shared;
-    counted(walked_or_libgcc(frames), local)
+    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let walked = walked_or_libgcc(&mut store, frames);
+    if walked.is_err() {
+        store.count_fallback();
+    }
+    walked.unwrap_or_else(|written| written)
 }
 
 /// Captures the current stack (the project's walk, else libgcc's).
-#[inline(never)]
+#[inline(always)]
 pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS: usize>(
     local: &mut RuleCache<LOCAL>,
     shared: &SharedRuleCache<SHARED>,
     memo: &mut StackMemo<LEVELS>,
     frames: &mut [u64],
 ) -> usize {
-    let _ = (shared, memo);
-    counted(walked_or_libgcc(frames), local)
+    capture_remembered_ending(local, shared, memo, frames).len
 }
 
 /// [`capture_remembered`], saying why the walk ended.
@@ -154,10 +155,10 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
     memo: &mut StackMemo<LEVELS>,
     frames: &mut [u64],
 ) -> Captured {
-    let _ = (shared, memo);
-    let walked = walked_or_libgcc(frames);
+    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let walked = remembered_or_libgcc(&mut store, memo, 0, frames);
     if walked.is_err() {
-        LocalStore::new(local).count_fallback();
+        store.count_fallback();
     }
     ending_of(frames, walked)
 }
@@ -172,7 +173,7 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
 /// As for the x86_64 function: `entry` holds sp and x29 as they were at the
 /// first instruction of a running function of this thread that called this
 /// capture.
-#[inline(never)]
+#[inline(always)]
 pub unsafe fn capture_remembered_from<
     const LOCAL: usize,
     const SHARED: usize,
@@ -184,14 +185,8 @@ pub unsafe fn capture_remembered_from<
     entry: FunctionEntry,
     frames: &mut [u64],
 ) -> usize {
-    let _ = (shared, memo);
-    match capture_from_entry(frames, entry.rsp) {
-        Some(written) => core::hint::black_box(written),
-        None => {
-            LocalStore::new(local).count_fallback();
-            core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp))
-        }
-    }
+    // SAFETY: forwarded from our caller's contract.
+    unsafe { capture_remembered_from_ending(local, shared, memo, entry, frames) }.len
 }
 
 /// [`capture_remembered_from`], saying why the walk ended.
@@ -210,15 +205,121 @@ pub unsafe fn capture_remembered_from_ending<
     entry: FunctionEntry,
     frames: &mut [u64],
 ) -> Captured {
-    let _ = (shared, memo);
-    let walked = match capture_from_entry(frames, entry.rsp) {
-        Some(written) => Ok(core::hint::black_box(written)),
-        None => {
-            LocalStore::new(local).count_fallback();
-            Err(core::hint::black_box(libgcc::backtrace_from(
-                frames, entry.rsp,
-            )))
-        }
-    };
+    let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
+    let walked = remembered_or_libgcc(&mut store, memo, entry.rsp, frames);
+    if walked.is_err() {
+        store.count_fallback();
+    }
     ending_of(frames, walked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Which capture a test call makes.
+    #[derive(Clone, Copy)]
+    enum Through {
+        Private,
+        Shared,
+        Layered,
+        Remembered,
+    }
+
+    struct Caches {
+        private: Box<RuleCache<64>>,
+        shared: Box<SharedRuleCache<64>>,
+        memo: StackMemo<64>,
+    }
+
+    /// Captures with `through` and with libgcc at the bottom of `depth`
+    /// recursive calls (the same frames above both).
+    #[inline(never)]
+    fn at_depth(depth: u32, through: Through, caches: &mut Caches) -> (Vec<u64>, Vec<u64>) {
+        if depth > 0 {
+            let result = at_depth(depth - 1, through, caches);
+            return core::hint::black_box(result);
+        }
+        let mut own = [0u64; 64];
+        let len = match through {
+            Through::Private => capture(&mut caches.private, &mut own),
+            Through::Shared => capture_shared(&caches.shared, &mut own),
+            Through::Layered => capture_layered(&mut caches.private, &caches.shared, &mut own),
+            Through::Remembered => capture_remembered(
+                &mut caches.private,
+                &caches.shared,
+                &mut caches.memo,
+                &mut own,
+            ),
+        };
+        let mut theirs = [0u64; 64];
+        let their_len = crate::capture_libgcc(&mut theirs);
+        (own[..len].to_vec(), theirs[..their_len].to_vec())
+    }
+
+    #[test]
+    fn every_cached_capture_agrees_with_libgcc_reuses_its_rules_and_replays() {
+        for through in [
+            Through::Private,
+            Through::Shared,
+            Through::Layered,
+            Through::Remembered,
+        ] {
+            let mut caches = Caches {
+                private: RuleCache::new_boxed(),
+                shared: Box::new(SharedRuleCache::new()),
+                memo: StackMemo::new(),
+            };
+            let (mut walked, mut replayed) = (0, 0);
+            for depth in [5, 9, 5, 2, 9, 9, 12, 9, 20, 3, 20, 20] {
+                let (own, theirs) = at_depth(depth, through, &mut caches);
+                if matches!(through, Through::Remembered) {
+                    replayed += caches.memo.replayed_frames();
+                }
+                // frames[0] of each is its own call site in `at_depth`.
+                assert!(own.len() > depth as usize + 2, "{own:x?}");
+                assert_eq!(own[1..], theirs[1..], "depth {depth}");
+                walked += own.len() as u64;
+            }
+            // Rules are computed once per address, not per frame (a few more where
+            // a bucket's ways overflow or another test invalidates the caches).
+            if !matches!(through, Through::Shared) {
+                let misses = caches.private.misses();
+                assert!(misses * 3 < walked, "{misses} rules for {walked} frames");
+            }
+            assert_eq!(caches.private.fallbacks(), 0);
+            if matches!(through, Through::Remembered) {
+                // The repeated deep stacks replay their outer frames.
+                assert!(replayed > 20, "{replayed} frames replayed");
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn via_a(caches: &mut Caches) -> (Vec<u64>, Vec<u64>) {
+        core::hint::black_box(at_depth(12, Through::Remembered, caches))
+    }
+
+    #[inline(never)]
+    fn via_b(caches: &mut Caches) -> (Vec<u64>, Vec<u64>) {
+        core::hint::black_box(at_depth(12, Through::Remembered, caches))
+    }
+
+    #[test]
+    fn a_changed_outer_caller_under_the_same_inner_frames_is_not_replayed() {
+        let mut caches = Caches {
+            private: RuleCache::new_boxed(),
+            shared: Box::new(SharedRuleCache::new()),
+            memo: StackMemo::new(),
+        };
+        for round in 0..6 {
+            // The same frames at the same stack pointers below two callers.
+            let via: fn(&mut Caches) -> (Vec<u64>, Vec<u64>) =
+                if round % 2 == 0 { via_a } else { via_b };
+            let (own, theirs) = via(&mut caches);
+            assert_eq!(own[1..], theirs[1..], "round {round}");
+        }
+        let counts = caches.memo.counts();
+        assert!(counts.matches >= 4 && counts.rejections >= 4, "{counts:?}");
+    }
 }

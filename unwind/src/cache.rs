@@ -549,6 +549,11 @@ mod tests {
             cfa_base: CfaBase::Rsp,
             cfa_offset: offset,
             saved_rbp_offset: None,
+            #[cfg(target_arch = "aarch64")]
+            return_address: crate::rule::ReturnAddress {
+                saved_at: Some(-8),
+                signed: false,
+            },
         }
     }
 

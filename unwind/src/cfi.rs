@@ -13,12 +13,16 @@
 use core::ffi::{c_int, c_ulonglong, c_void};
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
+#[cfg(target_arch = "x86_64")]
+use gimli::CfaRule;
 use gimli::{
-    BaseAddresses, CfaRule, EhFrame, EhFrameOffset, EndianSlice, LittleEndian, ReaderOffset,
-    Register, RegisterRule, UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow,
+    BaseAddresses, EhFrame, EhFrameOffset, EndianSlice, LittleEndian, ReaderOffset, Register,
+    RegisterRule, UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow,
 };
 
-use crate::rule::{CfaBase, Rule};
+#[cfg(target_arch = "x86_64")]
+use crate::rule::CfaBase;
+use crate::rule::Rule;
 
 /// glibc 2.35 `struct dl_find_object` (`<dlfcn.h>`).
 #[repr(C)]
@@ -53,9 +57,15 @@ pub(crate) fn init() -> bool {
 }
 
 /// DWARF register numbers on x86_64.
+#[cfg(target_arch = "x86_64")]
 const RBP: Register = Register(6);
+#[cfg(target_arch = "x86_64")]
 const RSP: Register = Register(7);
+#[cfg(target_arch = "x86_64")]
 const RETURN_ADDRESS: Register = Register(16);
+/// The return-address column on aarch64: x30 (the link register).
+#[cfg(target_arch = "aarch64")]
+const RETURN_ADDRESS: Register = Register(30);
 
 /// `.eh_frame_hdr` encodings the binary search understands (what GNU ld and lld emit).
 const DW_EH_PE_PCREL_SDATA4: u8 = 0x1b;
@@ -97,6 +107,7 @@ enum FdeMiss {
 /// address is `return_address` after reporting it, because no unwind information
 /// covers `return_address - 1`: it has no registered FDE either, and the frame is not
 /// the `rt_sigreturn` trampoline (libgcc's x86_64 fallback, which reads the code there).
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn libgcc_stops_at(return_address: u64) -> bool {
     if crate::libgcc::has_fde(return_address - 1) {
         return false;
@@ -143,7 +154,10 @@ impl ParsedFde {
             .fde
             .unwind_info_for_address(&self.eh_frame, &self.bases, &mut context, address)
             .ok()?;
-        rule_from_row(row)
+        #[cfg(target_arch = "x86_64")]
+        return rule_from_row(row);
+        #[cfg(target_arch = "aarch64")]
+        return crate::aarch64_walk::rule_from_row(row);
     }
 }
 
@@ -198,7 +212,9 @@ fn parse_fde(eh_frame_hdr: u64, fde_address: u64) -> Option<ParsedFde> {
     })
 }
 
-/// Reduces a CFI row to a [`Rule`], or `None` if the fast path cannot follow it.
+/// Reduces a CFI row to a [`Rule`], or `None` if the fast path cannot follow it
+/// (aarch64's reduction is `aarch64_walk`'s).
+#[cfg(target_arch = "x86_64")]
 fn rule_from_row(row: &UnwindTableRow<usize, FixedStorage>) -> Option<Rule> {
     match row.register(RETURN_ADDRESS) {
         Some(RegisterRule::Offset(-8)) => {}
@@ -224,32 +240,6 @@ fn rule_from_row(row: &UnwindTableRow<usize, FixedStorage>) -> Option<Rule> {
         i32::try_from(cfa_offset).ok()?,
         saved_rbp_offset,
     ))
-}
-
-/// The CFI row in effect at `address` (inside the function whose frame is
-/// being stepped), reduced by `reduce`; `None` if no FDE covers it or it cannot
-/// be read. Also gives the FDE's signal-frame mark and return-address column.
-#[cfg(target_arch = "aarch64")]
-pub(crate) fn reduce_row<R>(
-    address: u64,
-    reduce: impl FnOnce(&UnwindTableRow<usize, FixedStorage>, bool, Register) -> Option<R>,
-) -> Option<R> {
-    let eh_frame_hdr = find_eh_frame_hdr(address)?;
-    let fde_address = find_fde_address(eh_frame_hdr, address).ok()?;
-    let found = parse_fde(eh_frame_hdr, fde_address)?;
-    if !found.fde.contains(address) {
-        return None;
-    }
-    let mut context = UnwindContext::<usize, FixedStorage>::new_in();
-    let row = found
-        .fde
-        .unwind_info_for_address(&found.eh_frame, &found.bases, &mut context, address)
-        .ok()?;
-    reduce(
-        row,
-        found.fde.is_signal_trampoline(),
-        found.fde.cie().return_address_register(),
-    )
 }
 
 /// The loaded object containing `address`, from glibc's lock-free lookup.
@@ -427,8 +417,6 @@ mod tests {
         assert!(size <= 8 * 1024, "UnwindContext is {size} bytes");
     }
 
-    // The reduction to `Rule` reads x86_64 registers; aarch64's is `aarch64_walk`'s.
-    #[cfg(target_arch = "x86_64")]
     #[test]
     fn finds_a_step_rule_for_this_function() {
         let here = finds_a_step_rule_for_this_function as *const () as u64;

@@ -9,7 +9,9 @@
 //!    `_dl_find_object` for the object's `.eh_frame_hdr`, binary-searches its FDE
 //!    table, evaluates the FDE with gimli on fixed-size storage and reduces the row to
 //!    a compact `Rule` (CFA = rsp|rbp + offset, return address at CFA−8,
-//!    saved rbp at CFA+offset).
+//!    saved rbp at CFA+offset; on aarch64 CFA = sp|x29 + offset, the return
+//!    address in x30 or at CFA+offset, stripped of pointer-authentication bits,
+//!    saved x29 at CFA+offset).
 //! 2. The rule goes into a caller-owned cache ([`RuleCache`], [`SharedRuleCache`],
 //!    or both), so a warm capture is a few loads per frame.
 //! 3. Whenever the fast walk stops for any reason other than reaching the outermost
@@ -27,8 +29,8 @@
 //!    are only looked up, never read as code. Code without unwind information that
 //!    keeps no frame pointer but holds a stack address in rbp can add wrong frames
 //!    above itself (as for every frame-pointer unwinder).
-//! 4. [`capture_remembered`] also keeps a thread's previous walk in a [`StackMemo`] and
-//!    replays its outer frames when the new walk reaches one of their register states:
+//! 4. [`capture_remembered`] also keeps a thread's previous walk in a
+//!    [`StackMemo`] (aarch64's in `aarch64_memo`) and replays its outer frames when the new walk reaches one of their register states:
 //!    two loads and a compare per frame instead of a rule lookup, re-reading exactly
 //!    the slots the real step would read, so a changed caller is never replayed (the
 //!    proof is in [`StackMemo`]'s module).
@@ -111,12 +113,11 @@
     any(target_arch = "x86_64", target_arch = "aarch64"),
     target_os = "linux"
 ))]
-// On aarch64 the cached walk is not ported yet (`aarch64_walk` computes
-// each rule): the rule caches and the x86_64 reduction are unused there.
-#![cfg_attr(target_arch = "aarch64", allow(dead_code))]
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
+#[cfg(target_arch = "aarch64")]
+mod aarch64_memo;
 #[cfg(target_arch = "aarch64")]
 mod aarch64_walk;
 mod cache;
@@ -329,8 +330,8 @@ pub unsafe fn capture_remembered_from_ending<
 }
 
 /// One thread's private unwinding state for [`capture_remembered`]: a rule cache of
-/// `LOCAL` buckets in front of a shared one, and the memo of the last walk (empty on
-/// aarch64, whose walk keeps none yet). All-zero memory is a valid empty one (build it
+/// `LOCAL` buckets in front of a shared one, and the memo of the last walk. All-zero
+/// memory is a valid empty one (build it
 /// in zeroed heap memory: it is large).
 #[repr(C)]
 pub struct PrivateUnwinder<const LOCAL: usize, const LEVELS: usize> {
