@@ -188,21 +188,27 @@ def bench_fork(bins: dict, rounds: int, work: Path) -> list:
     # directory, on the disk /tmp is on; /dev/shm to see the exit dump
     # without the file system's cost of creating a file).
     tmpfs = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    configs = [("none", None, None), ("prof:false", "prof:false", None), ("default", "", None),
+    # The floor (bench/tools/floor.c: every call one jump to the next
+    # allocator) is what the targets are stated against; the rounds are
+    # interleaved, each starting one configuration later.
+    configs = [("none", None, None), ("floor", "floor", None), ("prof:false", "prof:false", None),
+               ("default", "", None),
                ("fork_final:sampled", "prof_fork_final:sampled", None),
                ("fork_final:sampled, tmpfs", "prof_fork_final:sampled", tmpfs),
                ("fork_final:none", "prof_fork_final:none", None)]
     results = {}
     for bytes_ in ("0", "1048576"):
-        for _ in range(rounds):
-            for name, conf, where in configs:
+        for r in range(rounds):
+            for name, conf, where in configs[r % len(configs):] + configs[:r % len(configs)]:
                 cwd = Path(tempfile.mkdtemp(dir=where or work))
-                env = None if conf is None else shim_env(conf)
+                env = (None if conf is None else {"LD_PRELOAD": str(bins["floor"])}
+                       if conf == "floor" else shim_env(conf))
                 v = values(run([bins["fork_children"], "1000", bytes_], env, cwd))
                 results.setdefault((bytes_, name), []).append(v)
                 shutil.rmtree(cwd)
     rows = []
-    for (bytes_, name), vs in results.items():
+    for (bytes_, name), vs in sorted(results.items(),
+                                     key=lambda kv: (kv[0][0], [c[0] for c in configs].index(kv[0][1]))):
         rows.append((bytes_, name, *(statistics.median(v[key] for v in vs) for key in
                                      ("fork_us", "child_us", "parent_faults", "child_faults"))))
     return rows

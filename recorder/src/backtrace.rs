@@ -88,11 +88,6 @@ type SharedRules = heapsample_unwind::SharedRuleCache;
 static RULES: AtomicPtr<SharedRules> = AtomicPtr::new(core::ptr::null_mut());
 static USE_LIBGCC: AtomicBool = AtomicBool::new(false);
 
-/// The read view of [`RULES`] when it has one, for [`map_rules_for_children`].
-static RULES_READ_VIEW: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
-static RULES_MAPPED_FOR_CHILDREN: crate::sys::MappedForChildren =
-    crate::sys::MappedForChildren::new();
-
 /// The shared rules, unless stacks are captured by libgcc.
 fn fast_rules() -> Option<&'static SharedRules> {
     if USE_LIBGCC.load(Relaxed) {
@@ -120,20 +115,12 @@ pub fn make_rule_cache() -> bool {
         // SAFETY: both views map the same zeroed memory file, never unmapped;
         // all-zero memory is an empty cache.
         unsafe { (*read).set_write_view(&*write) };
-        RULES_READ_VIEW.store(views.read, Relaxed);
         RULES.store(read, Release);
         return true;
     }
     let memory = crate::sys::map_shared_zeroed(bytes);
     RULES.store(memory.cast(), Release);
     !memory.is_null()
-}
-
-/// In a process about to fork: map every page of the rules' read view, so
-/// that children inherit the mappings and read rules without page faults.
-/// Once; nothing without a read view.
-pub fn map_rules_for_children() {
-    RULES_MAPPED_FOR_CHILDREN.map_once(RULES_READ_VIEW.load(Relaxed), SharedRules::size_in_bytes());
 }
 
 /// Use libgcc's unwinder instead of the cached one.

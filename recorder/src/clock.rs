@@ -405,6 +405,7 @@ fn publish(anchor: Anchor) {
 /// at the fork is made again, and an anchor it was writing is written again
 /// (with the rate since the first pair: the conversion may be half
 /// written), so the child does not read the vDSO clock for good.
+#[inline]
 pub fn after_fork_child() {
     match MODE.load(Relaxed) {
         CHECKING => MODE.store(WAITING, Relaxed),

@@ -7,7 +7,7 @@
 //! before start-up completes, requests are served from the bootstrap
 //! arena; allocations are counted only once they succeeded.
 //!
-//! Runs inside malloc: no lock, no syscall (but `sysconf` for the page
+//! Runs inside malloc: no lock, no syscall (but `getauxval` for the page
 //! size), no allocation beyond what the routes do. Each entry opens a hook
 //! scope (`spin_lock::enter_hook`), as the routes do.
 
@@ -138,8 +138,9 @@ unsafe fn allocate_aligned(
 }
 
 fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+    // SAFETY: getauxval has no preconditions (the auxiliary vector's page
+    // size, which is what sysconf reports, without importing sysconf).
+    match unsafe { libc::getauxval(libc::AT_PAGESZ) } {
         n if n > 0 => n as usize,
         _ => 4096,
     }
@@ -186,4 +187,14 @@ pub unsafe fn malloc_usable_size(pointer: *mut c_void) -> usize {
     }
     // SAFETY: a live allocation of the next allocator.
     unsafe { next_alloc::usable_size(pointer) }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn page_size_is_what_sysconf_reports() {
+        // SAFETY: sysconf has no preconditions.
+        let reported = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        assert_eq!(super::page_size(), reported as usize);
+    }
 }

@@ -30,6 +30,17 @@ pub fn exit_dump_wanted(config: &Config) -> bool {
     }
 }
 
+/// `sysconf(_SC_CLK_TCK)` without importing `sysconf` (each import is a
+/// symbol look-up at every program's start): the auxiliary vector's clock
+/// tick, or 100 without one, as glibc answers.
+fn clock_ticks_per_second() -> u64 {
+    // SAFETY: getauxval has no preconditions.
+    match unsafe { libc::getauxval(libc::AT_CLKTCK) } {
+        0 => 100,
+        ticks => ticks,
+    }
+}
+
 /// The path of this library, as the loader knows it.
 fn own_path() -> Option<Vec<u8>> {
     // SAFETY: a zeroed Dl_info is a valid out-parameter; dladdr fills it
@@ -70,8 +81,7 @@ fn lifetime_ns() -> Option<u64> {
     let after_name = &stat[stat.rfind(')')? + 1..];
     // Fields from the third (state) on; the start time is the 22nd.
     let ticks: u64 = after_name.split_whitespace().nth(19)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let per_second = clock_ticks_per_second();
     let started_ns = ticks.saturating_mul(1_000_000_000) / per_second;
     Some(crate::sys::clock_ns(libc::CLOCK_BOOTTIME).saturating_sub(started_ns))
 }
@@ -89,5 +99,12 @@ mod tests {
             prof_exec_final: ForkFinal::None,
             ..Config::default()
         }));
+    }
+
+    #[test]
+    fn clock_ticks_per_second_is_what_sysconf_reports() {
+        // SAFETY: sysconf has no preconditions.
+        let reported = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        assert_eq!(clock_ticks_per_second(), reported as u64);
     }
 }

@@ -66,10 +66,10 @@ pub fn map_shared_zeroed(bytes: usize) -> *mut u8 {
 /// `write`, shared (`MAP_SHARED`), and `read`, a private mapping of the
 /// same pages that sees every write made through any process's `write`.
 /// Unlike a shared mapping, whose page-table entries a forked child never
-/// inherits (it faults on each page it reads), the read view's entries are
-/// copied into children once [`map_pages_for_children`] has mapped them: the
-/// view is given a private page past its end, so the kernel copies its
-/// entries at fork. Nothing may write through `read`. `None` where memory
+/// inherits (it faults on each page it reads), the read view's entries of
+/// the pages this process has mapped are copied into children: the view is
+/// given a private page past its end, so the kernel copies its entries at
+/// fork. Nothing may write through `read`. `None` where memory
 /// files cannot be made (old kernels, sandboxes).
 pub struct SharedViews {
     /// The private view: read only through this.
