@@ -40,6 +40,7 @@ impl Counters {
     /// Count a sampled allocation of `size` bytes, whose Horvitz–Thompson
     /// contribution is `weights` (None when every allocation is sampled:
     /// the counts are the sums).
+    #[inline(always)]
     pub fn add_sample(&self, size: u64, weights: Option<&Weights>) {
         if let Some(weights) = weights {
             self.alloc.add(weights, 1.0);
@@ -53,6 +54,7 @@ impl Counters {
     /// thread's guard (no nested sample event on this thread), so plain
     /// loads and stores count the same without the atomic adds' locked
     /// instructions.
+    #[inline(always)]
     pub fn add_sample_single_threaded(&self, size: u64, weights: Option<&Weights>) {
         if let Some(weights) = weights {
             self.alloc.add(weights, 1.0);
