@@ -45,16 +45,21 @@ use crate::tls::{self, RecentKey, ThreadState};
 use crate::warn::Kind;
 use crate::{backtrace, clock, modules, next_alloc, sampling_law, table_setup, threads, triggers};
 
-/// The countdown of `state` reached zero with the allocation `pointer` of
-/// `size` bytes, made by the hook entered at `entry`: set the thread up if
-/// new, draw the next countdown, and record the sample.
+/// The countdown of `state` (this thread's block) reached zero with the
+/// allocation `pointer` of `size` bytes, made by the hook entered at
+/// `entry`: set the thread up if new, draw the next countdown, and record
+/// the sample.
 ///
 /// # Safety
 /// `pointer` is a live allocation of the next allocator.
 #[cold]
 #[inline(never)]
-pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: HookEntry) {
-    let state = tls::current();
+pub unsafe fn on_countdown_expired(
+    state: &'static ThreadState,
+    pointer: *mut c_void,
+    size: usize,
+    entry: HookEntry,
+) {
     if state.guarded() {
         // The profiler's own allocation (or one a library made for it, as a
         // preloaded dlsym may), unsampled: keep the fast path fast until the
@@ -70,7 +75,7 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
         state.set_flag(tls::FLAG_REDRAW, false);
         return;
     }
-    let _guard = tls::Guard::enter();
+    let _guard = tls::EnteredFromOutside::enter(state);
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH == 0
         && state.serial.load(Relaxed) != 0
         && sampling_law::samples_every_allocation()

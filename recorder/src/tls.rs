@@ -383,3 +383,26 @@ impl Drop for Guard {
         }
     }
 }
+
+/// [`Guard`] for a thread known not to be guarded, whose block the caller
+/// holds already: no second lookup of the block, nothing to remember.
+pub struct EnteredFromOutside<'a> {
+    state: &'a ThreadState,
+}
+
+impl<'a> EnteredFromOutside<'a> {
+    /// Enter the profiler on the thread of `state`, which is not guarded.
+    #[inline(always)]
+    pub fn enter(state: &'a ThreadState) -> EnteredFromOutside<'a> {
+        debug_assert!(!state.guarded());
+        state.set_flag(FLAG_GUARD, true);
+        EnteredFromOutside { state }
+    }
+}
+
+impl Drop for EnteredFromOutside<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.state.set_flag(FLAG_GUARD, false);
+    }
+}
