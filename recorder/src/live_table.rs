@@ -214,6 +214,8 @@ impl Slot {
 /// sequence from its hashed home.
 struct MainProbe<'a> {
     slots: &'a Slot,
+    /// The local home's slot (`local`), found once.
+    home: &'a Slot,
     local: usize,
     /// log2 of the slot count.
     bits: u32,
@@ -232,7 +234,7 @@ impl<'a> MainProbe<'a> {
     /// The local home.
     #[inline(always)]
     fn home(&self) -> &'a Slot {
-        self.slot(self.local, 0)
+        self.home
     }
 
     /// The slots from the hashed home, one region's slots and one apart:
@@ -393,9 +395,14 @@ impl LiveTable {
         let slots = unsafe { slots.as_ref() }?;
         let region = sys::hash_word((address >> REGION_SHIFT) as u64, bits - REGION_SLOTS_BITS);
         let within = (address >> HOME_SHIFT) & ((1 << REGION_SLOTS_BITS) - 1);
+        let local = region << REGION_SLOTS_BITS | within;
+        // SAFETY: `slots` starts the mapping of 2^bits slots, and `local` is
+        // below 2^bits (`region` has bits - REGION_SLOTS_BITS bits).
+        let home = unsafe { &*(slots as *const Slot).add(local) };
         Some(MainProbe {
             slots,
-            local: region << REGION_SLOTS_BITS | within,
+            home,
+            local,
             bits,
             address,
         })
@@ -715,6 +722,14 @@ impl LiveTable {
         if !self.may_contain(address) {
             return None;
         }
+        self.remove_past_filter(address)
+    }
+
+    /// [`LiveTable::remove`] for a caller that tested the filter already
+    /// (free's route is taken only when the address's counter is not 0):
+    /// the same answer without the second test.
+    #[inline(always)]
+    pub fn remove_past_filter(&self, address: usize) -> Option<LiveSample> {
         let probe = self.main_probe(address)?;
         let slot = self.find_with(address, &probe)?;
         let sample = slot.load();

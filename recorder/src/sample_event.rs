@@ -403,8 +403,9 @@ pub unsafe fn with_usable(sample: LiveSample, pointer: *mut c_void) -> LiveSampl
     }
 }
 
-/// `pointer`, about to be freed, may be a live sample: forget it. Returns
-/// its usable size if it was one.
+/// `pointer`, about to be freed, may be a live sample (its filter counter,
+/// which the caller tested, is not 0): forget it. Returns its usable size
+/// if it was one.
 ///
 /// # Safety
 /// `pointer` is a live allocation of the next allocator.
@@ -413,7 +414,7 @@ pub unsafe fn with_usable(sample: LiveSample, pointer: *mut c_void) -> LiveSampl
 pub unsafe fn on_sampled_free(pointer: *mut c_void) -> Option<u64> {
     // Nothing here changes errno: the table, the stack's counters, and the
     // allocator's usable size at most.
-    let sample = LIVE.remove(pointer as usize)?;
+    let sample = LIVE.remove_past_filter(pointer as usize)?;
     // SAFETY: the pointer is still allocated (the real free comes after).
     let sample = unsafe { with_usable(sample, pointer) };
     release(sample);
