@@ -39,7 +39,7 @@ pub unsafe fn after_alloc(pointer: *mut c_void, size: usize, entry: HookEntry) {
     ThreadState::bump(&state.allocations, 1);
     if state.sampler.count(size) {
         // SAFETY: forwarded from our caller's contract.
-        unsafe { sample_event::on_countdown_expired(pointer, size, entry) };
+        unsafe { sample_event::on_countdown_expired(state, pointer, size, entry) };
     }
 }
 

@@ -60,7 +60,9 @@ impl LifetimeBlock {
         let cells = &self.buckets[bucket];
         cells.samples.fetch_add(1, Ordering::Relaxed);
         cells.bytes.fetch_add(size, Ordering::Relaxed);
-        if let (Some(weights), Some(sums)) = (weights, self.weights()) {
+        if let Some(weights) = weights
+            && let Some(sums) = self.weights()
+        {
             sums.buckets[bucket].add(weights, 1.0);
         }
     }

@@ -140,6 +140,29 @@ impl Slot {
         claimed
     }
 
+    /// [`Slot::claim`] that says what stopped it: None if the slot was
+    /// claimed (and the sample published), else the address it holds (an
+    /// entry's, or [`WRITING`]).
+    #[inline(always)]
+    fn claim_or_holder(&self, address: usize, sample: LiveSample) -> Option<usize> {
+        let holder =
+            match self
+                .address
+                .compare_exchange(EMPTY, WRITING, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => None,
+                Err(TOMBSTONE) => self
+                    .address
+                    .compare_exchange(TOMBSTONE, WRITING, Ordering::AcqRel, Ordering::Acquire)
+                    .err(),
+                Err(holder) => Some(holder),
+            };
+        if holder.is_none() {
+            self.publish(address, sample);
+        }
+        holder
+    }
+
     /// Take the entry of `address` to rewrite it in place (see
     /// [`LiveTable::insert`]); false if it is no longer there.
     #[inline(always)]
@@ -194,6 +217,8 @@ impl Slot {
 /// sequence from its hashed home.
 struct MainProbe<'a> {
     slots: &'a Slot,
+    /// The local home's slot (`local`), found once.
+    home: &'a Slot,
     local: usize,
     /// log2 of the slot count.
     bits: u32,
@@ -212,7 +237,7 @@ impl<'a> MainProbe<'a> {
     /// The local home.
     #[inline(always)]
     fn home(&self) -> &'a Slot {
-        self.slot(self.local, 0)
+        self.home
     }
 
     /// The slots from the hashed home, one region's slots and one apart:
@@ -376,9 +401,14 @@ impl LiveTable {
         let slots = unsafe { slots.as_ref() }?;
         let region = sys::hash_word((address >> REGION_SHIFT) as u64, bits - REGION_SLOTS_BITS);
         let within = (address >> HOME_SHIFT) & ((1 << REGION_SLOTS_BITS) - 1);
+        let local = region << REGION_SLOTS_BITS | within;
+        // SAFETY: `slots` starts the mapping of 2^bits slots, and `local` is
+        // below 2^bits (`region` has bits - REGION_SLOTS_BITS bits).
+        let home = unsafe { &*(slots as *const Slot).add(local) };
         Some(MainProbe {
             slots,
-            local: region << REGION_SLOTS_BITS | within,
+            home,
+            local,
             bits,
             address,
         })
@@ -412,8 +442,12 @@ impl LiveTable {
     /// already recorded (its free was never seen), the old entry is replaced
     /// and returned so its counts can be released.
     ///
-    /// Looks for an old entry only where the filter says one may exist, and
-    /// claims slots without reading them first (see [`Slot::claim`]).
+    /// One probe in the common case: the local home's compare-and-swap
+    /// claims it, or says which address holds it (this one's old entry is
+    /// then replaced in place). Looks for an old entry elsewhere only where
+    /// the filter says one may exist and an entry can be away from its home
+    /// (the nursery in use, displaced entries), and claims slots without
+    /// reading them first (see [`Slot::claim`]).
     #[inline(always)]
     pub fn insert(
         &self,
@@ -426,6 +460,27 @@ impl LiveTable {
         };
         let bucket = self.filter_bucket(address);
         let entries_before = bucket.fetch_add(1, Ordering::AcqRel) & ENTRIES_MASK;
+        if place == EntryPlace::Main {
+            // One probe: the local home's claim says what it holds.
+            let home = probe.home();
+            match home.claim_or_holder(address, sample) {
+                None => {
+                    self.count_in_page(probe.local >> SLOTS_PER_PAGE_BITS);
+                    // An entry of this address elsewhere (its free never
+                    // seen) can only be where a lookup reaches past a home.
+                    if entries_before != 0 && self.may_hold_away_from_home() {
+                        return Ok(self.remove_away_from_home(address, &probe));
+                    }
+                    return Ok(None);
+                }
+                Some(holder) if holder == address => {
+                    if home.take_entry(address) {
+                        return Ok(Some(self.replace(bucket, home, address, sample)));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
         // The entry of an address whose free was never seen is replaced in
         // place, marked as being written meanwhile (if a reset removed it
         // first, the address is inserted anew).
@@ -433,10 +488,7 @@ impl LiveTable {
             && let Some(slot) = self.find_with(address, &probe)
             && slot.take_entry(address)
         {
-            bucket.fetch_sub(1, Ordering::AcqRel);
-            let old = slot.load();
-            slot.publish(address, sample);
-            return Ok(Some(old));
+            return Ok(Some(self.replace(bucket, slot, address, sample)));
         }
         let claimed = (place == EntryPlace::NurseryFirst && self.claim_in_nursery(address, sample))
             || self.claim_main(
@@ -451,6 +503,62 @@ impl LiveTable {
         }
         bucket.fetch_sub(1, Ordering::AcqRel);
         Err(TableFull)
+    }
+
+    /// Rewrite `slot`, the entry of `address` this thread took (marked
+    /// [`WRITING`]), with `sample`; returns what it held. `bucket` counted
+    /// the address twice.
+    #[inline(always)]
+    fn replace(
+        &self,
+        bucket: &AtomicU32,
+        slot: &Slot,
+        address: usize,
+        sample: LiveSample,
+    ) -> LiveSample {
+        bucket.fetch_sub(1, Ordering::AcqRel);
+        let old = slot.load();
+        slot.publish(address, sample);
+        old
+    }
+
+    /// May an entry sit anywhere but its local home now (the nursery in
+    /// use, or entries in hashed sequences)?
+    #[inline(always)]
+    fn may_hold_away_from_home(&self) -> bool {
+        self.nursery.in_use() || self.displaced.load(Ordering::Acquire) != 0
+    }
+
+    /// An entry of `address` just inserted at its local home may have a
+    /// twin in the nursery or its hashed sequence (an earlier sample whose
+    /// free was never seen): take the twin out and return it.
+    #[cold]
+    #[inline(never)]
+    fn remove_away_from_home(&self, address: usize, probe: &MainProbe<'_>) -> Option<LiveSample> {
+        let home = probe.home();
+        let slot = if self.nursery.in_use()
+            && let Some(slot) = self.find_in_nursery(address)
+        {
+            slot
+        } else if self.displaced.load(Ordering::Acquire) != 0 {
+            // The sequence may pass the home, which holds the new entry.
+            slot_holding(
+                probe.hashed().filter(|slot| !core::ptr::eq(*slot, home)),
+                address,
+            )?
+        } else {
+            return None;
+        };
+        let sample = slot.load();
+        slot.address
+            .compare_exchange(address, TOMBSTONE, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        if !self.nursery.holds(slot) {
+            self.page_entries[self.page_of(slot)].fetch_sub(1, Ordering::Release);
+            self.displaced.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.filter_bucket(address).fetch_sub(1, Ordering::AcqRel);
+        Some(sample)
     }
 
     /// Put a new sample in the nursery, if it has room.
@@ -479,14 +587,17 @@ impl LiveTable {
 
     #[inline(always)]
     fn find_with<'a>(&'a self, address: usize, probe: &MainProbe<'a>) -> Option<&'a Slot> {
+        // The home first: where nearly every entry is (an address is in one
+        // place; a twin left by a free never seen is taken out by the insert
+        // that finds it, on the thread that holds the new allocation).
+        let home = probe.home();
+        if home.address.load(Ordering::Acquire) == address {
+            return Some(home);
+        }
         if self.nursery.in_use()
             && let Some(slot) = self.find_in_nursery(address)
         {
             return Some(slot);
-        }
-        let home = probe.home();
-        if home.address.load(Ordering::Acquire) == address {
-            return Some(home);
         }
         self.find_hashed(address, probe)
     }
@@ -535,6 +646,14 @@ impl LiveTable {
         if !slot.claim(address, sample) {
             return false;
         }
+        self.count_in_page(page);
+        true
+    }
+
+    /// A main slot of `page` was claimed: count it there (and note the
+    /// page as touched the first time).
+    #[inline(always)]
+    fn count_in_page(&self, page: usize) {
         let page = page % PAGES;
         // Counted after the entry is published: a dump that finds the
         // count 0 meanwhile misses a sample inserted during it, which it
@@ -548,7 +667,6 @@ impl LiveTable {
                 cell.fetch_or(bit, Ordering::Release);
             }
         }
-        true
     }
 
     /// The pages of main slots that hold entries now (and, for a moment
@@ -606,6 +724,14 @@ impl LiveTable {
         if !self.may_contain(address) {
             return None;
         }
+        self.remove_past_filter(address)
+    }
+
+    /// [`LiveTable::remove`] for a caller that tested the filter already
+    /// (free's route is taken only when the address's counter is not 0):
+    /// the same answer without the second test.
+    #[inline(always)]
+    pub fn remove_past_filter(&self, address: usize) -> Option<LiveSample> {
         let probe = self.main_probe(address)?;
         let slot = self.find_with(address, &probe)?;
         let sample = slot.load();
@@ -1027,6 +1153,44 @@ mod tests {
         }
         assert_eq!(table.live_count(), 0);
         assert!((0..600).all(|i| !table.may_contain(address(i))));
+    }
+
+    /// A sample whose free was never seen, displaced from its home (taken
+    /// then by a neighbour that is gone since): a new sample of its address
+    /// takes the now free home, and the old entry is taken out and
+    /// returned, never left behind as a second entry of one address.
+    #[test]
+    fn reinsert_at_a_freed_home_takes_out_the_displaced_twin() {
+        let table = Box::new(LiveTable::new());
+        assert!(table.init(16));
+        let sample = |record: u32| LiveSample {
+            record,
+            size: 8,
+            usable: 16,
+            ..LiveSample::default()
+        };
+        // 16 bytes apart: one home for both.
+        let (neighbour, address) = (0x7100_0000usize, 0x7100_0010usize);
+        assert_eq!(
+            table.insert(neighbour, sample(1), EntryPlace::Main),
+            Ok(None)
+        );
+        assert_eq!(table.insert(address, sample(2), EntryPlace::Main), Ok(None));
+        assert_eq!(table.displaced.load(Ordering::Relaxed), 1);
+        assert_eq!(table.remove(neighbour), Some(sample(1)));
+        assert_eq!(
+            table.insert(address, sample(3), EntryPlace::Main),
+            Ok(Some(sample(2)))
+        );
+        assert_eq!(table.displaced.load(Ordering::Relaxed), 0);
+        assert_eq!(table.live_count(), 1);
+        let mut seen = Vec::new();
+        table.for_each(&mut |live| seen.push(live.record));
+        assert_eq!(seen, [3]);
+        assert_eq!(table.remove(address), Some(sample(3)));
+        assert_eq!(table.remove(address), None);
+        assert_eq!(table.live_count(), 0);
+        assert!(!table.may_contain(address));
     }
 
     #[test]

@@ -11,6 +11,13 @@
 //! they equal the object and byte counts (variances 0), and
 //! [`Counters::read`] derives them from those.
 //!
+//! What a dump reads while threads allocate: a record belongs to the stack
+//! table, not to the thread, so a thread's exit loses none of its counts
+//! (nothing waits to be merged). A sample event that finished before the
+//! dump began is in it; one running during the dump may not be yet (a count
+//! may lag), and none is counted twice (each event adds once, to one
+//! record).
+//!
 //! Runs inside malloc (sample events): atomics only (atomic adds, or plain
 //! loads and stores while the process has one thread), no allocation, no
 //! lock, no call.
@@ -40,6 +47,7 @@ impl Counters {
     /// Count a sampled allocation of `size` bytes, whose Horvitz–Thompson
     /// contribution is `weights` (None when every allocation is sampled:
     /// the counts are the sums).
+    #[inline(always)]
     pub fn add_sample(&self, size: u64, weights: Option<&Weights>) {
         if let Some(weights) = weights {
             self.alloc.add(weights, 1.0);
@@ -53,6 +61,7 @@ impl Counters {
     /// thread's guard (no nested sample event on this thread), so plain
     /// loads and stores count the same without the atomic adds' locked
     /// instructions.
+    #[inline(always)]
     pub fn add_sample_single_threaded(&self, size: u64, weights: Option<&Weights>) {
         if let Some(weights) = weights {
             self.alloc.add(weights, 1.0);

@@ -45,16 +45,21 @@ use crate::tls::{self, RecentKey, ThreadState};
 use crate::warn::Kind;
 use crate::{backtrace, clock, modules, next_alloc, sampling_law, table_setup, threads, triggers};
 
-/// The countdown of `state` reached zero with the allocation `pointer` of
-/// `size` bytes, made by the hook entered at `entry`: set the thread up if
-/// new, draw the next countdown, and record the sample.
+/// The countdown of `state` (this thread's block) reached zero with the
+/// allocation `pointer` of `size` bytes, made by the hook entered at
+/// `entry`: set the thread up if new, draw the next countdown, and record
+/// the sample.
 ///
 /// # Safety
 /// `pointer` is a live allocation of the next allocator.
 #[cold]
 #[inline(never)]
-pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: HookEntry) {
-    let state = tls::current();
+pub unsafe fn on_countdown_expired(
+    state: &'static ThreadState,
+    pointer: *mut c_void,
+    size: usize,
+    entry: HookEntry,
+) {
     if state.guarded() {
         // The profiler's own allocation (or one a library made for it, as a
         // preloaded dlsym may), unsampled: keep the fast path fast until the
@@ -70,7 +75,7 @@ pub unsafe fn on_countdown_expired(pointer: *mut c_void, size: usize, entry: Hoo
         state.set_flag(tls::FLAG_REDRAW, false);
         return;
     }
-    let _guard = tls::Guard::enter();
+    let _guard = tls::EnteredFromOutside::enter(state);
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH == 0
         && state.serial.load(Relaxed) != 0
         && sampling_law::samples_every_allocation()
@@ -398,8 +403,9 @@ pub unsafe fn with_usable(sample: LiveSample, pointer: *mut c_void) -> LiveSampl
     }
 }
 
-/// `pointer`, about to be freed, may be a live sample: forget it. Returns
-/// its usable size if it was one.
+/// `pointer`, about to be freed, may be a live sample (its filter counter,
+/// which the caller tested, is not 0): forget it. Returns its usable size
+/// if it was one.
 ///
 /// # Safety
 /// `pointer` is a live allocation of the next allocator.
@@ -408,7 +414,7 @@ pub unsafe fn with_usable(sample: LiveSample, pointer: *mut c_void) -> LiveSampl
 pub unsafe fn on_sampled_free(pointer: *mut c_void) -> Option<u64> {
     // Nothing here changes errno: the table, the stack's counters, and the
     // allocator's usable size at most.
-    let sample = LIVE.remove(pointer as usize)?;
+    let sample = LIVE.remove_past_filter(pointer as usize)?;
     // SAFETY: the pointer is still allocated (the real free comes after).
     let sample = unsafe { with_usable(sample, pointer) };
     release(sample);

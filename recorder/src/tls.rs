@@ -132,12 +132,19 @@ pub struct RecentStacks {
 pub struct RecentKey(u64);
 
 impl RecentKey {
-    /// The key of `frames`.
-    #[inline]
+    /// The key of `frames`: two frames per multiplication (the second
+    /// turned half round, so that swapping a pair changes the key), the
+    /// set's index taken from the high bits the last multiplication mixed.
+    #[inline(always)]
     pub fn of(frames: &[u64]) -> RecentKey {
+        const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut key = frames.len() as u64;
-        for &frame in &frames[..frames.len().min(RECENT_KEY_FRAMES)] {
-            key = (key.rotate_left(23) ^ frame).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut pairs = frames[..frames.len().min(RECENT_KEY_FRAMES)].chunks_exact(2);
+        for pair in &mut pairs {
+            key = (key.rotate_left(23) ^ pair[0] ^ pair[1].rotate_left(32)).wrapping_mul(MIX);
+        }
+        if let [last] = pairs.remainder() {
+            key = (key.rotate_left(23) ^ last).wrapping_mul(MIX);
         }
         RecentKey(key | 1)
     }
@@ -374,5 +381,28 @@ impl Drop for Guard {
         if !self.was_guarded {
             current().set_flag(FLAG_GUARD, false);
         }
+    }
+}
+
+/// [`Guard`] for a thread known not to be guarded, whose block the caller
+/// holds already: no second lookup of the block, nothing to remember.
+pub struct EnteredFromOutside<'a> {
+    state: &'a ThreadState,
+}
+
+impl<'a> EnteredFromOutside<'a> {
+    /// Enter the profiler on the thread of `state`, which is not guarded.
+    #[inline(always)]
+    pub fn enter(state: &'a ThreadState) -> EnteredFromOutside<'a> {
+        debug_assert!(!state.guarded());
+        state.set_flag(FLAG_GUARD, true);
+        EnteredFromOutside { state }
+    }
+}
+
+impl Drop for EnteredFromOutside<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.state.set_flag(FLAG_GUARD, false);
     }
 }

@@ -143,3 +143,92 @@ fn first_samples_of_several_threads_at_once() {
     assert_eq!(dump.totals.samples_dropped, 0, "{}", sparse.context());
     assert!(dump.totals.samples_live > 0, "{}", sparse.context());
 }
+
+/// Exact counts per stack and per thread at lg 0 across thread exits and a
+/// dump taken while threads allocate (threads_exact.c): 16 threads, each
+/// allocating a count of its own along two stacks (sizes naming the thread);
+/// 8 exit before the middle dump, 8 allocate during it and exit after.
+/// The middle dump holds exactly what the exited threads did and what the
+/// running ones did before it (their `kept_site`), and never more than
+/// their truth for what they were doing during it (`churn_site`: a count
+/// may lag, never be doubled); the final dump holds every thread's exact
+/// counts, live and allocated.
+#[test]
+fn exact_counts_per_thread_across_exits_and_a_dump_in_the_middle() {
+    const THREADS: u64 = 16;
+    const EARLY: u64 = 8;
+    let kept = |t: u64| 500 + 7 * t;
+    let churn = |t: u64| 3000 + 11 * t;
+    let program = compile_c("threads_exact.c", &BuildOptions::no_pie());
+    let symbols = Symbols::of(&program);
+    let outcome = Run::program(&program)
+        .with_shim()
+        .prof_conf("lg_prof_sample:0")
+        .run();
+    outcome.assert_success();
+    assert_eq!(outcome.stdout, "dump rc=0\n", "{}", outcome.context());
+    // (allocated, live) objects per thread of `function`, whose blocks are
+    // `base + t` bytes: each record's bytes must name one thread.
+    let per_thread = |dump: &heapsample_format::Dump, function: &str, base: u64| {
+        let mut counts = std::collections::BTreeMap::<u64, (u64, u64)>::new();
+        for stack in stacks_in(dump, &symbols, function) {
+            let size = stack.alloc_bytes / stack.alloc_objects.max(1);
+            assert_eq!(
+                stack.alloc_bytes,
+                stack.alloc_objects * size,
+                "{function}: a record mixes block sizes (threads): {stack:?}"
+            );
+            assert_eq!(stack.live_bytes, stack.live_objects * size, "{stack:?}");
+            let thread = size.checked_sub(base).filter(|&t| t < THREADS);
+            let thread = thread.unwrap_or_else(|| panic!("{function}: size {size}: {stack:?}"));
+            let entry = counts.entry(thread).or_default();
+            entry.0 += stack.alloc_objects;
+            entry.1 += stack.live_objects;
+        }
+        counts
+    };
+    let middle: Vec<_> = outcome
+        .dumps()
+        .into_iter()
+        .filter(|(file, _)| file.pid == outcome.pid && file.trigger != "f")
+        .collect();
+    assert_eq!(
+        middle.len(),
+        1,
+        "one dump in the middle\n{}",
+        outcome.context()
+    );
+    let middle = &middle[0].1;
+    let (_, last) = outcome.final_dump();
+    for (name, dump) in [("middle", middle), ("final", &last)] {
+        let kept_counts = per_thread(dump, "kept_site", 24);
+        let expected: std::collections::BTreeMap<u64, (u64, u64)> =
+            (0..THREADS).map(|t| (t, (kept(t), kept(t)))).collect();
+        assert_eq!(
+            kept_counts,
+            expected,
+            "{name} dump, kept_site: (allocated, live) per thread\n{}",
+            render_per_function(&per_function(dump, &symbols))
+        );
+        let churn_counts = per_thread(dump, "churn_site", 48);
+        for t in 0..THREADS {
+            let (allocated, live) = churn_counts.get(&t).copied().unwrap_or_default();
+            let exact = name == "final" || t < EARLY;
+            if exact {
+                assert_eq!(
+                    (allocated, live),
+                    (churn(t), 0),
+                    "{name} dump, churn_site of thread {t}: {churn_counts:?}"
+                );
+            } else {
+                assert!(
+                    allocated <= churn(t) && live <= 1,
+                    "{name} dump, churn_site of thread {t} running during it: \
+                     {allocated} allocated, {live} live, truth at most {}",
+                    churn(t)
+                );
+            }
+        }
+        assert_eq!(dump.totals.samples_dropped, 0, "{name} dump");
+    }
+}
