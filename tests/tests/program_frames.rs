@@ -97,10 +97,12 @@ fn text_candidates(text: &str) -> Vec<String> {
     table
         .lines()
         .skip(1)
-        .map(|line| {
+        .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            // rate, interval, class, trend, then the name (with spaces).
-            fields[4..].join(" ")
+            // rate, interval, class, trend, then the name (with spaces); a
+            // candidate's caveat (weak evidence) follows it on a line of its own.
+            fields.first()?.parse::<f64>().ok()?;
+            Some(fields[4..].join(" "))
         })
         .collect()
 }

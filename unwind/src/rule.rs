@@ -6,7 +6,7 @@
 //! [`Rule::NoUnwindInfo`] where no unwind information exists at all.
 //!
 //! On aarch64 the same rule names sp for rsp and x29 for rbp, and says where the
-//! return address is ([`ReturnAddress`]: still in x30, or saved at CFA+offset)
+//! return address is (`ReturnAddress`: still in x30, or saved at CFA+offset)
 //! and whether it is signed (pointer authentication); its encoding keeps x86_64's
 //! tag and CFA bits and packs the two saved-register offsets in eighths.
 //!
