@@ -38,18 +38,11 @@ use crate::memo_state::{END_OPEN, END_OUTERMOST, MemoLevel, MemoState};
 /// A thread's memory of its previous walk on aarch64: the shared
 /// [`MemoState`] with aarch64's levels. Holds `LEVELS` frames (deeper walks
 /// are not remembered); private to one thread at a time (`&mut`); all-zero
-/// memory is a valid empty memo. Size: 80 × `LEVELS` bytes + 64.
+/// memory is a valid empty memo. Size: 80 × `LEVELS` bytes + 80.
 pub type StackMemo<const LEVELS: usize = 256> = MemoState<Stepped, LEVELS>;
 
-impl MemoLevel for Stepped {
-    const EMPTY: Stepped = Stepped {
-        pc: 0,
-        sp: 0,
-        x29: 0,
-        ra_slot: 0,
-        x29_slot: 0,
-    };
-}
+// SAFETY: plain integers: all-zero bytes are a valid (empty) level.
+unsafe impl MemoLevel for Stepped {}
 
 /// True if the slot at `address` (proven live stack) still holds `value`.
 #[inline(always)]

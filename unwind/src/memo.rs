@@ -168,22 +168,17 @@ enum End {
 ///
 /// Holds `LEVELS` frames (deeper walks are not remembered). Private to one thread at a
 /// time (`&mut`); all-zero memory is a valid empty memo, so it can live in zeroed heap
-/// memory. Size: 64 × `LEVELS` bytes + 64 (16 KiB + 64 at the default 256).
+/// memory. Size: 64 × `LEVELS` bytes + 80 (16 KiB + 80 at the default 256).
 pub type StackMemo<const LEVELS: usize = 256> = MemoState<Level, LEVELS>;
 
-impl MemoLevel for Level {
-    const EMPTY: Level = Level {
-        pc: 0,
-        rsp: 0,
-        rbp: 0,
-        slot_and_flags: 0,
-    };
-}
+// SAFETY: plain integers: all-zero bytes are a valid (empty) level.
+unsafe impl MemoLevel for Level {}
 
 /// [`End::NoUnwindInfo`] in [`MemoState::end`] (x86_64's own value).
 const END_NO_UNWIND_INFO: u64 = 2;
 
 impl<const LEVELS: usize> StackMemo<LEVELS> {
+    /// How the remembered walk ended.
     fn remembered_end(&self) -> End {
         match self.end {
             END_OUTERMOST => End::Outermost,

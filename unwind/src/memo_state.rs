@@ -32,10 +32,11 @@ pub(crate) const END_OPEN: u64 = 1;
 // value is the slot where a zero return address was read.
 
 /// One frame of a remembered walk, as an architecture's memo records it.
-pub trait MemoLevel: Copy {
-    /// The level all-zero memory holds.
-    const EMPTY: Self;
-}
+///
+/// # Safety
+/// All-zero bytes must be a valid level (plain integers), so that all-zero memory
+/// is a valid empty [`MemoState`].
+pub unsafe trait MemoLevel: Copy {}
 
 /// A thread's memory of its previous stack walk, so that the next capture replays
 /// the unchanged outer frames instead of stepping them. The public name is
@@ -43,7 +44,7 @@ pub trait MemoLevel: Copy {
 ///
 /// Holds `LEVELS` levels (deeper walks are not remembered). Private to one thread
 /// at a time (`&mut`); all-zero memory is a valid empty memo, so it can live in
-/// zeroed heap memory. Size: 2 × `LEVELS` levels + 64 bytes.
+/// zeroed heap memory. Size: 2 × `LEVELS` levels + 80 bytes.
 #[repr(C)]
 pub struct MemoState<Level, const LEVELS: usize> {
     /// The cache generation the levels were computed under.
@@ -73,22 +74,9 @@ pub struct MemoState<Level, const LEVELS: usize> {
 impl<Level: MemoLevel, const LEVELS: usize> MemoState<Level, LEVELS> {
     /// An empty memo. Large: prefer `init_in_place` on zeroed memory.
     pub const fn new() -> Self {
-        MemoState {
-            generation: 0,
-            top: 0,
-            len: 0,
-            end: END_OUTERMOST,
-            replayed: 0,
-            replayed_from: 0,
-            plain_depth: 0,
-            counts: MemoCounts {
-                captures: 0,
-                matches: 0,
-                rejections: 0,
-            },
-            levels: [Level::EMPTY; LEVELS],
-            fresh: [Level::EMPTY; LEVELS],
-        }
+        // SAFETY: all-zero bytes are a valid empty memo: integers, counters, and
+        // levels (`MemoLevel`'s contract); `len` 0 remembers nothing.
+        unsafe { core::mem::zeroed() }
     }
 
     /// Makes the memory at `memo` an empty memo by zeroing it.
@@ -224,5 +212,44 @@ impl<Level: MemoLevel, const LEVELS: usize> MemoState<Level, LEVELS> {
 impl<Level: MemoLevel, const LEVELS: usize> Default for MemoState<Level, LEVELS> {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy)]
+    #[repr(C)]
+    struct Pair(u64, u64);
+
+    // SAFETY: plain integers.
+    unsafe impl MemoLevel for Pair {}
+
+    #[test]
+    fn the_state_is_two_arrays_of_levels_behind_80_bytes_and_starts_empty() {
+        assert_eq!(core::mem::size_of::<MemoState<Pair, 4>>(), 80 + 2 * 4 * 16);
+        let mut memo = MemoState::<Pair, 4>::new();
+        assert!(!memo.begin_capture(), "an empty memo walks plainly");
+        assert_eq!(
+            (memo.len, memo.end, memo.replayed()),
+            (0, END_OUTERMOST, 0..0)
+        );
+        assert_eq!(memo.counts().captures, 1);
+        // Three stepped levels, innermost first, remembered outermost first.
+        let mut fresh = Some(0);
+        for pc in [1, 2, 3] {
+            fresh = memo.push(fresh, Pair(pc, 0));
+        }
+        assert_eq!(memo.remember_fresh(fresh, END_OPEN), 3);
+        let pcs: Vec<u64> = memo.levels[..memo.len].iter().map(|l| l.0).collect();
+        assert_eq!(pcs, [3, 2, 1]);
+        // A fifth level does not fit: the walk is too deep to remember.
+        for pc in [4, 5] {
+            fresh = memo.push(fresh, Pair(pc, 0));
+        }
+        assert_eq!(fresh, None);
+        assert_eq!(memo.remember_fresh(fresh, END_OPEN), 0);
+        assert_eq!(memo.len, 0);
     }
 }
