@@ -36,7 +36,7 @@ use crate::cache::RuleStore;
 use crate::memo_state::{END_OPEN, END_OUTERMOST, MemoLevel, MemoState};
 
 /// A thread's memory of its previous walk on aarch64: the shared
-/// [`MemoState`] with aarch64's levels. Holds `LEVELS` frames (deeper walks
+/// `MemoState` (in `memo_state`) with aarch64's levels. Holds `LEVELS` frames (deeper walks
 /// are not remembered); private to one thread at a time (`&mut`); all-zero
 /// memory is a valid empty memo. Size: 80 × `LEVELS` bytes + 80.
 pub type StackMemo<const LEVELS: usize = 256> = MemoState<Stepped, LEVELS>;

@@ -380,7 +380,7 @@ impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
     }
 
     /// Where in its frames the last capture put those it replayed from the memo
-    /// of earlier captures (see [`StackMemo::replayed`]).
+    /// of earlier captures (see `StackMemo::replayed`).
     pub fn replayed(&self) -> core::ops::Range<usize> {
         self.memo.replayed()
     }

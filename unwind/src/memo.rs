@@ -164,7 +164,7 @@ enum End {
 
 /// A thread's memory of its previous stack walk on x86_64, so that the next capture
 /// replays the unchanged outer frames (two loads and a compare each) instead of
-/// stepping them: the shared [`MemoState`] with x86_64's levels.
+/// stepping them: the shared `MemoState` (in `memo_state`) with x86_64's levels.
 ///
 /// Holds `LEVELS` frames (deeper walks are not remembered). Private to one thread at a
 /// time (`&mut`); all-zero memory is a valid empty memo, so it can live in zeroed heap
