@@ -1,7 +1,9 @@
 //! aarch64's memo of a thread's last walk: the unchanged outer frames of the
 //! previous capture are replayed instead of stepped.
 //!
-//! Owns [`StackMemo`] on aarch64 and [`walk_remembered`]. A level is one frame
+//! Owns aarch64's [`StackMemo`] level and [`walk_remembered`] (the
+//! bookkeeping around the levels is [`MemoState`]'s, shared with x86_64's
+//! memo). A level is one frame
 //! the last walk reached by a [`plain_step`]: its registers (pc, sp, x29) and
 //! the slots that step read (the return address's, and x29's where the rule
 //! restored it). A plain step is a function of the inner frame's registers,
@@ -31,132 +33,16 @@ use crate::aarch64_walk::{
     walk_on,
 };
 use crate::cache::RuleStore;
-use crate::memo_counts::MemoCounts;
+use crate::memo_state::{END_OPEN, END_OUTERMOST, MemoLevel, MemoState};
 
-/// Stacks shallower than this many frames are walked without the memo
-/// (remembering costs about as much per frame as a cached step), as on x86_64.
-const REMEMBER_FROM_DEPTH: usize = 16;
+/// A thread's memory of its previous walk on aarch64: the shared
+/// `MemoState` (in `memo_state`) with aarch64's levels. Holds `LEVELS` frames (deeper walks
+/// are not remembered); private to one thread at a time (`&mut`); all-zero
+/// memory is a valid empty memo. Size: 80 × `LEVELS` bytes + 80.
+pub type StackMemo<const LEVELS: usize = 256> = MemoState<Stepped, LEVELS>;
 
-/// How the remembered walk ended after its outermost level.
-const END_OUTERMOST: u64 = 0;
-const END_OPEN: u64 = 1;
-// Any other value: the slot (8-aligned) where a zero return address was read.
-
-/// A thread's memory of its previous walk on aarch64. Holds `LEVELS` frames
-/// (deeper walks are not remembered); private to one thread at a time
-/// (`&mut`); all-zero memory is a valid empty memo. Size: 80 × `LEVELS`
-/// bytes + 80.
-#[repr(C)]
-pub struct StackMemo<const LEVELS: usize = 256> {
-    /// The cache generation and stack top the levels were stepped under.
-    generation: u64,
-    top: u64,
-    /// Levels remembered, outermost first; 0 when nothing is.
-    len: usize,
-    /// [`END_OUTERMOST`], [`END_OPEN`] or a zero return address's slot.
-    end: u64,
-    /// Frames of the last capture made without remembering.
-    plain_depth: u64,
-    /// Frames the last capture replayed, from `frames[replayed_from]` on.
-    replayed: u64,
-    replayed_from: u64,
-    counts: MemoCounts,
-    levels: [Stepped; LEVELS],
-    /// The current walk's levels, innermost first.
-    fresh: [Stepped; LEVELS],
-}
-
-impl<const LEVELS: usize> StackMemo<LEVELS> {
-    /// An empty memo. Large: prefer zeroed memory.
-    pub const fn new() -> Self {
-        const EMPTY: Stepped = Stepped {
-            pc: 0,
-            sp: 0,
-            x29: 0,
-            ra_slot: 0,
-            x29_slot: 0,
-        };
-        StackMemo {
-            generation: 0,
-            top: 0,
-            len: 0,
-            end: END_OUTERMOST,
-            plain_depth: 0,
-            replayed: 0,
-            replayed_from: 0,
-            counts: MemoCounts {
-                captures: 0,
-                matches: 0,
-                rejections: 0,
-            },
-            levels: [EMPTY; LEVELS],
-            fresh: [EMPTY; LEVELS],
-        }
-    }
-
-    /// Forgets the remembered walk (not needed for correctness).
-    pub fn forget(&mut self) {
-        self.len = 0;
-    }
-
-    /// How many of the frames the last capture returned were replayed.
-    pub fn replayed_frames(&self) -> usize {
-        self.replayed as usize
-    }
-
-    /// Where in its frames the last capture put the frames it replayed from
-    /// the memo (empty if it replayed none, or was redone by libgcc).
-    pub fn replayed(&self) -> core::ops::Range<usize> {
-        let from = self.replayed_from as usize;
-        from..from + self.replayed as usize
-    }
-
-    /// What this memo has done since it was created.
-    pub fn counts(&self) -> MemoCounts {
-        self.counts
-    }
-
-    /// Remembers `fresh[..count]` (innermost first) as the whole walk, ended
-    /// with `end`; `None`: too deep to remember.
-    fn remember_fresh(&mut self, count: Option<usize>, end: u64) {
-        let Some(count) = count else {
-            self.len = 0;
-            return;
-        };
-        for index in 0..count {
-            self.levels[index] = self.fresh[count - 1 - index];
-        }
-        self.len = count;
-        self.end = end;
-    }
-
-    /// After a replay from `levels[matched]` to the end: keeps
-    /// `levels[..=matched]` and puts `fresh[..count]` inside it.
-    fn remember_around(&mut self, matched: usize, count: usize) {
-        if matched + 1 + count > LEVELS {
-            self.len = 0;
-            return;
-        }
-        for index in 0..count {
-            self.levels[matched + 1 + index] = self.fresh[count - 1 - index];
-        }
-        self.len = matched + 1 + count;
-    }
-
-    /// Appends `level` to the current walk's levels.
-    #[inline(always)]
-    fn push(&mut self, fresh: Option<usize>, level: Stepped) -> Option<usize> {
-        let count = fresh?;
-        *self.fresh.get_mut(count)? = level;
-        Some(count + 1)
-    }
-}
-
-impl<const LEVELS: usize> Default for StackMemo<LEVELS> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+// SAFETY: plain integers: all-zero bytes are a valid (empty) level.
+unsafe impl MemoLevel for Stepped {}
 
 /// True if the slot at `address` (proven live stack) still holds `value`.
 #[inline(always)]
@@ -178,26 +64,13 @@ pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
     generation: u64,
     frames: &mut [u64],
 ) -> Option<usize> {
-    memo.counts.captures += 1;
-    memo.replayed = 0;
-    if memo.len == 0 && (memo.plain_depth as usize) < REMEMBER_FROM_DEPTH {
+    if !memo.begin_capture() {
         let written = walk(store, regs, report, frames);
-        memo.plain_depth = written.unwrap_or(0) as u64;
+        memo.walked_plainly(written);
         return written;
     }
     let written = walk_with_memo(store, regs, report, memo, generation, frames);
-    match written {
-        Some(written) if written < REMEMBER_FROM_DEPTH => {
-            memo.len = 0;
-            memo.plain_depth = written as u64;
-        }
-        // libgcc rewrites the frames.
-        None => {
-            memo.len = 0;
-            memo.replayed = 0;
-        }
-        Some(_) => {}
-    }
+    memo.walked_remembering(written);
     written
 }
 
@@ -211,11 +84,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
     frames: &mut [u64],
 ) -> Option<usize> {
     let top = stack_top(regs.sp);
-    if memo.generation != generation || memo.top != top {
-        memo.len = 0;
-        memo.generation = generation;
-        memo.top = top;
-    }
+    memo.walk_under(generation, top);
     let Some(mut regs) = first_reported(store, regs, report, top)? else {
         memo.len = 0;
         return Some(0);
@@ -273,8 +142,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
                 memo.levels[matched] = level;
                 let first_replayed = written;
                 let proven = replay(&memo.levels[..matched], frames, &mut written);
-                memo.replayed = (written - first_replayed) as u64;
-                memo.replayed_from = first_replayed as u64;
+                memo.set_replayed(first_replayed, written);
                 let ended = written == frames.len()
                     || (proven == 0
                         && match memo.end {

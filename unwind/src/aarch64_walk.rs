@@ -467,7 +467,7 @@ pub(crate) fn plain_step<S: RuleStore>(
 /// its return address and (if not 0) its x29 from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
-pub(crate) struct Stepped {
+pub struct Stepped {
     pub(crate) pc: u64,
     pub(crate) sp: u64,
     pub(crate) x29: u64,

@@ -30,7 +30,8 @@
 //!    keeps no frame pointer but holds a stack address in rbp can add wrong frames
 //!    above itself (as for every frame-pointer unwinder).
 //! 4. [`capture_remembered`] also keeps a thread's previous walk in a
-//!    [`StackMemo`] (aarch64's in `aarch64_memo`) and replays its outer frames when the new walk reaches one of their register states:
+//!    [`StackMemo`] (the bookkeeping in `memo_state`, shared by both architectures;
+//!    the levels and their replay in `memo`, aarch64's in `aarch64_memo`) and replays its outer frames when the new walk reaches one of their register states:
 //!    two loads and a compare per frame instead of a rule lookup, re-reading exactly
 //!    the slots the real step would read, so a changed caller is never replayed (the
 //!    proof is in [`StackMemo`]'s module).
@@ -127,6 +128,7 @@ mod libgcc;
 #[cfg(target_arch = "x86_64")]
 mod memo;
 mod memo_counts;
+mod memo_state;
 mod rule;
 #[cfg(target_arch = "x86_64")]
 mod walk;
@@ -378,7 +380,7 @@ impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
     }
 
     /// Where in its frames the last capture put those it replayed from the memo
-    /// of earlier captures (see [`StackMemo::replayed`]).
+    /// of earlier captures (see `StackMemo::replayed`).
     pub fn replayed(&self) -> core::ops::Range<usize> {
         self.memo.replayed()
     }

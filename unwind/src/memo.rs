@@ -1,9 +1,12 @@
 //! Replaying the unchanged outer part of a thread's previous capture.
 //!
-//! Owns [`StackMemo`]: the register state of every frame of the last walk, outermost
-//! first, and [`walk_remembered`], which walks the new stack until it reaches a frame
-//! whose state (pc, rsp, rbp) the memo holds, then replays the memo's outer frames
-//! instead of looking up their rules.
+//! Owns x86_64's [`StackMemo`] level: the register state of a frame of the last walk
+//! (pc, rsp, rbp) and the saved-rbp slot its step read, with how a new frame matches
+//! it and how replay proves it current; and [`walk_remembered`], which walks the new
+//! stack until it reaches a frame whose state the memo holds, then replays the memo's
+//! outer frames instead of looking up their rules. The bookkeeping around the levels
+//! (generation, stack top, length, end, counters) is [`MemoState`]'s, shared with
+//! aarch64's memo.
 //!
 //! # Why a replayed frame can never be stale
 //!
@@ -53,7 +56,7 @@
 
 use crate::cache::RuleStore;
 use crate::ending::Ending;
-use crate::memo_counts::MemoCounts;
+use crate::memo_state::{END_OPEN, END_OUTERMOST, MemoLevel, MemoState};
 use crate::walk::{Cursor, Registers, Start, Step, WalkEnd, read_stack, step};
 
 /// One frame of a remembered walk: its registers, the slot its rbp was read from (0 if
@@ -61,7 +64,7 @@ use crate::walk::{Cursor, Registers, Start, Step, WalkEnd, read_stack, step};
 /// (slots are 8-aligned).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
-struct Level {
+pub struct Level {
     pc: u64,
     rsp: u64,
     rbp: u64,
@@ -159,106 +162,24 @@ enum End {
     Open,
 }
 
-/// A thread's memory of its previous stack walk, so that the next capture replays the
-/// unchanged outer frames (two loads and a compare each) instead of stepping them.
+/// A thread's memory of its previous stack walk on x86_64, so that the next capture
+/// replays the unchanged outer frames (two loads and a compare each) instead of
+/// stepping them: the shared `MemoState` (in `memo_state`) with x86_64's levels.
 ///
 /// Holds `LEVELS` frames (deeper walks are not remembered). Private to one thread at a
 /// time (`&mut`); all-zero memory is a valid empty memo, so it can live in zeroed heap
-/// memory. Size: 64 × `LEVELS` bytes + 64 (16 KiB + 64 at the default 256).
-#[repr(C)]
-pub struct StackMemo<const LEVELS: usize = 256> {
-    /// The cache generation the levels were computed under.
-    generation: u64,
-    /// The [`crate::walk::stack_top`] the levels were stepped under (a thread that
-    /// moved to another stack starts afresh).
-    top: u64,
-    /// Levels remembered, outermost first; 0 when nothing is.
-    len: usize,
-    /// 0: outermost; 1: buffer full; otherwise the zero return-address slot.
-    end: u64,
-    /// Frames the last capture replayed, from `frames[replayed_from]` on.
-    replayed: u64,
-    replayed_from: u64,
-    /// Frames of the last capture made without remembering (see
-    /// [`REMEMBER_FROM_DEPTH`]).
-    plain_depth: u64,
-    /// Counters: see [`MemoCounts`].
-    counts: MemoCounts,
-    levels: [Level; LEVELS],
-    /// The current walk's stepped levels, innermost first.
-    fresh: [Level; LEVELS],
-}
+/// memory. Size: 64 × `LEVELS` bytes + 80 (16 KiB + 80 at the default 256).
+pub type StackMemo<const LEVELS: usize = 256> = MemoState<Level, LEVELS>;
 
-const END_OUTERMOST: u64 = 0;
-const END_OPEN: u64 = 1;
+// SAFETY: plain integers: all-zero bytes are a valid (empty) level.
+unsafe impl MemoLevel for Level {}
+
+/// [`End::NoUnwindInfo`] in [`MemoState::end`] (x86_64's own value).
 const END_NO_UNWIND_INFO: u64 = 2;
 
 impl<const LEVELS: usize> StackMemo<LEVELS> {
-    /// An empty memo. Large: prefer [`StackMemo::init_in_place`] on zeroed memory.
-    pub const fn new() -> Self {
-        const EMPTY: Level = Level {
-            pc: 0,
-            rsp: 0,
-            rbp: 0,
-            slot_and_flags: 0,
-        };
-        StackMemo {
-            generation: 0,
-            top: 0,
-            len: 0,
-            end: END_OUTERMOST,
-            replayed: 0,
-            replayed_from: 0,
-            plain_depth: 0,
-            counts: MemoCounts {
-                captures: 0,
-                matches: 0,
-                rejections: 0,
-            },
-            levels: [EMPTY; LEVELS],
-            fresh: [EMPTY; LEVELS],
-        }
-    }
-
-    /// Makes the memory at `memo` an empty memo by zeroing it.
-    ///
-    /// # Safety
-    /// `memo` must be valid for writes of `size_of::<StackMemo<LEVELS>>()` bytes and
-    /// suitably aligned.
-    pub unsafe fn init_in_place(memo: *mut Self) {
-        // SAFETY: guaranteed by the caller; all-zero bytes are a valid `StackMemo`.
-        unsafe { core::ptr::write_bytes(memo, 0, 1) };
-    }
-
-    /// Forgets the remembered walk (e.g. when the memo moves to another thread; not
-    /// needed for correctness, which replay checks frame by frame).
-    pub fn forget(&mut self) {
-        self.len = 0;
-    }
-
-    /// How many of the frames the last capture returned were replayed from the memo
-    /// rather than stepped.
-    pub fn replayed_frames(&self) -> usize {
-        self.replayed as usize
-    }
-
-    /// Where in its frames the last capture put the frames it replayed from the
-    /// memo (empty if it replayed none, or was redone by libgcc). Each of them is
-    /// a value that a frame of an earlier capture through this memo had (the memo
-    /// holds no frame its captures did not return): a caller that checked those
-    /// captures' frames need not check these again while the memo holds only
-    /// frames that passed (on one that did not, [`StackMemo::forget`] it).
-    pub fn replayed(&self) -> core::ops::Range<usize> {
-        let from = self.replayed_from as usize;
-        from..from + self.replayed as usize
-    }
-
-    /// What this memo has done since it was created.
-    pub fn counts(&self) -> MemoCounts {
-        self.counts
-    }
-
-    fn end(&self) -> End {
+    /// How the remembered walk ended.
+    fn remembered_end(&self) -> End {
         match self.end {
             END_OUTERMOST => End::Outermost,
             END_OPEN => End::Open,
@@ -267,28 +188,10 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
         }
     }
 
-    fn set_end(&mut self, end: End) {
-        self.end = match end {
-            End::Outermost => END_OUTERMOST,
-            End::Open => END_OPEN,
-            End::NoUnwindInfo => END_NO_UNWIND_INFO,
-            End::ZeroAt(slot) => slot,
-        };
-    }
-
     /// Remember a walk made only of stepped levels (`fresh[..count]`, innermost first)
     /// that ended with `end`; `end_uses_rbp`: the final step computed a CFA from rbp.
-    fn remember_fresh(&mut self, count: Option<usize>, end: End, end_uses_rbp: bool) {
-        let Some(count) = count else {
-            self.len = 0;
-            return;
-        };
-        for index in 0..count {
-            self.levels[index] = self.fresh[count - 1 - index];
-        }
-        self.len = count;
-        self.set_end(end);
-        if count > 0 {
+    fn remember_walk(&mut self, count: Option<usize>, end: End, end_uses_rbp: bool) {
+        if self.remember_fresh(count, end_code(end)) > 0 {
             let matters = end_uses_rbp || end == End::Open;
             self.levels[0].set_rbp_matters(matters);
             self.mark_rbp_use(1);
@@ -297,16 +200,8 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
 
     /// After a replay that started at `levels[matched]`: keep `levels[..=matched]` and
     /// put the stepped levels (`fresh[..count]`, innermost first) inside it.
-    fn remember_around(&mut self, matched: usize, count: usize) {
-        let total = matched + 1 + count;
-        if total > LEVELS {
-            self.len = 0;
-            return;
-        }
-        for index in 0..count {
-            self.levels[matched + 1 + index] = self.fresh[count - 1 - index];
-        }
-        self.len = total;
+    fn remember_replayed(&mut self, matched: usize, count: usize) {
+        self.remember_around(matched, count);
         self.mark_rbp_use(matched + 1);
     }
 
@@ -323,9 +218,13 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
     }
 }
 
-impl<const LEVELS: usize> Default for StackMemo<LEVELS> {
-    fn default() -> Self {
-        Self::new()
+/// How `end` is kept in [`MemoState::end`].
+fn end_code(end: End) -> u64 {
+    match end {
+        End::Outermost => END_OUTERMOST,
+        End::Open => END_OPEN,
+        End::NoUnwindInfo => END_NO_UNWIND_INFO,
+        End::ZeroAt(slot) => slot,
     }
 }
 
@@ -342,15 +241,6 @@ enum Replay {
     },
 }
 
-/// Stacks shallower than this many frames are walked without the memo: remembering
-/// costs about as much per frame as stepping a cached frame, and replay only pays
-/// once enough outer frames repeat. Measured per capture on the benchmark at
-/// `lg_prof_sample:0`, when captures still counted the profiler's own four frames:
-/// the C++ churn's ~15-frame stacks cost 1,320 instructions with the memo against
-/// 1,000 without, Python's ~30-frame stacks 1,870 against 2,700 (the threshold was 20
-/// frames with those four; captures from a hooked function's caller do not have them).
-const REMEMBER_FROM_DEPTH: usize = 16;
-
 /// Like [`crate::walk::walk`], but replays the outer frames it finds unchanged in
 /// `memo`, and leaves the memo describing this walk. `generation` is the rule caches'
 /// current generation. A thread whose last stack was shallow walks without the memo.
@@ -362,28 +252,23 @@ pub(crate) fn walk_remembered<S: RuleStore, const LEVELS: usize>(
     generation: u64,
     frames: &mut [u64],
 ) -> WalkEnd {
-    if memo.len == 0 && (memo.plain_depth as usize) < REMEMBER_FROM_DEPTH {
-        memo.counts.captures += 1;
-        memo.replayed = 0;
+    if !memo.begin_capture() {
         let end = crate::walk::walk(start, store, frames);
-        memo.plain_depth = match end {
-            WalkEnd::Complete(written, _) => written as u64,
-            WalkEnd::NeedsFallback => 0,
-        };
+        memo.walked_plainly(written(end));
         return end;
     }
     let end = walk_with_memo(start, store, memo, generation, frames);
-    if end == WalkEnd::NeedsFallback {
-        // libgcc rewrites the frames.
-        memo.replayed = 0;
-    }
-    if let WalkEnd::Complete(written, _) = end
-        && written < REMEMBER_FROM_DEPTH
-    {
-        memo.len = 0;
-        memo.plain_depth = written as u64;
-    }
+    memo.walked_remembering(written(end));
     end
+}
+
+/// The frames a walk wrote; `None` if libgcc redoes it.
+#[inline(always)]
+fn written(end: WalkEnd) -> Option<usize> {
+    match end {
+        WalkEnd::Complete(written, _) => Some(written),
+        WalkEnd::NeedsFallback => None,
+    }
 }
 
 /// [`walk_remembered`] through the memo.
@@ -395,24 +280,18 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
     generation: u64,
     frames: &mut [u64],
 ) -> WalkEnd {
-    memo.counts.captures += 1;
-    memo.replayed = 0;
     // The start frame is never a level: its state comes from the capture (its own
     // registers, or a caller's saved at a function's entry), not from a step.
     let (mut regs, mut lookup_address, mut written) = start.begin(frames);
     let top = crate::walk::stack_top(regs.rsp);
-    if memo.generation != generation || memo.top != top {
-        memo.len = 0;
-        memo.generation = generation;
-        memo.top = top;
-    }
+    memo.walk_under(generation, top);
     // Levels stepped so far (in `memo.fresh`); None once there were too many to keep.
     let mut fresh = Some(0usize);
     // Remembered levels not yet passed (`levels[..candidates]`); 0 stops matching.
     let mut candidates = memo.len;
     loop {
         if written == frames.len() {
-            memo.remember_fresh(fresh, End::Open, true);
+            memo.remember_walk(fresh, End::Open, true);
             return WalkEnd::Complete(written, Ending::FrameLimit);
         }
         let (caller, level) = match step(store, &regs, lookup_address, top, false) {
@@ -422,11 +301,11 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
                 cfa_from_rbp,
             } => (regs, Level::new(regs, rbp_slot, cfa_from_rbp)),
             Step::Outermost => {
-                memo.remember_fresh(fresh, End::Outermost, false);
+                memo.remember_walk(fresh, End::Outermost, false);
                 return WalkEnd::Complete(written, Ending::Outermost);
             }
             Step::ZeroReturn { slot, cfa_from_rbp } => {
-                memo.remember_fresh(fresh, End::ZeroAt(slot), cfa_from_rbp);
+                memo.remember_walk(fresh, End::ZeroAt(slot), cfa_from_rbp);
                 return WalkEnd::Complete(written, Ending::Outermost);
             }
             // Code without unwind information (JIT code) that keeps no frame
@@ -435,7 +314,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
             // which a replay's end check would do), so the memo forgets.
             Step::NoUnwindInfo => {
                 if crate::walk::step_without_cfi(&regs, top, true).is_none() {
-                    memo.remember_fresh(fresh, End::NoUnwindInfo, false);
+                    memo.remember_walk(fresh, End::NoUnwindInfo, false);
                     return WalkEnd::Complete(written, crate::walk::stranded(top));
                 }
                 memo.len = 0;
@@ -485,10 +364,7 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
                 }
             }
         }
-        fresh = fresh.and_then(|count| {
-            *memo.fresh.get_mut(count)? = level;
-            Some(count + 1)
-        });
+        fresh = memo.push(fresh, level);
     }
 }
 
@@ -518,7 +394,7 @@ fn replay<const LEVELS: usize>(
     }
     let full = written == frames.len();
     let ended = full
-        || match memo.end() {
+        || match memo.remembered_end() {
             End::Outermost => true,
             // SAFETY: the slot `step` read when it found the zero return address, from
             // the outermost level, whose state was just proven current.
@@ -568,8 +444,7 @@ fn step_from<const LEVELS: usize>(
     written: usize,
     first_written: usize,
 ) -> Replay {
-    memo.replayed = (written - first_written) as u64;
-    memo.replayed_from = first_written as u64;
+    memo.set_replayed(first_written, written);
     let level = &memo.levels[proven];
     Replay::StepFrom {
         proven,
@@ -590,9 +465,8 @@ fn finish_replay<const LEVELS: usize>(
     first_written: usize,
     ending: Ending,
 ) -> Replay {
-    memo.remember_around(matched, count);
-    memo.replayed = (written - first_written) as u64;
-    memo.replayed_from = first_written as u64;
+    memo.remember_replayed(matched, count);
+    memo.set_replayed(first_written, written);
     Replay::Complete(written, ending)
 }
 
@@ -606,10 +480,9 @@ fn carry_proven<const LEVELS: usize>(
     proven: usize,
     count: usize,
 ) -> Option<usize> {
-    let mut count = count;
+    let mut fresh = Some(count);
     for level in (proven..=matched).rev() {
-        *memo.fresh.get_mut(count)? = memo.levels[level];
-        count += 1;
+        fresh = memo.push(fresh, memo.levels[level]);
     }
-    Some(count)
+    fresh
 }
