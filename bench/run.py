@@ -647,6 +647,22 @@ def sample_parts(out_dir: Path) -> dict[str, int]:
     return totals
 
 
+def events_clock(out_dir: Path, ir: int) -> str:
+    """The clock the run's sample events kept, as bench/gate.py tells it:
+    `vdso` when the clock's slow path (`clock::now_ns_slow`, inclusive) took
+    more than 0.2 % of the run (the counter's calibration failed under
+    valgrind), else `counter`. It moves a lg 0 figure by ~20 instructions
+    per sample, and which one a run keeps depends on the machine's load."""
+    slow = 0
+    for f in sorted(out_dir.glob("cg.*")):
+        r = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(f)],
+                           capture_output=True, text=True)
+        slow += max((int(m.group(1).replace(",", "")) for m in
+                     re.finditer(r"^\s*([\d,]+) .*clock::now_ns_slow", r.stdout, re.M)),
+                    default=0)
+    return "vdso" if slow > 0.002 * ir else "counter"
+
+
 def run_exact_callgrind(workloads: list[Workload], configs: list[Config],
                         progress=lambda partial: None) -> dict:
     results: dict[str, dict] = {}
@@ -663,7 +679,9 @@ def run_exact_callgrind(workloads: list[Workload], configs: list[Config],
             per[cfg.name] = {"ir": ir}
             if keep is not None and ir is not None:
                 per[cfg.name]["parts"] = sample_parts(keep)
-            log(f"  callgrind {wl.name:7} {cfg.name:18} Ir {fmt(ir, ',')}")
+                per[cfg.name]["clock"] = events_clock(keep, ir)
+            clock = f"  ({per[cfg.name]['clock']} clock)" if "clock" in per[cfg.name] else ""
+            log(f"  callgrind {wl.name:7} {cfg.name:18} Ir {fmt(ir, ',')}{clock}")
             results[wl.name] = per
             progress(results)
         results[wl.name] = per
