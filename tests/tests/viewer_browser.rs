@@ -406,28 +406,45 @@ async fn the_functions_table_names_zoom_and_keys_on_a_cpp_service() {
     )
     .await;
     // Two runs of the service compared (independent samples, exported to
-    // a file): most changes are noise.
-    let other = run_cpp_service();
-    let exported = dir.join("independent.html");
-    let (base, new) = (
-        other.dir.path().join(manual_of(&other, 10)),
-        dir.join(&last_round),
-    );
-    heapdiff_ok(&[
-        "--format",
-        "html",
-        "--base",
-        base.to_str().unwrap(),
-        new.to_str().unwrap(),
-        "-o",
-        exported.to_str().unwrap(),
-    ]);
-    open_file(&client, &exported).await;
-    viewer_ready(&client).await;
-    let (more, more_noise) =
-        check_significance_against_json(&client, &base, &new, "independent").await;
-    compared += more;
-    noise += more_noise;
+    // a file): most changes are noise. The rows that change share one
+    // sampled chain (the registry's 400 sessions of 4 KiB, each sampled with
+    // probability 0.22 at lg 14), so one pair of runs shows no noise when
+    // that chain's difference lands outside its 95 % interval (about 1 pair
+    // in 20; 1 in 9 seen): up to four independent pairs are compared until
+    // one shows noise, so a false failure takes four such pairs (< 1e-5).
+    let mut runs: (Outcome, Option<Outcome>) = (run_cpp_service(), None);
+    for pair in 0..4 {
+        let (base, new) = match &runs {
+            (other, None) => (
+                other.dir.path().join(manual_of(other, 10)),
+                dir.join(&last_round),
+            ),
+            (one, Some(another)) => (
+                one.dir.path().join(manual_of(one, 10)),
+                another.dir.path().join(manual_of(another, 10)),
+            ),
+        };
+        let exported = dir.join(format!("independent-{pair}.html"));
+        heapdiff_ok(&[
+            "--format",
+            "html",
+            "--base",
+            base.to_str().unwrap(),
+            new.to_str().unwrap(),
+            "-o",
+            exported.to_str().unwrap(),
+        ]);
+        open_file(&client, &exported).await;
+        viewer_ready(&client).await;
+        let (more, more_noise) =
+            check_significance_against_json(&client, &base, &new, "independent").await;
+        compared += more;
+        noise += more_noise;
+        if noise > 0 {
+            break;
+        }
+        runs = (run_cpp_service(), Some(run_cpp_service()));
+    }
     assert!(compared >= 10, "{compared} rows compared");
     assert!(noise >= 1, "no row changed within the noise");
     client.goto(&page(&exit, None)).await.unwrap();
