@@ -471,3 +471,37 @@ pub fn in_parallel<T: Send>(jobs: usize, work: impl Fn(usize) -> T + Sync) -> Ve
     results.sort_by_key(|(job, _)| *job);
     results.into_iter().map(|(_, r)| r).collect()
 }
+
+/// `program` run under jemalloc's own heap profiler (the library at
+/// `jemalloc`, `lg_prof_sample:lg`, `prof_accum`, its final profile written
+/// into `dir`): the run and the `.heap` profile it wrote.
+pub fn jemalloc_heap_profile(
+    program: &Program,
+    jemalloc: &Path,
+    lg: u32,
+    dir: &Path,
+) -> (Outcome, PathBuf) {
+    let name = format!("lg{lg}");
+    let outcome = Run::program(program)
+        .env("LD_PRELOAD", jemalloc)
+        .env(
+            "MALLOC_CONF",
+            format!(
+                "prof:true,prof_accum:true,prof_final:true,lg_prof_sample:{lg},prof_prefix:{}",
+                dir.join(&name).display()
+            ),
+        )
+        .run();
+    outcome.assert_success();
+    let profile = std::fs::read_dir(dir)
+        .expect("read the profile's directory")
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .find(|path| {
+            path.extension().is_some_and(|x| x == "heap")
+                && path
+                    .file_name()
+                    .is_some_and(|file| file.to_string_lossy().starts_with(&format!("{name}.")))
+        })
+        .expect("jemalloc wrote a .heap file");
+    (outcome, profile)
+}

@@ -371,23 +371,7 @@ fn a_jemalloc_profile_read_by_both_heapdiffs() {
     };
     let program = compile_c("names_views.c", &BuildOptions::no_pie());
     let dir = TempDir::new("aarch64-heapdiff-jemalloc");
-    let prefix = dir.path().join("jeprof");
-    let outcome = Run::program(&program)
-        .env("LD_PRELOAD", &jemalloc)
-        .env(
-            "MALLOC_CONF",
-            format!(
-                "prof:true,prof_final:true,lg_prof_sample:10,prof_prefix:{}",
-                prefix.display()
-            ),
-        )
-        .run();
-    outcome.assert_success();
-    let profile = std::fs::read_dir(dir.path())
-        .expect("read the directory")
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .find(|path| path.extension().is_some_and(|x| x == "heap"))
-        .expect("jemalloc wrote a .heap file");
+    let (_, profile) = jemalloc_heap_profile(&program, &jemalloc, 10, dir.path());
     foreign_profile_read_by_both(&arm, dir.path(), &profile, "jemalloc heap_v2");
 }
 

@@ -811,23 +811,7 @@ fn jemalloc_heap_v2_profile_matches_jeprof() {
     };
     let program = foreign_program();
     let dir = TempDir::new("names-jemalloc");
-    let prefix = dir.path().join("jeprof");
-    let outcome = Run::program(&program)
-        .env("LD_PRELOAD", &jemalloc)
-        .env(
-            "MALLOC_CONF",
-            format!(
-                "prof:true,prof_final:true,lg_prof_sample:10,prof_prefix:{}",
-                prefix.display()
-            ),
-        )
-        .run();
-    outcome.assert_success();
-    let profile = std::fs::read_dir(dir.path())
-        .expect("dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "heap"))
-        .expect("jemalloc wrote a .heap file");
+    let (_, profile) = jemalloc_heap_profile(&program, &jemalloc, 10, dir.path());
     let text = std::fs::read_to_string(&profile).expect("read");
     assert!(
         text.starts_with("heap_v2/1024"),
@@ -851,28 +835,7 @@ fn jemalloc_heap_v2_profile_matches_jeprof() {
 /// A jemalloc profile of `program` at `lg_prof_sample:lg` (None: a skip).
 fn jemalloc_profile(program: &Program, lg: u32, dir: &TempDir) -> Option<(Outcome, PathBuf)> {
     let jemalloc = foreign_allocator("libjemalloc.so.2", "jeprof", "libjemalloc2 libjemalloc-dev")?;
-    let prefix = dir.path().join(format!("lg{lg}"));
-    let outcome = Run::program(program)
-        .env("LD_PRELOAD", &jemalloc)
-        .env(
-            "MALLOC_CONF",
-            format!(
-                "prof:true,prof_accum:true,prof_final:true,lg_prof_sample:{lg},prof_prefix:{}",
-                prefix.display()
-            ),
-        )
-        .run();
-    outcome.assert_success();
-    let profile = std::fs::read_dir(dir.path())
-        .expect("dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.extension().is_some_and(|x| x == "heap")
-                && p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("lg{lg}.")))
-        })
-        .expect("jemalloc wrote a .heap file");
-    Some((outcome, profile))
+    Some(jemalloc_heap_profile(program, &jemalloc, lg, dir.path()))
 }
 
 /// One call stack of eight threads with different object sizes: jeprof
