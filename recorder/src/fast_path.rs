@@ -45,9 +45,10 @@
 //!   n)` is malloc.
 //!
 //! On aarch64 `malloc` and `free` are the same tests in aarch64 assembly
-//! (15 and 9 instructions, free through `FREE_PASS` too: the thread pointer `TPIDR_EL0` plus the
-//! initial-exec offset from the GOT, the statics `adrp`-relative, x16 for
-//! the tail jump); calloc and realloc are Rust there
+//! (15 and 9 instructions, free through `FREE_PASS` too: the thread
+//! pointer `TPIDR_EL0` plus the initial-exec offset from the GOT, the
+//! statics `adrp`-relative, x16 for the tail jump); calloc and realloc are
+//! Rust there
 //! (`routes::calloc_fast`, `routes::realloc_fast`).
 //!
 //! Runs inside malloc and free: no allocation, no locks, no calls, no
