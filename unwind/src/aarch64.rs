@@ -101,17 +101,7 @@ pub fn capture<const BUCKETS: usize>(cache: &mut RuleCache<BUCKETS>, frames: &mu
     walked.unwrap_or_else(|written| written)
 }
 
-/// Captures the current stack (the project's walk, else libgcc's).
-#[inline(never)]
-pub fn capture_shared<const BUCKETS: usize>(
-    cache: &SharedRuleCache<BUCKETS>,
-    frames: &mut [u64],
-) -> usize {
-    let walked = walked_or_libgcc(&mut SharedStore::new(cache), frames);
-    walked.unwrap_or_else(|written| written)
-}
-
-/// [`capture_shared`], saying why the walk ended.
+/// [`capture_shared`](crate::capture_shared), saying why the walk ended.
 #[inline(never)]
 pub fn capture_shared_ending<const BUCKETS: usize>(
     cache: &SharedRuleCache<BUCKETS>,
@@ -136,18 +126,7 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     walked.unwrap_or_else(|written| written)
 }
 
-/// Captures the current stack (the project's walk, else libgcc's).
-#[inline(always)]
-pub fn capture_remembered<const LOCAL: usize, const SHARED: usize, const LEVELS: usize>(
-    local: &mut RuleCache<LOCAL>,
-    shared: &SharedRuleCache<SHARED>,
-    memo: &mut StackMemo<LEVELS>,
-    frames: &mut [u64],
-) -> usize {
-    capture_remembered_ending(local, shared, memo, frames).len
-}
-
-/// [`capture_remembered`], saying why the walk ended.
+/// [`capture_remembered`](crate::capture_remembered), saying why the walk ended.
 #[inline(never)]
 pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const LEVELS: usize>(
     local: &mut RuleCache<LOCAL>,
@@ -163,36 +142,16 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
     ending_of(frames, walked)
 }
 
-/// Captures the stack from the caller of the function entered with `entry`:
-/// the frames from the one whose CFA is `entry.rsp` (on aarch64 sp at a
-/// function's entry is that function's CFA), by the project's walk or else
-/// libgcc's, which gives the frames from this capture's caller on if no
-/// frame has that CFA.
+/// [`capture_remembered_from`](crate::capture_remembered_from), saying why
+/// the walk ended: the frames from the one whose CFA is `entry.rsp` (on
+/// aarch64 sp at a function's entry is that function's CFA), by the
+/// project's walk or else libgcc's, which gives the frames from this
+/// capture's caller on if no frame has that CFA.
 ///
 /// # Safety
 /// As for the x86_64 function: `entry` holds sp and x29 as they were at the
 /// first instruction of a running function of this thread that called this
 /// capture.
-#[inline(always)]
-pub unsafe fn capture_remembered_from<
-    const LOCAL: usize,
-    const SHARED: usize,
-    const LEVELS: usize,
->(
-    local: &mut RuleCache<LOCAL>,
-    shared: &SharedRuleCache<SHARED>,
-    memo: &mut StackMemo<LEVELS>,
-    entry: FunctionEntry,
-    frames: &mut [u64],
-) -> usize {
-    // SAFETY: forwarded from our caller's contract.
-    unsafe { capture_remembered_from_ending(local, shared, memo, entry, frames) }.len
-}
-
-/// [`capture_remembered_from`], saying why the walk ended.
-///
-/// # Safety
-/// As for [`capture_remembered_from`].
 #[inline(never)]
 pub unsafe fn capture_remembered_from_ending<
     const LOCAL: usize,
@@ -216,6 +175,7 @@ pub unsafe fn capture_remembered_from_ending<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{capture_remembered, capture_shared};
 
     /// Which capture a test call makes.
     #[derive(Clone, Copy)]

@@ -135,9 +135,8 @@ mod walk;
 
 #[cfg(target_arch = "aarch64")]
 pub use aarch64::{
-    FunctionEntry, StackMemo, capture, capture_layered, capture_remembered,
-    capture_remembered_ending, capture_remembered_from, capture_remembered_from_ending,
-    capture_shared, capture_shared_ending,
+    FunctionEntry, StackMemo, capture, capture_layered, capture_remembered_ending,
+    capture_remembered_from_ending, capture_shared_ending,
 };
 #[cfg(target_arch = "aarch64")]
 pub use aarch64_walk::capture_walked;
@@ -172,7 +171,6 @@ pub fn capture<const BUCKETS: usize>(cache: &mut RuleCache<BUCKETS>, frames: &mu
     finish(end, frames).len
 }
 
-#[cfg(target_arch = "x86_64")]
 /// Captures the current stack using a process-wide rule cache shared by all threads.
 /// (See [`capture_shared_ending`] for why it ended.)
 ///
@@ -220,7 +218,6 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     finish(end, frames).len
 }
 
-#[cfg(target_arch = "x86_64")]
 /// Captures the current stack like [`capture_layered`], replaying the outer frames that
 /// are unchanged since the previous capture through `memo` instead of stepping them
 /// (see [`StackMemo`] for why a replayed frame is never stale).
@@ -259,7 +256,6 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
     finish(end, frames)
 }
 
-#[cfg(target_arch = "x86_64")]
 /// Captures the stack of the caller of a function that is still running, from the
 /// registers saved at that function's entry, like [`capture_remembered`] otherwise:
 /// the frames of that function and of everything it called up to this capture are
@@ -267,7 +263,8 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
 ///
 /// `frames[0]` is `entry`'s return address (inside the caller), then the caller's
 /// return address and so on outwards: exactly libgcc's frames from the one whose
-/// stack pointer is `entry.rsp + 8` (the entered function's CFA). The libgcc fallback
+/// stack pointer is `entry.rsp + 8` (the entered function's CFA; on aarch64 the CFA
+/// is `entry.rsp`, sp at the entry). The libgcc fallback
 /// drops the frames before it. An `entry` that cannot be an entry on this stack (not
 /// above this capture's stack pointer, or more than 64 MiB above it) gets the fallback
 /// too; if libgcc finds no such frame either, the frames are those from this capture
