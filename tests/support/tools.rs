@@ -68,3 +68,27 @@ pub fn parse_folded(text: &str) -> Vec<(Vec<String>, i64)> {
         })
         .collect()
 }
+
+/// The stacks of `metric` in a heapdiff `--format json` report, each as its
+/// frames' names root first joined with `;`, as a folded line without its
+/// value.
+pub fn json_stacks(report: &serde_json::Value, metric: &str) -> Vec<String> {
+    report["metrics"][metric]["stacks"]
+        .as_array()
+        .expect("stacks")
+        .iter()
+        .map(|entry| {
+            let index = entry["stack"].as_u64().expect("a stack index") as usize;
+            report["stacks"][index]
+                .as_array()
+                .expect("a stack's name indices")
+                .iter()
+                .map(|name| {
+                    let name = name.as_u64().expect("a name index") as usize;
+                    report["names"][name].as_str().expect("a name")
+                })
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .collect()
+}

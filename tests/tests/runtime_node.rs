@@ -20,7 +20,7 @@ use heapsample_format::FrameKind;
 use heapsample_tests::locate::{path_str, programs_dir};
 use heapsample_tests::prerequisite::{Missing, skip};
 use heapsample_tests::run::Run;
-use heapsample_tests::tools::heapdiff_ok;
+use heapsample_tests::tools::{heapdiff_ok, json_stacks};
 use prost::Message;
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -263,21 +263,8 @@ fn check(names: Names) {
     assert_eq!(kind_of(HANDLE), Some("javascript"));
     assert_eq!(kind_of(MAKE), Some("javascript"));
     assert_eq!(kind_of(NATIVE), Some("native"));
-    let json_stacks: BTreeSet<String> = json["metrics"]["alloc-space"]["stacks"]
-        .as_array()
-        .expect("stacks")
-        .iter()
-        .map(|value| {
-            let index = value["stack"].as_u64().expect("a stack index") as usize;
-            json["stacks"][index]
-                .as_array()
-                .expect("a stack's name indices")
-                .iter()
-                .map(|name| names[name.as_u64().expect("a name index") as usize].as_str())
-                .map(|name| name.expect("a name").to_string())
-                .collect::<Vec<_>>()
-                .join(";")
-        })
+    let json_stacks: BTreeSet<String> = json_stacks(&json, "alloc-space")
+        .into_iter()
         .filter(|stack| stack.ends_with(NATIVE) && stack.contains("(rt_leak.js)"))
         .collect();
     assert_eq!(json_stacks, folded, "json and folded disagree");

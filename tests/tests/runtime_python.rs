@@ -9,7 +9,7 @@ use heapsample_format::FrameKind;
 use heapsample_tests::locate::{path_str, programs_dir};
 use heapsample_tests::prerequisite::{Missing, skip};
 use heapsample_tests::run::Run;
-use heapsample_tests::tools::heapdiff_ok;
+use heapsample_tests::tools::{heapdiff_ok, json_stacks};
 use std::path::PathBuf;
 
 /// pyenv's interpreter of `version` (`3.12`: the newest 3.12.x installed).
@@ -111,23 +111,8 @@ fn check(version: &str) {
     let json: serde_json::Value =
         serde_json::from_str(&heapdiff_ok(&[path, "-m", "alloc-space", "-f", "json"]))
             .expect("heapdiff's json parses");
-    let json_stacks: Vec<String> = json["metrics"]["alloc-space"]["stacks"]
-        .as_array()
-        .expect("stacks")
-        .iter()
-        .map(|value| {
-            let index = value["stack"].as_u64().expect("a stack index") as usize;
-            json["stacks"][index]
-                .as_array()
-                .expect("a stack's name indices")
-                .iter()
-                .map(|name| {
-                    let name = name.as_u64().expect("a name index") as usize;
-                    json["names"][name].as_str().expect("a name").to_string()
-                })
-                .collect::<Vec<_>>()
-                .join(";")
-        })
+    let json_stacks: Vec<String> = json_stacks(&json, "alloc-space")
+        .into_iter()
         .filter(|stack| stack.contains("make_record (rt_leak.py)"))
         .collect();
     for stack in &stacks {
