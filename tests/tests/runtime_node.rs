@@ -183,14 +183,23 @@ fn javascript_frames_are_named_from_a_jitdump() {
     check(Names::Jitdump);
 }
 
-fn check(names: Names) {
+/// Debian's Node.js, or a skip (a failure under the test command, which
+/// installs it).
+fn installed_node() -> Option<&'static Path> {
     let node = Path::new("/usr/bin/node");
-    if !node.exists() {
-        skip(Missing::Software(
-            "Node.js is not installed (apt-get install nodejs)",
-        ));
-        return;
+    if node.exists() {
+        return Some(node);
     }
+    skip(Missing::Software(
+        "Node.js is not installed (apt-get install nodejs)",
+    ));
+    None
+}
+
+fn check(names: Names) {
+    let Some(node) = installed_node() else {
+        return;
+    };
     let script = programs_dir().join("rt_leak.js");
     let flag = match names {
         Names::PerfMap => "--perf-basic-prof",
@@ -386,13 +395,9 @@ fn leak_total(outcome: &heapsample_tests::run::Outcome) -> (f64, String) {
 /// plus 1 MiB for node's own ArrayBuffers, which the truth leaves out.
 #[test]
 fn without_perf_support_one_line_says_how_and_estimates_do_not_change() {
-    let node = Path::new("/usr/bin/node");
-    if !node.exists() {
-        skip(Missing::Software(
-            "Node.js is not installed (apt-get install nodejs)",
-        ));
+    let Some(node) = installed_node() else {
         return;
-    }
+    };
     let script = programs_dir().join("rt_leak.js");
     let run = |flags: &[&str]| {
         let outcome = Run::new(node)
