@@ -122,22 +122,7 @@ impl Slot {
     /// second page fault on a page no sample used yet).
     #[inline(always)]
     fn claim(&self, address: usize, sample: LiveSample) -> bool {
-        let claimed =
-            match self
-                .address
-                .compare_exchange(EMPTY, WRITING, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => true,
-                Err(TOMBSTONE) => self
-                    .address
-                    .compare_exchange(TOMBSTONE, WRITING, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok(),
-                Err(_) => false,
-            };
-        if claimed {
-            self.publish(address, sample);
-        }
-        claimed
+        self.claim_or_holder(address, sample).is_none()
     }
 
     /// [`Slot::claim`] that says what stopped it: None if the slot was
