@@ -403,10 +403,13 @@ fn sparse_run(program: &Program, lg: u32) -> Vec<(&'static str, f64, f64, f64)> 
 /// within 4 standard errors of 0 (its standard error the spread of the
 /// errors over √N: a false failure per cell about 6·10⁻⁵ by the central
 /// limit), and the 95 % interval (estimate ± 1.96 √variance) covers the
-/// truth in at least 90 % of the runs (binomial with p 0.95: 90 lies 3.2
-/// standard deviations below the mean of 95, a false failure per cell about
-/// 10⁻³). Every cell rests on 90–600 samples a run. About 60–90 s on 2 busy
-/// cores.
+/// truth in at least 176 of the 200 runs. The interval's own coverage is a
+/// little under 95 %: for the sparsest cell (256 objects of 4096 bytes, each
+/// sampled with probability 0.632, the variance estimated from the samples
+/// drawn) it is 94.7 %, summed exactly over the binomial. So a false failure
+/// per cell is P(Bin(200, 0.947) < 176) = 7·10⁻⁵, while a variance half the
+/// true one (coverage 83.5 %) fails with probability 0.95. Every cell rests
+/// on 90–600 samples a run. About 60–90 s on 2 busy cores.
 #[test]
 fn sparse_period_lifetimes_and_births_are_unbiased() {
     const RUNS: usize = 200;
@@ -438,7 +441,7 @@ fn sparse_period_lifetimes_and_births_are_unbiased() {
              coverage {:.1} %",
             covered * 100.0
         );
-        if mean.abs() > 4.0 * standard_error || covered < 0.90 || truth <= 0.0 {
+        if mean.abs() > 4.0 * standard_error || covered < 0.88 || truth <= 0.0 {
             problems.push(line);
         } else {
             eprintln!("{line}");
