@@ -96,6 +96,64 @@ fn emulated(shim: &Path, program: &Path, conf: &str) -> Run {
         .timeout(Duration::from_secs(120))
 }
 
+/// One test's toolchain and directory: the aarch64 shim, and a temporary
+/// directory its programs are compiled into.
+struct Lab {
+    shim: PathBuf,
+    dir: TempDir,
+}
+
+impl Lab {
+    /// The toolchain and a fresh directory `aarch64-<name>`, or a skip
+    /// ([`toolchain`]).
+    fn new(name: &str) -> Option<Lab> {
+        Some(Lab {
+            shim: toolchain()?,
+            dir: TempDir::new(&format!("aarch64-{name}")),
+        })
+    }
+
+    /// [`cross_compile`] into the lab's directory.
+    fn compile(&self, name: &str, source: &str, cxx: bool, flags: &[&str]) -> PathBuf {
+        cross_compile(self.dir.path(), name, source, cxx, flags)
+    }
+
+    /// [`emulated`] with the lab's shim.
+    fn run(&self, program: &Path, conf: &str) -> Run {
+        emulated(&self.shim, program, conf)
+    }
+}
+
+/// The folded stacks of `outcome`'s final dump for `metric`, once the
+/// program exited successfully.
+fn final_stacks(outcome: &Outcome, metric: &str) -> Vec<(Vec<String>, i64)> {
+    outcome.assert_success();
+    let (file, _) = outcome.final_dump();
+    folded(&file.path, metric)
+}
+
+/// The three ways code keeps (or not) what the walk needs: frame pointers,
+/// none (`-fomit-frame-pointer`), and return addresses signed with pointer
+/// authentication (`-mbranch-protection=standard`, which qemu's `max` CPU
+/// carries out: an unstripped address would name no function).
+const WALK_BUILDS: [(&str, &str); 3] = [
+    ("frame_pointers", "-fno-omit-frame-pointer"),
+    ("no_frame_pointers", "-fomit-frame-pointer"),
+    ("pointer_authentication", "-mbranch-protection=standard"),
+];
+
+/// The chain every unwinding test checks, outermost first.
+const CHAIN: [&str; 4] = ["main", "chain_outer", "chain_middle", "chain_inner"];
+
+/// The sum of the stacks that hold [`CHAIN`].
+fn in_chain(stacks: &[(Vec<String>, i64)]) -> i64 {
+    stacks
+        .iter()
+        .filter(|(frames, _)| has_chain(frames, &CHAIN))
+        .map(|(_, value)| value)
+        .sum()
+}
+
 /// heapdiff's folded stacks of `dump` for `metric`: (frames outermost
 /// first, value).
 fn folded(dump: &Path, metric: &str) -> Vec<(Vec<String>, i64)> {
@@ -173,10 +231,11 @@ int main(void) {
 /// malloc, calloc and realloc, on the main thread and on four others.
 #[test]
 fn exact_counts_per_function_at_lg_0() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-counts");
-    let program = cross_compile(dir.path(), "counts", COUNTS_C, false, &["-O1", "-pthread"]);
-    let outcome = emulated(&shim, &program, "lg_prof_sample:0").run();
+    let Some(lab) = Lab::new("counts") else {
+        return;
+    };
+    let program = lab.compile("counts", COUNTS_C, false, &["-O1", "-pthread"]);
+    let outcome = lab.run(&program, "lg_prof_sample:0").run();
     outcome.assert_success();
     assert!(
         outcome.stdout.starts_with("kept=700 freed=300"),
@@ -247,13 +306,11 @@ int main(void) {
 /// ones are live.)
 #[test]
 fn sampled_estimate_within_its_bound() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-estimate");
-    let program = cross_compile(dir.path(), "estimate", ESTIMATE_C, false, &["-O1"]);
-    let outcome = emulated(&shim, &program, "lg_prof_sample:14").run();
-    outcome.assert_success();
-    let (file, _) = outcome.final_dump();
-    let stacks = folded(&file.path, "inuse-space");
+    let Some(lab) = Lab::new("estimate") else {
+        return;
+    };
+    let program = lab.compile("estimate", ESTIMATE_C, false, &["-O1"]);
+    let stacks = final_stacks(&lab.run(&program, "lg_prof_sample:14").run(), "inuse-space");
     for function in ["estimated_block", "estimated_zeroed", "estimated_grown"] {
         let estimate = by_leaf(&stacks, function) as f64;
         let truth = 40_000.0 * 256.0;
@@ -290,31 +347,18 @@ int main(void) {
 /// carries out: an unstripped address would name no function).
 #[test]
 fn unwinding_with_and_without_frame_pointers_and_with_pointer_authentication() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-unwind");
-    let builds: [(&str, &[&str]); 3] = [
-        ("frame_pointers", &["-O2", "-fno-omit-frame-pointer"]),
-        ("no_frame_pointers", &["-O2", "-fomit-frame-pointer"]),
-        (
-            "pointer_authentication",
-            &["-O2", "-mbranch-protection=standard"],
-        ),
-    ];
-    for (name, flags) in builds {
-        let program = cross_compile(dir.path(), name, CHAIN_C, false, flags);
-        let outcome = emulated(&shim, &program, "lg_prof_sample:0")
+    let Some(lab) = Lab::new("unwind") else {
+        return;
+    };
+    for (name, flag) in WALK_BUILDS {
+        let program = lab.compile(name, CHAIN_C, false, &["-O2", flag]);
+        let outcome = lab
+            .run(&program, "lg_prof_sample:0")
             .env("QEMU_CPU", "max")
             .run();
-        outcome.assert_success();
+        let stacks = final_stacks(&outcome, "inuse-objects");
+        assert_eq!(in_chain(&stacks), 200, "{name}:\n{}", render(&stacks));
         let (file, _) = outcome.final_dump();
-        let stacks = folded(&file.path, "inuse-objects");
-        let chain = ["main", "chain_outer", "chain_middle", "chain_inner"];
-        let in_chain: i64 = stacks
-            .iter()
-            .filter(|(frames, _)| has_chain(frames, &chain))
-            .map(|(_, value)| value)
-            .sum();
-        assert_eq!(in_chain, 200, "{name}:\n{}", render(&stacks));
         let text = heapdiff_ok(&["--format", "text", path_str(&file.path)]);
         assert!(
             text.contains("chain_inner") && text.contains("aarch64"),
@@ -347,10 +391,9 @@ int main() {
 /// exactly per function at `lg_prof_sample:0`.
 #[test]
 fn cxx_new_and_delete_counted_exactly() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-cxx");
-    let program = cross_compile(dir.path(), "cxx", CXX_CC, true, &["-O1"]);
-    let outcome = emulated(&shim, &program, "lg_prof_sample:0").run();
+    let Some(lab) = Lab::new("cxx") else { return };
+    let program = lab.compile("cxx", CXX_CC, true, &["-O1"]);
+    let outcome = lab.run(&program, "lg_prof_sample:0").run();
     outcome.assert_success();
     let (file, _) = outcome.final_dump();
     let inuse = folded(&file.path, "inuse-objects");
@@ -431,17 +474,16 @@ int main(int argc, char **argv) {
 /// signal each write a dump with the plugin's blocks counted exactly.
 #[test]
 fn dlopen_dlclose_signal_and_api_dumps() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-dl");
-    let plugin = cross_compile(
-        dir.path(),
+    let Some(lab) = Lab::new("dl") else { return };
+    let plugin = lab.compile(
         "libplugin.so",
         PLUGIN_C,
         false,
         &["-O1", "-shared", "-fPIC"],
     );
-    let host = cross_compile(dir.path(), "host", HOST_C, false, &["-O1", "-ldl"]);
-    let outcome = emulated(&shim, &host, "lg_prof_sample:0,prof_signal:USR2")
+    let host = lab.compile("host", HOST_C, false, &["-O1", "-ldl"]);
+    let outcome = lab
+        .run(&host, "lg_prof_sample:0,prof_signal:USR2")
         .arg(&plugin)
         .run();
     outcome.assert_success();
@@ -523,10 +565,11 @@ int main(int argc, char **argv) {
 /// own blocks and nothing of the child's before the exec.
 #[test]
 fn fork_and_exec() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-fork");
-    let program = cross_compile(dir.path(), "forks", FORK_EXEC_C, false, &["-O1"]);
-    let outcome = emulated(&shim, &program, "lg_prof_sample:0,prof_fork_final:all").run();
+    let Some(lab) = Lab::new("fork") else { return };
+    let program = lab.compile("forks", FORK_EXEC_C, false, &["-O1"]);
+    let outcome = lab
+        .run(&program, "lg_prof_sample:0,prof_fork_final:all")
+        .run();
     outcome.assert_success();
     assert!(
         outcome.stdout.contains("exec target ran") && outcome.stdout.contains("children done 0"),
@@ -573,16 +616,18 @@ fn fork_and_exec() {
 /// process.
 #[test]
 fn launcher_runs_and_refuses_attach() {
-    let Some(shim) = toolchain() else { return };
+    let Some(lab) = Lab::new("launcher") else {
+        return;
+    };
+    let shim = &lab.shim;
     let launcher = shim.with_file_name("heapsample");
     assert!(launcher.is_file(), "{} is not built", launcher.display());
-    let dir = TempDir::new("aarch64-launcher");
-    let program = cross_compile(dir.path(), "estimate", ESTIMATE_C, false, &["-O1"]);
-    let out = dir.path().join("out");
+    let program = lab.compile("estimate", ESTIMATE_C, false, &["-O1"]);
+    let out = lab.dir.path().join("out");
     let run = Command::new("qemu-aarch64")
         .arg(&launcher)
         .args(["run", "--library"])
-        .arg(&shim)
+        .arg(shim)
         .arg("-o")
         .arg(&out)
         .args(["--", "qemu-aarch64"])
@@ -642,13 +687,11 @@ int main(void) {
 /// inside the caller, with exactly what it allocated.
 #[test]
 fn inlined_frames_of_an_aarch64_binary() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-inline");
-    let program = cross_compile(dir.path(), "inline", INLINE_C, false, &["-O2"]);
-    let outcome = emulated(&shim, &program, "lg_prof_sample:0").run();
-    outcome.assert_success();
-    let (file, _) = outcome.final_dump();
-    let stacks = folded(&file.path, "inuse-space");
+    let Some(lab) = Lab::new("inline") else {
+        return;
+    };
+    let program = lab.compile("inline", INLINE_C, false, &["-O2"]);
+    let stacks = final_stacks(&lab.run(&program, "lg_prof_sample:0").run(), "inuse-space");
     let inlined: i64 = stacks
         .iter()
         .filter(|(frames, _)| has_chain(frames, &["main", "outer_with_inline", "inlined_helper"]))
@@ -712,10 +755,11 @@ int main(void) {
 /// the 64 blocks it allocated, and the sleep goes on.
 #[test]
 fn signal_dump_of_a_process_blocked_in_a_system_call() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-blocked");
-    let program = cross_compile(dir.path(), "blocked", BLOCKED_C, false, &["-O1"]);
-    let outcome = emulated(&shim, &program, "lg_prof_sample:0,prof_signal:USR2").run();
+    let Some(lab) = Lab::new("blocked") else {
+        return;
+    };
+    let program = lab.compile("blocked", BLOCKED_C, false, &["-O1"]);
+    let outcome = lab.run(&program, "lg_prof_sample:0,prof_signal:USR2").run();
     outcome.assert_success();
     assert!(
         outcome.stdout.contains("child signal_dump=1"),
@@ -783,35 +827,23 @@ fn named(stacks: &[(Vec<String>, i64)]) -> Vec<(Vec<String>, i64)> {
 /// with frame pointers, without them and with pointer authentication.
 #[test]
 fn the_projects_walk_and_libgccs_agree() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-walks-agree");
-    let builds: [(&str, &[&str]); 3] = [
-        ("frame_pointers", &["-O2", "-fno-omit-frame-pointer"]),
-        ("no_frame_pointers", &["-O2", "-fomit-frame-pointer"]),
-        (
-            "pointer_authentication",
-            &["-O2", "-mbranch-protection=standard"],
-        ),
-    ];
-    for (name, flags) in builds {
-        let program = cross_compile(dir.path(), name, CHAIN_C, false, flags);
+    let Some(lab) = Lab::new("walks-agree") else {
+        return;
+    };
+    for (name, flag) in WALK_BUILDS {
+        let program = lab.compile(name, CHAIN_C, false, &["-O2", flag]);
         let mut by_unwinder = Vec::new();
         for unwinder in ["fast", "libgcc"] {
             let conf = format!("lg_prof_sample:0,prof_unwind:{unwinder}");
-            let outcome = emulated(&shim, &program, &conf)
-                .env("QEMU_CPU", "max")
-                .run();
-            outcome.assert_success();
-            let (file, _) = outcome.final_dump();
-            by_unwinder.push(named(&folded(&file.path, "alloc-objects")));
+            let outcome = lab.run(&program, &conf).env("QEMU_CPU", "max").run();
+            by_unwinder.push(named(&final_stacks(&outcome, "alloc-objects")));
         }
-        let chain = ["main", "chain_outer", "chain_middle", "chain_inner"];
-        let in_chain: i64 = by_unwinder[0]
-            .iter()
-            .filter(|(frames, _)| has_chain(frames, &chain))
-            .map(|(_, value)| value)
-            .sum();
-        assert_eq!(in_chain, 200, "{name}:\n{}", render(&by_unwinder[0]));
+        assert_eq!(
+            in_chain(&by_unwinder[0]),
+            200,
+            "{name}:\n{}",
+            render(&by_unwinder[0])
+        );
         assert_eq!(
             by_unwinder[0],
             by_unwinder[1],
@@ -829,21 +861,21 @@ fn the_projects_walk_and_libgccs_agree() {
 /// in x30, read from the signal frame); the same with libgcc.
 #[test]
 fn a_signal_handlers_allocation_shows_the_interrupted_function() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-signal-walk");
-    let program = cross_compile(dir.path(), "signals", SIGNALS_C, false, &["-O2"]);
+    let Some(lab) = Lab::new("signal-walk") else {
+        return;
+    };
+    let program = lab.compile("signals", SIGNALS_C, false, &["-O2"]);
     let mut by_unwinder = Vec::new();
     for unwinder in ["fast", "libgcc"] {
         let conf = format!("lg_prof_sample:0,prof_unwind:{unwinder}");
-        let outcome = emulated(&shim, &program, &conf).run();
+        let outcome = lab.run(&program, &conf).run();
         outcome.assert_success();
         assert!(
             outcome.stdout.contains("raised=40 alarmed=1"),
             "{}",
             outcome.context()
         );
-        let (file, _) = outcome.final_dump();
-        let stacks = named(&folded(&file.path, "inuse-objects"));
+        let stacks = named(&final_stacks(&outcome, "inuse-objects"));
         let through = |interrupted: &str, handler: &str| -> i64 {
             stacks
                 .iter()
@@ -992,38 +1024,28 @@ fn varying_truth() -> Vec<(Vec<String>, i64)> {
 /// with and without frame pointers and with pointer authentication.
 #[test]
 fn varying_stacks_and_a_library_replaced_at_its_address() {
-    let Some(shim) = toolchain() else { return };
-    let dir = TempDir::new("aarch64-varying");
-    let first = cross_compile(
-        dir.path(),
-        "libfirst.so",
-        SWAPPED_LIBRARY_C,
-        false,
-        &["-O2", "-shared", "-fPIC", "-DBIG=600", LIBRARY_ADDRESS],
-    );
-    let second = cross_compile(
-        dir.path(),
-        "libsecond.so",
-        SWAPPED_LIBRARY_C,
-        false,
-        &["-O2", "-shared", "-fPIC", "-DBIG=4000", LIBRARY_ADDRESS],
-    );
-    let builds: [(&str, &[&str]); 3] = [
-        ("varying_fp", &["-fno-omit-frame-pointer"]),
-        ("varying_nofp", &["-fomit-frame-pointer"]),
-        ("varying_pac", &["-mbranch-protection=standard"]),
-    ];
-    for (name, flags) in builds {
-        let mut all_flags = vec![
+    let Some(lab) = Lab::new("varying") else {
+        return;
+    };
+    let library = |name, big| {
+        let flags = ["-O2", "-shared", "-fPIC", big, LIBRARY_ADDRESS];
+        lab.compile(name, SWAPPED_LIBRARY_C, false, &flags)
+    };
+    let first = library("libfirst.so", "-DBIG=600");
+    let second = library("libsecond.so", "-DBIG=4000");
+    for (build, flag) in WALK_BUILDS {
+        let name = format!("varying_{build}");
+        let flags = [
             "-O2",
             "-no-pie",
             "-fno-optimize-sibling-calls",
             "-fno-ipa-icf",
             "-ldl",
+            flag,
         ];
-        all_flags.extend_from_slice(flags);
-        let program = cross_compile(dir.path(), name, VARYING_C, false, &all_flags);
-        let outcome = emulated(&shim, &program, "lg_prof_sample:0")
+        let program = lab.compile(&name, VARYING_C, false, &flags);
+        let outcome = lab
+            .run(&program, "lg_prof_sample:0")
             .env("QEMU_CPU", "max")
             .arg(&first)
             .arg(&second)
@@ -1034,8 +1056,7 @@ fn varying_stacks_and_a_library_replaced_at_its_address() {
             "{name}: the second library was not loaded at the first one's address\n{}",
             outcome.context()
         );
-        let (file, _) = outcome.final_dump();
-        let mut walked: Vec<(Vec<String>, i64)> = named(&folded(&file.path, "alloc-objects"))
+        let mut walked: Vec<(Vec<String>, i64)> = named(&final_stacks(&outcome, "alloc-objects"))
             .into_iter()
             .filter(|(frames, _)| {
                 frames
