@@ -6,6 +6,8 @@
 //!   files (`object`), placed where it loaded them.
 //! - `frames`: a stopped thread's call chain, unwound with its objects'
 //!   CFI (is a signal handler running on it?).
+//! - `landscape`: the ranges whose locks matter and the threads' walker,
+//!   known before anything is stopped.
 //! - `safepoint`: stopping one thread where it holds no allocator, loader
 //!   or profiler lock.
 //! - `tracer`: ptrace on that thread: calls, memory, and letting it go as
@@ -19,6 +21,7 @@
 
 #[cfg(target_arch = "x86_64")]
 mod frames;
+mod landscape;
 mod proc;
 #[cfg(target_arch = "x86_64")]
 mod safepoint;
@@ -37,9 +40,9 @@ use unsupported as tracer;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use landscape::Landscape;
 use proc::Mapping;
 pub use proc::{Credentials, Process};
-use safepoint::Landscape;
 use symbols::LoadedObject;
 
 use crate::Failure;

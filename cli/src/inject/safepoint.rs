@@ -31,25 +31,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::frames::{End, Walker};
-use super::proc::{Blocked, Mapping, Process};
+use super::frames::End;
+use super::landscape::Landscape;
+use super::proc::{Blocked, Process};
 use super::tracer::{self, StopError, Stopped};
 use crate::Failure;
-
-/// Code and data ranges of the objects whose locks matter.
-pub struct Landscape {
-    /// Every mapping of the C library, the loader, the allocator's object
-    /// and the profiler.
-    pub risky: Vec<(u64, u64)>,
-    /// The C library's executable mappings.
-    pub libc_code: Vec<(u64, u64)>,
-    /// The C library's signal return trampoline (`__restore_rt`).
-    pub restorer: Option<u64>,
-    /// The process's mappings (for stack room).
-    pub maps: Vec<Mapping>,
-    /// The threads' call chains.
-    pub walker: Walker,
-}
 
 /// Where a signal frame (`struct rt_sigframe`: the return address, then
 /// the `ucontext`, whose `uc_mcontext` starts 40 bytes in) keeps the

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use super::Process;
+use super::landscape::Landscape;
 use super::proc::Mapping;
 use crate::Failure;
 
@@ -20,15 +21,6 @@ pub fn refusal(process: Process) -> Failure {
         process.0,
         process.name()
     ))
-}
-
-/// Nothing to know: no thread is ever stopped.
-pub struct Landscape {
-    pub risky: Vec<(u64, u64)>,
-    pub libc_code: Vec<(u64, u64)>,
-    pub restorer: Option<u64>,
-    pub maps: Vec<Mapping>,
-    pub walker: Walker,
 }
 
 /// No call chains are read.
