@@ -59,8 +59,8 @@
 //!   it misses. Simulating the sampling of these histograms with
 //!   heapdiff's interval (normal, its high end at least the gamma limit;
 //!   4·10⁵ runs a cell), the one-stack sites' values cover 95.3–96.1 % at
-//!   lg 14 and 95.5–98.8 % at 19, their changes between independent runs
-//!   (the two intervals combined as heapdiff does) 95.3–96.6 %, and the
+//!   lg 14 and 95.5–99.9 % at 19, their changes between independent runs
+//!   (the two intervals combined as heapdiff does) 95.3–99.97 %, and the
 //!   normal approximation alone gives 84–89 % on the few-sample and mixed
 //!   cells. So a cell fails with probability ≤ 2·10⁻⁷ (3·10⁻⁸ at 95.3 %),
 //!   ≤ 5·10⁻⁵ per run over the ~230 unmarked cells, most far more
