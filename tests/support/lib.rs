@@ -23,6 +23,8 @@
 //! - [`profiler_lines`]: the profiler's own stderr lines
 //!   ([`heapsample_lines`], the leak summary);
 //! - [`tools`]: `heapdiff` and `go tool pprof` on the profiler's output;
+//! - [`binomial`]: the binomial law's lower tail, for coverage counts over
+//!   runs: [`binomial_below`], [`least_count`];
 //! - [`prerequisite`]: what a test needs from the machine, and the one way
 //!   to skip when it is missing ([`skip`]), counted by the test command.
 //!
@@ -38,6 +40,7 @@
 pub use heapsample_format as format;
 
 pub mod aggregate;
+pub mod binomial;
 pub mod dump_files;
 pub mod locate;
 pub mod prerequisite;
@@ -50,6 +53,7 @@ pub mod temp_dir;
 pub mod tools;
 
 pub use aggregate::*;
+pub use binomial::*;
 pub use dump_files::*;
 pub use locate::*;
 pub use prerequisite::{Missing, skip};

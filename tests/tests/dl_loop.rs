@@ -79,7 +79,12 @@ fn median(mut values: Vec<f64>) -> f64 {
 ///
 /// Claims, each measured side by side in this test on a shared machine:
 /// - time: the median over 3 interleaved pairs of CPU(with) / CPU(without)
-///   is at most 2 (measured 1.2–1.4; the quadratic loop was 95);
+///   is at most 3: a guard against work per load that grows (the quadratic
+///   loop was 95), not a cost claim (those are `bench/`'s). Measured 1.2–1.4
+///   earlier, 1.25–1.79 per pair (medians 1.37, 1.69, 1.67) at a load
+///   average of 8–10 on 2 cores on 2026-11-29: the profiled run's tables
+///   suffer more from a busy machine's caches than the plain run, so 2
+///   left a margin of 12 % on one pair;
 /// - flat cost: the median over those runs of CPU(last quarter of the
 ///   iterations) / CPU(first quarter) is at most 1.5 (measured ≈ 1.0; the
 ///   quadratic loop 46);
@@ -130,7 +135,7 @@ fn dlopen_dlclose_loops_cost_flat_and_stay_bounded() {
             "{mode}: CPU with/without {ratios:.2?} (median {ratio:.2}), last/first quarter {flatness:.2?}"
         );
         assert!(
-            ratio <= 2.0,
+            ratio <= 3.0,
             "{mode}: {ratio:.2}x the CPU time without the profiler"
         );
         assert!(

@@ -73,19 +73,24 @@ fn which_forked_children_dump_at_exit() {
 /// intervals after the fork (a child that kept its parent's generator and
 /// countdown would sample exactly the allocations its siblings sample).
 ///
-/// 20 children each allocate 1 MiB in 4 KiB blocks at a mean period of
+/// 40 children each allocate 1 MiB in 4 KiB blocks at a mean period of
 /// 16 KiB: a block is sampled with p = 1 − e^(−1/4) ≈ 0.221, so a child's
 /// own sample count is binomial(256, p): mean 56.6, variance
 /// 256·p·(1−p) ≈ 44.1. Every child also carries the parent's samples, the
 /// same number in each, so the variance of the children's totals is that of
-/// their own counts. With 19 degrees of freedom the sample variance over
-/// σ² lies in [0.30, 2.4] with probability 0.999 (χ² quantiles 5.4 and
-/// 45.3 over 19); identical children give 0.
+/// their own counts. With 39 degrees of freedom the sample variance over
+/// σ² lies in [0.348, 2.131] but with probability 10⁻⁴ (χ²₃₉'s 5·10⁻⁵ and
+/// 1 − 5·10⁻⁵ quantiles over 39; the binomial's excess kurtosis, −0.0007,
+/// moves them by far less than their third digit). Children that share
+/// their parent's generator give 0 and fail surely; a variance twice the
+/// binomial's fails with probability 0.36. (With 20 children and [0.30,
+/// 2.4] a false failure was 2·10⁻³, not the 10⁻³ stated.)
 #[test]
 fn forked_children_sample_independently() {
+    const CHILDREN: usize = 40;
     let (_dir, binary) = fork_children();
     let outcome = Run::new(&binary)
-        .args(["20", "1048576"])
+        .args([CHILDREN.to_string().as_str(), "1048576"])
         .with_shim()
         .prof_conf("lg_prof_sample:14,prof_fork_final:all")
         .run();
@@ -96,15 +101,16 @@ fn forked_children_sample_independently() {
         .filter(|(f, _)| f.pid != outcome.pid && f.trigger == "f")
         .map(|(_, d)| d.totals.samples_taken as f64)
         .collect();
-    assert_eq!(counts.len(), 20, "{}", outcome.context());
-    let mean = counts.iter().sum::<f64>() / 20.0;
-    let variance = counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / 19.0;
+    assert_eq!(counts.len(), CHILDREN, "{}", outcome.context());
+    let n = CHILDREN as f64;
+    let mean = counts.iter().sum::<f64>() / n;
+    let variance = counts.iter().map(|c| (c - mean).powi(2)).sum::<f64>() / (n - 1.0);
     let p = 1.0 - (-0.25f64).exp();
     let sigma2 = 256.0 * p * (1.0 - p);
     let ratio = variance / sigma2;
     eprintln!("children's samples: {counts:?}; variance {variance:.1} = {ratio:.2} σ²");
     assert!(
-        (0.30..=2.4).contains(&ratio),
+        (0.348..=2.131).contains(&ratio),
         "the children's sample counts vary {ratio:.2}× as much as independent sampling would \
          (counts {counts:?})"
     );

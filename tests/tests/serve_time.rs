@@ -172,7 +172,8 @@ async fn ranges_temporaries_and_classes_on_a_cpp_service() {
     // 8 rounds of 40 sessions of 4 KiB. At a 16 KiB period a 4 KiB object
     // is sampled with p = 1 - e^(-1/4) = 0.221; 320 of them give a
     // relative standard error of sqrt((1 - p) / (p n)) = 10.5 %: 0.45 is
-    // over 4 standard errors.
+    // over 4 standard errors, and the exact binomial tails outside it
+    // (fewer than 39 or more than 102 samples of 320) are 2.3e-5.
     let truth_bytes = 8.0 * truth(&cpp, "leak");
     assert!(
         (leaked - truth_bytes).abs() < 0.45 * truth_bytes,
@@ -227,7 +228,8 @@ async fn ranges_temporaries_and_classes_on_a_cpp_service() {
     );
     // 10 rounds of 256 blocks of 2 KiB freed at once. A 2 KiB block is
     // sampled with p = 1 - e^(-1/8) = 0.118; 2,560 of them give a relative
-    // standard error of 5.4 %: 0.25 is over 4 standard errors.
+    // standard error of 5.4 %: 0.25 is over 4 standard errors (exact
+    // binomial tails outside it, under 226 or over 376 samples: 4.3e-6).
     let churned = 10.0 * 256.0 * 2048.0;
     assert!(
         (temporary - churned).abs() < 0.25 * churned,

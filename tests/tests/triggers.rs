@@ -459,7 +459,13 @@ fn sampled_live(dump: &Dump) -> f64 {
 /// recorded in each dump itself (the trigger re-arms from the same estimate),
 /// so it needs no sampling tolerance; allowed: one block's weight s/p less
 /// (each live sample's weight is kept in whole bytes). The program waits
-/// for the dumper after each block, as in the exact test.
+/// for the dumper after each block, as in the exact test. Exactly: the 8
+/// blocks kept are the same samples in both estimates, so a dump while
+/// regrowing to 27 blocks needs more of the 19 regrown blocks sampled than
+/// of the peak's 32, P(Bin(19, p) ≥ Bin(32, p)) = 1.6·10⁻⁵ even with the
+/// next due point right at the peak's estimate (it is up to a step above);
+/// growing to 72 blocks stays under a step past the peak with
+/// probability 2·10⁻⁹.
 #[test]
 fn high_water_sampled_estimate() {
     let program = compile_c("trig_highwater.c", &BuildOptions::no_pie());

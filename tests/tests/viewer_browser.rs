@@ -409,9 +409,13 @@ async fn the_functions_table_names_zoom_and_keys_on_a_cpp_service() {
     // a file): most changes are noise. The rows that change share one
     // sampled chain (the registry's 400 sessions of 4 KiB, each sampled with
     // probability 0.22 at lg 14), so one pair of runs shows no noise when
-    // that chain's difference lands outside its 95 % interval (about 1 pair
-    // in 20; 1 in 9 seen): up to four independent pairs are compared until
-    // one shows noise, so a false failure takes four such pairs (< 1e-5).
+    // that chain's difference lands outside its 95 % interval: 3.8 % of
+    // pairs (4·10⁵ simulated pairs of 400 sessions, the interval combined as
+    // heapdiff does; 1 in 9 seen over a few runs). Up to four pairs are
+    // compared until one shows noise, the last three of fresh runs, so a
+    // false failure takes 0.038³ = 5.5·10⁻⁵ even if the first pair (against
+    // this run's later dump) never showed noise, 2·10⁻⁶ if it is like the
+    // others.
     let mut runs: (Outcome, Option<Outcome>) = (run_cpp_service(), None);
     for pair in 0..4 {
         let (base, new) = match &runs {
