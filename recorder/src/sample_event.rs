@@ -116,6 +116,9 @@ fn record_and_feed(state: &ThreadState, pointer: *mut c_void, size: usize, entry
     if state::active() {
         record_sample(state, pointer, size as u64, entry);
     }
+    if !triggers::watched() {
+        return;
+    }
     let ext = state.ext.load(Relaxed);
     if !ext.is_null() {
         // SAFETY: the thread's own cold block, used by this thread only.

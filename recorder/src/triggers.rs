@@ -53,6 +53,25 @@ static LIVE_ESTIMATE: AtomicI64 = AtomicI64::new(0);
 
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
+/// Set once anything a sample event feeds or checks is on (an interval or
+/// high-water trigger, a memory limit watched, the dumper thread wanted);
+/// never cleared. While it is unset, a sample event's triggers are this
+/// one test (every allocation is a sample event at `lg_prof_sample:0`).
+static WATCHED: AtomicBool = AtomicBool::new(false);
+
+/// Make sample events check the triggers from now on (see [`WATCHED`]).
+/// Async-signal-safe: one atomic store.
+pub fn watch() {
+    WATCHED.store(true, Relaxed);
+}
+
+/// Do sample events check the triggers (see [`WATCHED`])? A thread may see
+/// a [`watch`] one event late, as it may any trigger's state.
+#[inline(always)]
+pub fn watched() -> bool {
+    WATCHED.load(Relaxed)
+}
+
 /// Set the triggers up from the configuration (at start-up).
 pub fn configure(config: &Config) {
     if config.lg_prof_interval >= 0 {
@@ -62,6 +81,9 @@ pub fn configure(config: &Config) {
     EXACT_LIVE.store(config.prof_exact, Relaxed);
     NEXT_HIGH_WATER.store(config.prof_gdump_step.step_over(0), Relaxed);
     SIGNAL.store(config.prof_signal, Relaxed);
+    if config.lg_prof_interval >= 0 || config.prof_gdump {
+        watch();
+    }
     dump_thread::configure_time_dumps(config.prof_interval_s);
 }
 
@@ -94,8 +116,9 @@ pub fn live_heap() -> u64 {
 }
 
 /// Called at each sample event of a thread (after its countdown was
-/// redrawn): hand over what the thread allocated since its last event and
-/// check the triggers.
+/// redrawn) once [`watched`]: hand over what the thread allocated since its
+/// last event and check the triggers. (Until then the interval trigger is
+/// off, so what a thread allocated need not be handed over.)
 #[inline(always)]
 pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
     dump_thread::start_if_wanted();
