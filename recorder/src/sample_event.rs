@@ -41,7 +41,7 @@ use crate::record_counters::Counters;
 use crate::stack_table::STACKS;
 use crate::state;
 use crate::sys::{self, ErrnoGuard};
-use crate::tls::{self, RecentKey, ThreadState};
+use crate::tls::{self, RecentKey, RecentStack, ThreadState};
 use crate::warn::Kind;
 use crate::{backtrace, clock, modules, next_alloc, sampling_law, table_setup, threads, triggers};
 
@@ -184,16 +184,25 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
     let frames = &frames[range.start..range.end.min(range.start + max_frames)];
     let generation = modules::generation();
     let key = RecentKey::of(frames);
-    let recent = ext.recent_stacks.find(key, generation);
-    if let Some(record) = recent
-        && let Some(counters) = STACKS.counters_if_holds(record, frames)
+    if let Some(recent) = ext.recent_stacks.find(key, generation)
+        && recent.frames() == frames
     {
-        return record_stack_sample(state, record, counters, pointer, size, birth);
+        return record_stack_sample(
+            state,
+            recent.record,
+            recent.counters(),
+            pointer,
+            size,
+            birth,
+        );
     }
     let Some(record) = new_record(state, frames, size) else {
         return;
     };
-    ext.recent_stacks.remember(key, record, generation);
+    if let Some((held, counters)) = STACKS.frames_and_counters(record) {
+        let recent = RecentStack::new(record, held, counters);
+        ext.recent_stacks.remember(key, generation, recent);
+    }
     record_counted_sample(state, record, pointer, size, birth);
 }
 
