@@ -156,8 +156,12 @@ pub fn now_ns() -> u64 {
     let sequence = c.sequence.load(Acquire);
     if sequence & 1 != 0 {
         // Not calibrated (or the vDSO clock for good, or an anchor being
-        // written): no counter read.
-        return now_ns_slow();
+        // written): no counter read. The vDSO clock for good is read here,
+        // without a call of its own (it is aarch64's only clock).
+        if MODE.load(Relaxed) == VDSO {
+            return vdso_ns();
+        }
+        return now_ns_steps();
     }
     let anchor_tsc = c.anchor_tsc.load(Relaxed);
     let anchor_ns = c.anchor_ns.load(Relaxed);
@@ -183,13 +187,14 @@ fn tsc() -> u64 {
 }
 
 /// The vDSO clock.
+#[inline(always)]
 fn vdso_ns() -> u64 {
     crate::sys::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
-/// Every reading but the counter's: the vDSO clock (where the counter is
-/// not used, a short path), and the steps of the calibration and the
-/// anchors when their time has come.
+/// A reading the counter's conversion could not make (an anchor written
+/// meanwhile, or the anchor's window passed): the vDSO clock, or the steps
+/// of the calibration and the anchors when their time has come.
 #[cold]
 #[inline(never)]
 fn now_ns_slow() -> u64 {
