@@ -60,6 +60,18 @@ pub unsafe fn on_countdown_expired(
     size: usize,
     entry: HookEntry,
 ) {
+    if state.flags.load(Relaxed) & (tls::FLAG_GUARD | tls::FLAG_FINAL_FLUSH) == 0
+        && state.serial.load(Relaxed) != 0
+        && sampling_law::samples_every_allocation()
+    {
+        // Every allocation is a sample (a thread set up, not guarded, not
+        // past its exit flush): no interval to draw (the countdown stays at
+        // 0), and nothing on this path changes errno but the cold calls
+        // that save it themselves.
+        let _guard = tls::EnteredFromOutside::enter(state);
+        state.sampler.restart_at_zero();
+        return record_and_feed(state, pointer, size, entry);
+    }
     if state.guarded() {
         // The profiler's own allocation (or one a library made for it, as a
         // preloaded dlsym may), unsampled: keep the fast path fast until the
@@ -76,16 +88,6 @@ pub unsafe fn on_countdown_expired(
         return;
     }
     let _guard = tls::EnteredFromOutside::enter(state);
-    if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH == 0
-        && state.serial.load(Relaxed) != 0
-        && sampling_law::samples_every_allocation()
-    {
-        // Every allocation is a sample: no interval to draw (the countdown
-        // stays at 0), and nothing on this path changes errno but the cold
-        // calls that save it themselves.
-        state.sampler.restart_at_zero();
-        return record_and_feed(state, pointer, size, entry);
-    }
     let _errno = ErrnoGuard::save();
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH != 0 {
         table_setup::ensure();
