@@ -466,22 +466,52 @@ impl LiveTable {
                 Some(_) => {}
             }
         }
-        self.insert_away_from_home(address, sample, place, entries_before)
+        let LiveSample {
+            record,
+            thread,
+            size,
+            usable,
+            birth,
+        } = sample;
+        self.insert_away_from_home(
+            address,
+            place,
+            entries_before,
+            record,
+            thread,
+            size,
+            usable,
+            birth,
+        )
     }
 
     /// [`LiveTable::insert`] past its local home's claim (taken by another
     /// address, or not tried: the nursery first), `entries_before` being
     /// the filter's count before this address was counted. Out of line,
     /// the probe found again: the home's path keeps its probe in registers.
+    /// The sample comes in its fields, not as one value passed in memory,
+    /// which the home's path would have to store for it.
     #[cold]
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn insert_away_from_home(
         &self,
         address: usize,
-        sample: LiveSample,
         place: EntryPlace,
         entries_before: u32,
+        record: u32,
+        thread: u32,
+        size: u64,
+        usable: u64,
+        birth: u64,
     ) -> Result<Option<LiveSample>, TableFull> {
+        let sample = LiveSample {
+            record,
+            thread,
+            size,
+            usable,
+            birth,
+        };
         let bucket = self.filter_bucket(address);
         let Some(probe) = self.main_probe(address) else {
             bucket.fetch_sub(1, Ordering::AcqRel);
