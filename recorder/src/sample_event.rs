@@ -60,6 +60,9 @@ pub unsafe fn on_countdown_expired(
     size: usize,
     entry: HookEntry,
 ) {
+    // SAFETY: a live allocation is not null (the contract): the allocator's
+    // usable size is then asked without testing it again.
+    unsafe { core::hint::assert_unchecked(!pointer.is_null()) };
     if state.flags.load(Relaxed) & (tls::FLAG_GUARD | tls::FLAG_FINAL_FLUSH) == 0
         && state.serial.load(Relaxed) != 0
         && sampling_law::samples_every_allocation()
