@@ -140,6 +140,10 @@ struct Conversion {
     window_ticks: AtomicU64,
 }
 
+/// The conversion's sequence once the vDSO clock is used for good (odd, and
+/// never written again): readers tell that mode from the sequence alone.
+const VDSO_SEQUENCE: u64 = u64::MAX;
+
 static CONVERSION: Conversion = Conversion {
     sequence: AtomicU64::new(1),
     anchor_tsc: AtomicU64::new(0),
@@ -158,7 +162,7 @@ pub fn now_ns() -> u64 {
         // Not calibrated (or the vDSO clock for good, or an anchor being
         // written): no counter read. The vDSO clock for good is read here,
         // without a call of its own (it is aarch64's only clock).
-        if MODE.load(Relaxed) == VDSO {
+        if sequence == VDSO_SEQUENCE {
             return vdso_ns();
         }
         return now_ns_steps();
@@ -237,8 +241,14 @@ fn calibrate() -> u64 {
     }
     let Some((tsc, ns)) = pair(RATE_PAIR_TRIES) else {
         if FAILED_PAIRS.fetch_add(1, Relaxed) + 1 >= CALIBRATION_TRIES {
-            // Another thread may have published the first anchor meanwhile.
-            let _ = MODE.compare_exchange(CALIBRATING, VDSO, Relaxed, Relaxed);
+            // Another thread may have published the first anchor meanwhile
+            // (it took the mode first).
+            if MODE
+                .compare_exchange(CALIBRATING, VDSO, Relaxed, Relaxed)
+                .is_ok()
+            {
+                abandon_counter();
+            }
         }
         return now;
     };
@@ -264,15 +274,14 @@ fn check_counter() {
     let base = invariant_counter()
         .then(|| (0..CALIBRATION_TRIES).find_map(|_| pair(RATE_PAIR_TRIES)))
         .flatten();
-    let next = match base {
+    match base {
         Some((tsc, ns)) => {
             BASE_TSC.store(tsc, Relaxed);
             BASE_NS.store(ns, Relaxed);
-            CALIBRATING
+            MODE.store(CALIBRATING, Release);
         }
-        None => VDSO,
-    };
-    MODE.store(next, Release);
+        None => abandon_counter(),
+    }
 }
 
 /// The counter ticks at one rate in every state and on every core.
@@ -388,10 +397,12 @@ fn take_anchor(pair: (u64, u64), current: Option<Anchor>) {
     }
 }
 
-/// The vDSO clock for good; the sequence stays odd, so readers never read
-/// the counter again.
+/// The vDSO clock for good, from a state where no other thread publishes
+/// or writes an anchor (the sequence is odd): the sequence becomes
+/// [`VDSO_SEQUENCE`] and stays so, so readers never read the counter again.
 fn abandon_counter() {
     MODE.store(VDSO, Relaxed);
+    CONVERSION.sequence.store(VDSO_SEQUENCE, Release);
 }
 
 /// Write `anchor` while the sequence is odd, then make it even.
