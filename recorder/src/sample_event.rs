@@ -127,7 +127,7 @@ fn record_and_feed<const EVERY: bool>(
     if state::active() {
         record_sample::<EVERY>(state, pointer, size as u64, entry);
     }
-    if !triggers::watched() {
+    if !state::triggers_watched() {
         return;
     }
     let ext = state.ext.load(Relaxed);

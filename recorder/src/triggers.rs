@@ -14,6 +14,11 @@
 //! one, a high-water dump only if its heap exceeds the last one's
 //! ([`still_due`], asked by the writer once a dump is assembled).
 //!
+//! Sample events check the triggers only once something that feeds them is
+//! on (`state::watch_triggers`, called by whatever turns one on: the
+//! configuration, a watched memory limit, a wanted dumper thread), so that
+//! at `lg_prof_sample:0` with none on they cost one test per allocation.
+//!
 //! [`after_sample_event`] runs inside malloc (the sample event): atomics
 //! only, no lock, no allocation, except that a due interval or high-water
 //! dump starts the dumper thread if it is not running (`dumper`). The
@@ -53,25 +58,6 @@ static LIVE_ESTIMATE: AtomicI64 = AtomicI64::new(0);
 
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-/// Set once anything a sample event feeds or checks is on (an interval or
-/// high-water trigger, a memory limit watched, the dumper thread wanted);
-/// never cleared. While it is unset, a sample event's triggers are this
-/// one test (every allocation is a sample event at `lg_prof_sample:0`).
-static WATCHED: AtomicBool = AtomicBool::new(false);
-
-/// Make sample events check the triggers from now on (see [`WATCHED`]).
-/// Async-signal-safe: one atomic store.
-pub fn watch() {
-    WATCHED.store(true, Relaxed);
-}
-
-/// Do sample events check the triggers (see [`WATCHED`])? A thread may see
-/// a [`watch`] one event late, as it may any trigger's state.
-#[inline(always)]
-pub fn watched() -> bool {
-    WATCHED.load(Relaxed)
-}
-
 /// Set the triggers up from the configuration (at start-up).
 pub fn configure(config: &Config) {
     if config.lg_prof_interval >= 0 {
@@ -82,7 +68,7 @@ pub fn configure(config: &Config) {
     NEXT_HIGH_WATER.store(config.prof_gdump_step.step_over(0), Relaxed);
     SIGNAL.store(config.prof_signal, Relaxed);
     if config.lg_prof_interval >= 0 || config.prof_gdump {
-        watch();
+        state::watch_triggers();
     }
     dump_thread::configure_time_dumps(config.prof_interval_s);
 }
@@ -116,7 +102,7 @@ pub fn live_heap() -> u64 {
 }
 
 /// Called at each sample event of a thread (after its countdown was
-/// redrawn) once [`watched`]: hand over what the thread allocated since its
+/// redrawn) once `state::triggers_watched`: hand over what the thread allocated since its
 /// last event and check the triggers. (Until then the interval trigger is
 /// off, so what a thread allocated need not be handed over.)
 #[inline(always)]
