@@ -126,8 +126,9 @@ static BASE_TSC: AtomicU64 = AtomicU64::new(0);
 static BASE_NS: AtomicU64 = AtomicU64::new(0);
 
 /// The published conversion, under its sequence counter: odd while an
-/// anchor is written, and until the first is (so a reader needs no other
-/// test). One cache line, written once a millisecond at most.
+/// anchor is written, until the first is, and for good once the vDSO clock
+/// is ([`VDSO_SEQUENCE`]), so a reader needs no other test. One cache line,
+/// written once a millisecond at most.
 #[repr(C, align(64))]
 struct Conversion {
     sequence: AtomicU64,
