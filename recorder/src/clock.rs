@@ -126,8 +126,9 @@ static BASE_TSC: AtomicU64 = AtomicU64::new(0);
 static BASE_NS: AtomicU64 = AtomicU64::new(0);
 
 /// The published conversion, under its sequence counter: odd while an
-/// anchor is written, and until the first is (so a reader needs no other
-/// test). One cache line, written once a millisecond at most.
+/// anchor is written, until the first is, and for good once the vDSO clock
+/// is ([`VDSO_SEQUENCE`]), so a reader needs no other test. One cache line,
+/// written once a millisecond at most.
 #[repr(C, align(64))]
 struct Conversion {
     sequence: AtomicU64,
@@ -139,6 +140,10 @@ struct Conversion {
     /// new anchor (a counter below `anchor_tsc` takes it too).
     window_ticks: AtomicU64,
 }
+
+/// The conversion's sequence once the vDSO clock is used for good (odd, and
+/// never written again): readers tell that mode from the sequence alone.
+const VDSO_SEQUENCE: u64 = u64::MAX;
 
 static CONVERSION: Conversion = Conversion {
     sequence: AtomicU64::new(1),
@@ -156,8 +161,12 @@ pub fn now_ns() -> u64 {
     let sequence = c.sequence.load(Acquire);
     if sequence & 1 != 0 {
         // Not calibrated (or the vDSO clock for good, or an anchor being
-        // written): no counter read.
-        return now_ns_slow();
+        // written): no counter read. The vDSO clock for good is read here,
+        // without a call of its own (it is aarch64's only clock).
+        if sequence == VDSO_SEQUENCE {
+            return vdso_ns();
+        }
+        return now_ns_steps();
     }
     let anchor_tsc = c.anchor_tsc.load(Relaxed);
     let anchor_ns = c.anchor_ns.load(Relaxed);
@@ -183,13 +192,14 @@ fn tsc() -> u64 {
 }
 
 /// The vDSO clock.
+#[inline(always)]
 fn vdso_ns() -> u64 {
     crate::sys::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
-/// Every reading but the counter's: the vDSO clock (where the counter is
-/// not used, a short path), and the steps of the calibration and the
-/// anchors when their time has come.
+/// A reading the counter's conversion could not make (an anchor written
+/// meanwhile, or the anchor's window passed): the vDSO clock, or the steps
+/// of the calibration and the anchors when their time has come.
 #[cold]
 #[inline(never)]
 fn now_ns_slow() -> u64 {
@@ -232,8 +242,14 @@ fn calibrate() -> u64 {
     }
     let Some((tsc, ns)) = pair(RATE_PAIR_TRIES) else {
         if FAILED_PAIRS.fetch_add(1, Relaxed) + 1 >= CALIBRATION_TRIES {
-            // Another thread may have published the first anchor meanwhile.
-            let _ = MODE.compare_exchange(CALIBRATING, VDSO, Relaxed, Relaxed);
+            // Another thread may have published the first anchor meanwhile
+            // (it took the mode first).
+            if MODE
+                .compare_exchange(CALIBRATING, VDSO, Relaxed, Relaxed)
+                .is_ok()
+            {
+                abandon_counter();
+            }
         }
         return now;
     };
@@ -259,15 +275,14 @@ fn check_counter() {
     let base = invariant_counter()
         .then(|| (0..CALIBRATION_TRIES).find_map(|_| pair(RATE_PAIR_TRIES)))
         .flatten();
-    let next = match base {
+    match base {
         Some((tsc, ns)) => {
             BASE_TSC.store(tsc, Relaxed);
             BASE_NS.store(ns, Relaxed);
-            CALIBRATING
+            MODE.store(CALIBRATING, Release);
         }
-        None => VDSO,
-    };
-    MODE.store(next, Release);
+        None => abandon_counter(),
+    }
 }
 
 /// The counter ticks at one rate in every state and on every core.
@@ -383,10 +398,12 @@ fn take_anchor(pair: (u64, u64), current: Option<Anchor>) {
     }
 }
 
-/// The vDSO clock for good; the sequence stays odd, so readers never read
-/// the counter again.
+/// The vDSO clock for good, from a state where no other thread publishes
+/// or writes an anchor (the sequence is odd): the sequence becomes
+/// [`VDSO_SEQUENCE`] and stays so, so readers never read the counter again.
 fn abandon_counter() {
     MODE.store(VDSO, Relaxed);
+    CONVERSION.sequence.store(VDSO_SEQUENCE, Release);
 }
 
 /// Write `anchor` while the sequence is odd, then make it even.

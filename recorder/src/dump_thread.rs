@@ -152,6 +152,7 @@ pub fn on_dump_signal(signal: i32, info: *const libc::siginfo_t, context: *const
     }
     if tls::current().guarded() || !interrupted_where_start_is_safe(context) {
         START_WANTED.store(true, Relaxed);
+        crate::state::watch_triggers();
         arm_retry(signal);
         return;
     }
@@ -511,6 +512,7 @@ pub fn configure_time_dumps(seconds: u32) {
     TIME_PERIOD_NS.store(u64::from(seconds) * 1_000_000_000, Relaxed);
     if seconds != 0 {
         START_WANTED.store(true, Relaxed);
+        crate::state::watch_triggers();
     }
 }
 

@@ -454,7 +454,7 @@ impl LiveTable {
                     // An entry of this address elsewhere (its free never
                     // seen) can only be where a lookup reaches past a home.
                     if entries_before != 0 && self.may_hold_away_from_home() {
-                        return Ok(self.remove_away_from_home(address, &probe));
+                        return Ok(self.remove_away_from_home(address));
                     }
                     return Ok(None);
                 }
@@ -466,6 +466,57 @@ impl LiveTable {
                 Some(_) => {}
             }
         }
+        let LiveSample {
+            record,
+            thread,
+            size,
+            usable,
+            birth,
+        } = sample;
+        self.insert_away_from_home(
+            address,
+            place,
+            entries_before,
+            record,
+            thread,
+            size,
+            usable,
+            birth,
+        )
+    }
+
+    /// [`LiveTable::insert`] past its local home's claim (taken by another
+    /// address, or not tried: the nursery first), `entries_before` being
+    /// the filter's count before this address was counted. Out of line,
+    /// the probe found again: the home's path keeps its probe in registers.
+    /// The sample comes in its fields, not as one value passed in memory,
+    /// which the home's path would have to store for it.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn insert_away_from_home(
+        &self,
+        address: usize,
+        place: EntryPlace,
+        entries_before: u32,
+        record: u32,
+        thread: u32,
+        size: u64,
+        usable: u64,
+        birth: u64,
+    ) -> Result<Option<LiveSample>, TableFull> {
+        let sample = LiveSample {
+            record,
+            thread,
+            size,
+            usable,
+            birth,
+        };
+        let bucket = self.filter_bucket(address);
+        let Some(probe) = self.main_probe(address) else {
+            bucket.fetch_sub(1, Ordering::AcqRel);
+            return Err(TableFull);
+        };
         // The entry of an address whose free was never seen is replaced in
         // place, marked as being written meanwhile (if a reset removed it
         // first, the address is inserted anew).
@@ -519,7 +570,8 @@ impl LiveTable {
     /// free was never seen): take the twin out and return it.
     #[cold]
     #[inline(never)]
-    fn remove_away_from_home(&self, address: usize, probe: &MainProbe<'_>) -> Option<LiveSample> {
+    fn remove_away_from_home(&self, address: usize) -> Option<LiveSample> {
+        let probe = self.main_probe(address)?;
         let home = probe.home();
         let slot = if self.nursery.in_use()
             && let Some(slot) = self.find_in_nursery(address)
@@ -584,22 +636,24 @@ impl LiveTable {
         {
             return Some(slot);
         }
-        self.find_hashed(address, probe)
+        self.find_hashed(address)
     }
 
     /// An entry whose local home was taken when it was inserted.
     #[inline(always)]
-    fn find_hashed<'a>(&'a self, address: usize, probe: &MainProbe<'a>) -> Option<&'a Slot> {
+    fn find_hashed(&self, address: usize) -> Option<&Slot> {
         if self.displaced.load(Ordering::Acquire) == 0 {
             return None;
         }
-        self.search_hashed(address, probe)
+        self.search_hashed(address)
     }
 
+    /// The slot holding `address` in its hashed sequence. Out of line, the
+    /// probe found again: its callers keep theirs in registers.
     #[cold]
     #[inline(never)]
-    fn search_hashed<'a>(&'a self, address: usize, probe: &MainProbe<'a>) -> Option<&'a Slot> {
-        slot_holding(probe.hashed(), address)
+    fn search_hashed(&self, address: usize) -> Option<&Slot> {
+        slot_holding(self.main_probe(address)?.hashed(), address)
     }
 
     /// Put an entry whose local home is taken in its hashed sequence.

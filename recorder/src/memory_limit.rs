@@ -54,6 +54,7 @@ pub fn discover(percent: u32) -> Result<Watched, String> {
         (watched.limit as u128 * u128::from(percent) / 100) as u64,
         Relaxed,
     );
+    crate::state::watch_triggers();
     Ok(watched)
 }
 

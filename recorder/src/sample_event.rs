@@ -41,7 +41,7 @@ use crate::record_counters::Counters;
 use crate::stack_table::STACKS;
 use crate::state;
 use crate::sys::{self, ErrnoGuard};
-use crate::tls::{self, RecentKey, ThreadState};
+use crate::tls::{self, RecentKey, RecentStack, ThreadState};
 use crate::warn::Kind;
 use crate::{backtrace, clock, modules, next_alloc, sampling_law, table_setup, threads, triggers};
 
@@ -60,6 +60,21 @@ pub unsafe fn on_countdown_expired(
     size: usize,
     entry: HookEntry,
 ) {
+    // SAFETY: a live allocation is not null (the contract): the allocator's
+    // usable size is then asked without testing it again.
+    unsafe { core::hint::assert_unchecked(!pointer.is_null()) };
+    if state.flags.load(Relaxed) & (tls::FLAG_GUARD | tls::FLAG_FINAL_FLUSH) == 0
+        && state.serial.load(Relaxed) != 0
+        && sampling_law::samples_every_allocation()
+    {
+        // Every allocation is a sample (a thread set up, not guarded, not
+        // past its exit flush): no interval to draw (the countdown stays at
+        // 0), and nothing on this path changes errno but the cold calls
+        // that save it themselves.
+        let _guard = tls::EnteredFromOutside::enter(state);
+        state.sampler.restart_at_zero();
+        return record_and_feed::<true>(state, pointer, size, entry);
+    }
     if state.guarded() {
         // The profiler's own allocation (or one a library made for it, as a
         // preloaded dlsym may), unsampled: keep the fast path fast until the
@@ -76,16 +91,6 @@ pub unsafe fn on_countdown_expired(
         return;
     }
     let _guard = tls::EnteredFromOutside::enter(state);
-    if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH == 0
-        && state.serial.load(Relaxed) != 0
-        && sampling_law::samples_every_allocation()
-    {
-        // Every allocation is a sample: no interval to draw (the countdown
-        // stays at 0), and nothing on this path changes errno but the cold
-        // calls that save it themselves.
-        state.sampler.restart_at_zero();
-        return record_and_feed(state, pointer, size, entry);
-    }
     let _errno = ErrnoGuard::save();
     if state.flags.load(Relaxed) & tls::FLAG_FINAL_FLUSH != 0 {
         table_setup::ensure();
@@ -107,14 +112,23 @@ pub unsafe fn on_countdown_expired(
     }
     rearm(state, 0);
     table_setup::ensure();
-    record_and_feed(state, pointer, size, entry);
+    record_and_feed::<false>(state, pointer, size, entry);
 }
 
-/// Record the sample (if sampling is active) and feed the triggers.
+/// Record the sample (if sampling is active) and feed the triggers; `EVERY`
+/// if the caller saw that every allocation is sampled.
 #[inline(always)]
-fn record_and_feed(state: &ThreadState, pointer: *mut c_void, size: usize, entry: HookEntry) {
+fn record_and_feed<const EVERY: bool>(
+    state: &ThreadState,
+    pointer: *mut c_void,
+    size: usize,
+    entry: HookEntry,
+) {
     if state::active() {
-        record_sample(state, pointer, size as u64, entry);
+        record_sample::<EVERY>(state, pointer, size as u64, entry);
+    }
+    if !state::triggers_watched() {
+        return;
     }
     let ext = state.ext.load(Relaxed);
     if !ext.is_null() {
@@ -162,11 +176,16 @@ fn record_sample_after_flush(
     size: u64,
     entry: HookEntry,
 ) {
-    record_sample(state, pointer, size, entry);
+    record_sample::<false>(state, pointer, size, entry);
 }
 
 #[inline(always)]
-fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: HookEntry) {
+fn record_sample<const EVERY: bool>(
+    state: &ThreadState,
+    pointer: *mut c_void,
+    size: u64,
+    entry: HookEntry,
+) {
     // Born when the allocator returned it, before the stack is captured.
     let birth = birth(state);
     let ext = state.ext.load(Relaxed);
@@ -181,16 +200,25 @@ fn record_sample(state: &ThreadState, pointer: *mut c_void, size: u64, entry: Ho
     let frames = &frames[range.start..range.end.min(range.start + max_frames)];
     let generation = modules::generation();
     let key = RecentKey::of(frames);
-    let recent = ext.recent_stacks.find(key, generation);
-    if let Some(record) = recent
-        && let Some(counters) = STACKS.counters_if_holds(record, frames)
+    if let Some(recent) = ext.recent_stacks.find(key, generation)
+        && recent.frames() == frames
     {
-        return record_stack_sample(state, record, counters, pointer, size, birth);
+        return record_stack_sample::<EVERY>(
+            state,
+            recent.record,
+            recent.counters(),
+            pointer,
+            size,
+            birth,
+        );
     }
     let Some(record) = new_record(state, frames, size) else {
         return;
     };
-    ext.recent_stacks.remember(key, record, generation);
+    if let Some((held, counters)) = STACKS.frames_and_counters(record) {
+        let recent = RecentStack::new(record, held, counters);
+        ext.recent_stacks.remember(key, generation, recent);
+    }
     record_counted_sample(state, record, pointer, size, birth);
 }
 
@@ -264,15 +292,17 @@ fn record_counted_sample(
     birth: u64,
 ) {
     match STACKS.counters(record) {
-        Some(counters) => record_stack_sample(state, record, counters, pointer, size, birth),
+        Some(counters) => {
+            record_stack_sample::<false>(state, record, counters, pointer, size, birth)
+        }
         None => drop_sample("a stack record was not found", size),
     }
 }
 
 /// Count a sample in `record` (whose `counters` these are) and enter it in
-/// the live table, born at `birth`.
+/// the live table, born at `birth` (`EVERY`: see [`weights_of`]).
 #[inline(always)]
-fn record_stack_sample(
+fn record_stack_sample<const EVERY: bool>(
     state: &ThreadState,
     record: u32,
     counters: &Counters,
@@ -289,7 +319,7 @@ fn record_stack_sample(
         usable,
         birth,
     };
-    let weights = sample_weights(sample.size);
+    let weights = weights_of::<EVERY>(sample.size);
     // One thread, under its guard: the counts need no atomic adds.
     let single_threaded = sys::single_threaded();
     if single_threaded {
@@ -341,6 +371,14 @@ fn drop_sample(why: &str, size: u64) {
         sample_weights(size).unwrap_or_else(|| crate::record_counters::certain_weights(1, size));
     state::note_sample_dropped(&weights);
     crate::warn!(Kind::TableFull, "{why}; some allocations are not sampled");
+}
+
+/// [`sample_weights`] of a sample of `size` bytes, known to be None where
+/// the caller saw that every allocation is sampled (`EVERY`: the law is
+/// fixed for the process's life), without asking again.
+#[inline(always)]
+fn weights_of<const EVERY: bool>(size: u64) -> Option<heapsample_format::Weights> {
+    if EVERY { None } else { sample_weights(size) }
 }
 
 /// The Horvitz–Thompson weights of a live sample: a function of its size

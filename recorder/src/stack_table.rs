@@ -265,28 +265,24 @@ impl StackTable {
         Some(record)
     }
 
-    /// True if `record` counts samples of a stack of these `frames`: how a
-    /// thread checks that it sampled a stack again, without hashing or
-    /// probing. (The objects of the frames are the ones the record was
-    /// chosen with as long as no object was unloaded since: the caller
-    /// checks that.)
+    /// True if `record` counts samples of a stack of these `frames`.
     pub fn record_holds(&self, record: u32, frames: &[u64]) -> bool {
-        self.counters_if_holds(record, frames).is_some()
+        self.frames_and_counters(record)
+            .is_some_and(|(held, _)| held == frames)
     }
 
-    /// The counters of `record` if it counts samples of a stack of these
-    /// `frames` ([`StackTable::record_holds`]): the check and the counters
-    /// of a stack's own record from one lookup of its entry, as a sample
-    /// event recognises its thread's recent stacks.
-    #[inline(always)]
-    pub fn counters_if_holds(&self, record: u32, frames: &[u64]) -> Option<&Counters> {
+    /// The frames of the stack `record` counts samples of, and its
+    /// counters: what a thread remembers of a stack it sampled, to
+    /// recognise it again with one comparison of its frames and count it
+    /// without a lookup (entries never move or go away: [`Chunks`]).
+    pub fn frames_and_counters(&self, record: u32) -> Option<(&[u64], &Counters)> {
         if record & THREAD_RECORD != 0 {
             let thread_record = self.threads.get(record & !THREAD_RECORD)?;
             let entry = self.entry(thread_record.stack())?;
-            return (entry.frames() == frames).then_some(&thread_record.counters);
+            return Some((entry.frames(), &thread_record.counters));
         }
         let entry = self.entry(record)?;
-        (entry.frames() == frames).then_some(&entry.counters)
+        Some((entry.frames(), &entry.counters))
     }
 
     /// A sample of `record` of `size` bytes (`weights`: what its allocation

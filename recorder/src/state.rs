@@ -129,6 +129,26 @@ pub fn set_active(on: bool) -> bool {
     ACTIVE.swap(on, Relaxed)
 }
 
+/// Set once anything a sample event feeds or checks is on (an interval or
+/// high-water trigger, a memory limit watched, the dumper thread wanted);
+/// never cleared. While it is unset, a sample event's triggers are this one
+/// test (every allocation is a sample event at `lg_prof_sample:0`).
+static TRIGGERS_WATCHED: AtomicBool = AtomicBool::new(false);
+
+/// Make sample events check the triggers from now on (see
+/// [`TRIGGERS_WATCHED`]). Async-signal-safe: one atomic store.
+pub fn watch_triggers() {
+    TRIGGERS_WATCHED.store(true, Relaxed);
+}
+
+/// Do sample events check the triggers (see [`TRIGGERS_WATCHED`])? A
+/// thread may see [`watch_triggers`] one event late, as it may any
+/// trigger's state.
+#[inline(always)]
+pub fn triggers_watched() -> bool {
+    TRIGGERS_WATCHED.load(Relaxed)
+}
+
 /// The effective configuration (defaults until start-up has read PROF_CONF).
 pub fn config() -> &'static Config {
     CONFIG.get_or_init(Config::default)

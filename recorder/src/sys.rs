@@ -177,6 +177,7 @@ fn map_read_write(bytes: usize, flags: c_int, fd: c_int) -> Option<*mut u8> {
 
 /// The time of `clock` (`CLOCK_MONOTONIC`, `CLOCK_MONOTONIC_COARSE`, ...) in
 /// nanoseconds. Through the vDSO: no system call.
+#[inline]
 pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,
@@ -203,13 +204,19 @@ macro_rules! store_if_changed {
 
 /// glibc's `__libc_single_threaded` (glibc 2.32 and later), looked up once
 /// at load; null where the C library has none.
-static SINGLE_THREADED: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
+static SINGLE_THREADED: AtomicPtr<u8> = AtomicPtr::new(&raw const NOT_KNOWN as *mut u8);
+
+/// The flag [`single_threaded`] reads while glibc's is not known: never
+/// single-threaded (never written).
+static NOT_KNOWN: u8 = 0;
 
 /// Looks up glibc's single-thread flag (outside malloc: dlsym may allocate).
 pub fn find_single_threaded_flag() {
     // SAFETY: dlsym with a valid NUL-terminated name in the global scope.
     let flag = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) };
-    SINGLE_THREADED.store(flag.cast(), Ordering::Relaxed);
+    if !flag.is_null() {
+        SINGLE_THREADED.store(flag.cast(), Ordering::Relaxed);
+    }
 }
 
 /// True if the C library says this process never had a second thread
@@ -217,9 +224,9 @@ pub fn find_single_threaded_flag() {
 /// versions that keep it, never sets it again). False when unknown.
 pub fn single_threaded() -> bool {
     let flag = SINGLE_THREADED.load(Ordering::Relaxed);
-    // SAFETY: a non-null pointer is glibc's exported `char` flag, which
-    // lives as long as libc.
-    !flag.is_null() && unsafe { core::ptr::read_volatile(flag) } != 0
+    // SAFETY: glibc's exported `char` flag, which lives as long as libc, or
+    // `NOT_KNOWN`.
+    unsafe { core::ptr::read_volatile(flag) != 0 }
 }
 
 /// Fibonacci hashing of a word into `bits` bits.

@@ -20,6 +20,7 @@
 use core::sync::atomic::{AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use crate::config::MAX_BT_MAX;
+use crate::record_counters::Counters;
 use crate::thread_countdown::Sampler;
 
 /// The thread is inside the profiler's own machinery: allocations pass
@@ -118,7 +119,8 @@ const RECENT_SETS: usize = 128;
 /// the stack-table records it counted them in, keyed by a hash of the
 /// innermost [`RECENT_KEY_FRAMES`] frames and the depth, so that a stack
 /// sampled again is found with one comparison of its frames instead of
-/// looking up the objects they lie in and probing the stack table. (Keyed by two frames,
+/// looking up the objects they lie in and probing the stack table, and counted
+/// without a lookup of its record. (Keyed by two frames,
 /// stacks that share them but differ further out, as every caller of one
 /// allocating helper does, kept evicting one another; hashing every frame of
 /// a deep stack cost more than the lookups it saved.) All-zero is empty.
@@ -155,30 +157,73 @@ impl RecentKey {
 }
 
 impl RecentStacks {
-    /// The record remembered for a stack of key `key` in module generation
+    /// The stack remembered under key `key` in module generation
     /// `generation` (to be verified: different stacks may share a key).
     #[inline]
-    pub fn find(&self, key: RecentKey, generation: u32) -> Option<u32> {
+    pub fn find(&self, key: RecentKey, generation: u32) -> Option<&RecentStack> {
         self.sets[key.set()]
             .iter()
             .find(|way| way.key == key.0 && way.generation == generation)
-            .map(|way| way.id)
+            .map(|way| &way.stack)
     }
 
-    /// Remember record `id` of a stack of key `key`, looked up in
-    /// `generation`, evicting the set's older way.
-    pub fn remember(&mut self, key: RecentKey, id: u32, generation: u32) {
+    /// Remember `stack` under key `key`, looked up in `generation`,
+    /// evicting the set's older way.
+    pub fn remember(&mut self, key: RecentKey, generation: u32, stack: RecentStack) {
         let set = &mut self.sets[key.set()];
         set[1] = set[0];
         set[0] = LastStack {
             key: key.0,
-            id,
             generation,
+            stack,
         };
     }
 
     fn clear(&mut self) {
         self.sets = [[LastStack::NONE; 2]; RECENT_SETS];
+    }
+}
+
+/// A stack a thread sampled: the stack-table record it counted it in, and
+/// that record's frames and counters, which stay where they are for the
+/// process's life (the stack table's entries never move or go away).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecentStack {
+    pub record: u32,
+    frames: *const u64,
+    depth: usize,
+    counters: *const Counters,
+}
+
+// SAFETY: its pointers are to 'static stack-table memory, which any thread
+// may read (atomics, or frames that never change once published).
+unsafe impl Send for RecentStack {}
+
+impl RecentStack {
+    /// What is remembered of `record`, whose `frames` and `counters` are
+    /// its stack-table entry's.
+    pub fn new(record: u32, frames: &'static [u64], counters: &'static Counters) -> RecentStack {
+        RecentStack {
+            record,
+            frames: frames.as_ptr(),
+            depth: frames.len(),
+            counters,
+        }
+    }
+
+    /// The record's frames.
+    #[inline(always)]
+    pub fn frames(&self) -> &'static [u64] {
+        // SAFETY: made by `new` from a 'static slice (a `NONE` way is never
+        // found: its key is 0).
+        unsafe { core::slice::from_raw_parts(self.frames, self.depth) }
+    }
+
+    /// The record's counters.
+    #[inline(always)]
+    pub fn counters(&self) -> &'static Counters {
+        // SAFETY: made by `new` from a 'static reference.
+        unsafe { &*self.counters }
     }
 }
 
@@ -211,24 +256,29 @@ impl ThreadExt {
     }
 }
 
-/// The stack-table record a thread counted a stack in, the hash of its
-/// frames and the module generation it was looked up in
+/// A stack a thread sampled ([`RecentStack`]), the hash of its frames and
+/// the module generation its record was looked up in
 /// (`modules::generation`): a sample with the same frames in the same
 /// generation goes to the same record, without a lookup. A key of 0 is
-/// "none" (keys are odd).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// "none" (keys are odd); all-zero is a valid `NONE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct LastStack {
     key: u64,
-    id: u32,
     generation: u32,
+    stack: RecentStack,
 }
 
 impl LastStack {
     /// Nothing remembered.
     const NONE: LastStack = LastStack {
         key: 0,
-        id: 0,
         generation: 0,
+        stack: RecentStack {
+            record: 0,
+            frames: core::ptr::null(),
+            depth: 0,
+            counters: core::ptr::null(),
+        },
     };
 }
 

@@ -14,6 +14,11 @@
 //! one, a high-water dump only if its heap exceeds the last one's
 //! ([`still_due`], asked by the writer once a dump is assembled).
 //!
+//! Sample events check the triggers only once something that feeds them is
+//! on (`state::watch_triggers`, called by whatever turns one on: the
+//! configuration, a watched memory limit, a wanted dumper thread), so that
+//! at `lg_prof_sample:0` with none on they cost one test per allocation.
+//!
 //! [`after_sample_event`] runs inside malloc (the sample event): atomics
 //! only, no lock, no allocation, except that a due interval or high-water
 //! dump starts the dumper thread if it is not running (`dumper`). The
@@ -62,6 +67,9 @@ pub fn configure(config: &Config) {
     EXACT_LIVE.store(config.prof_exact, Relaxed);
     NEXT_HIGH_WATER.store(config.prof_gdump_step.step_over(0), Relaxed);
     SIGNAL.store(config.prof_signal, Relaxed);
+    if config.lg_prof_interval >= 0 || config.prof_gdump {
+        state::watch_triggers();
+    }
     dump_thread::configure_time_dumps(config.prof_interval_s);
 }
 
@@ -94,8 +102,9 @@ pub fn live_heap() -> u64 {
 }
 
 /// Called at each sample event of a thread (after its countdown was
-/// redrawn): hand over what the thread allocated since its last event and
-/// check the triggers.
+/// redrawn) once `state::triggers_watched`: hand over what the thread allocated since its
+/// last event and check the triggers. (Until then the interval trigger is
+/// off, so what a thread allocated need not be handed over.)
 #[inline(always)]
 pub fn after_sample_event(state: &ThreadState, ext: &mut ThreadExt) {
     dump_thread::start_if_wanted();
