@@ -129,6 +129,7 @@ mod libgcc;
 mod memo;
 mod memo_counts;
 mod memo_state;
+mod registered;
 mod rule;
 #[cfg(target_arch = "x86_64")]
 mod walk;
@@ -140,13 +141,17 @@ pub use aarch64::{
 };
 #[cfg(target_arch = "aarch64")]
 pub use aarch64_walk::capture_walked;
-pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
+pub use cache::{
+    RuleCache, SharedRuleCache, forget_code_without_unwind_info, invalidate_all_caches,
+};
 pub use cfi::ObjectKey;
 pub use ending::{Captured, Ending};
 pub use libgcc::use_process_libgcc;
 #[cfg(target_arch = "x86_64")]
 pub use memo::StackMemo;
 pub use memo_counts::MemoCounts;
+pub use registered::set_complete as set_registrations_complete;
+pub use registered::{Registered, deregister as deregister_frames, register as register_frames};
 #[cfg(target_arch = "x86_64")]
 pub use walk::FunctionEntry;
 
@@ -425,6 +430,17 @@ pub fn capture_libgcc(frames: &mut [u64]) -> usize {
     core::hint::black_box(libgcc::backtrace(frames, 2))
 }
 
+/// True if unwind information covers `address`: a loaded object's or a
+/// registered section's (`registered`), which is all libgcc knows where
+/// `registered::complete`; elsewhere libgcc's own lookup (lock-free on glibc
+/// ≥ 2.35 unless frames were registered behind the profiler's back).
+fn has_unwind_info(address: u64) -> bool {
+    if registered::complete() {
+        return cfi::rule_for_address(address) != rule::Rule::NoUnwindInfo;
+    }
+    libgcc::has_fde(address)
+}
+
 #[cfg(target_arch = "x86_64")]
 /// Turns the fast walk's outcome into the final frame count, redoing the capture with
 /// libgcc when the fast walk could not finish.
@@ -449,13 +465,13 @@ fn finish(end: WalkEnd, frames: &mut [u64]) -> Captured {
 
 /// Why libgcc's walk that wrote `frames[..len]` ended: it fills the buffer, or stops
 /// at the outermost frame or at the first frame without unwind information (libgcc
-/// says "end of stack" for both; its own FDE lookup, asked again, tells them apart).
+/// says "end of stack" for both; an FDE lookup tells them apart).
 /// It never steps by frame pointers, so it never ends for [`Ending::UnknownStack`].
-/// Inside `malloc` like the walk (the lookup is libgcc's, lock-free on glibc ≥ 2.35).
+/// Inside `malloc` like the walk.
 pub fn libgcc_captured(frames: &[u64], len: usize) -> Captured {
     let ending = match len.checked_sub(1).map(|last| frames[last]) {
         _ if len == frames.len() => Ending::FrameLimit,
-        Some(last) if !libgcc::has_fde(last.wrapping_sub(1)) => Ending::NoUnwindInfo,
+        Some(last) if !has_unwind_info(last.wrapping_sub(1)) => Ending::NoUnwindInfo,
         _ => Ending::Outermost,
     };
     Captured { len, ending }
