@@ -41,6 +41,17 @@
 
 extern void __register_frame(void *begin);
 extern void __deregister_frame(void *begin);
+struct dwarf_eh_bases {
+    void *tbase, *dbase, *func;
+};
+extern const void *_Unwind_Find_FDE(void *pc, struct dwarf_eh_bases *bases);
+
+/* Whether libgcc itself knows an FDE for `pc` (the program's registration
+ * reached it). */
+static const char *libgcc_knows(void *pc) {
+    struct dwarf_eh_bases bases;
+    return _Unwind_Find_FDE(pc, &bases) ? "yes" : "no";
+}
 
 static unsigned long checksum;
 
@@ -161,10 +172,11 @@ static void registering(void) {
     eh_frame_for(eh_frame, (uint64_t)(uintptr_t)code);
     before_registering((stub_fn)code);
     __register_frame(eh_frame);
+    printf("libgcc knows the stub: %s\n", libgcc_knows(code + 5));
     after_registering((stub_fn)code);
     __deregister_frame(eh_frame);
+    printf("libgcc knows the stub: %s\n", libgcc_knows(code + 5));
     after_deregistering((stub_fn)code);
-    printf("registered, checksum %lu\n", checksum);
 }
 
 typedef void *(*plugin_fn)(void *(*)(size_t), size_t);

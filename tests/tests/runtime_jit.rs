@@ -135,6 +135,13 @@ fn frames_registered_later_are_unwound_until_deregistered() {
         .prof_conf("lg_prof_sample:0")
         .with_shim()
         .run();
+    // The registration reached the program's libgcc, and so did its end.
+    assert_eq!(
+        outcome.stdout,
+        "libgcc knows the stub: yes\nlibgcc knows the stub: no\n",
+        "{}",
+        outcome.context()
+    );
     let stacks = cfi_stacks(&outcome);
     let phase = CFI_BLOCKS * CFI_BLOCK_BYTES;
     // Without CFI the stub keeps no frame chain (rbp 0): the walk ends at it,
