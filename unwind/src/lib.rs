@@ -17,10 +17,13 @@
 //! 3. Whenever the fast walk stops for any reason other than reaching the outermost
 //!    frame (CFA expressions, signal trampolines, unusual register rules, implausible
 //!    stack values), the whole stack is captured again from scratch with libgcc's
-//!    `_Unwind_Backtrace` ([`capture_libgcc`]): correctness beats speed. A frame in
+//!    `_Unwind_Backtrace` ([`capture_libgcc`]): correctness beats speed. Sections a
+//!    JIT registered with libgcc (`__register_frame*`, which the shim interposes:
+//!    [`register_frames`]) are searched where no loaded object has an FDE, by the
+//!    walk itself (`registered`). A frame in
 //!    code without any unwind information (JIT code, an interpreter's trampoline;
-//!    libgcc's own `_Unwind_Find_FDE`, which also sees frames a JIT registered, and its
-//!    `rt_sigreturn` test confirm there is none) is reported, and the walk goes on
+//!    no object's and no registered FDE covers it, and libgcc's `rt_sigreturn`
+//!    test does not match) is reported, and the walk goes on
 //!    by the frame-pointer chain (`walk::frame_pointer_step`: V8, CPython's perf
 //!    trampolines and the JVM with `-XX:+PreserveFramePointer` keep one), reading
 //!    only the thread's own stack below its known top, and with the unwind tables
@@ -71,7 +74,14 @@
 //! (glibc's threads and the main thread), whatever the cached rules say.
 //! (The libgcc fallback inherits libgcc's own properties: on glibc ≥ 2.35 it also uses
 //! `_dl_find_object` and takes no loader lock, but it takes libgcc's object mutex if a
-//! program registered frames with `__register_frame_info`, e.g. some JITs.)
+//! program registered frames with `__register_frame_info`, e.g. some JITs. The walk
+//! itself never asks libgcc about such frames where every registration went through
+//! [`register_frames`] ([`set_registrations_complete`]): it reads the registered
+//! sections itself, and caches "no unwind information" for generated code. Only a
+//! frame it cannot step (a CFA expression, a signal frame, an FDE it does not
+//! understand) still sends the whole capture to libgcc. Where registrations may
+//! bypass it (a library loaded late), it asks libgcc's `_Unwind_Find_FDE` about
+//! each frame without unwind information, as before, and caches nothing for it.)
 //!
 //! # Which cache to use
 //!
@@ -102,7 +112,9 @@
 //! # Unloading code
 //!
 //! Call [`invalidate_all_caches`] before (or right after) `dlclose` unmaps an object:
-//! every cache, private or shared, stops using rules computed before the call.
+//! every cache, private or shared, stops using rules computed before the call. Call
+//! [`forget_code_without_unwind_info`] before `dlopen`: an object may be mapped where
+//! generated code without unwind information was.
 //!
 //! # Requirements
 //!

@@ -6,7 +6,8 @@
 //! the callback that copies instruction pointers into a caller's slice.
 //!
 //! Runs inside malloc: it must never allocate or lock on its own. (libgcc itself finds
-//! FDEs through `_dl_find_object` on glibc ≥ 2.35 and does not allocate.) Only
+//! FDEs through `_dl_find_object` on glibc ≥ 2.35 and does not allocate, unless a
+//! program registered frames with it: see `registered`.) Only
 //! [`use_process_libgcc`] runs outside malloc.
 
 use core::ffi::{CStr, c_char, c_int, c_void};
@@ -143,7 +144,8 @@ fn libgcc_s_loaded() -> bool {
 
 /// True if libgcc knows an FDE for `address`: its own lookup, which also sees frames a
 /// JIT registered with `__register_frame*` (it takes libgcc's object mutex only if any
-/// were).
+/// were, and then mallocs under it at the first lookup after a registration). Asked
+/// inside malloc only where `registered` may not know every registration.
 pub(crate) fn has_fde(address: u64) -> bool {
     let mut bases = DwarfEhBases {
         tbase: core::ptr::null_mut(),

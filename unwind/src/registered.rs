@@ -55,18 +55,20 @@ struct Entry {
 }
 
 impl Entry {
-    const FREE: Entry = Entry {
-        key: AtomicU64::new(0),
-        start: AtomicU64::new(0),
-        len: AtomicU64::new(0),
-        text: AtomicU64::new(0),
-        data: AtomicU64::new(0),
-        low: AtomicU64::new(0),
-        high: AtomicU64::new(0),
-    };
+    const fn free() -> Entry {
+        Entry {
+            key: AtomicU64::new(0),
+            start: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            text: AtomicU64::new(0),
+            data: AtomicU64::new(0),
+            low: AtomicU64::new(0),
+            high: AtomicU64::new(0),
+        }
+    }
 }
 
-static ENTRIES: [Entry; MAX_SECTIONS] = [Entry::FREE; MAX_SECTIONS];
+static ENTRIES: [Entry; MAX_SECTIONS] = [const { Entry::free() }; MAX_SECTIONS];
 /// Slots `[0, IN_USE)` may hold entries (the scan's bound; never shrinks).
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
 /// Walks reading the table and the sections it names.
@@ -245,7 +247,7 @@ mod tests {
     /// (augmentation "", so addresses are absolute).
     pub(crate) fn one_fde(code: u64) -> Vec<u8> {
         let mut cie = vec![0, 0, 0, 0, 1, 0, 1, 0x78, 16, 0x0c, 7, 8, 0x90, 1];
-        while (cie.len() + 4) % 8 != 0 {
+        while !(cie.len() + 4).is_multiple_of(8) {
             cie.push(0);
         }
         let mut section = (cie.len() as u32).to_le_bytes().to_vec();
@@ -254,7 +256,7 @@ mod tests {
         fde.extend(code.to_le_bytes());
         fde.extend(16u64.to_le_bytes());
         fde.extend([0x41, 0x0e, 16, 0x86, 2]);
-        while (fde.len() + 4) % 8 != 0 {
+        while !(fde.len() + 4).is_multiple_of(8) {
             fde.push(0);
         }
         section.extend((fde.len() as u32).to_le_bytes());
