@@ -21,10 +21,13 @@
  *       libgcc backtrace from generated code without unwind information
  *       (libgcc's first lookup after a registration mallocs while holding
  *       its object mutex: a sample there must not ask libgcc again).
+ *   rt_jit_cfi handler   the same from a signal handler (a signal frame,
+ *       which the profiler's walk hands to libgcc, on the stack).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -274,7 +277,31 @@ static void threads(void) {
     printf("threads: %d rounds\n", ROUNDS);
 }
 
+static void backtrace_in_handler(int signal) {
+    (void)signal;
+    libgcc_backtrace(0);
+}
+
+/* A libgcc backtrace from a signal handler after each registration: the
+ * walk of the malloc libgcc makes under its mutex meets the signal frame,
+ * which it cannot step itself. */
+static void in_handler(void) {
+    static unsigned char cfi[128];
+    signal(SIGUSR1, backtrace_in_handler);
+    for (int round = 0; round < ROUNDS; round++) {
+        eh_frame_for(cfi, 0x100000000000ull + (uint64_t)round * 4096);
+        __register_frame(cfi);
+        raise(SIGUSR1);
+        __deregister_frame(cfi);
+    }
+    printf("in a handler: %d rounds\n", ROUNDS);
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "handler") == 0) {
+        in_handler();
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "register") == 0) {
         registering();
         return 0;

@@ -19,7 +19,9 @@
 //!   without unwind information.
 //! - Frames registered and deregistered while threads allocate at lg 0, and
 //!   libgcc's first lookup after each registration mallocing under its
-//!   object mutex with generated code on the stack: no deadlock.
+//!   object mutex with generated code on the stack: no deadlock. Nor with
+//!   a signal frame on that stack, which the walk cannot step itself (the
+//!   capture then keeps no frame rather than ask libgcc).
 
 use std::time::Duration;
 
@@ -243,4 +245,25 @@ fn registering_frames_while_threads_allocate_never_deadlocks() {
             "{stack}"
         );
     }
+}
+
+#[test]
+fn a_libgcc_walk_in_a_signal_handler_with_frames_registered_never_deadlocks() {
+    let program = compile_c("rt_jit_cfi.c", &BuildOptions::no_pie());
+    // 300 registrations, each followed by a signal whose handler takes a
+    // libgcc backtrace: natively well under 0.1 s; a deadlock never ends
+    // (the bound as for the threads above).
+    let outcome = Run::new(&program.path)
+        .arg("handler")
+        .prof_conf("lg_prof_sample:0")
+        .with_shim()
+        .timeout(Duration::from_secs(120))
+        .run();
+    outcome.assert_success();
+    assert_eq!(
+        outcome.stdout,
+        "in a handler: 300 rounds\n",
+        "{}",
+        outcome.context()
+    );
 }

@@ -326,6 +326,9 @@ pub unsafe fn capture_remembered_from_ending<
 ) -> Captured {
     let here = Registers::current();
     let Some(caller) = entry.caller(here.rsp) else {
+        if libgcc::may_hold_its_lock() {
+            return LIBGCC_BUSY;
+        }
         // `black_box`: not a tail call (see `finish`).
         let len = core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp.wrapping_add(8)));
         return libgcc_captured(frames, len);
@@ -339,6 +342,9 @@ pub unsafe fn capture_remembered_from_ending<
         WalkEnd::Complete(len, ending) => Captured { len, ending },
         WalkEnd::NeedsFallback => {
             store.count_fallback();
+            if libgcc::may_hold_its_lock() {
+                return LIBGCC_BUSY;
+            }
             let len = core::hint::black_box(libgcc::backtrace_from(frames, caller.rsp));
             libgcc_captured(frames, len)
         }
@@ -468,12 +474,24 @@ fn finish(end: WalkEnd, frames: &mut [u64]) -> Captured {
         },
         // `black_box` keeps the call from becoming a tail call, which would remove the
         // `capture*` frame and change the number of frames to skip.
+        WalkEnd::NeedsFallback if libgcc::may_hold_its_lock() => LIBGCC_BUSY,
         WalkEnd::NeedsFallback => {
             let len = core::hint::black_box(libgcc::backtrace(frames, 2));
             libgcc_captured(frames, len)
         }
     }
 }
+
+/// A capture that needed libgcc's walk where this thread may hold libgcc's
+/// object mutex (`libgcc::may_hold_its_lock`: frames are registered and
+/// libgcc is mallocing in its own FDE lookup): no frame, rather than a walk
+/// that would wait for itself, counted as ending in code the walk could not
+/// leave.
+#[cfg(target_arch = "x86_64")]
+const LIBGCC_BUSY: Captured = Captured {
+    len: 0,
+    ending: Ending::NoUnwindInfo,
+};
 
 /// Why libgcc's walk that wrote `frames[..len]` ended: it fills the buffer, or stops
 /// at the outermost frame or at the first frame without unwind information (libgcc

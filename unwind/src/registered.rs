@@ -95,6 +95,12 @@ pub(crate) fn complete() -> bool {
     SEES_ALL.load(Ordering::Acquire) && !MISSED.load(Ordering::Acquire)
 }
 
+/// True if a section was ever registered through [`register`], or libgcc
+/// may know sections this table does not.
+pub(crate) fn any() -> bool {
+    IN_USE.load(Ordering::Acquire) != 0 || !complete()
+}
+
 /// How a registration names its sections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Registered {
