@@ -23,15 +23,17 @@
 //! [`MAX_SECTIONS`] entries, and the evaluation of one section's FDEs; no
 //! lock, no system call, no allocation. A reader announces itself in
 //! [`READERS`] and never waits. [`register`] and [`deregister`] run in the
-//! program's own calls, outside malloc: they serialize on a mutex, and
+//! program's own calls, outside malloc: they serialize on a flag, and
 //! [`deregister`] removes the entry, bumps the caches' generation and then
 //! waits until no reader that could have seen the entry is still reading the
 //! section, before libgcc forgets it and the program frees it. (Like
 //! libgcc's own, they are not async-signal-safe: a handler that deregisters
 //! frames while its thread is inside the walk's read would wait for good.)
+//! A forked child starts with no reader and no writer
+//! ([`after_fork_in_child`], registered at the first registration).
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::Once;
 
 use crate::cfi::{self, Section};
 use crate::rule::Rule;
@@ -73,8 +75,42 @@ static ENTRIES: [Entry; MAX_SECTIONS] = [const { Entry::free() }; MAX_SECTIONS];
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
 /// Walks reading the table and the sections it names.
 static READERS: AtomicUsize = AtomicUsize::new(0);
-/// Serializes [`register`] and [`deregister`].
-static WRITERS: Mutex<()> = Mutex::new(());
+/// Serializes [`register`] and [`deregister`]: taken (true) by one of them.
+static WRITING: AtomicBool = AtomicBool::new(false);
+/// Registers [`after_fork_in_child`] once, at the first registration.
+static AT_FORK: Once = Once::new();
+
+/// [`WRITING`] held until dropped.
+struct Writing;
+
+impl Writing {
+    /// Waits (outside malloc, in the program's registration call) for the
+    /// other registration calls to finish.
+    fn take() -> Writing {
+        while WRITING
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
+        Writing
+    }
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        WRITING.store(false, Ordering::Release);
+    }
+}
+
+/// In a forked child only the forking thread goes on: the readers and the
+/// writer the parent's other threads counted are gone. (A child's
+/// half-written entry is harmless: an entry is seen only once its key is
+/// stored, after its fields, and one being removed already has key 0.)
+extern "C" fn after_fork_in_child() {
+    READERS.store(0, Ordering::SeqCst);
+    WRITING.store(false, Ordering::Release);
+}
 /// Set by [`set_complete`]: every registration goes through [`register`].
 static SEES_ALL: AtomicBool = AtomicBool::new(false);
 /// A registration could not be remembered (the table full, or a section
@@ -123,9 +159,11 @@ pub unsafe fn register(begin: u64, how: Registered, text: u64, data: u64) {
     if begin == 0 {
         return;
     }
-    let _writers = WRITERS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    AT_FORK.call_once(|| {
+        // SAFETY: a handler with the C ABI that touches only atomics.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+    let _writing = Writing::take();
     let mut remembered = true;
     let mut add = |start: u64| {
         // SAFETY: a section the program registered (this function's contract).
@@ -187,9 +225,7 @@ fn insert(key: u64, section: &Section) -> bool {
 /// deregistration): once this returns, no walk reads its sections.
 /// Outside malloc.
 pub fn deregister(begin: u64) {
-    let _writers = WRITERS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _writing = Writing::take();
     let mut removed = false;
     for entry in &ENTRIES[..IN_USE.load(Ordering::SeqCst)] {
         if entry.key.load(Ordering::Relaxed) == begin {
@@ -240,7 +276,11 @@ pub(crate) fn rule_for(address: u64) -> Option<Rule> {
             break;
         }
     }
-    READERS.fetch_sub(1, Ordering::Release);
+    // Saturating: a fork from a signal handler that interrupted this read
+    // starts the child's count at 0 (`after_fork_in_child`).
+    let _ = READERS.fetch_update(Ordering::Release, Ordering::Relaxed, |readers| {
+        Some(readers.saturating_sub(1))
+    });
     found
 }
 
