@@ -211,24 +211,7 @@ pub(crate) fn step<S: RuleStore>(
     top: u64,
     via_frame_pointer: bool,
 ) -> Step {
-    step_by(
-        store.rule_bits(lookup_address),
-        regs,
-        lookup_address,
-        top,
-        via_frame_pointer,
-    )
-}
-
-/// [`step`] by the rule `bits` encode, already looked up for `lookup_address`.
-#[inline(always)]
-fn step_by(
-    bits: u64,
-    regs: &Registers,
-    lookup_address: u64,
-    top: u64,
-    via_frame_pointer: bool,
-) -> Step {
+    let bits = store.rule_bits(lookup_address);
     let Some(rule) = StepBits::of(bits) else {
         return other_step(Rule::decode(bits), regs, lookup_address, via_frame_pointer);
     };
@@ -434,15 +417,14 @@ fn walk_from<S: RuleStore>(
 ) -> WalkEnd {
     loop {
         let before = at.written;
-        let bits = plain_steps(store, &mut at, top, frames);
-        if is_outermost(bits) {
+        if plain_steps(store, &mut at, top, frames) {
             return WalkEnd::Complete(at.written, Ending::Outermost);
         }
         if at.written == frames.len() {
             return WalkEnd::Complete(at.written, Ending::FrameLimit);
         }
         via_frame_pointer &= at.written == before;
-        match step_by(bits, &at.regs, at.lookup_address, top, via_frame_pointer) {
+        match step(store, &at.regs, at.lookup_address, top, via_frame_pointer) {
             Step::Caller { regs: caller, .. } => {
                 at.advance(caller, frames);
                 via_frame_pointer = false;
@@ -519,10 +501,8 @@ impl Cursor {
 /// Takes [`step`]s from `at` while each is a plain step to a caller (a rule that
 /// computes the CFA from rsp or rbp, a nonzero return address, every bound met) and
 /// `frames` has room, writing each return address. Stops at the first frame whose
-/// step is anything else and returns its rule's bits, for [`step_by`] to take it
-/// without looking the rule up again (the outermost frame's end the walk, as
-/// [`Step::Outermost`] does); once `frames` is full, none that are the outermost
-/// frame's. It reads
+/// step is anything else: returns true if that is the outermost frame (the walk is
+/// complete, as [`Step::Outermost`] ends it), false for [`step`] to take it. It reads
 /// the same slots in the same order as [`step`], so a walk through here is the walk
 /// of [`step`]s. The registers live in locals, so a frame costs a rule lookup and a
 /// few compares.
@@ -532,14 +512,14 @@ pub(crate) fn plain_steps<S: RuleStore>(
     at: &mut Cursor,
     top: u64,
     frames: &mut [u64],
-) -> u64 {
+) -> bool {
     let (mut pc, mut rsp, mut rbp) = (at.regs.pc, at.regs.rsp, at.regs.rbp);
     let (mut lookup_address, mut written) = (at.lookup_address, at.written);
-    let mut stopped_at = 0;
+    let mut outermost = false;
     while written < frames.len() {
         let bits = store.rule_bits(lookup_address);
-        stopped_at = bits;
         let Some(rule) = StepBits::of(bits) else {
+            outermost = is_outermost(bits);
             break;
         };
         let Some(cfa) = caller_cfa(rule, rsp, rbp, top) else {
@@ -564,7 +544,7 @@ pub(crate) fn plain_steps<S: RuleStore>(
         lookup_address,
         written,
     };
-    stopped_at
+    outermost
 }
 
 /// Reads one stack slot.
