@@ -148,6 +148,38 @@ pub fn invalidate() {
     heapsample_unwind::invalidate_all_caches();
 }
 
+/// An object may be loaded (`dlopen`) where code without unwind
+/// information was seen: forget the rules that said so, if any was cached.
+pub fn before_load() {
+    heapsample_unwind::forget_code_without_unwind_info();
+}
+
+/// How a frame registration names its `.eh_frame` sections.
+pub use heapsample_unwind::Registered;
+
+/// The program registered frames with libgcc at `begin` (call after
+/// libgcc did): the walk evaluates them itself, never asking libgcc inside
+/// malloc. Outside malloc.
+///
+/// # Safety
+/// `begin` is what the program registered, readable until it deregisters it.
+pub unsafe fn frames_registered(begin: usize, how: Registered, text: usize, data: usize) {
+    // SAFETY: forwarded from our caller's contract.
+    unsafe { heapsample_unwind::register_frames(begin as u64, how, text as u64, data as u64) };
+}
+
+/// The program is deregistering the frames at `begin` (call before libgcc
+/// does): no walk reads them once this returns. Outside malloc.
+pub fn frames_deregistering(begin: usize) {
+    heapsample_unwind::deregister_frames(begin as u64);
+}
+
+/// Every frame registration of the process goes through the shim's
+/// interposed `__register_frame*` (it was preloaded, not loaded late).
+pub fn sees_all_frame_registrations(on: bool) {
+    heapsample_unwind::set_registrations_complete(on);
+}
+
 /// The address range of the object that contains the profiler's code.
 static OWN_START: AtomicUsize = AtomicUsize::new(0);
 static OWN_END: AtomicUsize = AtomicUsize::new(0);

@@ -25,6 +25,11 @@ unsafe extern "C" fn before_dlopen(file: *const c_char) -> *mut c_void {
         // A libgcc_s an earlier dlopen brought in (C++ plugins, JITs).
         heapsample_recorder::backtrace::use_process_libgcc();
     }
+    if state::profiling() {
+        // The object may land where generated code without unwind
+        // information was.
+        heapsample_recorder::backtrace::before_load();
+    }
     // Looked up like dlclose's, as the program's own call.
     NEXT_DLOPEN.get()
 }

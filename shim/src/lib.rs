@@ -6,6 +6,8 @@
 //!   the logic (forward, count only when the next definition does not itself
 //!   call `malloc`) is `heapsample_recorder::cxx`.
 //! - `dl.rs`: `dlclose`, so stacks in unloaded libraries still symbolize.
+//! - `frames.rs`: libgcc's `__register_frame*`/`__deregister_frame*`, so the
+//!   walk knows the frames a JIT registered without asking libgcc.
 //! - `api.rs`: `heapsample_dump`, `heapsample_set_active`, `heapsample_reset`.
 //! - `attach.rs`: the entry points of the `heapsample` command (attach,
 //!   detach, status, dump) and the exports an attach redirects.
@@ -22,6 +24,7 @@ mod api;
 mod attach;
 mod cxx;
 mod dl;
+mod frames;
 mod interpose;
 mod signals;
 
@@ -29,6 +32,8 @@ extern "C" fn on_load() {
     if heapsample_recorder::takeover::loaded_late(attach::own_code()) {
         return;
     }
+    // Preloaded: the program's frame registrations reach `frames.rs`.
+    heapsample_recorder::backtrace::sees_all_frame_registrations(true);
     heapsample_recorder::on_library_load();
 }
 

@@ -22,7 +22,7 @@
 //! Runs inside malloc: no allocation, no locks (nothing here ever waits), no system
 //! calls. All-zero memory is a valid empty cache of either kind.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 use crate::cfi::{self, ObjectKey};
 use crate::rule::Rule;
@@ -33,10 +33,26 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// Makes every cache, private or shared, forget all rules computed so far.
 ///
 /// Call it when an object is unloaded (`dlclose`), before its address range can be
-/// reused. Cheap (one atomic increment); private caches clear themselves at their
+/// reused, and when one may be loaded (`dlopen`) or frames are registered with
+/// libgcc (`registered`), where code had no unwind information before. Cheap (one atomic increment); private caches clear themselves at their
 /// next capture, shared buckets when they are next read or written.
 pub fn invalidate_all_caches() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Set when a [`Rule::NoUnwindInfo`] is cached; cleared by
+/// [`forget_code_without_unwind_info`].
+static NO_UNWIND_INFO_CACHED: AtomicBool = AtomicBool::new(false);
+
+/// Call before an object may be loaded (`dlopen`): where code without unwind
+/// information was (generated code since unmapped), the object's code may
+/// appear. Makes every cache forget its rules if one of them said "no unwind
+/// information" (a walk during the load can only meet the object's
+/// addresses as stale stack values: its code runs once the load returned).
+pub fn forget_code_without_unwind_info() {
+    if NO_UNWIND_INFO_CACHED.swap(false, Ordering::AcqRel) {
+        invalidate_all_caches();
+    }
 }
 
 /// The caches' generation now (one load; inlined into the captures, which
@@ -75,11 +91,26 @@ pub(crate) trait RuleStore {
 
     /// Computes and stores the rule for `address`: the miss path of
     /// [`RuleStore::rule_bits`].
+    ///
+    /// [`Rule::NoUnwindInfo`] (no loaded object and no registered section has
+    /// an FDE there: generated code) is stored like any rule where the
+    /// registered sections are known to be all libgcc knows
+    /// (`registered::complete`): unwind information can then only appear
+    /// there with an object loaded or a section registered, and both bump
+    /// the generation (`dlopen` through [`forget_code_without_unwind_info`],
+    /// the interposed `__register_frame*`), which drops it. Code generated at the address later still has none.
+    /// Otherwise libgcc may know frames registered behind the profiler's
+    /// back, and the rule is computed again at every visit.
     #[cold]
     #[inline(never)]
     fn compute(&mut self, address: u64) -> u64 {
         let rule = cfi::rule_for_address(address);
         if rule != Rule::NoUnwindInfo {
+            self.put(address, rule);
+        } else if crate::registered::complete() {
+            if !NO_UNWIND_INFO_CACHED.load(Ordering::Relaxed) {
+                NO_UNWIND_INFO_CACHED.store(true, Ordering::Release);
+            }
             self.put(address, rule);
         }
         rule.encode()
@@ -476,6 +507,10 @@ impl<const BUCKETS: usize> RuleStore for SharedStore<'_, BUCKETS> {
     }
 
     fn put(&mut self, address: u64, rule: Rule) {
+        // See `LayeredStore::put`.
+        if rule == Rule::NoUnwindInfo {
+            return;
+        }
         if let Some(object) = self.object_at(address) {
             self.cache.put(address, rule, self.generation, object);
         }
@@ -533,9 +568,14 @@ impl<const LOCAL: usize, const SHARED: usize> RuleStore for LayeredStore<'_, '_,
         Some(rule)
     }
 
+    /// [`Rule::NoUnwindInfo`] stays private: it also says that this
+    /// process registered no section covering the address, which its
+    /// relatives sharing the cache may have.
     fn put(&mut self, address: u64, rule: Rule) {
         self.local.put(address, rule);
-        self.shared.put(address, rule);
+        if rule != Rule::NoUnwindInfo {
+            self.shared.put(address, rule);
+        }
     }
 }
 

@@ -85,12 +85,130 @@ impl<T: ReaderOffset> UnwindContextStorage<T> for FixedStorage {
 type Slice = EndianSlice<'static, LittleEndian>;
 
 /// Computes the rule for `address`: an address inside the function whose frame is
-/// being stepped (for a caller frame, its return address minus one).
+/// being stepped (for a caller frame, its return address minus one). Where no
+/// loaded object has an FDE for it, the sections a program registered with
+/// libgcc are searched (`registered`).
 pub(crate) fn rule_for_address(address: u64) -> Rule {
     match compute(address) {
         Ok(rule) => rule,
-        Err(FdeMiss::None) => Rule::NoUnwindInfo,
+        Err(FdeMiss::None) => crate::registered::rule_for(address).unwrap_or(Rule::NoUnwindInfo),
         Err(FdeMiss::Unreadable) => Rule::Unsupported,
+    }
+}
+
+/// A registered `.eh_frame` section: where it is, the bases its pointers may be
+/// relative to, and the code its FDEs cover (`[low, high)`).
+pub(crate) struct Section {
+    pub(crate) start: u64,
+    pub(crate) len: u64,
+    pub(crate) text: u64,
+    pub(crate) data: u64,
+    pub(crate) low: u64,
+    pub(crate) high: u64,
+}
+
+/// The longest registered section read.
+const MAX_SECTION_BYTES: u64 = 256 << 20;
+
+impl Section {
+    /// The section at `start`, up to its zero terminator, with the range its
+    /// FDEs cover; `None` if it is not understood (a 64-bit length, too long,
+    /// an entry gimli cannot parse). Outside malloc, at registration.
+    ///
+    /// # Safety
+    /// `start` is a section the program registered with libgcc: entries up
+    /// to a zero length are readable.
+    pub(crate) unsafe fn at(start: u64, text: u64, data: u64) -> Option<Section> {
+        let mut len = 0u64;
+        loop {
+            // SAFETY: within the registered section, before its terminator.
+            let entry = u64::from(unsafe { read_u32(start + len) });
+            if entry == 0 {
+                break;
+            }
+            len += 4 + entry;
+            if entry == u64::from(u32::MAX) || len > MAX_SECTION_BYTES {
+                return None;
+            }
+        }
+        let mut section = Section {
+            start,
+            len,
+            text,
+            data,
+            low: u64::MAX,
+            high: 0,
+        };
+        // SAFETY: the section's entries, read above.
+        let (eh_frame, bases) = unsafe { section.parts() }?;
+        let mut entries = eh_frame.entries(&bases);
+        while let Some(entry) = entries.next().ok()? {
+            if let gimli::CieOrFde::Fde(partial) = entry {
+                let fde = partial.parse(EhFrame::cie_from_offset).ok()?;
+                section.low = section.low.min(fde.initial_address());
+                section.high = section.high.max(fde.end_address());
+            }
+        }
+        Some(section)
+    }
+
+    /// True if no FDE covers any code.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.low >= self.high
+    }
+
+    /// The section for gimli, with its bases.
+    ///
+    /// # Safety
+    /// `[start, start + len)` is readable for as long as the result is used.
+    unsafe fn parts(&self) -> Option<(EhFrame<Slice>, BaseAddresses)> {
+        let len = usize::try_from(self.len).ok()?;
+        // SAFETY: guaranteed by the caller.
+        let bytes: &'static [u8] =
+            unsafe { core::slice::from_raw_parts(self.start as *const u8, len) };
+        #[cfg(target_arch = "x86_64")]
+        let eh_frame = EhFrame::from(Slice::new(bytes, LittleEndian));
+        #[cfg(target_arch = "aarch64")]
+        let mut eh_frame = EhFrame::from(Slice::new(bytes, LittleEndian));
+        #[cfg(target_arch = "aarch64")]
+        eh_frame.set_vendor(gimli::Vendor::AArch64);
+        let bases = BaseAddresses::default()
+            .set_eh_frame(self.start)
+            .set_text(self.text)
+            .set_got(self.data);
+        Some((eh_frame, bases))
+    }
+}
+
+/// The rule for `address` from the FDE of `section` that covers it: `None`
+/// if none does, [`Rule::Unsupported`] if that FDE is not understood. A
+/// linear search of the section's entries on fixed storage: no allocation.
+///
+/// # Safety
+/// The section stays readable during the call (`registered`'s readers).
+pub(crate) unsafe fn rule_in_section(section: &Section, address: u64) -> Option<Rule> {
+    // SAFETY: forwarded from the caller.
+    let (eh_frame, bases) = unsafe { section.parts() }?;
+    let mut entries = eh_frame.entries(&bases);
+    loop {
+        match entries.next() {
+            Ok(Some(gimli::CieOrFde::Fde(partial))) => {
+                let Ok(fde) = partial.parse(EhFrame::cie_from_offset) else {
+                    return Some(Rule::Unsupported);
+                };
+                if fde.contains(address) {
+                    let found = ParsedFde {
+                        fde,
+                        eh_frame,
+                        bases: bases.clone(),
+                    };
+                    return Some(found.rule(address).unwrap_or(Rule::Unsupported));
+                }
+            }
+            Ok(Some(gimli::CieOrFde::Cie(_))) => {}
+            Ok(None) => return None,
+            Err(_) => return Some(Rule::Unsupported),
+        }
     }
 }
 
@@ -109,7 +227,9 @@ enum FdeMiss {
 /// the `rt_sigreturn` trampoline (libgcc's x86_64 fallback, which reads the code there).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn libgcc_stops_at(return_address: u64) -> bool {
-    if crate::libgcc::has_fde(return_address - 1) {
+    // Where the registered sections are all libgcc knows, the caller's rule
+    // (no unwind information) already answers for libgcc's lookup.
+    if !crate::registered::complete() && crate::libgcc::has_fde(return_address - 1) {
         return false;
     }
     // `mov $15, %rax; syscall`: 48 c7 c0 0f 00 00 00 0f 05.

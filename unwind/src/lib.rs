@@ -17,10 +17,13 @@
 //! 3. Whenever the fast walk stops for any reason other than reaching the outermost
 //!    frame (CFA expressions, signal trampolines, unusual register rules, implausible
 //!    stack values), the whole stack is captured again from scratch with libgcc's
-//!    `_Unwind_Backtrace` ([`capture_libgcc`]): correctness beats speed. A frame in
+//!    `_Unwind_Backtrace` ([`capture_libgcc`]): correctness beats speed. Sections a
+//!    JIT registered with libgcc (`__register_frame*`, which the shim interposes:
+//!    [`register_frames`]) are searched where no loaded object has an FDE, by the
+//!    walk itself (`registered`). A frame in
 //!    code without any unwind information (JIT code, an interpreter's trampoline;
-//!    libgcc's own `_Unwind_Find_FDE`, which also sees frames a JIT registered, and its
-//!    `rt_sigreturn` test confirm there is none) is reported, and the walk goes on
+//!    no object's and no registered FDE covers it, and libgcc's `rt_sigreturn`
+//!    test does not match) is reported, and the walk goes on
 //!    by the frame-pointer chain (`walk::frame_pointer_step`: V8, CPython's perf
 //!    trampolines and the JVM with `-XX:+PreserveFramePointer` keep one), reading
 //!    only the thread's own stack below its known top, and with the unwind tables
@@ -71,7 +74,14 @@
 //! (glibc's threads and the main thread), whatever the cached rules say.
 //! (The libgcc fallback inherits libgcc's own properties: on glibc ≥ 2.35 it also uses
 //! `_dl_find_object` and takes no loader lock, but it takes libgcc's object mutex if a
-//! program registered frames with `__register_frame_info`, e.g. some JITs.)
+//! program registered frames with `__register_frame_info`, e.g. some JITs. The walk
+//! itself never asks libgcc about such frames where every registration went through
+//! [`register_frames`] ([`set_registrations_complete`]): it reads the registered
+//! sections itself, and caches "no unwind information" for generated code. Only a
+//! frame it cannot step (a CFA expression, a signal frame, an FDE it does not
+//! understand) still sends the whole capture to libgcc. Where registrations may
+//! bypass it (a library loaded late), it asks libgcc's `_Unwind_Find_FDE` about
+//! each frame without unwind information, as before, and caches nothing for it.)
 //!
 //! # Which cache to use
 //!
@@ -102,7 +112,9 @@
 //! # Unloading code
 //!
 //! Call [`invalidate_all_caches`] before (or right after) `dlclose` unmaps an object:
-//! every cache, private or shared, stops using rules computed before the call.
+//! every cache, private or shared, stops using rules computed before the call. Call
+//! [`forget_code_without_unwind_info`] before `dlopen`: an object may be mapped where
+//! generated code without unwind information was.
 //!
 //! # Requirements
 //!
@@ -129,6 +141,7 @@ mod libgcc;
 mod memo;
 mod memo_counts;
 mod memo_state;
+mod registered;
 mod rule;
 #[cfg(target_arch = "x86_64")]
 mod walk;
@@ -140,13 +153,17 @@ pub use aarch64::{
 };
 #[cfg(target_arch = "aarch64")]
 pub use aarch64_walk::capture_walked;
-pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
+pub use cache::{
+    RuleCache, SharedRuleCache, forget_code_without_unwind_info, invalidate_all_caches,
+};
 pub use cfi::ObjectKey;
 pub use ending::{Captured, Ending};
 pub use libgcc::use_process_libgcc;
 #[cfg(target_arch = "x86_64")]
 pub use memo::StackMemo;
 pub use memo_counts::MemoCounts;
+pub use registered::set_complete as set_registrations_complete;
+pub use registered::{Registered, deregister as deregister_frames, register as register_frames};
 #[cfg(target_arch = "x86_64")]
 pub use walk::FunctionEntry;
 
@@ -309,6 +326,9 @@ pub unsafe fn capture_remembered_from_ending<
 ) -> Captured {
     let here = Registers::current();
     let Some(caller) = entry.caller(here.rsp) else {
+        if libgcc::may_hold_its_lock() {
+            return LIBGCC_BUSY;
+        }
         // `black_box`: not a tail call (see `finish`).
         let len = core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp.wrapping_add(8)));
         return libgcc_captured(frames, len);
@@ -322,6 +342,9 @@ pub unsafe fn capture_remembered_from_ending<
         WalkEnd::Complete(len, ending) => Captured { len, ending },
         WalkEnd::NeedsFallback => {
             store.count_fallback();
+            if libgcc::may_hold_its_lock() {
+                return LIBGCC_BUSY;
+            }
             let len = core::hint::black_box(libgcc::backtrace_from(frames, caller.rsp));
             libgcc_captured(frames, len)
         }
@@ -425,6 +448,17 @@ pub fn capture_libgcc(frames: &mut [u64]) -> usize {
     core::hint::black_box(libgcc::backtrace(frames, 2))
 }
 
+/// True if unwind information covers `address`: a loaded object's or a
+/// registered section's (`registered`), which is all libgcc knows where
+/// `registered::complete`; elsewhere libgcc's own lookup (lock-free on glibc
+/// ≥ 2.35 unless frames were registered behind the profiler's back).
+fn has_unwind_info(address: u64) -> bool {
+    if registered::complete() {
+        return cfi::rule_for_address(address) != rule::Rule::NoUnwindInfo;
+    }
+    libgcc::has_fde(address)
+}
+
 #[cfg(target_arch = "x86_64")]
 /// Turns the fast walk's outcome into the final frame count, redoing the capture with
 /// libgcc when the fast walk could not finish.
@@ -440,6 +474,7 @@ fn finish(end: WalkEnd, frames: &mut [u64]) -> Captured {
         },
         // `black_box` keeps the call from becoming a tail call, which would remove the
         // `capture*` frame and change the number of frames to skip.
+        WalkEnd::NeedsFallback if libgcc::may_hold_its_lock() => LIBGCC_BUSY,
         WalkEnd::NeedsFallback => {
             let len = core::hint::black_box(libgcc::backtrace(frames, 2));
             libgcc_captured(frames, len)
@@ -447,15 +482,26 @@ fn finish(end: WalkEnd, frames: &mut [u64]) -> Captured {
     }
 }
 
+/// A capture that needed libgcc's walk where this thread may hold libgcc's
+/// object mutex (`libgcc::may_hold_its_lock`: frames are registered and
+/// libgcc is mallocing in its own FDE lookup): no frame, rather than a walk
+/// that would wait for itself, counted as ending in code the walk could not
+/// leave.
+#[cfg(target_arch = "x86_64")]
+const LIBGCC_BUSY: Captured = Captured {
+    len: 0,
+    ending: Ending::NoUnwindInfo,
+};
+
 /// Why libgcc's walk that wrote `frames[..len]` ended: it fills the buffer, or stops
 /// at the outermost frame or at the first frame without unwind information (libgcc
-/// says "end of stack" for both; its own FDE lookup, asked again, tells them apart).
+/// says "end of stack" for both; an FDE lookup tells them apart).
 /// It never steps by frame pointers, so it never ends for [`Ending::UnknownStack`].
-/// Inside `malloc` like the walk (the lookup is libgcc's, lock-free on glibc ≥ 2.35).
+/// Inside `malloc` like the walk.
 pub fn libgcc_captured(frames: &[u64], len: usize) -> Captured {
     let ending = match len.checked_sub(1).map(|last| frames[last]) {
         _ if len == frames.len() => Ending::FrameLimit,
-        Some(last) if !libgcc::has_fde(last.wrapping_sub(1)) => Ending::NoUnwindInfo,
+        Some(last) if !has_unwind_info(last.wrapping_sub(1)) => Ending::NoUnwindInfo,
         _ => Ending::Outermost,
     };
     Captured { len, ending }

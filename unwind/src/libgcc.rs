@@ -6,11 +6,12 @@
 //! the callback that copies instruction pointers into a caller's slice.
 //!
 //! Runs inside malloc: it must never allocate or lock on its own. (libgcc itself finds
-//! FDEs through `_dl_find_object` on glibc ≥ 2.35 and does not allocate.) Only
+//! FDEs through `_dl_find_object` on glibc ≥ 2.35 and does not allocate, unless a
+//! program registered frames with it: see `registered`.) Only
 //! [`use_process_libgcc`] runs outside malloc.
 
 use core::ffi::{CStr, c_char, c_int, c_void};
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// Opaque `struct _Unwind_Context`.
@@ -63,6 +64,13 @@ static LINKED: Libgcc = Libgcc {
 };
 /// The process's own libgcc_s, once found.
 static PROCESS: OnceLock<Libgcc> = OnceLock::new();
+/// `[start, end)` of the process's libgcc_s mapping, once found.
+static PROCESS_START: AtomicU64 = AtomicU64::new(0);
+static PROCESS_END: AtomicU64 = AtomicU64::new(0);
+/// How far above the stack pointer [`may_hold_its_lock`] looks for libgcc's
+/// frames: the profiler's own frames between the allocation and the
+/// fallback take a few KiB.
+const LOCK_HOLDER_REACH: u64 = 64 << 10;
 /// The copy in use: [`LINKED`] or [`PROCESS`].
 static IN_USE: AtomicPtr<Libgcc> = AtomicPtr::new((&raw const LINKED).cast_mut());
 
@@ -107,9 +115,53 @@ pub fn use_process_libgcc() -> bool {
             find_fde: core::mem::transmute::<*mut c_void, FindFdeFn>(find_fde),
         }
     };
+    if let Some((start, end)) = crate::cfi::object_range(find_fde as u64) {
+        PROCESS_START.store(start, Ordering::Relaxed);
+        PROCESS_END.store(end, Ordering::Relaxed);
+    }
     let process = PROCESS.get_or_init(|| found);
     IN_USE.store((process as *const Libgcc).cast_mut(), Ordering::Release);
     true
+}
+
+/// True if this thread may hold libgcc's object mutex, so that the fallback
+/// walk, whose every FDE lookup takes it once frames are registered, would
+/// wait for itself: the process's libgcc_s answers, frames may be registered
+/// with it (`registered`), and a return address into it lies on this
+/// thread's stack within [`LOCK_HOLDER_REACH`] above the stack pointer
+/// (libgcc mallocs under the mutex only in its own FDE lookup, whose frames
+/// are then right above the allocation's). A stale word can make it say so
+/// wrongly: the capture then ends early, never waits. Inside malloc: reads
+/// only this thread's stack, below its top.
+#[inline(never)]
+pub(crate) fn may_hold_its_lock() -> bool {
+    let Some(process) = PROCESS.get() else {
+        return false;
+    };
+    if !core::ptr::eq(libgcc(), process) || !crate::registered::any() {
+        return false;
+    }
+    let (start, end) = (
+        PROCESS_START.load(Ordering::Relaxed),
+        PROCESS_END.load(Ordering::Relaxed),
+    );
+    let here = core::hint::black_box(0u64);
+    let low = (&raw const here as u64 + 7) & !7;
+    #[cfg(target_arch = "x86_64")]
+    let top = crate::walk::stack_top(low);
+    #[cfg(target_arch = "aarch64")]
+    let top = crate::aarch64_walk::stack_top(low);
+    if top == u64::MAX {
+        // Another stack (a signal stack): its bounds are unknown, so assume the worst.
+        return true;
+    }
+    let high = top.min(low.saturating_add(LOCK_HOLDER_REACH));
+    (low..high).step_by(8).any(|slot| {
+        // SAFETY: 8-aligned, between this frame and the top of this thread's
+        // own mapped stack.
+        let word = unsafe { core::ptr::read_volatile(slot as *const u64) };
+        (start..end).contains(&word)
+    })
 }
 
 /// True if an object named `libgcc_s.so.1` is loaded (checked before any `dlsym`, whose
@@ -143,7 +195,8 @@ fn libgcc_s_loaded() -> bool {
 
 /// True if libgcc knows an FDE for `address`: its own lookup, which also sees frames a
 /// JIT registered with `__register_frame*` (it takes libgcc's object mutex only if any
-/// were).
+/// were, and then mallocs under it at the first lookup after a registration). Asked
+/// inside malloc only where `registered` may not know every registration.
 pub(crate) fn has_fde(address: u64) -> bool {
     let mut bases = DwarfEhBases {
         tbase: core::ptr::null_mut(),

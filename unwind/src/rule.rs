@@ -38,8 +38,11 @@ pub(crate) enum Rule {
     /// The fast path cannot step from here: CFA expressions, signal trampolines,
     /// unusual rules. The capture falls back to libgcc.
     Unsupported,
-    /// No loaded object has an FDE for the address (JIT code, code without CFI).
-    /// Never cached: code may be generated there later.
+    /// No loaded object and no section registered with libgcc has an FDE for
+    /// the address (JIT code, code without CFI). Cached like any rule where
+    /// the registered sections are all libgcc knows (`registered`): code
+    /// generated there later has none either, and what could give it some
+    /// (a `dlopen`, a registration) bumps the caches' generation.
     NoUnwindInfo,
 }
 

@@ -283,8 +283,10 @@ fn caller_cfa(rule: StepBits, rsp: u64, rbp: u64, top: u64) -> Option<u64> {
 /// [`step`] for a frame whose rule is not a plain step (`None`: no rule at all).
 ///
 /// A frame reached by a frame-pointer step (`via_frame_pointer`) may hold any
-/// address the stack held: its code is never read, only looked up (a JIT's frames
-/// registered with libgcc still go to libgcc).
+/// address the stack held: its code is never read, only looked up. libgcc is
+/// asked about frames a JIT registered only where `registered` does not know
+/// them all (the rule already says whether any loaded object or registered
+/// section covers the address).
 #[cold]
 #[inline(never)]
 fn other_step(
@@ -298,7 +300,7 @@ fn other_step(
         // Not the capture's own frame (whose code has unwind information).
         Some(Rule::NoUnwindInfo) if lookup_address != regs.pc => {
             let stops = if via_frame_pointer {
-                !crate::libgcc::has_fde(lookup_address)
+                crate::registered::complete() || !crate::libgcc::has_fde(lookup_address)
             } else {
                 cfi::libgcc_stops_at(regs.pc)
             };
