@@ -140,7 +140,7 @@ pub use aarch64::{
 };
 #[cfg(target_arch = "aarch64")]
 pub use aarch64_walk::capture_walked;
-pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches};
+pub use cache::{RuleCache, SharedRuleCache, invalidate_all_caches, set_own_code};
 pub use cfi::ObjectKey;
 pub use ending::{Captured, Ending};
 pub use libgcc::use_process_libgcc;
@@ -163,6 +163,7 @@ use walk::{Registers, Start, WalkEnd};
 #[inline(never)]
 pub fn capture<const BUCKETS: usize>(cache: &mut RuleCache<BUCKETS>, frames: &mut [u64]) -> usize {
     let regs = Registers::current();
+    cache.start_capture(true);
     let mut store = LocalStore::new(cache);
     let end = walk::walk(Start::Here(regs), &mut store, frames);
     if end == WalkEnd::NeedsFallback {
@@ -210,6 +211,7 @@ pub fn capture_layered<const LOCAL: usize, const SHARED: usize>(
     frames: &mut [u64],
 ) -> usize {
     let regs = Registers::current();
+    local.start_capture(true);
     let mut store = LayeredStore::new(LocalStore::new(local), SharedStore::new(shared));
     let end = walk::walk(Start::Here(regs), &mut store, frames);
     if end == WalkEnd::NeedsFallback {
@@ -245,6 +247,7 @@ pub fn capture_remembered_ending<const LOCAL: usize, const SHARED: usize, const 
 ) -> Captured {
     let regs = Registers::current();
     let generation = cache::current_generation();
+    local.start_capture(true);
     let mut store = LayeredStore::new(
         LocalStore::at_generation(local, generation),
         SharedStore::at_generation(shared, generation),
@@ -309,11 +312,13 @@ pub unsafe fn capture_remembered_from_ending<
 ) -> Captured {
     let here = Registers::current();
     let Some(caller) = entry.caller(here.rsp) else {
+        local.start_capture(false);
         // `black_box`: not a tail call (see `finish`).
         let len = core::hint::black_box(libgcc::backtrace_from(frames, entry.rsp.wrapping_add(8)));
         return libgcc_captured(frames, len);
     };
     let generation = cache::current_generation();
+    local.start_capture(true);
     let mut store = LayeredStore::new(
         LocalStore::at_generation(local, generation),
         SharedStore::at_generation(shared, generation),
@@ -380,6 +385,14 @@ impl<const LOCAL: usize, const LEVELS: usize> PrivateUnwinder<LOCAL, LEVELS> {
     /// of earlier captures (see `StackMemo::replayed`).
     pub fn replayed(&self) -> core::ops::Range<usize> {
         self.memo.replayed()
+    }
+
+    /// False if the last capture's frames can be the profiler's own (in the code
+    /// named by [`set_own_code`]) only where it never looked up their rules: the
+    /// last frame, when the buffer filled, and the frames it replayed from its
+    /// memo ([`PrivateUnwinder::replayed`]). Always true on aarch64.
+    pub fn may_hold_own_frames(&self) -> bool {
+        self.rules.may_hold_own_frames()
     }
 
     /// The memo's counters.

@@ -15,7 +15,7 @@
 use crate::cache::RuleStore;
 use crate::cfi;
 use crate::ending::Ending;
-use crate::rule::{MAX_FRAME_BYTES, Rule, StepBits, is_outermost};
+use crate::rule::{MAX_FRAME_BYTES, OWN_CODE, Rule, StepBits, is_outermost};
 
 /// No thread's stack is deeper than this: a stack pointer farther below a thread's
 /// descriptor or the main thread's initial stack pointer is on another stack.
@@ -202,7 +202,9 @@ pub(crate) enum Step {
 /// Reads at most two stack slots, both between `regs.rsp` and a bounded distance above
 /// it, and below `top` ([`stack_top`]). The result is a function of `regs`, `top`, the
 /// rule for `lookup_address` (fixed for a cache generation) and the values in those
-/// two slots only; `StackMemo`'s replay relies on that.
+/// two slots only; `StackMemo`'s replay relies on that. A rule marked as the
+/// profiler's own code is taken like any other, and noted in `store`
+/// ([`RuleStore::note_own_code`]); [`plain_steps`] leaves such frames to this step.
 #[inline(always)]
 pub(crate) fn step<S: RuleStore>(
     store: &mut S,
@@ -211,7 +213,10 @@ pub(crate) fn step<S: RuleStore>(
     top: u64,
     via_frame_pointer: bool,
 ) -> Step {
-    let bits = store.rule_bits(lookup_address);
+    let mut bits = store.rule_bits(lookup_address);
+    if StepBits::of(bits).is_none() && bits & OWN_CODE != 0 {
+        bits = own_code_bits(store, bits);
+    }
     let Some(rule) = StepBits::of(bits) else {
         return other_step(Rule::decode(bits), regs, lookup_address, via_frame_pointer);
     };
@@ -246,6 +251,15 @@ pub(crate) fn step<S: RuleStore>(
         rbp_slot,
         cfa_from_rbp,
     }
+}
+
+/// `bits` marked [`OWN_CODE`], without the mark, after noting in `store` that
+/// the walk steps through the profiler's own code.
+#[cold]
+#[inline(never)]
+fn own_code_bits<S: RuleStore>(store: &mut S, bits: u64) -> u64 {
+    store.note_own_code();
+    bits & !OWN_CODE
 }
 
 /// The CFA (the caller's stack pointer) that `rule` gives for a frame whose
