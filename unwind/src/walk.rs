@@ -116,7 +116,11 @@ impl FunctionEntry {
     #[inline(always)]
     pub(crate) fn caller(&self, current_rsp: u64) -> Option<Registers> {
         let rsp = self.rsp;
-        if !rsp.is_multiple_of(8) || rsp <= current_rsp || rsp - current_rsp > MAX_FRAME_BYTES {
+        // `current_rsp < rsp <= current_rsp + MAX_FRAME_BYTES` in one unsigned
+        // compare: the distance less one wraps to a huge value where `rsp` is
+        // not above `current_rsp`.
+        let distance = rsp.wrapping_sub(current_rsp).wrapping_sub(1);
+        if distance >= MAX_FRAME_BYTES || !rsp.is_multiple_of(8) {
             return None;
         }
         // SAFETY: `current_rsp < rsp`, within a bounded distance: the slot lies in the
