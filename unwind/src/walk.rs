@@ -595,6 +595,29 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_is_taken_only_above_the_capture_and_within_a_frame() {
+        let stack = [0x1234u64, 0x5678, 0];
+        let current = stack.as_ptr() as u64 - 8;
+        let entry = |rsp: u64| FunctionEntry { rsp, rbp: 99 }.caller(current);
+        let caller = entry(current + 16).expect("a return address 16 bytes up");
+        assert_eq!(
+            (caller.pc, caller.rsp, caller.rbp),
+            (0x5678, current + 24, 99)
+        );
+        assert!(entry(current + 24).is_none(), "a zero return address");
+        // Refused before any memory is read.
+        for rsp in [
+            current,
+            current - 8,
+            current + 12,
+            current + MAX_FRAME_BYTES + 8,
+            current.wrapping_add(u64::MAX - 7),
+        ] {
+            assert!(entry(rsp).is_none(), "{:#x} from {current:#x}", rsp);
+        }
+    }
+
+    #[test]
     fn a_rule_pointing_above_the_stack_top_ends_the_walk() {
         let regs = Registers {
             pc: 0x1000,
