@@ -26,7 +26,10 @@
 //! realloc and an `operator new` the shim counts) starts the walk at the
 //! hook's caller: the profiler's own frames in between are never stepped.
 //! Other entries (the aligned allocations, calls from inside the shim) walk
-//! from the capture and drop the profiler's frames after.
+//! from the capture and drop the profiler's frames after. Frames of ours
+//! further out (allocations under the shim's `dlopen` and `dlclose`) are
+//! searched for only where the unwinder says it stepped through our code
+//! (its cached rules for our object carry a mark) or could not tell.
 //!
 //! Each capture counts why its walk ended in the calling thread's block
 //! (`walk_ends`): the whole stack, the frame limit (`prof_bt_max`), or code
