@@ -50,9 +50,9 @@
 //! A frame replayed from the memo costs 12.6 (the return-address slot re-read and
 //! compared, and the saved-rbp slot where it matters); a frame stepped while
 //! remembering about 50–60 (the step, the level it leaves in the memo, the search for a
-//! remembered state). A capture's own set-up is about 100 (the recorder's capture,
-//! with [`capture_remembered_from_ending`] and the memo's replay inlined into it,
-//! walks the C++ churn's 7.2 frames for 429 in all). Stacks shallower than 16
+//! remembered state). A capture's own set-up is about 170 (the recorder's capture,
+//! with [`capture_remembered_from_ending`] inlined into it, walks the C++ churn's
+//! 7.2 frames for 437 in all). Stacks shallower than 16
 //! frames are walked without the memo for that reason.
 //!
 //! A rule for a return address in the profiler's own code ([`set_own_code`]) is cached

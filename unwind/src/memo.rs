@@ -390,7 +390,6 @@ fn walk_with_memo<S: RuleStore, const LEVELS: usize>(
 
 /// Replays `memo.levels[..matched]` outwards after the walk reached the state of
 /// `levels[matched]` with real rbp `rbp`, `count` stepped levels and `written` frames.
-#[inline(always)]
 fn replay<const LEVELS: usize>(
     memo: &mut StackMemo<LEVELS>,
     matched: usize,
