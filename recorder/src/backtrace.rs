@@ -26,7 +26,10 @@
 //! realloc and an `operator new` the shim counts) starts the walk at the
 //! hook's caller: the profiler's own frames in between are never stepped.
 //! Other entries (the aligned allocations, calls from inside the shim) walk
-//! from the capture and drop the profiler's frames after.
+//! from the capture and drop the profiler's frames after. Frames of ours
+//! further out (allocations under the shim's `dlopen` and `dlclose`) are
+//! searched for only where the unwinder says it stepped through our code
+//! (its cached rules for our object carry a mark) or could not tell.
 //!
 //! Each capture counts why its walk ended in the calling thread's block
 //! (`walk_ends`): the whole stack, the frame limit (`prof_bt_max`), or code
@@ -195,6 +198,7 @@ pub fn init() -> Result<(), &'static str> {
     if let Some((start, end)) = object_range(init as fn() -> Result<(), &'static str> as usize) {
         OWN_START.store(start, Relaxed);
         OWN_END.store(end, Relaxed);
+        heapsample_unwind::set_own_code(start as u64, end as u64);
     }
     Ok(())
 }
@@ -230,16 +234,17 @@ pub fn capture_with(
     entry: HookEntry,
 ) -> core::ops::Range<usize> {
     let (captured, replayed) = match (fast_rules(), entry.known()) {
-        (None, _) => (libgcc_capture(frames), 0..0),
+        (None, _) => (libgcc_capture(frames), None),
         (Some(rules), Some(entry)) => {
             // SAFETY: `HookEntry::new`'s contract: the entry of a hook still
             // running on this thread, which called this capture.
             let captured = unsafe { unwinder.capture_from(rules, entry, frames) };
-            (captured, unwinder.replayed())
+            (captured, Some(unwinder.replayed()))
         }
-        (Some(rules), None) => (unwinder.capture(rules, frames), unwinder.replayed()),
+        (Some(rules), None) => (unwinder.capture(rules, frames), Some(unwinder.replayed())),
     };
-    let range = drop_own_frames_unless_replayed(unwinder, &mut frames[..captured.len], replayed);
+    let range =
+        drop_own_frames_unless_known(unwinder, &mut frames[..captured.len], captured, replayed);
     walk_ends::count(tls::current(), kept_ending(captured, &range, frames.len()));
     range
 }
@@ -276,23 +281,42 @@ fn drop_own_frames(frames: &mut [u64]) -> core::ops::Range<usize> {
     drop_own_frames_found(frames, start, end)
 }
 
-/// [`drop_own_frames`] for a capture through `unwinder` that replayed
-/// `frames[replayed]` from its memo: those are frames earlier captures
-/// through it returned, which were checked then, so only the others are
-/// looked at. A capture that holds a frame of ours makes the memo forget, so
-/// that it only ever replays frames that passed.
+/// [`drop_own_frames`] for a capture through `unwinder` (`replayed`: where it
+/// put the frames it replayed from its memo; `None` for libgcc's capture).
+/// Only the frames that may be the profiler's are looked at:
+/// - none of those the unwinder stepped by a rule it looked up, unless it
+///   says one of them was in the profiler's code
+///   ([`ThreadUnwinder::may_hold_own_frames`], which also covers a libgcc
+///   fallback): a rule for our code is marked when it is cached;
+/// - the last frame where the buffer filled (its rule was never looked up);
+/// - none of those replayed from the memo: frames earlier captures through
+///   it returned, which were checked then;
+/// - all of them where the walk ended in code without unwind information
+///   (frames reached by frame pointers: the last one is not looked up).
+///
+/// A capture that holds a frame of ours makes the memo forget, so that it
+/// only ever replays frames that passed.
 #[inline(always)]
-fn drop_own_frames_unless_replayed(
+fn drop_own_frames_unless_known(
     unwinder: &mut ThreadUnwinder,
     frames: &mut [u64],
-    replayed: core::ops::Range<usize>,
+    captured: Captured,
+    replayed: Option<core::ops::Range<usize>>,
 ) -> core::ops::Range<usize> {
     let (start, end) = (OWN_START.load(Relaxed) as u64, OWN_END.load(Relaxed) as u64);
-    let maybe_own = if replayed.is_empty() || replayed.end > frames.len() {
-        maybe_own_frame(frames, start, end)
-    } else {
-        maybe_own_frame(&frames[..replayed.start], start, end)
-            || maybe_own_frame(&frames[replayed.end..], start, end)
+    let maybe_own = match replayed {
+        Some(_) if !unwinder.may_hold_own_frames() => match captured.ending {
+            Ending::Outermost => false,
+            Ending::FrameLimit => frames
+                .last()
+                .is_some_and(|&address| address.wrapping_sub(start) < end.wrapping_sub(start)),
+            Ending::NoUnwindInfo | Ending::UnknownStack => maybe_own_frame(frames, start, end),
+        },
+        Some(replayed) if !replayed.is_empty() && replayed.end <= frames.len() => {
+            maybe_own_frame(&frames[..replayed.start], start, end)
+                || maybe_own_frame(&frames[replayed.end..], start, end)
+        }
+        _ => maybe_own_frame(frames, start, end),
     };
     if !maybe_own {
         return 0..frames.len();

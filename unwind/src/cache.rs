@@ -25,7 +25,7 @@
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 use crate::cfi::{self, ObjectKey};
-use crate::rule::Rule;
+use crate::rule::{OWN_CODE, Rule};
 
 /// Bumped by [`invalidate_all_caches`]; caches drop rules computed under an older value.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -62,6 +62,43 @@ pub(crate) fn current_generation() -> u64 {
     GENERATION.load(Ordering::Acquire)
 }
 
+/// The profiler's own code, `[OWN_START, OWN_END)`: rules for return addresses
+/// in it are cached with [`OWN_CODE`] (x86_64), so that a walk notes when it
+/// steps through such a frame ([`RuleStore::note_own_code`]) at no cost to the
+/// other frames. Empty until [`set_own_code`].
+static OWN_START: AtomicU64 = AtomicU64::new(0);
+static OWN_END: AtomicU64 = AtomicU64::new(0);
+
+/// Names the address range of the profiler's own code (the object a caller
+/// of this crate lives in), so that captures say whether they stepped through
+/// it (`PrivateUnwinder::may_hold_own_frames`). Rules cached before are
+/// forgotten ([`invalidate_all_caches`]), so every cached rule is marked.
+pub fn set_own_code(start: u64, end: u64) {
+    OWN_START.store(start, Ordering::Relaxed);
+    OWN_END.store(end, Ordering::Relaxed);
+    invalidate_all_caches();
+}
+
+/// `rule`'s encoding as the caches keep it for the frame looked up at
+/// `address`: with [`OWN_CODE`] where the return address (`address + 1`, as
+/// callers' frames are looked up one byte into their call) lies in the
+/// profiler's own code. x86_64 only: aarch64's walk does not take marked
+/// rules, and its captures always count as possibly holding own frames.
+#[inline]
+fn encode_for(rule: Rule, address: u64) -> u64 {
+    let bits = rule.encode();
+    if cfg!(target_arch = "x86_64") {
+        let (start, end) = (
+            OWN_START.load(Ordering::Relaxed),
+            OWN_END.load(Ordering::Relaxed),
+        );
+        if address.wrapping_add(1).wrapping_sub(start) < end.wrapping_sub(start) {
+            return bits | OWN_CODE;
+        }
+    }
+    bits
+}
+
 /// The one shared cache whose writes go through another view
 /// ([`SharedRuleCache::set_write_view`]), and the distance to that view.
 static WRITE_VIEW_OF: AtomicUsize = AtomicUsize::new(0);
@@ -79,12 +116,19 @@ pub(crate) trait RuleStore {
     fn get(&mut self, address: u64) -> Option<Rule>;
     fn put(&mut self, address: u64, rule: Rule);
 
+    /// A walk took a rule marked [`OWN_CODE`]: it stepped through a frame of the
+    /// profiler's own code. Stores that do not tell ignore it. (x86_64: see
+    /// `encode_for`.)
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn note_own_code(&mut self) {}
+
     /// The rule for `address` as [`Rule::encode`] bits, computed (and put
     /// here unless there is no unwind information) when none is stored.
     #[inline(always)]
     fn rule_bits(&mut self, address: u64) -> u64 {
         match self.get(address) {
-            Some(rule) => rule.encode(),
+            Some(rule) => encode_for(rule, address),
             None => self.compute(address),
         }
     }
@@ -113,7 +157,7 @@ pub(crate) trait RuleStore {
             }
             self.put(address, rule);
         }
-        rule.encode()
+        encode_for(rule, address)
     }
 }
 
@@ -155,6 +199,10 @@ pub struct RuleCache<const BUCKETS: usize = 1024> {
     /// behind it are read there and not copied in (see
     /// [`RuleCache::set_computed_only`]). False in a zeroed cache.
     computed_only: bool,
+    /// The last capture through this cache stepped through the profiler's own
+    /// code, or was redone by libgcc: its frames may hold the profiler's own
+    /// (see [`RuleCache::may_hold_own_frames`]). False in a zeroed cache.
+    own_frames: bool,
     buckets: [LocalBucket; BUCKETS],
 }
 
@@ -169,6 +217,7 @@ impl<const BUCKETS: usize> RuleCache<BUCKETS> {
             misses: 0,
             fallbacks: 0,
             computed_only: false,
+            own_frames: false,
             buckets: [LocalBucket::EMPTY; BUCKETS],
         }
     }
@@ -225,6 +274,25 @@ impl<const BUCKETS: usize> RuleCache<BUCKETS> {
         self.computed_only = on;
     }
 
+    /// False if the last capture through this cache (on x86_64) stepped every
+    /// frame it did not replay from its memo by a rule
+    /// looked up here, and none of them was in the code named by
+    /// [`set_own_code`], so that only the frames it never looked up (the last
+    /// one, where the buffer filled, and those it replayed) can be the
+    /// profiler's own. True after any other capture, on aarch64 and after a
+    /// libgcc fallback.
+    pub fn may_hold_own_frames(&self) -> bool {
+        cfg!(not(target_arch = "x86_64")) || self.own_frames
+    }
+
+    /// A capture through this cache starts (see [`RuleCache::may_hold_own_frames`]):
+    /// `looked_up`, its frames are looked up here (else libgcc takes them).
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub(crate) fn start_capture(&mut self, looked_up: bool) {
+        self.own_frames = !looked_up;
+    }
+
     /// Bytes of memory one cache of this size occupies.
     pub const fn size_in_bytes() -> usize {
         core::mem::size_of::<Self>()
@@ -257,7 +325,7 @@ impl<const BUCKETS: usize> RuleCache<BUCKETS> {
         bucket.addresses.copy_within(0..LOCAL_WAYS - 1, 1);
         bucket.rules.copy_within(0..LOCAL_WAYS - 1, 1);
         bucket.addresses[0] = address;
-        bucket.rules[0] = rule.encode();
+        bucket.rules[0] = encode_for(rule, address);
     }
 }
 
@@ -289,8 +357,10 @@ impl<'a, const BUCKETS: usize> LocalStore<'a, BUCKETS> {
 }
 
 impl<const BUCKETS: usize> LocalStore<'_, BUCKETS> {
+    /// The capture is redone by libgcc, whose frames were not looked up here.
     pub(crate) fn count_fallback(&mut self) {
         self.cache.fallbacks += 1;
+        self.cache.own_frames = true;
     }
 }
 
@@ -298,6 +368,11 @@ impl<const BUCKETS: usize> RuleStore for LocalStore<'_, BUCKETS> {
     #[inline(always)]
     fn get(&mut self, address: u64) -> Option<Rule> {
         self.cache.get(address)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn note_own_code(&mut self) {
+        self.cache.own_frames = true;
     }
 
     fn put(&mut self, address: u64, rule: Rule) {
@@ -447,7 +522,7 @@ impl<const BUCKETS: usize> SharedRuleCache<BUCKETS> {
             bucket.objects[way].store(moved.2, Ordering::Relaxed);
         }
         bucket.addresses[0].store(address, Ordering::Relaxed);
-        bucket.rules[0].store(rule.encode(), Ordering::Relaxed);
+        bucket.rules[0].store(encode_for(rule, address), Ordering::Relaxed);
         bucket.objects[0].store(object, Ordering::Relaxed);
         bucket.generation.store(generation, Ordering::Relaxed);
         bucket
@@ -540,7 +615,7 @@ impl<const LOCAL: usize, const SHARED: usize> LayeredStore<'_, '_, LOCAL, SHARED
     #[inline(never)]
     fn rule_bits_beyond_local(&mut self, address: u64) -> u64 {
         match self.get(address) {
-            Some(rule) => rule.encode(),
+            Some(rule) => encode_for(rule, address),
             None => self.compute(address),
         }
     }
@@ -576,6 +651,11 @@ impl<const LOCAL: usize, const SHARED: usize> RuleStore for LayeredStore<'_, '_,
         if rule != Rule::NoUnwindInfo {
             self.shared.put(address, rule);
         }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn note_own_code(&mut self) {
+        self.local.note_own_code();
     }
 }
 

@@ -200,9 +200,23 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
 
     /// After a replay that started at `levels[matched]`: keep `levels[..=matched]` and
     /// put the stepped levels (`fresh[..count]`, innermost first) inside it.
+    ///
+    /// Each stepped level is marked as `mark_rbp_use` marks it, as it is put in
+    /// place: one pass.
     fn remember_replayed(&mut self, matched: usize, count: usize) {
-        self.remember_around(matched, count);
-        self.mark_rbp_use(matched + 1);
+        let total = matched + 1 + count;
+        if total > LEVELS {
+            self.len = 0;
+            return;
+        }
+        let mut outer = self.levels[matched];
+        for index in 0..count {
+            let mut level = self.fresh[count - 1 - index];
+            level.set_rbp_matters(rbp_matters_below(&outer));
+            self.levels[matched + 1 + index] = level;
+            outer = level;
+        }
+        self.len = total;
     }
 
     /// Sets [`RBP_MATTERS`] on `levels[first..len]` from the outer levels' flags: a
@@ -210,12 +224,18 @@ impl<const LEVELS: usize> StackMemo<LEVELS> {
     /// rbp over to an outer level where it matters.
     fn mark_rbp_use(&mut self, first: usize) {
         for index in first..self.len {
-            let outer = self.levels[index - 1];
-            let matters =
-                outer.flag(FROM_RBP) || (outer.rbp_slot() == 0 && outer.flag(RBP_MATTERS));
+            let matters = rbp_matters_below(&self.levels[index - 1]);
             self.levels[index].set_rbp_matters(matters);
         }
     }
+}
+
+/// Whether the rbp of the level inside `outer` matters: the step out of it (into
+/// `outer`) computes a CFA from rbp, or carries rbp over to `outer`, where it
+/// matters.
+#[inline(always)]
+fn rbp_matters_below(outer: &Level) -> bool {
+    outer.flag(FROM_RBP) || (outer.rbp_slot() == 0 && outer.flag(RBP_MATTERS))
 }
 
 /// How `end` is kept in [`MemoState::end`].

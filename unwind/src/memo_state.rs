@@ -195,7 +195,9 @@ impl<Level: MemoLevel, const LEVELS: usize> MemoState<Level, LEVELS> {
 
     /// After a replay from `levels[matched]` to the end: keeps
     /// `levels[..=matched]` and puts the stepped levels (`fresh[..count]`,
-    /// innermost first) inside it, or forgets all if they do not fit.
+    /// innermost first) inside it, or forgets all if they do not fit. (x86_64's
+    /// memo does this itself, marking each level in the same pass.)
+    #[cfg(target_arch = "aarch64")]
     pub(crate) fn remember_around(&mut self, matched: usize, count: usize) {
         let total = matched + 1 + count;
         if total > LEVELS {

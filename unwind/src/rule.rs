@@ -97,6 +97,11 @@ const TAG_OUTERMOST: u64 = 3;
 const TAG_UNSUPPORTED: u64 = 4;
 const TAG_NO_UNWIND_INFO: u64 = 5;
 const RBP_SAVED: u64 = 1 << 8;
+/// In a cached encoding (never from [`Rule::encode`]): the rule's code is the
+/// profiler's own (`cache::mark_own_code`). A bit of the tag byte, so that a
+/// marked step fails [`StepBits::of`] and the walk takes it on its slower path,
+/// where it is noted: the fast path pays nothing for the mark.
+pub(crate) const OWN_CODE: u64 = 0x80;
 // aarch64 only: bit 9 "return address still in x30", bit 10 "return address signed";
 // bits 16..29 the saved x30's offset from the CFA in eighths (i13), bits 29..32 the
 // saved x29's offset from the saved x30's in eighths (i3: `stp x29, x30` gives -1).
@@ -224,11 +229,12 @@ impl Rule {
         }
     }
 
-    /// Decodes a value produced by [`Rule::encode`]; `None` for an empty slot (0) or
-    /// anything else `encode` never produces.
+    /// Decodes a value produced by [`Rule::encode`], with or without the
+    /// [`OWN_CODE`] mark; `None` for an empty slot (0) or anything else `encode`
+    /// never produces.
     #[inline(always)]
     pub(crate) fn decode(bits: u64) -> Option<Rule> {
-        let tag = bits & 0xff;
+        let tag = bits & 0xff & !OWN_CODE;
         // The steps first: one range check for the rule of nearly every frame.
         let cfa_base = if tag.wrapping_sub(TAG_STEP_RSP) <= TAG_STEP_RBP - TAG_STEP_RSP {
             if tag == TAG_STEP_RSP {

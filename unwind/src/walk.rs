@@ -15,7 +15,7 @@
 use crate::cache::RuleStore;
 use crate::cfi;
 use crate::ending::Ending;
-use crate::rule::{MAX_FRAME_BYTES, Rule, StepBits, is_outermost};
+use crate::rule::{MAX_FRAME_BYTES, OWN_CODE, Rule, StepBits, is_outermost};
 
 /// No thread's stack is deeper than this: a stack pointer farther below a thread's
 /// descriptor or the main thread's initial stack pointer is on another stack.
@@ -116,7 +116,11 @@ impl FunctionEntry {
     #[inline(always)]
     pub(crate) fn caller(&self, current_rsp: u64) -> Option<Registers> {
         let rsp = self.rsp;
-        if !rsp.is_multiple_of(8) || rsp <= current_rsp || rsp - current_rsp > MAX_FRAME_BYTES {
+        // `current_rsp < rsp <= current_rsp + MAX_FRAME_BYTES` in one unsigned
+        // compare: the distance less one wraps to a huge value where `rsp` is
+        // not above `current_rsp`.
+        let distance = rsp.wrapping_sub(current_rsp).wrapping_sub(1);
+        if distance >= MAX_FRAME_BYTES || !rsp.is_multiple_of(8) {
             return None;
         }
         // SAFETY: `current_rsp < rsp`, within a bounded distance: the slot lies in the
@@ -202,7 +206,9 @@ pub(crate) enum Step {
 /// Reads at most two stack slots, both between `regs.rsp` and a bounded distance above
 /// it, and below `top` ([`stack_top`]). The result is a function of `regs`, `top`, the
 /// rule for `lookup_address` (fixed for a cache generation) and the values in those
-/// two slots only; `StackMemo`'s replay relies on that.
+/// two slots only; `StackMemo`'s replay relies on that. A rule marked as the
+/// profiler's own code is taken like any other, and noted in `store`
+/// ([`RuleStore::note_own_code`]); [`plain_steps`] leaves such frames to this step.
 #[inline(always)]
 pub(crate) fn step<S: RuleStore>(
     store: &mut S,
@@ -211,7 +217,10 @@ pub(crate) fn step<S: RuleStore>(
     top: u64,
     via_frame_pointer: bool,
 ) -> Step {
-    let bits = store.rule_bits(lookup_address);
+    let mut bits = store.rule_bits(lookup_address);
+    if StepBits::of(bits).is_none() && bits & OWN_CODE != 0 {
+        bits = own_code_bits(store, bits);
+    }
     let Some(rule) = StepBits::of(bits) else {
         return other_step(Rule::decode(bits), regs, lookup_address, via_frame_pointer);
     };
@@ -246,6 +255,15 @@ pub(crate) fn step<S: RuleStore>(
         rbp_slot,
         cfa_from_rbp,
     }
+}
+
+/// `bits` marked [`OWN_CODE`], without the mark, after noting in `store` that
+/// the walk steps through the profiler's own code.
+#[cold]
+#[inline(never)]
+fn own_code_bits<S: RuleStore>(store: &mut S, bits: u64) -> u64 {
+    store.note_own_code();
+    bits & !OWN_CODE
 }
 
 /// The CFA (the caller's stack pointer) that `rule` gives for a frame whose
@@ -576,6 +594,29 @@ mod tests {
         // reads.
         // SAFETY: below the descriptor, within this thread's stack block.
         let _ = unsafe { read_stack(top - 8) };
+    }
+
+    #[test]
+    fn an_entry_is_taken_only_above_the_capture_and_within_a_frame() {
+        let stack = [0x1234u64, 0x5678, 0];
+        let current = stack.as_ptr() as u64 - 8;
+        let entry = |rsp: u64| FunctionEntry { rsp, rbp: 99 }.caller(current);
+        let caller = entry(current + 16).expect("a return address 16 bytes up");
+        assert_eq!(
+            (caller.pc, caller.rsp, caller.rbp),
+            (0x5678, current + 24, 99)
+        );
+        assert!(entry(current + 24).is_none(), "a zero return address");
+        // Refused before any memory is read.
+        for rsp in [
+            current,
+            current - 8,
+            current + 12,
+            current + MAX_FRAME_BYTES + 8,
+            current.wrapping_add(u64::MAX - 7),
+        ] {
+            assert!(entry(rsp).is_none(), "{:#x} from {current:#x}", rsp);
+        }
     }
 
     #[test]
