@@ -165,11 +165,20 @@ mod tests {
             line(b"/var/jit-42.dump"),
         ]
         .concat();
-        assert_eq!(path_in_maps(&maps, 42).as_deref(), Some("/run/jit dir/jit-42.dump"));
-        assert_eq!(path_in_maps(&maps, 420).as_deref(), Some("/tmp/jit-420.dump"));
+        assert_eq!(
+            path_in_maps(&maps, 42).as_deref(),
+            Some("/run/jit dir/jit-42.dump")
+        );
+        assert_eq!(
+            path_in_maps(&maps, 420).as_deref(),
+            Some("/tmp/jit-420.dump")
+        );
         assert_eq!(path_in_maps(&maps, 4), None);
         let last = line(b"/tmp/jit-7.dump");
-        assert_eq!(path_in_maps(&last[..last.len() - 1], 7).as_deref(), Some("/tmp/jit-7.dump"));
+        assert_eq!(
+            path_in_maps(&last[..last.len() - 1], 7).as_deref(),
+            Some("/tmp/jit-7.dump")
+        );
         assert_eq!(path_in_maps(b"", 7), None);
     }
 
