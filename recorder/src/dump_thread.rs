@@ -399,11 +399,14 @@ pub fn stop_thread() {
     }
 }
 
+/// Every signal's bit set by hand, not by `sigfillset` (an import the
+/// loader would bind in every process): glibc's `pthread_sigmask` leaves
+/// its own two internal signals unblocked whatever the set says.
 fn block_all_signals() {
-    // SAFETY: a filled set and a valid pointer.
+    // SAFETY: any bit pattern is a valid sigset_t; a valid pointer.
     unsafe {
         let mut all: libc::sigset_t = core::mem::zeroed();
-        libc::sigfillset(&mut all);
+        core::ptr::write_bytes(&mut all, 0xff, 1);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, core::ptr::null_mut());
     }
 }

@@ -170,9 +170,9 @@ fn print_leak_summary(dump: &heapsample_format::Dump, path: Option<&str>) {
 // A process that never had a second thread (a pre-fork server's master, a
 // shell) takes no profiler lock around fork: nobody else can hold one, and
 // the forking thread holds none outside its guard. Its fork handlers then
-// write only the fork time into the forking thread's block and, in the
-// child, what the child must change, since every other page they wrote
-// would cost parent or child a copy-on-write fault per fork.
+// write nothing in the parent (after its first fork) and, in the child,
+// only what the child must change, since every page they wrote would cost
+// parent or child a copy-on-write fault per fork.
 //
 // What a forked child runs of the library (`fork_child`, with what it
 // inlines, and `at_exit`) lives in its own section, `.heapsample.child`, which the
@@ -193,11 +193,6 @@ extern "C" fn fork_prepare() {
         // the locks are held.
         state.set_flag(tls::FLAG_GUARD | tls::FLAG_FORK_LOCKED, true);
     }
-    // Read in the parent: a child that read the clock itself would first
-    // fault in the clock's data page.
-    state
-        .fork_called_ns
-        .store(crate::sys::clock_ns(libc::CLOCK_MONOTONIC), Relaxed);
     // Once per process, before its first fork: make the tables (children
     // inherit them, and the rule cache is shared with them; not once
     // detached) and map the stack index's pages (never written pages map
@@ -273,20 +268,23 @@ extern "C" fn fork_child() {
     unsafe { dump_sequence::reset_in_child() };
     dump_thread::reset_in_child();
     triggers::reset_in_child();
+    // The fork time, read here and by the instruction: written by the
+    // parent's prepare handler it cost the parent a copy-on-write fault per
+    // fork (the page the previous fork write-protected), and read through
+    // the vDSO it would cost the child a fault on the vDSO's code.
+    let forked_at_ns = crate::arch::monotonic_ns_by_syscall();
     let record = &FORK_RECORD;
     record
         .samples_at_fork
         .store(state::samples_taken(), Relaxed);
-    record
-        .forked_at_ns
-        .store(state.fork_called_ns.load(Relaxed), Relaxed);
+    record.forked_at_ns.store(forked_at_ns, Relaxed);
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u32;
     record.pid.store(pid, Relaxed);
     process::mark_identity_inherited();
     if state::exact() {
         // The child's peak is its own: from the heap it inherited, at the fork.
-        state::restart_peak(state.fork_called_ns.load(Relaxed));
+        state::restart_peak(forked_at_ns);
     }
     reseed_forking_thread(pid);
     crate::clock::after_fork_child();

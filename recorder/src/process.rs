@@ -22,8 +22,8 @@ pub struct ForkRecord {
     /// The samples taken when it was forked; `u64::MAX` in a process that
     /// was not forked.
     pub samples_at_fork: AtomicU64,
-    /// When it was forked (the forking thread's `fork_called_ns` as the
-    /// child found it; its own later forks do not change it).
+    /// When it was forked (CLOCK_MONOTONIC, nanoseconds, read by the
+    /// child's fork handler; its own later forks do not change it).
     pub forked_at_ns: AtomicU64,
     /// The pid of the process this memory belongs to (0 before the
     /// constructor), set by the constructor and in each forked child.

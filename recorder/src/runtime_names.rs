@@ -56,14 +56,25 @@ pub fn runtime_frames(stacks: &[Stack]) -> RuntimeFrames {
         (&JITDUMP, crate::jitdump::find(pid), parse_jitdump),
     ];
     for (state, path, parse) in sources {
-        let mut parsed = state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Not `lock`: in a forked child, a dump that another thread of the
+        // parent was assembling at the fork left this lock held for ever
+        // (the dump lock is reset in the child, this one cannot be). Whoever
+        // finds it held parses the file afresh instead of waiting.
+        let mut own = None;
+        let mut held = match state.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        let parsed: &mut Option<Parsed> = match held.as_mut() {
+            Some(guard) => guard,
+            None => &mut own,
+        };
         let Some(path) = path else {
             *parsed = None;
             continue;
         };
-        if !refresh(&mut parsed, &path, parse) {
+        if !refresh(parsed, &path, parse) {
             continue;
         }
         if let Some(map) = parsed.as_ref() {

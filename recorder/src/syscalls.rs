@@ -286,6 +286,15 @@ pub unsafe fn getppid() -> libc::pid_t {
     as_int(unsafe { call(libc::SYS_getppid, [0; 6]) })
 }
 
+/// `uname(names)`.
+///
+/// # Safety
+/// `names` points to a writable `utsname`.
+pub unsafe fn uname(names: *mut libc::utsname) -> c_int {
+    // SAFETY: per the contract.
+    as_int(unsafe { call(libc::SYS_uname, [names as usize, 0, 0, 0, 0, 0]) })
+}
+
 /// `getrandom(buffer, bytes, flags)`.
 ///
 /// # Safety

@@ -78,10 +78,6 @@ pub struct ThreadState {
     /// The thread's serial number (0 until the thread is set up).
     pub serial: AtomicU32,
     // ---- second line: cold ----
-    /// CLOCK_MONOTONIC, in nanoseconds, when the thread last called `fork`
-    /// (here because the fork handlers write this block anyway: a field of
-    /// its own page would cost a forking parent a copy-on-write fault).
-    pub fork_called_ns: AtomicU64,
     /// The thread's kernel id for the profiler's locks (0 until a lock
     /// needs it; see `spin_lock`).
     pub kernel_tid: AtomicU32,

@@ -277,7 +277,7 @@ pub fn install_signal_handler() {
             as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
             as libc::sighandler_t;
         action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
-        libc::sigemptyset(&mut action.sa_mask);
+        // The mask is empty: `action` was zeroed (no `sigemptyset` import).
         if libc::sigaction(signal, &action, core::ptr::null_mut()) != 0 {
             return;
         }

@@ -44,6 +44,29 @@ pub fn gettid() -> u32 {
     id as u32
 }
 
+/// CLOCK_MONOTONIC in nanoseconds by the `svc` instruction, not the vDSO:
+/// for a forked child's handler, whose first call into the vDSO (or into
+/// libc's wrapper) would fault that code's page in.
+#[inline(always)]
+pub fn monotonic_ns_by_syscall() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec at the pointer, which is
+    // ours; CLOCK_MONOTONIC always exists; the kernel returns in x0.
+    unsafe {
+        core::arch::asm!(
+            "svc #0",
+            in("x8") libc::SYS_clock_gettime,
+            inlateout("x0") libc::CLOCK_MONOTONIC as i64 => _,
+            in("x1") &mut now as *mut libc::timespec,
+            options(nostack, preserves_flags),
+        );
+    }
+    (now.tv_sec as u64).saturating_mul(1_000_000_000) + now.tv_nsec as u64
+}
+
 /// Add `delta` to `cell`; returns the value before. aarch64 has no
 /// single-instruction add to memory without LSE, so an atomic one (a
 /// load/store-exclusive pair that a signal handler's own change makes

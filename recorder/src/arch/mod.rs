@@ -1,11 +1,12 @@
-//! What differs by processor: the cycle counter, the raw `gettid`, the one
+//! What differs by processor: the cycle counter, the raw `gettid` and
+//! monotonic clock (system calls by their instruction), the one
 //! read-modify-write a signal handler cannot split, and how a signal's saved
 //! context says where the thread was.
 //!
 //! Owns nothing but these small functions, one file per architecture with
 //! the same names. A leaf: imports nothing of the crate. Everything here may
 //! run inside malloc or a signal handler: no allocation, no lock, no system
-//! call but the `gettid` it is asked for.
+//! call but the `gettid` or clock reading it is asked for.
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;

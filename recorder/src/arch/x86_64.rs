@@ -1,4 +1,5 @@
-//! x86_64: `rdtsc`, `cpuid`, the `syscall` instruction, `xadd`, `gregs`.
+//! x86_64: `rdtsc`, `cpuid`, the `syscall` instruction (gettid, the
+//! monotonic clock), `xadd`, `gregs`.
 
 use core::sync::atomic::AtomicI64;
 
@@ -38,6 +39,32 @@ pub fn gettid() -> u32 {
         );
     }
     id as u32
+}
+
+/// CLOCK_MONOTONIC in nanoseconds by the `syscall` instruction, not the
+/// vDSO: for a forked child's handler, whose first call into the vDSO (or
+/// into libc's wrapper) would fault that code's page in.
+#[inline(always)]
+pub fn monotonic_ns_by_syscall() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec at the pointer, which is
+    // ours; CLOCK_MONOTONIC always exists; the kernel clobbers only rcx and
+    // r11.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_clock_gettime => _,
+            in("rdi") libc::CLOCK_MONOTONIC as i64,
+            in("rsi") &mut now as *mut libc::timespec,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack, preserves_flags),
+        );
+    }
+    (now.tv_sec as u64).saturating_mul(1_000_000_000) + now.tv_nsec as u64
 }
 
 /// Add `delta` to `cell` where no other thread can run, without a locked
