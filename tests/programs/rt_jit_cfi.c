@@ -16,10 +16,10 @@
  *       (tried up to 8 times) and called BLOCKS times from `after_reload`.
  *       Prints "same address" once it landed there.
  *   rt_jit_cfi threads   THREADS threads allocate through a stub whose CFI
- *       is registered; meanwhile the main thread registers and deregisters
- *       another section ROUNDS times, and after each registration takes a
- *       libgcc backtrace from generated code without unwind information
- *       (libgcc's first lookup after a registration mallocs while holding
+ *       is registered; once each has allocated, the main thread registers
+ *       and deregisters another section ROUNDS times, and after each
+ *       registration takes a libgcc backtrace from generated code without
+ *       unwind information (libgcc's first lookup after a registration mallocs while holding
  *       its object mutex: a sample there must not ask libgcc again).
  *   rt_jit_cfi handler   the same from a signal handler (a signal frame,
  *       which the profiler's walk hands to libgcc, on the stack).
@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -228,9 +229,11 @@ static void reload(const char *plugin) {
     exit(3);
 }
 
-static atomic_int stop;
+static atomic_int stop, allocating_workers;
 
 static void *allocating(void *stub) {
+    ((stub_fn)stub)(64);
+    atomic_fetch_add(&allocating_workers, 1);
     while (!atomic_load(&stop)) {
         ((stub_fn)stub)(64);
     }
@@ -261,6 +264,11 @@ static void threads(void) {
     pthread_t workers[THREADS];
     for (int t = 0; t < THREADS; t++) {
         pthread_create(&workers[t], NULL, allocating, code);
+    }
+    /* The rounds run while every worker allocates (on a loaded machine the
+     * workers might otherwise not start before the rounds end). */
+    while (atomic_load(&allocating_workers) < THREADS) {
+        sched_yield();
     }
     for (int round = 0; round < ROUNDS; round++) {
         /* Each round's section describes a page of its own. */
