@@ -88,21 +88,23 @@ impl Series {
         };
         loop {
             let exited = self.child.try_wait().expect("try_wait").is_some();
-            let files = own_dumps(&self.dir, pid);
-            for file in &files {
-                if !watched.seen.contains_key(&file.name) {
-                    // It may go between the listing and the read: then it
-                    // was seen too briefly to count.
-                    // What does not decode is not the profiler's (a test's
-                    // planted file): the caller checks those by name.
-                    let dump = std::fs::read(&file.path)
-                        .ok()
-                        .and_then(|bytes| heapsample_tests::format::decode(&bytes).ok());
-                    if let Some(dump) = dump {
-                        watched.seen.insert(file.name.clone(), dump);
-                    }
+            let mut files = own_dumps(&self.dir, pid);
+            // A dump may go between the listing and the read: then it was
+            // seen too briefly to count, and this poll came after it went.
+            files.retain(|file| {
+                if watched.seen.contains_key(&file.name) {
+                    return true;
                 }
-            }
+                let Ok(bytes) = std::fs::read(&file.path) else {
+                    return false;
+                };
+                // What does not decode is not the profiler's (a test's
+                // planted file): the caller checks those by name.
+                if let Ok(dump) = heapsample_tests::format::decode(&bytes) {
+                    watched.seen.insert(file.name.clone(), dump);
+                }
+                true
+            });
             let names: Vec<String> = files.iter().map(|file| file.name.clone()).collect();
             each(&names);
             watched.polls.push(names);
