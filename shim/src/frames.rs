@@ -15,25 +15,10 @@
 //! the call does nothing, as it would have nothing to register with.
 
 use core::ffi::c_void;
+use core::ptr::null_mut;
 
 use heapsample_recorder::backtrace::{self, Registered};
 use heapsample_recorder::sys::{ErrnoGuard, LazyNext};
-
-type RegisterFn = unsafe extern "C" fn(*mut c_void);
-type RegisterInfoFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
-type RegisterBasesFn = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_void, *mut c_void);
-type DeregisterInfoFn = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
-
-static NEXT_REGISTER: LazyNext = LazyNext::new(c"__register_frame");
-static NEXT_REGISTER_INFO: LazyNext = LazyNext::new(c"__register_frame_info");
-static NEXT_REGISTER_INFO_BASES: LazyNext = LazyNext::new(c"__register_frame_info_bases");
-static NEXT_REGISTER_TABLE: LazyNext = LazyNext::new(c"__register_frame_table");
-static NEXT_REGISTER_INFO_TABLE: LazyNext = LazyNext::new(c"__register_frame_info_table");
-static NEXT_REGISTER_INFO_TABLE_BASES: LazyNext =
-    LazyNext::new(c"__register_frame_info_table_bases");
-static NEXT_DEREGISTER: LazyNext = LazyNext::new(c"__deregister_frame");
-static NEXT_DEREGISTER_INFO: LazyNext = LazyNext::new(c"__deregister_frame_info");
-static NEXT_DEREGISTER_INFO_BASES: LazyNext = LazyNext::new(c"__deregister_frame_info_bases");
 
 /// The next definition of `next` as a `T`, if there is one.
 ///
@@ -59,142 +44,113 @@ fn deregistering(begin: *mut c_void) {
     backtrace::frames_deregistering(begin as usize);
 }
 
-/// # Safety
-/// libgcc's contract for `__register_frame`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __register_frame(begin: *mut c_void) {
-    // SAFETY: the C signature of `__register_frame`.
-    if let Some(real) = unsafe { next::<RegisterFn>(&NEXT_REGISTER) } {
-        // SAFETY: forwarding the program's call.
-        unsafe { real(begin) };
-        registered(
-            begin,
-            Registered::Section,
-            core::ptr::null_mut(),
-            core::ptr::null_mut(),
-        );
-    }
+/// The exported registration function `$name(begin, $args…)` (all
+/// pointers): libgcc's (the next definition of `$symbol`) first, then the
+/// walk told of `begin` as `$how`, with the bases `$text` and `$data`.
+macro_rules! registration {
+    ($name:ident, $symbol:literal, $how:expr, ($($arg:ident),*), $text:expr, $data:expr) => {
+        /// # Safety
+        /// libgcc's contract for the function of this name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(begin: *mut c_void $(, $arg: *mut c_void)*) {
+            static NEXT: LazyNext = LazyNext::new($symbol);
+            type Real = unsafe extern "C" fn(*mut c_void $(, registration!(@pointer $arg))*);
+            // SAFETY: `Real` is the C signature of the function of this name.
+            if let Some(real) = unsafe { next::<Real>(&NEXT) } {
+                // SAFETY: forwarding the program's call.
+                unsafe { real(begin $(, $arg)*) };
+                registered(begin, $how, $text, $data);
+            }
+        }
+    };
+    (@pointer $arg:ident) => { *mut c_void };
 }
 
-/// # Safety
-/// libgcc's contract for `__register_frame_info`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __register_frame_info(begin: *mut c_void, object: *mut c_void) {
-    // SAFETY: the C signature of `__register_frame_info`.
-    if let Some(real) = unsafe { next::<RegisterInfoFn>(&NEXT_REGISTER_INFO) } {
-        // SAFETY: forwarding the program's call.
-        unsafe { real(begin, object) };
-        registered(
-            begin,
-            Registered::Section,
-            core::ptr::null_mut(),
-            core::ptr::null_mut(),
-        );
-    }
-}
-
-/// # Safety
-/// libgcc's contract for `__register_frame_info_bases`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __register_frame_info_bases(
-    begin: *mut c_void,
-    object: *mut c_void,
-    text: *mut c_void,
-    data: *mut c_void,
-) {
-    // SAFETY: the C signature of `__register_frame_info_bases`.
-    if let Some(real) = unsafe { next::<RegisterBasesFn>(&NEXT_REGISTER_INFO_BASES) } {
-        // SAFETY: forwarding the program's call.
-        unsafe { real(begin, object, text, data) };
-        registered(begin, Registered::Section, text, data);
-    }
-}
-
-/// # Safety
-/// libgcc's contract for `__register_frame_table`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __register_frame_table(begin: *mut c_void) {
-    // SAFETY: the C signature of `__register_frame_table`.
-    if let Some(real) = unsafe { next::<RegisterFn>(&NEXT_REGISTER_TABLE) } {
-        // SAFETY: forwarding the program's call.
-        unsafe { real(begin) };
-        registered(
-            begin,
-            Registered::Table,
-            core::ptr::null_mut(),
-            core::ptr::null_mut(),
-        );
-    }
-}
-
-/// # Safety
-/// libgcc's contract for `__register_frame_info_table`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __register_frame_info_table(begin: *mut c_void, object: *mut c_void) {
-    // SAFETY: the C signature of `__register_frame_info_table`.
-    if let Some(real) = unsafe { next::<RegisterInfoFn>(&NEXT_REGISTER_INFO_TABLE) } {
-        // SAFETY: forwarding the program's call.
-        unsafe { real(begin, object) };
-        registered(
-            begin,
-            Registered::Table,
-            core::ptr::null_mut(),
-            core::ptr::null_mut(),
-        );
-    }
-}
-
-/// # Safety
-/// libgcc's contract for `__register_frame_info_table_bases`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __register_frame_info_table_bases(
-    begin: *mut c_void,
-    object: *mut c_void,
-    text: *mut c_void,
-    data: *mut c_void,
-) {
-    // SAFETY: the C signature of `__register_frame_info_table_bases`.
-    if let Some(real) = unsafe { next::<RegisterBasesFn>(&NEXT_REGISTER_INFO_TABLE_BASES) } {
-        // SAFETY: forwarding the program's call.
-        unsafe { real(begin, object, text, data) };
-        registered(begin, Registered::Table, text, data);
-    }
-}
+registration!(
+    __register_frame,
+    c"__register_frame",
+    Registered::Section,
+    (),
+    null_mut(),
+    null_mut()
+);
+registration!(
+    __register_frame_info,
+    c"__register_frame_info",
+    Registered::Section,
+    (object),
+    null_mut(),
+    null_mut()
+);
+registration!(
+    __register_frame_info_bases,
+    c"__register_frame_info_bases",
+    Registered::Section,
+    (object, text, data),
+    text,
+    data
+);
+registration!(
+    __register_frame_table,
+    c"__register_frame_table",
+    Registered::Table,
+    (),
+    null_mut(),
+    null_mut()
+);
+registration!(
+    __register_frame_info_table,
+    c"__register_frame_info_table",
+    Registered::Table,
+    (object),
+    null_mut(),
+    null_mut()
+);
+registration!(
+    __register_frame_info_table_bases,
+    c"__register_frame_info_table_bases",
+    Registered::Table,
+    (object, text, data),
+    text,
+    data
+);
 
 /// # Safety
 /// libgcc's contract for `__deregister_frame`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __deregister_frame(begin: *mut c_void) {
+    static NEXT: LazyNext = LazyNext::new(c"__deregister_frame");
     deregistering(begin);
     // SAFETY: the C signature of `__deregister_frame`.
-    if let Some(real) = unsafe { next::<RegisterFn>(&NEXT_DEREGISTER) } {
+    if let Some(real) = unsafe { next::<unsafe extern "C" fn(*mut c_void)>(&NEXT) } {
         // SAFETY: forwarding the program's call.
         unsafe { real(begin) };
     }
 }
 
-/// # Safety
-/// libgcc's contract for `__deregister_frame_info`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __deregister_frame_info(begin: *mut c_void) -> *mut c_void {
-    deregistering(begin);
-    // SAFETY: the C signature of `__deregister_frame_info`.
-    match unsafe { next::<DeregisterInfoFn>(&NEXT_DEREGISTER_INFO) } {
-        // SAFETY: forwarding the program's call.
-        Some(real) => unsafe { real(begin) },
-        None => core::ptr::null_mut(),
-    }
+/// The exported `$name(begin) -> object`: the walk forgets `begin`, then
+/// libgcc (the next definition of `$symbol`) deregisters it.
+macro_rules! deregistration {
+    ($name:ident, $symbol:literal) => {
+        /// # Safety
+        /// libgcc's contract for the function of this name.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(begin: *mut c_void) -> *mut c_void {
+            static NEXT: LazyNext = LazyNext::new($symbol);
+            type Real = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
+            deregistering(begin);
+            // SAFETY: `Real` is the C signature of the function of this name.
+            match unsafe { next::<Real>(&NEXT) } {
+                // SAFETY: forwarding the program's call.
+                Some(real) => unsafe { real(begin) },
+                None => null_mut(),
+            }
+        }
+    };
 }
 
-/// # Safety
-/// libgcc's contract for `__deregister_frame_info_bases`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn __deregister_frame_info_bases(begin: *mut c_void) -> *mut c_void {
-    deregistering(begin);
-    // SAFETY: the C signature of `__deregister_frame_info_bases`.
-    match unsafe { next::<DeregisterInfoFn>(&NEXT_DEREGISTER_INFO_BASES) } {
-        // SAFETY: forwarding the program's call.
-        Some(real) => unsafe { real(begin) },
-        None => core::ptr::null_mut(),
-    }
-}
+deregistration!(__deregister_frame_info, c"__deregister_frame_info");
+deregistration!(
+    __deregister_frame_info_bases,
+    c"__deregister_frame_info_bases"
+);

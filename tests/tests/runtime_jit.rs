@@ -211,26 +211,29 @@ fn a_module_loaded_where_generated_code_ran_is_unwound_by_its_tables() {
     );
 }
 
-#[test]
-fn registering_frames_while_threads_allocate_never_deadlocks() {
+/// `rt_jit_cfi MODE` at lg 0, run to a successful end that prints
+/// `expected`. Natively a mode takes under 0.1 s (300 registrations, each
+/// followed by a libgcc backtrace); at lg 0 every allocation is a sampled
+/// walk, well under 100x. A deadlock never ends: 120 s tells the two apart
+/// on any load this suite runs under.
+fn run_to_the_end(mode: &str, expected: &str) -> Outcome {
     let program = compile_c("rt_jit_cfi.c", &BuildOptions::no_pie());
-    // Natively the run takes under 0.1 s (300 registrations, 300 libgcc
-    // backtraces, 4 threads allocating meanwhile); at lg 0 every allocation
-    // is a sampled walk, well under 100x. A deadlock never ends: 120 s tells
-    // the two apart on any load this suite runs under.
     let outcome = Run::new(&program.path)
-        .arg("threads")
+        .arg(mode)
         .prof_conf("lg_prof_sample:0")
         .with_shim()
         .timeout(Duration::from_secs(120))
         .run();
     outcome.assert_success();
-    assert_eq!(
-        outcome.stdout,
-        "threads: 300 rounds\n",
-        "{}",
-        outcome.context()
-    );
+    assert_eq!(outcome.stdout, expected, "{}", outcome.context());
+    outcome
+}
+
+/// 4 threads allocate through a registered stub while the main thread
+/// registers and deregisters frames and takes libgcc backtraces.
+#[test]
+fn registering_frames_while_threads_allocate_never_deadlocks() {
+    let outcome = run_to_the_end("threads", "threads: 300 rounds\n");
     let stacks = cfi_stacks(&outcome);
     // The workers' stacks go through the registered stub to the thread's start.
     let workers: Vec<_> = stacks
@@ -247,23 +250,9 @@ fn registering_frames_while_threads_allocate_never_deadlocks() {
     }
 }
 
+/// After each of 300 registrations a signal whose handler takes a libgcc
+/// backtrace (a signal frame, which the profiler's walk hands to libgcc).
 #[test]
 fn a_libgcc_walk_in_a_signal_handler_with_frames_registered_never_deadlocks() {
-    let program = compile_c("rt_jit_cfi.c", &BuildOptions::no_pie());
-    // 300 registrations, each followed by a signal whose handler takes a
-    // libgcc backtrace: natively well under 0.1 s; a deadlock never ends
-    // (the bound as for the threads above).
-    let outcome = Run::new(&program.path)
-        .arg("handler")
-        .prof_conf("lg_prof_sample:0")
-        .with_shim()
-        .timeout(Duration::from_secs(120))
-        .run();
-    outcome.assert_success();
-    assert_eq!(
-        outcome.stdout,
-        "in a handler: 300 rounds\n",
-        "{}",
-        outcome.context()
-    );
+    run_to_the_end("handler", "in a handler: 300 rounds\n");
 }
