@@ -34,20 +34,23 @@ fn which_forked_children_dump_at_exit() {
     let (_dir, binary) = fork_children();
     // (option, children, bytes each child allocates, how long each lives in
     // ms, whether it forks a grandchild before leaving, child dumps
-    // expected). 4 MiB is 8 sampling periods: a child misses
-    // every sample with e^-8 odds. The default (`lived`) wants a child that
-    // sampled and ran for a second.
+    // expected). 16 MiB in 4 KiB blocks is 32 sampling periods: a child's
+    // samples are Poisson with mean 32, so it misses every one with odds
+    // e^-32 = 1.3e-14, and one of the 24 children that must sample does
+    // with 3e-13 per run (at 4 MiB, e^-8 per child: 8e-3 per run, which
+    // happened). The default (`lived`) wants a child that sampled and ran
+    // for a second.
     // A child's own forks do not restart its clock: the children that fork
     // a grandchild just before leaving still count as having run a second.
     let cases = [
-        ("", "20", "4194304", "0", "", 0),
-        ("", "2", "4194304", "1100", "", 2),
-        ("", "2", "4194304", "1100", "grandchild", 2),
+        ("", "20", "16777216", "0", "", 0),
+        ("", "2", "16777216", "1100", "", 2),
+        ("", "2", "16777216", "1100", "grandchild", 2),
         ("", "2", "0", "1100", "", 0),
         ("prof_fork_final:sampled", "20", "0", "0", "", 0),
-        ("prof_fork_final:sampled", "20", "4194304", "0", "", 20),
+        ("prof_fork_final:sampled", "20", "16777216", "0", "", 20),
         ("prof_fork_final:all", "20", "0", "0", "", 20),
-        ("prof_fork_final:none", "2", "4194304", "1100", "", 0),
+        ("prof_fork_final:none", "2", "16777216", "1100", "", 0),
     ];
     for (conf, children, bytes, life_ms, then, expected) in cases {
         let outcome = Run::new(&binary)
